@@ -1,0 +1,112 @@
+# libinfer build. `make` builds the libraries, tools and tests (and kernels/ when nvcc is found);
+# `make test` runs every CPU test; see README.md for the other targets.
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Werror
+BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -DINFER_BUILD -Iinclude -Ilib -Ikernels -MMD -MP
+LDLIBS  := -lpthread -lm -ldl
+PREFIX  ?= /usr/local
+
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+else
+BUILD   ?= build
+endif
+
+# ---- CUDA: on when nvcc exists, unless INFER_CUDA=0 ----
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifeq ($(INFER_CUDA),0)
+NVCC :=
+endif
+CUDA_ARCHS ?= 80 86 89 90 120
+ifneq ($(NVCC),)
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+BASE       += -DINFER_CUDA=1 -I$(CUDA_HOME)/include
+NVFLAGS    := -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -Werror all-warnings \
+              -DINFER_BUILD -DINFER_CUDA=1 -Iinclude -Ilib -Ikernels -MMD -MP \
+              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart -lstdc++
+KERNEL_SRC := $(wildcard kernels/*.cu)
+endif
+
+LIB_SRC   := $(wildcard lib/*.c lib/cpu/*.c)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(KERNEL_SRC:%.cu=$(BUILD)/%.o)
+TOOL_MAIN := $(wildcard tools/llm-*.c)
+TOOL_AUX  := $(filter-out $(TOOL_MAIN),$(wildcard tools/*.c))
+TOOLS     := $(TOOL_MAIN:tools/%.c=$(BUILD)/%)
+TEST_MAIN := $(wildcard tests/test-*.c tests/conformance/test-*.c)
+TEST_AUX  := $(filter-out $(TEST_MAIN),$(wildcard tests/*.c tests/conformance/*.c))
+TESTS     := $(patsubst %.c,$(BUILD)/%,$(TEST_MAIN))
+TEST_AUX_OBJ := $(TEST_AUX:%.c=$(BUILD)/%.o) $(TOOL_AUX:%.c=$(BUILD)/%.o)
+
+all: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS) $(TESTS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/libinfer.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libinfer.so: $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libinfer.so -o $@ $^ $(LDLIBS)
+
+$(BUILD)/llm-%: $(BUILD)/tools/llm-%.o $(TOOL_AUX:%.c=$(BUILD)/%.o) $(BUILD)/libinfer.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX_OBJ) $(BUILD)/libinfer.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- the peer: the real llama.cpp CPU build from npm, used as the oracle by the tests ----
+PEER_DIR     := build/peer
+PEER_VERSION := 3.22.1
+peer: $(PEER_DIR)/.done
+$(PEER_DIR)/.done:
+	@mkdir -p $(PEER_DIR)
+	@if command -v npm >/dev/null; then \
+	  npm install --prefix $(PEER_DIR) --no-audit --no-fund --loglevel=error \
+	    @node-llama-cpp/linux-x64@$(PEER_VERSION) && touch $@; \
+	else echo "SKIP (npm not found: conformance tests against llama.cpp will be skipped)"; fi
+
+# ---- tests ----
+FUZZ_TIME ?= 20
+test: all peer
+	@INFER_BUILD_DIR=$(BUILD) INFER_PEER_DIR=$(PEER_DIR) FUZZ_TIME=$(FUZZ_TIME) SAN=$(SAN) \
+	  MAKE="$(MAKE)" sh tests/run.sh
+
+FUZZ_CC ?= clang
+fuzz: $(BUILD)/fuzz-gguf
+	mkdir -p $(BUILD)/fuzz-corpus
+	$(BUILD)/fuzz-gguf -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 $(BUILD)/fuzz-corpus tests/fuzz/seeds
+$(BUILD)/fuzz-gguf: tests/fuzz/fuzz-gguf.c lib/gguf.c lib/status.c lib/quant.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -DINFER_BUILD -Iinclude -Ilib -Ikernels -O1 -g \
+	  -fsanitize=fuzzer,address,undefined -o $@ $^ -lm
+
+# ---- install ----
+install: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/infer.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libinfer.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libinfer.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' infer.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/infer.pc
+
+demo: all
+	sh tools/demo.sh $(BUILD)
+
+format:
+	clang-format -i include/*.h lib/*.[ch] lib/cpu/*.c kernels/*.h kernels/*.cu tools/*.[ch] tests/*.[ch] tests/*/*.c
+
+clean:
+	rm -rf build build-san
+
+.PHONY: all test peer fuzz install demo format clean
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,138 @@
+/* libinfer: LLM inference from GGUF files, in C with CUDA kernels.
+ *
+ * This header is the manual. Conventions:
+ *   - Every fallible call returns infer_status; results come back through out-parameters. On failure
+ *     *out is NULL, nothing leaks, and infer_last_error() names the file, the item and what was expected.
+ *   - Handles are opaque. Params structs are taken from *_default() and edited; NULL means defaults.
+ *   - The library never prints and never exits; log lines go to the callback set by infer_set_log().
+ *   - Ownership is stated per function: _load/_create give, _free takes (NULL is a no-op). Returned
+ *     pointers are borrowed for the stated lifetime. Caller buffers come with a capacity and the
+ *     return value is the count needed (the snprintf rule).
+ */
+#ifndef INFER_H
+#define INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(INFER_BUILD) && defined(__GNUC__)
+#define INFER_API __attribute__((visibility("default")))
+#else
+#define INFER_API
+#endif
+
+typedef enum {
+    INFER_OK = 0,
+    INFER_E_ARG,         /* a caller argument is invalid */
+    INFER_E_IO,          /* open/read/write/mmap failed */
+    INFER_E_FORMAT,      /* malformed or inconsistent file */
+    INFER_E_UNSUPPORTED, /* well-formed, but not something libinfer runs (type, arch) */
+    INFER_E_OOM,         /* host or device allocation failed */
+    INFER_E_DEVICE,      /* a CUDA call failed, or no usable device */
+    INFER_E_CTX_FULL,    /* the context has no room for the tokens */
+    INFER_E_CANCELLED,   /* a callback asked to stop */
+    INFER_E_INTERNAL     /* a bug in libinfer */
+} infer_status;
+
+/* Tensor element types; the values are ggml's type ids as stored in GGUF files. */
+typedef enum {
+    INFER_TYPE_F32 = 0,
+    INFER_TYPE_F16 = 1,
+    INFER_TYPE_Q4_0 = 2,
+    INFER_TYPE_Q4_1 = 3,
+    INFER_TYPE_Q5_0 = 6,
+    INFER_TYPE_Q5_1 = 7,
+    INFER_TYPE_Q8_0 = 8,
+    INFER_TYPE_Q8_1 = 9,
+    INFER_TYPE_Q2_K = 10,
+    INFER_TYPE_Q3_K = 11,
+    INFER_TYPE_Q4_K = 12,
+    INFER_TYPE_Q5_K = 13,
+    INFER_TYPE_Q6_K = 14,
+    INFER_TYPE_Q8_K = 15,
+    INFER_TYPE_IQ4_NL = 20,
+    INFER_TYPE_IQ4_XS = 23,
+    INFER_TYPE_BF16 = 30,
+    INFER_TYPE_COUNT = 43 /* ids below this may appear in a GGUF file */
+} infer_type;
+
+/* ---- status and logging ---- */
+
+/* A static string naming the status ("INFER_E_FORMAT: malformed file"). */
+INFER_API const char *infer_status_str(infer_status s);
+/* Detail of the last failure on this thread; "" if none. Borrowed until the next failing call. */
+INFER_API const char *infer_last_error(void);
+
+typedef enum { INFER_LOG_ERROR = 0, INFER_LOG_WARN, INFER_LOG_INFO, INFER_LOG_DEBUG } infer_log_level;
+typedef void (*infer_log_fn)(infer_log_level level, const char *msg, void *user);
+/* Sets the process-wide log sink; NULL (the default) discards everything. */
+INFER_API void infer_set_log(infer_log_fn cb, void *user);
+
+/* ---- types ---- */
+
+/* "Q4_K", "F32", ...; NULL for an id with no layout (unknown or removed). */
+INFER_API const char *infer_type_name(int32_t type);
+/* Elements per block and bytes per block; 0 for an id with no layout. */
+INFER_API int32_t infer_type_block_size(int32_t type);
+INFER_API int32_t infer_type_block_bytes(int32_t type);
+/* 1 if libinfer computes with weights of this type (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS). */
+INFER_API int infer_type_supported(int32_t type);
+
+/* ---- models ---- */
+
+typedef struct infer_model infer_model; /* immutable after load; may be shared across threads */
+
+/* Returns nonzero to cancel the load (INFER_E_CANCELLED). progress is in [0, 1]. */
+typedef int (*infer_progress_fn)(float progress, void *user);
+
+typedef struct {
+    int32_t n_gpu_layers;          /* layers on the GPU; 0 = CPU only (reserved until the CUDA backend) */
+    int32_t check_tensors;         /* 1: scan every tensor's data for NaN/Inf in scales and floats */
+    infer_progress_fn progress;    /* may be NULL */
+    void *progress_user;
+} infer_model_params;
+
+INFER_API infer_model_params infer_model_params_default(void);
+
+/* Opens a GGUF file (or the first part of a split model: name-00001-of-0000N.gguf), validates it,
+ * binds its tensors to the architecture's table and checks every shape and type.
+ * Gives *out; free with infer_model_free. */
+INFER_API infer_status infer_model_load(const char *path, const infer_model_params *p, infer_model **out);
+/* Takes m. NULL is a no-op. */
+INFER_API void infer_model_free(infer_model *m);
+
+/* general.architecture, borrowed for the model's lifetime. */
+INFER_API const char *infer_model_arch(const infer_model *m);
+
+/* Metadata: entries in file order. The key is borrowed for the model's lifetime. */
+INFER_API int64_t infer_model_meta_count(const infer_model *m);
+INFER_API const char *infer_model_meta_key(const infer_model *m, int64_t i);
+/* Writes the value of key as text (strings verbatim, numbers in C notation, arrays as [a, b, ...]
+ * with at most 16 elements then "..."). Returns the length needed without the NUL, or -1 if the key
+ * is absent. buf may be NULL when cap is 0. */
+INFER_API int32_t infer_model_meta_str(const infer_model *m, const char *key, char *buf, int32_t cap);
+
+typedef struct {
+    const char *name;   /* borrowed for the model's lifetime */
+    int32_t type;       /* infer_type id */
+    int32_t n_dims;
+    int64_t ne[4];      /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
+    uint64_t offset;    /* byte offset in its file's data section */
+    uint64_t nbytes;
+    int32_t split;      /* which file of a split model holds it (0-based) */
+} infer_tensor_info;
+
+INFER_API int64_t infer_model_tensor_count(const infer_model *m);
+/* i in [0, count); INFER_E_ARG otherwise. */
+INFER_API infer_status infer_model_tensor(const infer_model *m, int64_t i, infer_tensor_info *out);
+/* Index of the tensor with that name, or -1. */
+INFER_API int64_t infer_model_find_tensor(const infer_model *m, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* INFER_H */

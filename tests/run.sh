@@ -1,0 +1,45 @@
+#!/bin/sh
+# Runs every test binary, then the checks that are not C programs (exported symbols, install, fuzz
+# smoke), and prints one summary line: "N passed, N failed, N skipped" counting whole test programs.
+B=${INFER_BUILD_DIR:-build}
+pass=0 fail=0 skip=0 failed=""
+mkdir -p "$B/test-logs"
+
+record() { # name status
+    case $2 in
+    0) pass=$((pass + 1)); echo "PASS $1" ;;
+    77) skip=$((skip + 1)); echo "SKIP $1" ;;
+    *) fail=$((fail + 1)); failed="$failed $1"; echo "FAIL $1 (exit $2, log: $B/test-logs/$1.log)" ;;
+    esac
+}
+
+for t in $(find "$B/tests" -type f -name 'test-*' ! -name '*.o' ! -name '*.d' | sort); do
+    name=$(basename "$t")
+    "$t" > "$B/test-logs/$name.log" 2>&1
+    st=$?
+    grep -E '^(FAIL|SKIP)' "$B/test-logs/$name.log" | head -20
+    tail -n 1 "$B/test-logs/$name.log"
+    record "$name" $st
+done
+
+# Only infer_* may leave the shared library.
+bad=$(nm -D --defined-only "$B/libinfer.so" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^infer_' | grep -v '^_' )
+if [ -z "$bad" ]; then record exports 0; else echo "exported non-infer symbols: $bad"; record exports 1; fi
+
+# A user's program built against an installed copy through pkg-config.
+if [ "$SAN" != 1 ]; then
+    sh tests/install/check.sh "$B" > "$B/test-logs/install.log" 2>&1
+    st=$?; tail -n 1 "$B/test-logs/install.log"; record install $st
+fi
+
+# The GGUF parser under libFuzzer for a short smoke period.
+if command -v clang >/dev/null 2>&1; then
+    $MAKE -s fuzz BUILD="$B" FUZZ_TIME="${FUZZ_TIME:-20}" > "$B/test-logs/fuzz.log" 2>&1
+    st=$?; grep -E '^(Done|==|SUMMARY)' "$B/test-logs/fuzz.log" | tail -n 3; record fuzz-gguf $st
+else
+    echo "SKIP (clang not found: no libFuzzer smoke run)"; skip=$((skip + 1))
+fi
+
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

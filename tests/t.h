@@ -1,0 +1,51 @@
+/* t.h: the whole test harness. One line per failed check; a summary line at exit.
+ *   T_CHECK(cond, fmt, ...)  records a pass or a failure with a message
+ *   T_NEAR(a, b, tol)        |a - b| <= tol
+ *   T_SKIP(why)              prints "SKIP (why)" and counts a skip
+ *   return t_done();         prints "name: N passed, N failed, N skipped", exits 0 / 1 / 77 (all skipped)
+ */
+#ifndef T_H
+#define T_H
+
+#include <math.h>
+#include <stdio.h>
+
+static int t_pass, t_fail, t_skip;
+
+#define T_CHECK(cond, ...)                                                                                   \
+    do {                                                                                                     \
+        if (cond) {                                                                                          \
+            t_pass++;                                                                                        \
+        } else {                                                                                             \
+            t_fail++;                                                                                        \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                      \
+            printf(__VA_ARGS__);                                                                             \
+            printf("\n");                                                                                    \
+            fflush(stdout);                                                                                  \
+        }                                                                                                    \
+    } while (0)
+
+#define T_NEAR(a, b, tol)                                                                                    \
+    do {                                                                                                     \
+        double t_a_ = (double)(a), t_b_ = (double)(b);                                                       \
+        T_CHECK(fabs(t_a_ - t_b_) <= (tol), "%s = %.9g, %s = %.9g, |diff| > %g", #a, t_a_, #b, t_b_, (double)(tol)); \
+    } while (0)
+
+#define T_SKIP(...)                                                                                          \
+    do {                                                                                                     \
+        t_skip++;                                                                                            \
+        printf("SKIP (");                                                                                    \
+        printf(__VA_ARGS__);                                                                                 \
+        printf(")\n");                                                                                       \
+        fflush(stdout);                                                                                      \
+    } while (0)
+
+static inline int t_done_named(const char *name) {
+    printf("%s: %d passed, %d failed, %d skipped\n", name, t_pass, t_fail, t_skip);
+    if (t_fail) return 1;
+    if (t_pass == 0 && t_skip > 0) return 77;
+    return 0;
+}
+#define t_done() t_done_named(__FILE__)
+
+#endif
