@@ -1,0 +1,27 @@
+/* ftype: which tensor gets which type in a file of a given llama.cpp file type (llama-quantize's
+ * default rules without an imatrix; ../shared/specs/gguf-quant-tokenizer.md §6). Shared by
+ * `llm-gguf synth` and `llm-gguf quantize`. */
+#ifndef INFER_FTYPE_H
+#define INFER_FTYPE_H
+
+#include <stdint.h>
+
+/* llama_ftype ids (general.file_type) */
+enum { FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q8_0 = 7, FTYPE_Q4_K_M = 15, FTYPE_Q6_K = 18, FTYPE_BF16 = 32 };
+
+/* "F32" "F16" "BF16" "Q8_0" "Q4_K_M" "Q6_K" (case-insensitive) -> ftype id; -1 if unknown. */
+int32_t ftype_by_name(const char *name);
+const char *ftype_name(int32_t ftype);
+
+struct ftype_model {
+    int32_t n_layer;   /* trunk layers + MTP layers (block_count) */
+    int32_t n_gqa;     /* n_head / n_head_kv */
+    int32_t n_expert;  /* 0 for dense */
+    int tied;          /* token_embd doubles as the LM head */
+};
+
+/* The type tensor `name` of shape ne (n_dims) gets. Norms, biases, routers, ssm_conv1d, ssm_a, ssm_dt
+ * and 1-D tensors stay F32; a row length not divisible by the chosen block falls back like llama.cpp. */
+int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int64_t *ne, const struct ftype_model *m);
+
+#endif
