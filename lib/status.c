@@ -44,7 +44,15 @@ infer_status infer_fail_context(infer_status s, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, ERROR_CAP);
-    snprintf(last_error, ERROR_CAP, "%s: %s", prefix, old);
+    /* note: truncation of an over-long message is acceptable; it stays NUL-terminated */
+    size_t n = strlen(prefix);
+    if (n > ERROR_CAP - 3) n = ERROR_CAP - 3;
+    memcpy(last_error, prefix, n);
+    memcpy(last_error + n, ": ", 2);
+    size_t m = strlen(old);
+    if (m > ERROR_CAP - 1 - n - 2) m = ERROR_CAP - 1 - n - 2;
+    memcpy(last_error + n + 2, old, m);
+    last_error[n + 2 + m] = 0;
     return s;
 }
 
