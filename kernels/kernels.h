@@ -65,6 +65,13 @@ int32_t mmv_act_type_cpu(int32_t weight_type);
 int32_t mmv_act_type_cuda(int32_t weight_type);
 struct op_cost mmv_cost(const struct mmv_args *a);
 
+/* CUDA launchers (kernels/<op>.cu). The CPU twins are declared in lib/cpu/cpu.h. */
+#if defined(INFER_CUDA) || defined(__CUDACC__)
+#include <cuda_runtime_api.h>
+cudaError_t cuda_quantize(const struct quantize_args *a, cudaStream_t s);
+cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
