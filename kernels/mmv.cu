@@ -189,7 +189,7 @@ template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n
  * once (NT x 32 int8 + scales) and each row's weights once, so acc[r][t] costs each byte once.
  * note: several rows per warp keep more independent weight loads in flight and divide the
  * activation traffic (from L1/L2) by MMV_ROWS. */
-enum { MMV_ROWS = 2 };
+enum { MMV_ROWS = 1 };
 
 template <int T, int NT>
 static __device__ __forceinline__ void rows_dots(const struct mmv_args &a, const uint8_t *w, int64_t r0, size_t rb,
