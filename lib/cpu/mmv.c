@@ -255,7 +255,7 @@ MMV_AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *x) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++) {
         __m256i s = mmv_dot_i8(_mm256_loadu_si256((const __m256i *)a[i].qs), _mm256_loadu_si256((const __m256i *)b[i].qs));
-        __m256 d = _mm256_set1_ps(cpu_f16_to_f32(a[i].d) * cpu_f16_to_f32(b[i].d));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
     return mmv_hsum(acc);
@@ -268,7 +268,7 @@ MMV_AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
     for (int64_t i = 0; i < n / QK8_0; i++) {
         __m256i q = _mm256_sub_epi8(mmv_nibbles(a[i].qs), _mm256_set1_epi8(8));
         __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
-        __m256 d = _mm256_set1_ps(cpu_f16_to_f32(a[i].d) * cpu_f16_to_f32(b[i].d));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
     return mmv_hsum(acc);
@@ -287,7 +287,7 @@ MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
     for (int64_t i = 0; i < n / QK8_0; i++) {
         __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs));
         __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
-        __m256 d = _mm256_set1_ps(cpu_f16_to_f32(a[i].d) * cpu_f16_to_f32(b[i].d));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
     return mmv_hsum(acc);
@@ -302,12 +302,35 @@ MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
         __m256i sumi = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
             __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs + 16 * ib));
-            __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * ib)));
-            sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(s, _mm256_set1_epi32(mmv_iq4_xs_scale(&a[i], ib))));
+            __m256i y = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * ib));
+            /* the sub-block scale goes into the int16 -> int32 widening (madd) instead of a mullo */
+            __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)mmv_iq4_xs_scale(&a[i], ib))));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(cpu_f16_to_f32(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return mmv_hsum(acc);
+}
+
+/* The 12 packed scale bytes of Q4_K/Q5_K (spec §3.6) as 8 scales and 8 mins, branch-free:
+ * bytes 0-3 hold sc0-3 (6 bits) + the top 2 bits of sc4-7, bytes 4-7 the same for the mins,
+ * bytes 8-11 the low nibbles of sc4-7 (low) and m4-7 (high). */
+static inline void mmv_k_unpack(const uint8_t *scales, uint32_t sc[2], uint32_t m[2]) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, scales, 4);
+    memcpy(&u1, scales + 4, 4);
+    memcpy(&u2, scales + 8, 4);
+    sc[0] = u0 & 0x3f3f3f3f;
+    m[0] = u1 & 0x3f3f3f3f;
+    sc[1] = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
+    m[1] = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
+}
+
+/* Σ_j m_j · (bsums[2j] + bsums[2j+1]) as 4 int32 lanes. */
+MMV_AVX2 static inline __m128i mmv_k_mins_sse(const uint32_t m[2], const int16_t *bsums) {
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m[1], (int)m[0]));
+    __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
+    return _mm_madd_epi16(m16, bs);
 }
 
 MMV_AVX2 static float dot_q4_k_avx2(int64_t n, const void *w, const void *x) {
@@ -315,25 +338,30 @@ MMV_AVX2 static float dot_q4_k_avx2(int64_t n, const void *w, const void *x) {
     const struct cpu_q8_k *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sc[8];
-        int summ = mmv_k_mins(a[i].scales, b[i].bsums, sc);
+        uint32_t sc[2], mn[2];
+        mmv_k_unpack(a[i].scales, sc, mn);
+        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
         __m256i sumi = _mm256_setzero_si256();
         for (int p = 0; p < 4; p++) {
+            uint32_t s2 = sc[p / 2] >> (16 * (p % 2)); /* sub-blocks 2p and 2p+1 in the low two bytes */
             __m256i q = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * p));
             __m256i y0 = _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * p));
             __m256i y1 = _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * p + 32));
             __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), y0);
             __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), y1);
-            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * p]));
-            p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * p + 1]));
+            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((short)(s2 & 0xff)));
+            p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16((short)((s2 >> 8) & 0xff)));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(cpu_f16_to_f32(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
-        mins += (cpu_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
+        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
     }
-    return mmv_hsum(acc) - mins;
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return mmv_hsum(acc) - _mm_cvtss_f32(m);
 }
 
 MMV_AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *x) {
@@ -341,10 +369,12 @@ MMV_AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *x) {
     const struct cpu_q8_k *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sc[8];
-        int summ = mmv_k_mins(a[i].scales, b[i].bsums, sc);
+        uint32_t sc4[2], mn[2];
+        mmv_k_unpack(a[i].scales, sc4, mn);
+        const uint8_t *sc = (const uint8_t *)sc4;
+        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
         __m256i sumi = _mm256_setzero_si256();
         __m256i qh = _mm256_loadu_si256((const __m256i *)a[i].qh);
         for (int p = 0; p < 4; p++) {
@@ -360,10 +390,12 @@ MMV_AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *x) {
             p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * p + 1]));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(cpu_f16_to_f32(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
-        mins += (cpu_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        accm = _mm_fmadd_ps(_mm_set1_ps(_cvtsh_ss(a[i].dmin) * b[i].d), _mm_cvtepi32_ps(summ), accm);
     }
-    return mmv_hsum(acc) - mins;
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return mmv_hsum(acc) - _mm_cvtss_f32(m);
 }
 
 MMV_AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *x) {
@@ -395,7 +427,7 @@ MMV_AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *x) {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(cpu_f16_to_f32(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return mmv_hsum(acc);
 }
