@@ -97,6 +97,10 @@ static const struct tcase tops_cases[] = {
     /* moe_ffn: {n_tokens, n_embd, n_ff, n_expert}, param[0] = n_expert_used, param[1] = down type */
     {"moe_ffn", "q4_K", {2, 256, 512, 4}, {2, INFER_TYPE_Q6_K}, -1, 1, 0, 1e-3},
     {"moe_ffn", "q8_0", {1, 128, 96, 3}, {3, INFER_TYPE_Q8_0}, -1, 1, 0, 1e-3},
+    /* errors: hostile arguments get a status, never a crash; pool: {n, grain, threads} */
+    {"errors", "", {0}, {0}, 0, 0, 0, 0},
+    {"pool", "", {1000, 3, 7}, {0}, 0, 0, 0, 0},
+    {"pool", "", {5, 16, 3}, {0}, 0, 0, 0, 0},
     {"moe_ffn", "f16", {3, 64, 64, 8}, {2, INFER_TYPE_F16}, -1, 1, 0, 1e-6}, /* x rounded to f16 */
 };
 #define N_CASES (int)(sizeof tops_cases / sizeof tops_cases[0])
@@ -568,6 +572,71 @@ static void run_moe_ffn(struct tctx *x) {
     free(yc);
 }
 
+static void run_errors(struct tctx *x) {
+    const char *desc = x->desc;
+    struct infer_backend *be = x->be;
+    float f[512] = {0}, y[512];
+    uint8_t q[2048] = {0};
+    int32_t pos[1] = {-1}, ids[2] = {0, 99};
+    struct mmv_args m = {INFER_TYPE_Q2_K, q, NULL, 256, 1, 1, q, f, y, NULL, MMV_PLAIN, 0};
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_UNSUPPORTED, "%s: Q2_K mmv", desc);
+    m.type = INFER_TYPE_Q4_K;
+    m.n_in = 200; /* not a multiple of 256 */
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: n_in 200 for Q4_K", desc);
+    m.n_in = 256;
+    m.n_tokens = 9;
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: mmv with 9 tokens", desc);
+    m.n_tokens = 1;
+    m.epilogue = MMV_SWIGLU; /* no w2 */
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: SwiGLU without w2", desc);
+    m.epilogue = 7;
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: epilogue 7", desc);
+    struct quantize_args qa = {INFER_TYPE_F32, f, q, 256, 1, 256};
+    T_CHECK(be->ops->quantize(be, &qa) == INFER_E_UNSUPPORTED, "%s: quantize to F32", desc);
+    qa.type = INFER_TYPE_Q8_0;
+    qa.n = 33;
+    T_CHECK(be->ops->quantize(be, &qa) == INFER_E_ARG, "%s: quantize n 33", desc);
+    uint16_t kv[64] = {0};
+    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1};
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: 3 heads over 2 kv heads", desc);
+    at.n_head = 4;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: negative position", desc);
+    struct rope_args ro = {f, pos, 1, 1, 64, 65, 64, 64, ROPE_NORMAL, 1e4f, 1};
+    T_CHECK(be->ops->rope(be, &ro) == INFER_E_ARG, "%s: n_rot 65 > head_dim", desc);
+    struct moe_route_args mr = {f, ids, y, 1, 4, 5, 1};
+    T_CHECK(be->ops->moe_route(be, &mr) == INFER_E_ARG, "%s: top-5 of 4 experts", desc);
+    struct moe_ffn_args mf = {INFER_TYPE_F32, INFER_TYPE_F32, f, f, f, f, ids, f, y, 4, 4, 4, 2, 1};
+    T_CHECK(be->ops->moe_ffn(be, &mf) == INFER_E_ARG, "%s: expert id 99 of 4", desc);
+    struct pool *p = NULL;
+    T_CHECK(pool_create(0, &p) == INFER_E_ARG && p == NULL, "%s: pool of 0 threads", desc);
+}
+
+struct tops_pool_job {
+    int *hits;
+    int64_t grain, n;
+    int bad;
+};
+static void tops_pool_fn(void *ctx, int64_t b, int64_t e, int ith) {
+    struct tops_pool_job *j = ctx;
+    if (b % j->grain || (e % j->grain && e != j->n) || ith < 0) j->bad = 1;
+    for (int64_t i = b; i < e; i++) __atomic_add_fetch(&j->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+static void run_pool(struct tctx *x) {
+    const char *desc = x->desc;
+    int64_t n = x->c->ne[0];
+    struct pool *p = NULL;
+    T_CHECK(pool_create((int)x->c->ne[2], &p) == INFER_OK, "%s: %s", desc, infer_last_error());
+    int *hits = calloc((size_t)n, sizeof(int));
+    struct tops_pool_job j = {hits, x->c->ne[1], n, 0};
+    for (int rep = 0; rep < 50; rep++) pool_for(p, n, j.grain, tops_pool_fn, &j);
+    int ok = !j.bad;
+    for (int64_t i = 0; i < n; i++) ok &= hits[i] == 50;
+    T_CHECK(ok, "%s: every index exactly once per call, grain-aligned ranges", desc);
+    pool_free(p);
+    free(hits);
+}
+
 static void run_case(struct tctx *x) {
     const char *op = x->c->op;
     if (!strcmp(op, "quantize")) run_quantize(x);
@@ -579,6 +648,8 @@ static void run_case(struct tctx *x) {
     else if (!strcmp(op, "attn")) run_attn(x);
     else if (!strcmp(op, "moe_route")) run_moe_route(x);
     else if (!strcmp(op, "moe_ffn")) run_moe_ffn(x);
+    else if (!strcmp(op, "errors")) run_errors(x);
+    else if (!strcmp(op, "pool")) run_pool(x);
 }
 
 /* Is `s` in the comma list `list` (NULL list: everything)? */
@@ -631,7 +702,7 @@ int main(int argc, char **argv) {
             if (len && types && !tops_in(types, tname)) continue;
             for (int b = 0; b < 2; b++) {
                 const char *bn = b ? "cuda" : "cpu";
-                if (!tops_in(backends, bn)) continue;
+                if (!tops_in(backends, bn) || (b == 1 && !strcmp(c->op, "pool"))) continue; /* pool: CPU only */
                 struct tctx x = {c, t, cpu, {0}};
                 snprintf(x.desc, sizeof x.desc, "%s %s %s ne=[%lld,%lld,%lld,%lld] p=[%d,%d]", bn, c->op, len ? tname : "f32",
                          (long long)c->ne[0], (long long)c->ne[1], (long long)c->ne[2], (long long)c->ne[3], c->param[0],
