@@ -103,6 +103,11 @@ install: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS)
 check-gpu:
 	sh bench/check-gpu.sh
 
+bench-ops: $(BUILD)/bench-ops
+	$(BUILD)/bench-ops -t q4_K,q6_K,q8_0 -n 2
+$(BUILD)/bench-ops: $(BUILD)/bench/bench-ops.o $(BUILD)/libinfer.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 demo: all
 	sh tools/demo.sh $(BUILD)
 
@@ -112,5 +117,5 @@ format:
 clean:
 	rm -rf build build-san
 
-.PHONY: all test peer fuzz install demo format clean check-gpu
+.PHONY: all test peer fuzz install demo format clean check-gpu bench-ops
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

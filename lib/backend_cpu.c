@@ -81,6 +81,7 @@ infer_status backend_cpu_create(int n_threads, struct infer_backend **out) {
     struct backend_cpu *c = xcalloc(1, sizeof *c);
     if (!c) return INFER_OOM("cpu backend");
     TRY(pool_create(n_threads, &c->pool));
+    (void)cpu_isa(); /* probes the CPU once here, before worker threads race to do it */
     c->base.ops = &backend_cpu_ops;
     c->base.impl = c;
     *out = &c->base;

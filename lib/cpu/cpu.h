@@ -44,7 +44,7 @@ typedef float (*cpu_vec_dot_fn)(int64_t n, const void *w, const void *x);
 cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant);
 /* Bytes of one activation row of n elements for a weight type (the mmv_act_type_cpu blocks, or f32). */
 size_t cpu_act_row_bytes(int32_t weight_type, int64_t n);
-/* "avx512vnni", "avx2" or "scalar": what variant 0 picks on this machine. */
+/* "avx2" or "scalar": what variant 0 picks on this machine (INFER_CPU_SCALAR=1 forces scalar). */
 const char *cpu_isa(void);
 
 /* ---- block layouts used by the dot products (ggml-common.h; spec §3) ---- */

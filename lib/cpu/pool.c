@@ -2,23 +2,34 @@
  *
  * Why: every op splits rows of its output over threads; creating threads per op would cost more than a
  * decode-sized matmul. The calling thread is worker 0, so -t 1 never touches a thread or a lock.
- * Protocol: the caller publishes (fn, ctx, n, grain) under the mutex and bumps `gen`; each worker runs
- * its range and the last one to finish signals `done`. Blocking waits (no spinning): the machines this
- * runs on in CI are shared, and a spinning pool starves its neighbours.
+ * Protocol: the caller publishes (fn, ctx, n, grain), sets `pending`, then bumps `gen` under the mutex
+ * and broadcasts; each worker runs its range and decrements `pending`; the one reaching 0 signals
+ * `done`. note: both sides spin briefly (POOL_SPIN pauses, ~tens of µs) before sleeping on the condition
+ * variable: a decode step issues hundreds of short ops and a futex wake-up per op cost ~60 µs here,
+ * while unbounded spinning would starve the neighbours on a shared machine.
  */
 #include <pthread.h>
 
 #include "cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define POOL_RELAX() _mm_pause()
+#else
+#define POOL_RELAX() ((void)0)
+#endif
+
+enum { POOL_SPIN = 4000 };
 
 struct pool {
     int n_threads;
     pthread_t *threads;    /* (n_threads - 1) */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    uint64_t gen;          /* bumped per job */
-    int pending;           /* workers still running the current job */
-    int quit;
-    pool_fn fn;
+    uint64_t gen;          /* bumped per job; atomic */
+    int pending;           /* workers still running the current job; atomic */
+    int quit;              /* atomic */
+    pool_fn fn;            /* the job: written before gen is bumped, read after it is seen */
     void *ctx;
     int64_t n, grain;
 };
@@ -40,21 +51,25 @@ static void *pool_main(void *arg) {
     struct pool_worker *w = arg;
     struct pool *p = w->p;
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->gen == seen) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) break;
-        seen = p->gen;
-        pool_fn fn = p->fn;
-        void *ctx = p->ctx;
+        for (int s = 0; s < POOL_SPIN && __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen; s++) POOL_RELAX();
+        if (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen) {
+            pthread_mutex_lock(&p->mu);
+            while (!__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE) && __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen)
+                pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE)) break;
+        seen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
         int64_t b, e;
         pool_range(p->n, p->grain, p->n_threads, w->ith, &b, &e);
-        pthread_mutex_unlock(&p->mu);
-        if (b < e) fn(ctx, b, e, w->ith);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done);
+        if (b < e) p->fn(p->ctx, b, e, w->ith);
+        if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     xfree(w);
     return NULL;
 }
@@ -98,7 +113,7 @@ infer_status pool_create(int n_threads, struct pool **out) {
 void pool_free(struct pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    __atomic_store_n(&p->quit, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
@@ -118,19 +133,22 @@ void pool_for(struct pool *p, int64_t n, int64_t grain, pool_fn fn, void *ctx) {
         fn(ctx, 0, n, 0);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
-    p->pending = p->n_threads - 1;
-    p->gen++;
+    __atomic_store_n(&p->pending, p->n_threads - 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&p->mu); /* bumping gen under the mutex: a worker about to sleep cannot miss it */
+    __atomic_add_fetch(&p->gen, 1, __ATOMIC_ACQ_REL);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     int64_t b, e;
     pool_range(n, grain, p->n_threads, 0, &b, &e);
     if (b < e) fn(ctx, b, e, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (int s = 0; s < POOL_SPIN && __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) > 0; s++) POOL_RELAX();
+    if (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) > 0) {
+        pthread_mutex_lock(&p->mu);
+        while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
