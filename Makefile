@@ -41,7 +41,10 @@ TEST_AUX  := $(filter-out $(TEST_MAIN),$(wildcard tests/*.c tests/conformance/*.
 TESTS     := $(patsubst %.c,$(BUILD)/%,$(TEST_MAIN))
 TEST_AUX_OBJ := $(TEST_AUX:%.c=$(BUILD)/%.o) $(TOOL_AUX:%.c=$(BUILD)/%.o)
 
-all: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS) $(TESTS)
+BENCH_MAIN := $(wildcard bench/bench-*.c)
+BENCHES   := $(BENCH_MAIN:bench/%.c=$(BUILD)/%)
+
+all: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS) $(TESTS) $(BENCHES)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -60,6 +63,12 @@ $(BUILD)/libinfer.so: $(LIB_OBJ)
 
 $(BUILD)/llm-%: $(BUILD)/tools/llm-%.o $(TOOL_AUX:%.c=$(BUILD)/%.o) $(BUILD)/libinfer.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench-%: $(BUILD)/bench/bench-%.o $(BUILD)/libinfer.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-ops: $(BUILD)/bench-ops
+	$(BUILD)/bench-ops
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX_OBJ) $(BUILD)/libinfer.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -102,11 +111,6 @@ install: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS)
 
 check-gpu:
 	sh bench/check-gpu.sh
-
-bench-ops: $(BUILD)/bench-ops
-	$(BUILD)/bench-ops -t q4_K,q6_K,q8_0 -n 2
-$(BUILD)/bench-ops: $(BUILD)/bench/bench-ops.o $(BUILD)/libinfer.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 demo: all
 	sh tools/demo.sh $(BUILD)

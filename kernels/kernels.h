@@ -16,6 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blocks.h" /* INFER_HD, block layouts */
+#include "infer.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +37,17 @@ struct quantize_args {
     int64_t x_stride;
 };
 
+/* CUDA 8-bit activations ("q8 split", the CUDA form of Q8_1): for n_rows rows of n values, int8
+ * q[n_rows][n] (so 16-byte loads line up with any weight layout), then at q8_split_ds_offset() a
+ * float2 ds[n_rows][n/32] holding (d, d*sum(q)) per 32 values: x ~= d*q, d = amax/127. */
+#define Q8_SPLIT_BLOCK 32
+static inline INFER_HD size_t q8_split_ds_offset(int64_t n, int32_t n_rows) {
+    return ((size_t)n * (size_t)n_rows + 15) & ~(size_t)15;
+}
+static inline INFER_HD size_t q8_split_bytes(int64_t n, int32_t n_rows) {
+    return q8_split_ds_offset(n, n_rows) + (size_t)(n / Q8_SPLIT_BLOCK) * (size_t)n_rows * 2 * sizeof(float);
+}
+
 /* ---- mmv: quantised matrix x few vectors (decode, speculative verify: n_tokens 1..8) ----
  * y[t][r] = epilogue( sum_c W[r][c] * x[t][c] )
  *   MMV_PLAIN   y = W x
@@ -41,7 +55,8 @@ struct quantize_args {
  *   MMV_SWIGLU  y = silu(W x) * (W2 x)          (gate / up fused; W2 of the same type and shape)
  * Activations arrive already quantised (xq) to the backend's activation type for this weight type
  * (mmv_act_type): the CPU pairs K-quants and IQ4_XS with Q8_K and Q8_0/Q4_0/IQ4_NL with Q8_0 like
- * llama.cpp's CPU path; CUDA pairs every quantised type with Q8_1. F32/F16/BF16 weights take f32 x.
+ * llama.cpp's CPU path; CUDA pairs every quantised type with Q8_1 in the q8 split layout above.
+ * F32/F16/BF16 weights take f32 x.
  */
 enum { MMV_PLAIN = 0, MMV_ADD = 1, MMV_SWIGLU = 2 };
 enum { MMV_MAX_TOKENS = 8 };

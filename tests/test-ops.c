@@ -20,6 +20,7 @@
 #include "cpu/cpu.h"
 #include "device.h"
 #include "peer.h"
+#include "quant.h"
 #include "ref.h"
 #include "t.h"
 
@@ -70,6 +71,8 @@ static const struct tcase tops_cases[] = {
     {"mmv", ALL_W, {512, 40, 8}, {MMV_SWIGLU}, -1, 1, 0, 0},
     {"mmv", ALL_W, {4096, 4096, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", "q4_K", {4096, 12288, 2}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    /* param[1] = 1: weights from lib/quant.c's quantisers (llama-quantize's values) instead of random bits */
+    {"mmv", "q8_0,q4_0,q4_K,q5_K,q6_K,iq4_nl,iq4_xs", {2048, 48, 4}, {MMV_PLAIN, 1}, -1, 1, 0, 0},
     /* mm: {n_in, n_out, n_tokens} */
     {"mm", ALL_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", "q4_K,q8_0,q6_K", {1024, 70, 64}, {MMV_ADD}, -1, 1, 0, 0},
@@ -123,7 +126,7 @@ static float *tops_nan(int64_t n) {
     return y;
 }
 static void tops_put_f16(uint8_t *p, float v) {
-    uint16_t h = cpu_f32_to_f16(v);
+    uint16_t h = blocks_f32_to_f16(v);
     p[0] = (uint8_t)h;
     p[1] = (uint8_t)(h >> 8);
 }
@@ -138,7 +141,7 @@ static void *tops_weights(int32_t type, int64_t n_rows, int64_t n) {
             if (type == INFER_TYPE_F32) memcpy(w + 4 * i, &v, 4);
             if (type == INFER_TYPE_F16) tops_put_f16(w + 2 * i, v);
             if (type == INFER_TYPE_BF16) {
-                uint16_t h = cpu_f32_to_bf16(v);
+                uint16_t h = blocks_f32_to_bf16(v);
                 memcpy(w + 2 * i, &h, 2);
             }
         }
@@ -161,6 +164,19 @@ static void *tops_weights(int32_t type, int64_t n_rows, int64_t n) {
         case INFER_TYPE_IQ4_XS: tops_put_f16(b, s * 3e-4f); break;
         }
     }
+    return w;
+}
+
+/* Weights as llama-quantize makes them: gaussian-ish rows through quant_quantize_row. */
+static void *tops_weights_quantised(int32_t type, int64_t n_rows, int64_t n) {
+    size_t rb = ref_row_bytes(type, n);
+    uint8_t *w = malloc(rb * (size_t)n_rows);
+    float *row = malloc(sizeof(float) * (size_t)n);
+    for (int64_t r = 0; r < n_rows; r++) {
+        for (int64_t i = 0; i < n; i++) row[i] = 0.02f * (tops_unif(-1, 1) + tops_unif(-1, 1) + tops_unif(-1, 1));
+        if (quant_quantize_row(type, row, w + r * rb, n) != INFER_OK) memset(w + r * rb, 0, rb);
+    }
+    free(row);
     return w;
 }
 
@@ -290,7 +306,7 @@ static void run_matmul(struct tctx *x, int mmv) {
     float *xf = malloc(sizeof(float) * n_in * nt), *add = malloc(sizeof(float) * n_out * nt);
     tops_fill(xf, n_in * nt, x->c->lo, x->c->hi);
     tops_fill(add, n_out * nt, -1, 1);
-    void *w = tops_weights(t, n_out, n_in), *w2 = epi == MMV_SWIGLU ? tops_weights(t, n_out, n_in) : NULL;
+    void *w = x->c->param[1] ? tops_weights_quantised(t, n_out, n_in) : tops_weights(t, n_out, n_in), *w2 = epi == MMV_SWIGLU ? tops_weights(t, n_out, n_in) : NULL;
     void *xq = tops_act(x->be, t, xf, n_in, nt);
     int32_t at = x->be->ops->mmv_act_type(t);
     struct mm_args a = {t, w, w2, n_in, n_out, nt, xq, xf, NULL, epi == MMV_ADD ? add : NULL, epi, 0};
@@ -369,7 +385,7 @@ static void run_matmul(struct tctx *x, int mmv) {
             float s = NAN;
             if (t == INFER_TYPE_F16) {
                 uint16_t *xh = malloc(2 * n_in);
-                for (int64_t i = 0; i < n_in; i++) xh[i] = cpu_f32_to_f16(xf[i]);
+                for (int64_t i = 0; i < n_in; i++) xh[i] = blocks_f32_to_f16(xf[i]);
                 f((int)n_in, &s, 0, w, 0, xh, 0, 1);
                 free(xh);
             } else {
@@ -460,8 +476,8 @@ static void run_attn(struct tctx *x) {
     int32_t *pos = malloc(sizeof(int32_t) * nt);
     tops_fill(q, nq, x->c->lo, x->c->hi);
     for (int64_t i = 0; i < nc; i++) {
-        k[i] = cpu_f32_to_f16(tops_unif(-1, 1));
-        v[i] = cpu_f32_to_f16(tops_unif(-1, 1));
+        k[i] = blocks_f32_to_f16(tops_unif(-1, 1));
+        v[i] = blocks_f32_to_f16(tops_unif(-1, 1));
     }
     for (int t = 0; t < nt; t++) pos[t] = ncell - nt + t; /* the last nt positions: a causal prefill batch */
     float scale = x->c->fparam > 0 ? x->c->fparam : 1.0f / sqrtf((float)hd);

@@ -25,7 +25,7 @@ static void attn_items(void *ctx, int64_t i0, int64_t i1, int ith) {
             const uint16_t *k = a->k + j * a->kv_stride + (int64_t)g * d;
             const uint16_t *v = a->v + j * a->kv_stride + (int64_t)g * d;
             float s = 0;
-            for (int i = 0; i < d; i++) s += q[i] * cpu_f16_to_f32(k[i]);
+            for (int i = 0; i < d; i++) s += q[i] * blocks_f16_to_f32(k[i]);
             s *= a->scale;
             if (s > m) { /* new max: rescale what was accumulated */
                 float c = expf(m - s);
@@ -35,7 +35,7 @@ static void attn_items(void *ctx, int64_t i0, int64_t i1, int ith) {
             }
             float e = expf(s - m);
             l += e;
-            for (int i = 0; i < d; i++) acc[i] += e * cpu_f16_to_f32(v[i]);
+            for (int i = 0; i < d; i++) acc[i] += e * blocks_f16_to_f32(v[i]);
         }
         float *o = a->out + t * a->out_stride + (int64_t)h * d;
         float inv = l > 0 ? 1.0f / l : 0.0f;

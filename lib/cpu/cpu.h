@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "blocks.h"
 #include "kernels.h"
 #include "status.h"
 
@@ -47,80 +48,8 @@ size_t cpu_act_row_bytes(int32_t weight_type, int64_t n);
 /* "avx2" or "scalar": what variant 0 picks on this machine (INFER_CPU_SCALAR=1 forces scalar). */
 const char *cpu_isa(void);
 
-/* ---- block layouts used by the dot products (ggml-common.h; spec §3) ---- */
-enum { QK4_0 = 32, QK8_0 = 32, QK_K = 256 };
-struct cpu_q8_0 { uint16_t d; int8_t qs[32]; };
-struct cpu_q4_0 { uint16_t d; uint8_t qs[16]; };
-struct cpu_iq4_nl { uint16_t d; uint8_t qs[16]; };
-struct cpu_q8_k { float d; int8_t qs[256]; int16_t bsums[16]; };
-struct cpu_q4_k { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
-struct cpu_q5_k { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
-struct cpu_q6_k { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
-struct cpu_iq4_xs { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
-
-extern const int8_t cpu_kvalues_iq4nl[16];
-
-/* Exact IEEE half -> float (subnormals, Inf, NaN kept). */
-static inline float cpu_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-    if (exp == 0x1f) {
-        u = sign | 0x7f800000u | (man << 13);
-    } else if (exp == 0) {
-        float f = (float)man * (1.0f / 16777216.0f); /* man * 2^-24, exact */
-        memcpy(&u, &f, 4);
-        u |= sign;
-    } else {
-        u = sign | ((exp + 112) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* float -> half, round to nearest even, overflow to Inf, NaN to 0x7e00|sign (ggml's rule). */
-static inline uint16_t cpu_f32_to_f16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return sign | 0x7e00;
-    if (a >= 0x477ff000u) return sign | 0x7c00; /* >= 65520 rounds to Inf */
-    if (a < 0x38800000u) {                       /* subnormal half: scale by 2^24 and round */
-        float v;
-        memcpy(&v, &a, 4);
-        v *= 16777216.0f;
-        /* the products are exact; nearbyint rounds half to even in the default mode */
-        return sign | (uint16_t)__builtin_nearbyintf(v);
-    }
-    uint32_t r = a + 0x0fffu + ((a >> 13) & 1); /* round mantissa to 10 bits, ties to even */
-    return sign | (uint16_t)((r - 0x38000000u) >> 13);
-}
-
-static inline float cpu_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t cpu_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
-/* Q4_K / Q5_K 6-bit scale and min of sub-block j (get_scale_min_k4). */
-static inline void cpu_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
+/* Block layouts (block_<t>), QK4_0 / QK8_0 / QK_K and the f16/bf16 conversions come from
+ * kernels/blocks.h, shared with the CUDA kernels. */
 static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 
 #endif

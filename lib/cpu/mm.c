@@ -6,6 +6,7 @@
  * note: with n_tokens <= 8 (mmv) the activation tile is the whole input, read once per row.
  */
 #include "cpu.h"
+#include "quant.h"
 
 enum { MM_ROWS = 16, MM_TOKENS = 8 };
 
@@ -42,20 +43,8 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
     cpu_vec_dot_fn dot = cpu_vec_dot(a->type, a->variant);
     if (!dot) return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm: weight type %d has no CPU dot product", a->type);
     size_t x_row = cpu_act_row_bytes(a->type, a->n_in);
-    size_t w_row = 0;
-    switch (a->type) {
-    case INFER_TYPE_F32: w_row = (size_t)a->n_in * 4; break;
-    case INFER_TYPE_F16:
-    case INFER_TYPE_BF16: w_row = (size_t)a->n_in * 2; break;
-    case INFER_TYPE_Q8_0: w_row = (size_t)(a->n_in / QK8_0) * sizeof(struct cpu_q8_0); break;
-    case INFER_TYPE_Q4_0: w_row = (size_t)(a->n_in / QK4_0) * sizeof(struct cpu_q4_0); break;
-    case INFER_TYPE_IQ4_NL: w_row = (size_t)(a->n_in / QK4_0) * sizeof(struct cpu_iq4_nl); break;
-    case INFER_TYPE_Q4_K: w_row = (size_t)(a->n_in / QK_K) * sizeof(struct cpu_q4_k); break;
-    case INFER_TYPE_Q5_K: w_row = (size_t)(a->n_in / QK_K) * sizeof(struct cpu_q5_k); break;
-    case INFER_TYPE_Q6_K: w_row = (size_t)(a->n_in / QK_K) * sizeof(struct cpu_q6_k); break;
-    case INFER_TYPE_IQ4_XS: w_row = (size_t)(a->n_in / QK_K) * sizeof(struct cpu_iq4_xs); break;
-    }
-    if (a->n_in <= 0 || a->n_out <= 0 || a->n_tokens < 1 || x_row == 0)
+    size_t w_row = quant_row_bytes(a->type, a->n_in);
+    if (a->n_in <= 0 || a->n_out <= 0 || a->n_tokens < 1 || x_row == 0 || w_row == 0)
         return infer_fail(INFER_E_ARG, "cpu_mm: shape n_in %lld n_out %lld n_tokens %lld: expected positive sizes, "
                           "n_in a multiple of the block size", (long long)a->n_in, (long long)a->n_out,
                           (long long)a->n_tokens);

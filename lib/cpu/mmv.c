@@ -20,15 +20,6 @@
 #include <immintrin.h>
 #endif
 
-_Static_assert(sizeof(struct cpu_q8_0) == 34, "Q8_0 block is 34 bytes");
-_Static_assert(sizeof(struct cpu_q4_0) == 18, "Q4_0 block is 18 bytes");
-_Static_assert(sizeof(struct cpu_q8_k) == 292, "Q8_K block is 292 bytes");
-_Static_assert(sizeof(struct cpu_q4_k) == 144, "Q4_K block is 144 bytes");
-_Static_assert(sizeof(struct cpu_q5_k) == 176, "Q5_K block is 176 bytes");
-_Static_assert(sizeof(struct cpu_q6_k) == 210, "Q6_K block is 210 bytes");
-_Static_assert(sizeof(struct cpu_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
-
-const int8_t cpu_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 /* ---------------- scalar reference kernels ---------------- */
 
@@ -43,7 +34,7 @@ static float dot_f16(int64_t n, const void *w, const void *x) {
     const uint16_t *a = w;
     const float *b = x;
     double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)(cpu_f16_to_f32(a[i]) * cpu_f16_to_f32(cpu_f32_to_f16(b[i])));
+    for (int64_t i = 0; i < n; i++) s += (double)(blocks_f16_to_f32(a[i]) * blocks_f16_to_f32(blocks_f32_to_f16(b[i])));
     return (float)s;
 }
 
@@ -52,44 +43,44 @@ static float dot_bf16(int64_t n, const void *w, const void *x) {
     const float *b = x;
     double s = 0;
     for (int64_t i = 0; i < n; i++)
-        s += (double)(cpu_bf16_to_f32(a[i]) * cpu_bf16_to_f32(cpu_f32_to_bf16(b[i])));
+        s += (double)(blocks_bf16_to_f32(a[i]) * blocks_bf16_to_f32(blocks_f32_to_bf16(b[i])));
     return (float)s;
 }
 
 static float dot_q8_0(int64_t n, const void *w, const void *x) {
-    const struct cpu_q8_0 *a = w, *b = x;
+    const block_q8_0 *a = w, *b = x;
     float s = 0;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int sumi = 0;
         for (int j = 0; j < 32; j++) sumi += a[i].qs[j] * b[i].qs[j];
-        s += (float)sumi * (cpu_f16_to_f32(a[i].d) * cpu_f16_to_f32(b[i].d));
+        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
     }
     return s;
 }
 
 static float dot_q4_0(int64_t n, const void *w, const void *x) {
-    const struct cpu_q4_0 *a = w;
-    const struct cpu_q8_0 *b = x;
+    const block_q4_0 *a = w;
+    const block_q8_0 *b = x;
     float s = 0;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int sumi = 0;
         for (int j = 0; j < 16; j++)
             sumi += ((a[i].qs[j] & 0xF) - 8) * b[i].qs[j] + ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + 16];
-        s += (float)sumi * (cpu_f16_to_f32(a[i].d) * cpu_f16_to_f32(b[i].d));
+        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
     }
     return s;
 }
 
 static float dot_iq4_nl(int64_t n, const void *w, const void *x) {
-    const struct cpu_iq4_nl *a = w;
-    const struct cpu_q8_0 *b = x;
-    const int8_t *kv = cpu_kvalues_iq4nl;
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
+    const int8_t *kv = blocks_kvalues_iq4nl;
     float s = 0;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int sumi = 0;
         for (int j = 0; j < 16; j++)
             sumi += kv[a[i].qs[j] & 0xF] * b[i].qs[j] + kv[a[i].qs[j] >> 4] * b[i].qs[j + 16];
-        s += (float)sumi * (cpu_f16_to_f32(a[i].d) * cpu_f16_to_f32(b[i].d));
+        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
     }
     return s;
 }
@@ -99,15 +90,15 @@ static inline int mmv_k_mins(const uint8_t *scales, const int16_t *bsums, uint8_
     int summ = 0;
     for (int j = 0; j < 8; j++) {
         uint8_t m;
-        cpu_scale_min_k4(j, scales, &sc[j], &m);
+        blocks_get_scale_min_k4(j, scales, &sc[j], &m);
         summ += m * (bsums[2 * j] + bsums[2 * j + 1]);
     }
     return summ;
 }
 
 static float dot_q4_k(int64_t n, const void *w, const void *x) {
-    const struct cpu_q4_k *a = w;
-    const struct cpu_q8_k *b = x;
+    const block_q4_K *a = w;
+    const block_q8_K *b = x;
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint8_t sc[8];
@@ -122,14 +113,14 @@ static float dot_q4_k(int64_t n, const void *w, const void *x) {
             }
             sumi += sc[2 * p] * s0 + sc[2 * p + 1] * s1;
         }
-        s += (cpu_f16_to_f32(a[i].d) * b[i].d) * (float)sumi - (cpu_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi - (blocks_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
     }
     return s;
 }
 
 static float dot_q5_k(int64_t n, const void *w, const void *x) {
-    const struct cpu_q5_k *a = w;
-    const struct cpu_q8_k *b = x;
+    const block_q5_K *a = w;
+    const block_q8_K *b = x;
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint8_t sc[8];
@@ -144,14 +135,14 @@ static float dot_q5_k(int64_t n, const void *w, const void *x) {
             }
             sumi += sc[2 * p] * s0 + sc[2 * p + 1] * s1;
         }
-        s += (cpu_f16_to_f32(a[i].d) * b[i].d) * (float)sumi - (cpu_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi - (blocks_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
     }
     return s;
 }
 
 static float dot_q6_k(int64_t n, const void *w, const void *x) {
-    const struct cpu_q6_k *a = w;
-    const struct cpu_q8_k *b = x;
+    const block_q6_K *a = w;
+    const block_q8_K *b = x;
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sumi = 0;
@@ -168,19 +159,17 @@ static float dot_q6_k(int64_t n, const void *w, const void *x) {
                         sc[is + 6] * q3 * y[l + 96];
             }
         }
-        s += (cpu_f16_to_f32(a[i].d) * b[i].d) * (float)sumi;
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi;
     }
     return s;
 }
 
-static inline int mmv_iq4_xs_scale(const struct cpu_iq4_xs *a, int ib) {
-    return (((a->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | ((a->scales_h >> 2 * ib) & 3) << 4) - 32;
-}
+static inline int mmv_iq4_xs_scale(const block_iq4_xs *a, int ib) { return blocks_iq4_xs_scale(a, ib) - 32; }
 
 static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
-    const struct cpu_iq4_xs *a = w;
-    const struct cpu_q8_k *b = x;
-    const int8_t *kv = cpu_kvalues_iq4nl;
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const int8_t *kv = blocks_kvalues_iq4nl;
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sumi = 0;
@@ -191,7 +180,7 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
             for (int j = 0; j < 16; j++) t += kv[q[j] & 0xF] * y[j] + kv[q[j] >> 4] * y[j + 16];
             sumi += mmv_iq4_xs_scale(&a[i], ib) * t;
         }
-        s += (cpu_f16_to_f32(a[i].d) * b[i].d) * (float)sumi;
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi;
     }
     return s;
 }
@@ -246,12 +235,12 @@ MMV_AVX2 static float dot_f16_avx2(int64_t n, const void *w, const void *x) {
         acc1 = _mm256_fmadd_ps(w1, x1, acc1);
     }
     float s = mmv_hsum(_mm256_add_ps(acc0, acc1));
-    for (; i < n; i++) s += cpu_f16_to_f32(a[i]) * cpu_f16_to_f32(cpu_f32_to_f16(b[i]));
+    for (; i < n; i++) s += blocks_f16_to_f32(a[i]) * blocks_f16_to_f32(blocks_f32_to_f16(b[i]));
     return s;
 }
 
 MMV_AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *x) {
-    const struct cpu_q8_0 *a = w, *b = x;
+    const block_q8_0 *a = w, *b = x;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++) {
         __m256i s = mmv_dot_i8(_mm256_loadu_si256((const __m256i *)a[i].qs), _mm256_loadu_si256((const __m256i *)b[i].qs));
@@ -262,8 +251,8 @@ MMV_AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *x) {
 }
 
 MMV_AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
-    const struct cpu_q4_0 *a = w;
-    const struct cpu_q8_0 *b = x;
+    const block_q4_0 *a = w;
+    const block_q8_0 *b = x;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++) {
         __m256i q = _mm256_sub_epi8(mmv_nibbles(a[i].qs), _mm256_set1_epi8(8));
@@ -275,13 +264,13 @@ MMV_AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
 }
 
 MMV_AVX2 static inline __m256i mmv_iq4_table(void) {
-    __m128i t = _mm_loadu_si128((const __m128i *)cpu_kvalues_iq4nl);
+    __m128i t = _mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl);
     return _mm256_set_m128i(t, t);
 }
 
 MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
-    const struct cpu_iq4_nl *a = w;
-    const struct cpu_q8_0 *b = x;
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
     const __m256i kv = mmv_iq4_table();
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++) {
@@ -294,8 +283,8 @@ MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
 }
 
 MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
-    const struct cpu_iq4_xs *a = w;
-    const struct cpu_q8_k *b = x;
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
     const __m256i kv = mmv_iq4_table();
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -334,8 +323,8 @@ MMV_AVX2 static inline __m128i mmv_k_mins_sse(const uint32_t m[2], const int16_t
 }
 
 MMV_AVX2 static float dot_q4_k_avx2(int64_t n, const void *w, const void *x) {
-    const struct cpu_q4_k *a = w;
-    const struct cpu_q8_k *b = x;
+    const block_q4_K *a = w;
+    const block_q8_K *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
@@ -365,8 +354,8 @@ MMV_AVX2 static float dot_q4_k_avx2(int64_t n, const void *w, const void *x) {
 }
 
 MMV_AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *x) {
-    const struct cpu_q5_k *a = w;
-    const struct cpu_q8_k *b = x;
+    const block_q5_K *a = w;
+    const block_q8_K *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
@@ -399,8 +388,8 @@ MMV_AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *x) {
 }
 
 MMV_AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *x) {
-    const struct cpu_q6_k *a = w;
-    const struct cpu_q8_k *b = x;
+    const block_q6_K *a = w;
+    const block_q8_K *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -496,8 +485,8 @@ int32_t mmv_act_type_cpu(int32_t weight_type) {
 size_t cpu_act_row_bytes(int32_t weight_type, int64_t n) {
     const struct mmv_type *t = mmv_find(weight_type);
     if (!t || n % t->blck) return 0;
-    if (t->act_type == INFER_TYPE_Q8_0) return (size_t)(n / QK8_0) * sizeof(struct cpu_q8_0);
-    if (t->act_type == INFER_TYPE_Q8_K) return (size_t)(n / QK_K) * sizeof(struct cpu_q8_k);
+    if (t->act_type == INFER_TYPE_Q8_0) return (size_t)(n / QK8_0) * sizeof(block_q8_0);
+    if (t->act_type == INFER_TYPE_Q8_K) return (size_t)(n / QK_K) * sizeof(block_q8_K);
     return (size_t)n * sizeof(float);
 }
 

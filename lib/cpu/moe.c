@@ -7,6 +7,7 @@
  * note: decode-sized; prefill would group tokens by expert into cpu_mm calls.
  */
 #include "cpu.h"
+#include "quant.h"
 
 static void moe_route_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     (void)ith;
@@ -46,22 +47,6 @@ infer_status cpu_moe_route(const struct moe_route_args *a, struct pool *p) {
     return INFER_OK;
 }
 
-static size_t moe_weight_row_bytes(int32_t type, int64_t n) {
-    switch (type) {
-    case INFER_TYPE_F32: return (size_t)n * 4;
-    case INFER_TYPE_F16:
-    case INFER_TYPE_BF16: return (size_t)n * 2;
-    case INFER_TYPE_Q8_0: return (size_t)(n / 32) * sizeof(struct cpu_q8_0);
-    case INFER_TYPE_Q4_0: return (size_t)(n / 32) * sizeof(struct cpu_q4_0);
-    case INFER_TYPE_IQ4_NL: return (size_t)(n / 32) * sizeof(struct cpu_iq4_nl);
-    case INFER_TYPE_Q4_K: return (size_t)(n / QK_K) * sizeof(struct cpu_q4_k);
-    case INFER_TYPE_Q5_K: return (size_t)(n / QK_K) * sizeof(struct cpu_q5_k);
-    case INFER_TYPE_Q6_K: return (size_t)(n / QK_K) * sizeof(struct cpu_q6_k);
-    case INFER_TYPE_IQ4_XS: return (size_t)(n / QK_K) * sizeof(struct cpu_iq4_xs);
-    }
-    return 0;
-}
-
 /* Quantises one f32 row to the activation type of weight type wt (or leaves it f32). */
 static infer_status moe_quantize(int32_t wt, const float *x, void *xq, int64_t n, struct pool *p) {
     int32_t at = mmv_act_type_cpu(wt);
@@ -72,8 +57,8 @@ static infer_status moe_quantize(int32_t wt, const float *x, void *xq, int64_t n
 
 infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p) {
     infer_status st = INFER_OK;
-    size_t gu_row = moe_weight_row_bytes(a->type_gate_up, a->n_embd);
-    size_t dn_row = moe_weight_row_bytes(a->type_down, a->n_ff);
+    size_t gu_row = quant_row_bytes(a->type_gate_up, a->n_embd);
+    size_t dn_row = quant_row_bytes(a->type_down, a->n_ff);
     size_t xq_bytes = cpu_act_row_bytes(a->type_gate_up, a->n_embd);
     size_t hq_bytes = cpu_act_row_bytes(a->type_down, a->n_ff);
     if (!gu_row || !dn_row || !xq_bytes || !hq_bytes)

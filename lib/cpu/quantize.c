@@ -9,12 +9,12 @@
  */
 #include "cpu.h"
 
-static void quantize_q8_0_row(const float *x, struct cpu_q8_0 *y, int64_t n) {
+static void quantize_q8_0_row(const float *x, block_q8_0 *y, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
         float amax = 0.0f;
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = cpu_f32_to_f16(d);
+        y[b].d = blocks_f32_to_f16(d);
         for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
     }
 }
@@ -26,7 +26,7 @@ static inline int quantize_nearest_int(float f) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-static void quantize_q8_k_row(const float *x, struct cpu_q8_k *y, int64_t n) {
+static void quantize_q8_k_row(const float *x, block_q8_K *y, int64_t n) {
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
         float max = 0.0f, amax = 0.0f;
         for (int j = 0; j < QK_K; j++) {
@@ -79,10 +79,10 @@ infer_status cpu_quantize(const struct quantize_args *a, struct pool *p) {
     size_t bytes;
     if (a->type == INFER_TYPE_Q8_0) {
         blck = QK8_0;
-        bytes = sizeof(struct cpu_q8_0);
+        bytes = sizeof(block_q8_0);
     } else if (a->type == INFER_TYPE_Q8_K) {
         blck = QK_K;
-        bytes = sizeof(struct cpu_q8_k);
+        bytes = sizeof(block_q8_K);
     } else {
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_quantize: type %d: expected Q8_0 or Q8_K", a->type);
     }
