@@ -376,16 +376,19 @@ static void run_matmul(struct tctx *x, int mmv) {
     /* one dot product against llama.cpp's own vec_dot (ISA and generic), plain epilogue, first row */
     void *peer = tops_peer_cpu();
     const char *pn = tops_peer_dot_name(t);
-    if (peer && mmv && epi == MMV_PLAIN && (pn || t == INFER_TYPE_F16)) {
+    int half = t == INFER_TYPE_F16 || t == INFER_TYPE_BF16;
+    if (!pn && half) pn = t == INFER_TYPE_F16 ? "ggml_vec_dot_f16" : "ggml_vec_dot_bf16";
+    if (peer && mmv && epi == MMV_PLAIN && pn) {
         char name[96];
         for (int gen = 0; gen < 2; gen++) {
-            snprintf(name, sizeof name, "%s%s", pn ? pn : "ggml_vec_dot_f16", gen ? "_generic" : "");
+            snprintf(name, sizeof name, "%s%s", pn, gen ? "_generic" : "");
             peer_vec_dot f = (peer_vec_dot)peer_sym(peer, name);
             if (!f) continue;
             float s = NAN;
-            if (t == INFER_TYPE_F16) {
+            if (half) { /* ggml rounds the activations to the weight's half type first */
                 uint16_t *xh = malloc(2 * n_in);
-                for (int64_t i = 0; i < n_in; i++) xh[i] = blocks_f32_to_f16(xf[i]);
+                for (int64_t i = 0; i < n_in; i++)
+                    xh[i] = t == INFER_TYPE_F16 ? blocks_f32_to_f16(xf[i]) : blocks_f32_to_bf16(xf[i]);
                 f((int)n_in, &s, 0, w, 0, xh, 0, 1);
                 free(xh);
             } else {

@@ -239,6 +239,32 @@ MMV_AVX2 static float dot_f16_avx2(int64_t n, const void *w, const void *x) {
     return s;
 }
 
+/* x rounded to bf16 (nearest even), kept as f32: ggml's fp32 -> bf16 for finite values. */
+MMV_AVX2 static inline __m256 mmv_round_bf16(__m256 x) {
+    __m256i u = _mm256_castps_si256(x);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+MMV_AVX2 static inline __m256 mmv_load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+MMV_AVX2 static float dot_bf16_avx2(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(mmv_load_bf16(a + i), mmv_round_bf16(_mm256_loadu_ps(b + i)), acc0);
+        acc1 = _mm256_fmadd_ps(mmv_load_bf16(a + i + 8), mmv_round_bf16(_mm256_loadu_ps(b + i + 8)), acc1);
+    }
+    float s = mmv_hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += blocks_bf16_to_f32(a[i]) * blocks_bf16_to_f32(blocks_f32_to_bf16(b[i]));
+    return s;
+}
+
 MMV_AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *x) {
     const block_q8_0 *a = w, *b = x;
     __m256 acc = _mm256_setzero_ps();
@@ -438,7 +464,7 @@ struct mmv_type {
 static const struct mmv_type mmv_types[] = {
     {INFER_TYPE_F32, -1, 1, dot_f32, MMV_SIMD(dot_f32_avx2)},
     {INFER_TYPE_F16, -1, 1, dot_f16, MMV_SIMD(dot_f16_avx2)},
-    {INFER_TYPE_BF16, -1, 1, dot_bf16, NULL},
+    {INFER_TYPE_BF16, -1, 1, dot_bf16, MMV_SIMD(dot_bf16_avx2)},
     {INFER_TYPE_Q8_0, INFER_TYPE_Q8_0, QK8_0, dot_q8_0, MMV_SIMD(dot_q8_0_avx2)},
     {INFER_TYPE_Q4_0, INFER_TYPE_Q8_0, QK8_0, dot_q4_0, MMV_SIMD(dot_q4_0_avx2)},
     {INFER_TYPE_IQ4_NL, INFER_TYPE_Q8_0, QK8_0, dot_iq4_nl, MMV_SIMD(dot_iq4_nl_avx2)},
