@@ -107,8 +107,9 @@ template <> struct unit_dot<INFER_TYPE_Q4_K> {
             w.q[4 * h + 0] = (v.x >> shift) & 0x0F0F0F0F, w.q[4 * h + 1] = (v.y >> shift) & 0x0F0F0F0F;
             w.q[4 * h + 2] = (v.z >> shift) & 0x0F0F0F0F, w.q[4 * h + 3] = (v.w >> shift) & 0x0F0F0F0F;
         }
+        const uint32_t *s32 = (const uint32_t *)b->scales; /* offset 4: 4-byte aligned */
         uint8_t sc, m;
-        blocks_get_scale_min_k4(j, b->scales, &sc, &m);
+        blocks_get_scale_min_k4_u32(j, s32[0], s32[1], s32[2], &sc, &m);
         w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d) * (float)sc;
         w.min = blocks_f16_to_f32(b->dmin) * (float)m;
     }
@@ -129,8 +130,9 @@ template <> struct unit_dot<INFER_TYPE_Q5_K> {
             w.q[4 * h + 2] = ((v.z >> shift) & 0x0F0F0F0F) | (((hb.z >> j) & 0x01010101) << 4);
             w.q[4 * h + 3] = ((v.w >> shift) & 0x0F0F0F0F) | (((hb.w >> j) & 0x01010101) << 4);
         }
+        const uint32_t *s32 = (const uint32_t *)b->scales; /* offset 4: 4-byte aligned */
         uint8_t sc, m;
-        blocks_get_scale_min_k4(j, b->scales, &sc, &m);
+        blocks_get_scale_min_k4_u32(j, s32[0], s32[1], s32[2], &sc, &m);
         w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d) * (float)sc;
         w.min = blocks_f16_to_f32(b->dmin) * (float)m;
     }
@@ -190,6 +192,7 @@ template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n
  * note: several rows per warp keep more independent weight loads in flight and divide the
  * activation traffic (from L1/L2) by MMV_ROWS. */
 enum { MMV_ROWS = 1 };
+#define MMV_GRID_CAP 0
 
 template <int T, int NT>
 static __device__ __forceinline__ void rows_dots(const struct mmv_args &a, const uint8_t *w, int64_t r0, size_t rb,
@@ -251,24 +254,26 @@ static __device__ __forceinline__ void rows_dots(const struct mmv_args &a, const
 
 template <int T, int NT>
 static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_constant__ struct mmv_args a) {
-    const int64_t r0 = ((int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE) * MMV_ROWS;
-    if (r0 >= a.n_out) return; /* whole warp */
     const size_t rb = row_bytes_of<T>(a.n_in);
-    float acc[MMV_ROWS][NT], acc2[MMV_ROWS][NT];
-    rows_dots<T, NT>(a, (const uint8_t *)a.w, r0, rb, acc);
-    if (a.epilogue == MMV_SWIGLU) rows_dots<T, NT>(a, (const uint8_t *)a.w2, r0, rb, acc2);
     const int lane = threadIdx.x % WARP_SIZE;
+    const int64_t stride = (int64_t)gridDim.x * MMV_WARPS * MMV_ROWS;
+    for (int64_t r0 = ((int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE) * MMV_ROWS; r0 < a.n_out;
+         r0 += stride) {
+        float acc[MMV_ROWS][NT], acc2[MMV_ROWS][NT];
+        rows_dots<T, NT>(a, (const uint8_t *)a.w, r0, rb, acc);
+        if (a.epilogue == MMV_SWIGLU) rows_dots<T, NT>(a, (const uint8_t *)a.w2, r0, rb, acc2);
 #pragma unroll
-    for (int r = 0; r < MMV_ROWS; r++) {
+        for (int r = 0; r < MMV_ROWS; r++) {
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            /* lane r*NT+t writes one output: spreads the stores instead of serialising them on lane 0 */
-            if (lane != (r * NT + t) % WARP_SIZE || r0 + r >= a.n_out) continue;
-            const int64_t o = (int64_t)t * a.n_out + r0 + r;
-            float v = acc[r][t];
-            if (a.epilogue == MMV_ADD) v += a.add[o];
-            else if (a.epilogue == MMV_SWIGLU) v = silu(v) * acc2[r][t];
-            a.y[o] = v;
+            for (int t = 0; t < NT; t++) {
+                /* lane r*NT+t writes one output: spreads the stores instead of serialising them on lane 0 */
+                if (lane != (r * NT + t) % WARP_SIZE || r0 + r >= a.n_out) continue;
+                const int64_t o = (int64_t)t * a.n_out + r0 + r;
+                float v = acc[r][t];
+                if (a.epilogue == MMV_ADD) v += a.add[o];
+                else if (a.epilogue == MMV_SWIGLU) v = silu(v) * acc2[r][t];
+                a.y[o] = v;
+            }
         }
     }
 }
@@ -276,7 +281,9 @@ static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_co
 template <int T>
 static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
     const int64_t rows_per_block = (int64_t)MMV_WARPS * MMV_ROWS;
-    const dim3 grid((unsigned)((a->n_out + rows_per_block - 1) / rows_per_block));
+    int64_t blocks = (a->n_out + rows_per_block - 1) / rows_per_block;
+    if (MMV_GRID_CAP > 0 && blocks > MMV_GRID_CAP) blocks = MMV_GRID_CAP;
+    const dim3 grid((unsigned)blocks);
     switch (a->n_tokens) {
 #define MMV_CASE(nt) case nt: mmv_kernel<T, nt><<<grid, MMV_THREADS, 0, s>>>(*a); break;
         MMV_CASE(1) MMV_CASE(2) MMV_CASE(3) MMV_CASE(4) MMV_CASE(5) MMV_CASE(6) MMV_CASE(7) MMV_CASE(8)
