@@ -4,7 +4,7 @@
  * here, in this run. Then each op and variant at real model shapes: median µs over many replays
  * (CUDA events; inputs rotated across enough copies to defeat the 50 MB L2), GB/s from <op>_cost(),
  * and % of the copy bandwidth. Never part of `make test`.
- *   bench-ops [-o mmv] [-r REPEATS]
+ *   bench-ops [-o mmv] [-t TYPE] [-r REPEATS]
  */
 #include <math.h>
 #include <stdint.h>
@@ -92,7 +92,7 @@ struct shape {
     int64_t n_in, n_out;
 };
 
-static void bench_mmv(double bw, int repeats) {
+static void bench_mmv(double bw, int repeats, int32_t only_type) {
     static const int32_t types[] = {INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K, INFER_TYPE_Q8_0,
                                     INFER_TYPE_Q4_0, INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_F16,
                                     INFER_TYPE_BF16};
@@ -107,6 +107,7 @@ static void bench_mmv(double bw, int repeats) {
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
             const int32_t type = types[ti];
             const struct shape sh = shapes[si];
+            if (only_type >= 0 && type != only_type) continue;
             const size_t wbytes = quant_row_bytes(type, sh.n_in) * (size_t)sh.n_out;
             /* enough copies of W to exceed L2 several times over */
             const int copies = (int)(wbytes > ((size_t)400 << 20) ? 1 : ((size_t)400 << 20) / wbytes + 1);
@@ -160,11 +161,18 @@ static void bench_mmv(double bw, int repeats) {
 int main(int argc, char **argv) {
     int repeats = 100;
     const char *ops = "mmv";
+    int32_t only_type = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) ops = argv[++i];
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+            if ((only_type = quant_type_by_name(argv[++i])) < 0) {
+                fprintf(stderr, "bench-ops: unknown type %s\n", argv[i]);
+                return 2;
+            }
+        }
         else {
-            fprintf(stderr, "usage: bench-ops [-o mmv] [-r REPEATS]\n");
+            fprintf(stderr, "usage: bench-ops [-o mmv] [-t TYPE] [-r REPEATS]\n");
             return 2;
         }
     }
@@ -179,7 +187,7 @@ int main(int argc, char **argv) {
     if (device_describe(0, name, sizeof name, &mem) != INFER_OK) return 1;
     const double bw = copy_bandwidth();
     printf("device: %s, %.1f GiB; copy bandwidth (read + write): %.0f GB/s\n\n", name, (double)mem / (1 << 30), bw);
-    if (strstr(ops, "mmv")) bench_mmv(bw, repeats);
+    if (strstr(ops, "mmv")) bench_mmv(bw, repeats, only_type);
     return 0;
 }
 #endif
