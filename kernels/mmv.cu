@@ -187,103 +187,93 @@ template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n
     else return (size_t)(n / (Q8_SPLIT_BLOCK * unit_dot<T>::PER_BLOCK)) * unit_bytes<T>::value;
 }
 
-/* A warp owns MMV_ROWS consecutive output rows and all tokens: per unit it loads the activations
- * once (NT x 32 int8 + scales) and each row's weights once, so acc[r][t] costs each byte once.
- * note: several rows per warp keep more independent weight loads in flight and divide the
- * activation traffic (from L1/L2) by MMV_ROWS. */
-enum { MMV_ROWS = 1 };
-#define MMV_GRID_CAP 0
+/* Units a lane handles per step: all their loads are issued before any is used, so each lane has
+ * several weight loads in flight (the kernel is latency-bound otherwise; ncu: 77% of stalls were
+ * waits on L1TEX with one unit per step). Fewer for larger batches, whose activations fill registers. */
+template <int NT> struct mmv_unroll {
+    static constexpr int value = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+};
 
-template <int T, int NT>
-static __device__ __forceinline__ void rows_dots(const struct mmv_args &a, const uint8_t *w, int64_t r0, size_t rb,
-                                                 float acc[MMV_ROWS][NT]) {
-    const int lane = threadIdx.x % WARP_SIZE;
+/* sum over the unit of w * x for token t, from a decoded weight unit and that token's activations */
+static __device__ __forceinline__ float unit_times_x(const wunit &wu, const int4 xv[2], float2 xd) {
+    int s0 = 0, s1 = 0;
+    s0 = __dp4a(wu.q[0], xv[0].x, s0), s0 = __dp4a(wu.q[1], xv[0].y, s0);
+    s0 = __dp4a(wu.q[2], xv[0].z, s0), s0 = __dp4a(wu.q[3], xv[0].w, s0);
+    s1 = __dp4a(wu.q[4], xv[1].x, s1), s1 = __dp4a(wu.q[5], xv[1].y, s1);
+    s1 = __dp4a(wu.q[6], xv[1].z, s1), s1 = __dp4a(wu.q[7], xv[1].w, s1);
+    return xd.x * (wu.scale[0] * (float)s0 + wu.scale[1] * (float)s1) - wu.min * xd.y;
+}
+
+/* Units u .. u + 32*(U-1) of the row (one per step of the warp) against all tokens. */
+template <int T, int NT, int U>
+static __device__ __forceinline__ void units_dot(const struct mmv_args &a, const uint8_t *row, int64_t u,
+                                                 float acc[NT]) {
+    const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
+    const int8_t *xq = (const int8_t *)a.xq;
+    const float2 *ds = (const float2 *)((const char *)a.xq + q8_split_ds_offset(a.n_in, a.n_tokens));
+    wunit wu[U];
 #pragma unroll
-    for (int r = 0; r < MMV_ROWS; r++)
+    for (int k = 0; k < U; k++) unit_dot<T>::load(row, u + (int64_t)k * WARP_SIZE, wu[k]);
 #pragma unroll
-        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-    const int nr = (int)min((int64_t)MMV_ROWS, a.n_out - r0);
-    if constexpr (T == INFER_TYPE_F32 || T == INFER_TYPE_F16 || T == INFER_TYPE_BF16) {
-        for (int64_t c = lane; c < a.n_in; c += WARP_SIZE) {
-            float x[NT];
+    for (int k = 0; k < U; k++) {
+        const int64_t uk = u + (int64_t)k * WARP_SIZE;
 #pragma unroll
-            for (int t = 0; t < NT; t++) x[t] = a.x[(int64_t)t * a.n_in + c];
-#pragma unroll
-            for (int r = 0; r < MMV_ROWS; r++) {
-                if (r >= nr) break;
-                const float wv = float_weight<T>(w + (size_t)(r0 + r) * rb, c);
-#pragma unroll
-                for (int t = 0; t < NT; t++) acc[r][t] += wv * x[t];
-            }
-        }
-    } else {
-        const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
-        const int8_t *xq = (const int8_t *)a.xq;
-        const float2 *ds = (const float2 *)((const char *)a.xq + q8_split_ds_offset(a.n_in, a.n_tokens));
-        for (int64_t u = lane; u < n_units; u += WARP_SIZE) {
-            int4 xv[NT][2];
-            float2 xd[NT];
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                const int4 *xp = (const int4 *)(xq + (int64_t)t * a.n_in + u * Q8_SPLIT_BLOCK);
-                xv[t][0] = xp[0], xv[t][1] = xp[1];
-                xd[t] = ds[(int64_t)t * n_units + u];
-            }
-#pragma unroll
-            for (int r = 0; r < MMV_ROWS; r++) {
-                if (r >= nr) break;
-                wunit wu;
-                unit_dot<T>::load(w + (size_t)(r0 + r) * rb, u, wu);
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    int s0 = 0, s1 = 0;
-                    s0 = __dp4a(wu.q[0], xv[t][0].x, s0), s0 = __dp4a(wu.q[1], xv[t][0].y, s0);
-                    s0 = __dp4a(wu.q[2], xv[t][0].z, s0), s0 = __dp4a(wu.q[3], xv[t][0].w, s0);
-                    s1 = __dp4a(wu.q[4], xv[t][1].x, s1), s1 = __dp4a(wu.q[5], xv[t][1].y, s1);
-                    s1 = __dp4a(wu.q[6], xv[t][1].z, s1), s1 = __dp4a(wu.q[7], xv[t][1].w, s1);
-                    acc[r][t] += xd[t].x * (wu.scale[0] * (float)s0 + wu.scale[1] * (float)s1) - wu.min * xd[t].y;
-                }
-            }
+        for (int t = 0; t < NT; t++) {
+            const int4 *xp = (const int4 *)(xq + (int64_t)t * a.n_in + uk * Q8_SPLIT_BLOCK);
+            const int4 xv[2] = {xp[0], xp[1]};
+            acc[t] += unit_times_x(wu[k], xv, ds[(int64_t)t * n_units + uk]);
         }
     }
+}
+
+/* One warp per output row, all tokens: each weight byte is read once for the whole batch. */
+template <int T, int NT>
+static __device__ __forceinline__ void row_dots(const struct mmv_args &a, const uint8_t *row, float acc[NT]) {
+    const int lane = threadIdx.x % WARP_SIZE;
 #pragma unroll
-    for (int r = 0; r < MMV_ROWS; r++)
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    if constexpr (T == INFER_TYPE_F32 || T == INFER_TYPE_F16 || T == INFER_TYPE_BF16) {
+        for (int64_t c = lane; c < a.n_in; c += WARP_SIZE) {
+            const float wv = float_weight<T>(row, c);
 #pragma unroll
-        for (int t = 0; t < NT; t++) acc[r][t] = warp_sum(acc[r][t]);
+            for (int t = 0; t < NT; t++) acc[t] += wv * a.x[(int64_t)t * a.n_in + c];
+        }
+    } else {
+        constexpr int U = mmv_unroll<NT>::value;
+        const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
+        const int64_t n_full = n_units / (WARP_SIZE * U) * (WARP_SIZE * U);
+        int64_t u = lane;
+        for (; u < n_full; u += WARP_SIZE * U) units_dot<T, NT, U>(a, row, u, acc); /* no guards inside */
+        for (; u < n_units; u += WARP_SIZE) units_dot<T, NT, 1>(a, row, u, acc);
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
 }
 
 template <int T, int NT>
 static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_constant__ struct mmv_args a) {
     const size_t rb = row_bytes_of<T>(a.n_in);
     const int lane = threadIdx.x % WARP_SIZE;
-    const int64_t stride = (int64_t)gridDim.x * MMV_WARPS * MMV_ROWS;
-    for (int64_t r0 = ((int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE) * MMV_ROWS; r0 < a.n_out;
-         r0 += stride) {
-        float acc[MMV_ROWS][NT], acc2[MMV_ROWS][NT];
-        rows_dots<T, NT>(a, (const uint8_t *)a.w, r0, rb, acc);
-        if (a.epilogue == MMV_SWIGLU) rows_dots<T, NT>(a, (const uint8_t *)a.w2, r0, rb, acc2);
+    const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE;
+    if (r >= a.n_out) return; /* whole warp */
+    float acc[NT], acc2[NT];
+    row_dots<T, NT>(a, (const uint8_t *)a.w + r * rb, acc);
+    if (a.epilogue == MMV_SWIGLU) row_dots<T, NT>(a, (const uint8_t *)a.w2 + r * rb, acc2);
 #pragma unroll
-        for (int r = 0; r < MMV_ROWS; r++) {
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                /* lane r*NT+t writes one output: spreads the stores instead of serialising them on lane 0 */
-                if (lane != (r * NT + t) % WARP_SIZE || r0 + r >= a.n_out) continue;
-                const int64_t o = (int64_t)t * a.n_out + r0 + r;
-                float v = acc[r][t];
-                if (a.epilogue == MMV_ADD) v += a.add[o];
-                else if (a.epilogue == MMV_SWIGLU) v = silu(v) * acc2[r][t];
-                a.y[o] = v;
-            }
-        }
+    for (int t = 0; t < NT; t++) {
+        /* lane t writes token t's output: spreads the stores instead of serialising them on lane 0 */
+        if (lane != t) continue;
+        const int64_t o = (int64_t)t * a.n_out + r;
+        float v = acc[t];
+        if (a.epilogue == MMV_ADD) v += a.add[o];
+        else if (a.epilogue == MMV_SWIGLU) v = silu(v) * acc2[t];
+        a.y[o] = v;
     }
 }
 
 template <int T>
 static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
-    const int64_t rows_per_block = (int64_t)MMV_WARPS * MMV_ROWS;
-    int64_t blocks = (a->n_out + rows_per_block - 1) / rows_per_block;
-    if (MMV_GRID_CAP > 0 && blocks > MMV_GRID_CAP) blocks = MMV_GRID_CAP;
-    const dim3 grid((unsigned)blocks);
+    const dim3 grid((unsigned)((a->n_out + MMV_WARPS - 1) / MMV_WARPS));
     switch (a->n_tokens) {
 #define MMV_CASE(nt) case nt: mmv_kernel<T, nt><<<grid, MMV_THREADS, 0, s>>>(*a); break;
         MMV_CASE(1) MMV_CASE(2) MMV_CASE(3) MMV_CASE(4) MMV_CASE(5) MMV_CASE(6) MMV_CASE(7) MMV_CASE(8)
@@ -309,7 +299,7 @@ extern "C" cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s) {
     if (a->n_in <= 0 || a->n_out <= 0 || a->n_in % blck != 0 || (blck > 1 && a->n_in % Q8_SPLIT_BLOCK != 0))
         return cudaErrorInvalidValue;
     if ((a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add)) return cudaErrorInvalidValue;
-    if (a->n_out > (int64_t)MMV_WARPS * MMV_ROWS * 2147483647) return cudaErrorInvalidValue;
+    if (a->n_out > (int64_t)MMV_WARPS * 2147483647) return cudaErrorInvalidValue;
     switch (a->type) {
 #define MMV_DISPATCH(t) case INFER_TYPE_##t: return launch_type<INFER_TYPE_##t>(a, s);
         MMV_TYPES(MMV_DISPATCH)
