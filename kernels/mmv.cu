@@ -187,11 +187,11 @@ template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n
     else return (size_t)(n / (Q8_SPLIT_BLOCK * unit_dot<T>::PER_BLOCK)) * unit_bytes<T>::value;
 }
 
-/* Units a lane handles per step: all their loads are issued before any is used, so each lane has
- * several weight loads in flight (the kernel is latency-bound otherwise; ncu: 77% of stalls were
- * waits on L1TEX with one unit per step). Fewer for larger batches, whose activations fill registers. */
+/* Units a lane handles per step, their loads issued before any is used. Measured on H100
+ * (bench/results/2026-11-23-h100-mmv.md): 2, 4 and 8 were no faster than 1 for one token and Q4_K
+ * lost 10 points, so 1 it is; the structure stays for the next attempt at more loads in flight. */
 template <int NT> struct mmv_unroll {
-    static constexpr int value = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+    static constexpr int value = 1;
 };
 
 /* sum over the unit of w * x for token t, from a decoded weight unit and that token's activations */
