@@ -145,7 +145,10 @@ static void bench_mmv(double bw, int repeats, int32_t only_type) {
                 }
                 qsort(ms, 5, sizeof(float), cmp_float);
                 const double us = ms[2] * 1e3;
-                const double bytes = (double)wbytes + 4.0 * (double)(sh.n_out * nt);
+                struct mmv_args ca = {0};
+                ca.type = type, ca.n_in = sh.n_in, ca.n_out = sh.n_out, ca.n_tokens = nt, ca.epilogue = MMV_PLAIN;
+                const struct op_cost cost = mmv_cost(&ca);
+                const double bytes = cost.bytes_read + cost.bytes_written;
                 printf("| mmv | %s | %s | %lld x %lld | %d | %.2f | %.0f | %.1f |\n", quant_type(type)->name, sh.what,
                        (long long)sh.n_in, (long long)sh.n_out, nt, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / bw);
                 fflush(stdout);
