@@ -1,0 +1,538 @@
+/* test-tokenizer: the tokenizer against hand-worked cases, llama.cpp's own test vectors and the
+ * real llama.cpp (the peer) on generated mixed text.
+ *
+ *  1. unicode: classes, the GPT-2 byte map and lenient UTF-8 on hand-worked code points;
+ *  2. vectors: every ../shared/testdata/vocab/NAME.gguf with its .inp/.out: exact ids;
+ *  3. peer: for each vocab GGUF present (the test vectors' and $INFER_TOK_VOCABS, a ':'-separated
+ *     list of more files), >= 1 MiB of generated text (English, code, CJK, emoji, marks, odd
+ *     whitespace, invalid UTF-8, special-token texts) tokenised by llama_tokenize and by us with all
+ *     four add_special/parse_special settings; every token's piece and whole-text detokenisation
+ *     compared with llama_token_to_piece / llama_detokenize; piece concatenation and streaming
+ *     checked to round-trip;
+ *  4. speed: tokenising about 100k tokens, printed.
+ * The vocab GGUFs are read with a small reader of our own here (keys only), so the test does not
+ * depend on lib/gguf.c.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "peer.h"
+#include "t.h"
+#include "tokenizer.h"
+#include "unicode.h"
+
+/* ---- a minimal GGUF metadata reader (test-only; trusted files) ---- */
+
+struct rd {
+    const uint8_t *p, *end;
+    int bad;
+};
+
+static uint64_t rd_u(struct rd *r, int n) {
+    uint64_t v = 0;
+    if (r->end - r->p < n) {
+        r->bad = 1;
+        return 0;
+    }
+    for (int i = 0; i < n; i++) v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += n;
+    return v;
+}
+
+static struct gguf_str rd_str(struct rd *r) {
+    struct gguf_str s = {0, ""};
+    uint64_t n = rd_u(r, 8);
+    if (r->bad || (uint64_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        return s;
+    }
+    char *c = malloc(n + 1);
+    memcpy(c, r->p, n);
+    c[n] = 0;
+    r->p += n;
+    s.len = n;
+    s.s = c;
+    return s;
+}
+
+static int vsize(enum gguf_vtype t) {
+    static const int sz[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    return t <= GGUF_F64 ? sz[t] : -1;
+}
+
+static void rd_scalar(struct rd *r, enum gguf_vtype t, struct gguf_value *v) {
+    v->type = v->elem_type = t;
+    v->n = 1;
+    switch (t) {
+    case GGUF_STR: v->v.str = rd_str(r); break;
+    case GGUF_F32: {
+        uint32_t u = (uint32_t)rd_u(r, 4);
+        float f;
+        memcpy(&f, &u, 4);
+        v->v.f = f;
+        break;
+    }
+    case GGUF_F64: {
+        uint64_t u = rd_u(r, 8);
+        memcpy(&v->v.f, &u, 8);
+        break;
+    }
+    case GGUF_I8: v->v.i = (int8_t)rd_u(r, 1); break;
+    case GGUF_I16: v->v.i = (int16_t)rd_u(r, 2); break;
+    case GGUF_I32: v->v.i = (int32_t)rd_u(r, 4); break;
+    case GGUF_I64: v->v.i = (int64_t)rd_u(r, 8); break;
+    default:
+        if (vsize(t) <= 0) r->bad = 1;
+        else v->v.u = rd_u(r, vsize(t));
+    }
+}
+
+static struct gguf_file *read_gguf(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)size);
+    if (fread(buf, 1, (size_t)size, fp) != (size_t)size) size = 0;
+    fclose(fp);
+    struct rd r = {buf, buf + size, size < 24 || memcmp(buf, "GGUF", 4) != 0};
+    struct gguf_file *f = calloc(1, sizeof *f);
+    f->path = strdup(path);
+    r.p += 4;
+    f->version = (uint32_t)rd_u(&r, 4);
+    rd_u(&r, 8); /* tensors: vocab files have none */
+    f->n_kv = (int64_t)rd_u(&r, 8);
+    f->kv = calloc((size_t)f->n_kv + 1, sizeof *f->kv);
+    for (int64_t i = 0; i < f->n_kv && !r.bad; i++) {
+        f->kv[i].key = rd_str(&r).s;
+        enum gguf_vtype t = (enum gguf_vtype)rd_u(&r, 4);
+        struct gguf_value *v = &f->kv[i].val;
+        if (t != GGUF_ARR) {
+            rd_scalar(&r, t, v);
+            continue;
+        }
+        v->type = GGUF_ARR;
+        v->elem_type = (enum gguf_vtype)rd_u(&r, 4);
+        v->n = rd_u(&r, 8);
+        if (v->elem_type == GGUF_STR) {
+            struct gguf_str *a = calloc(v->n + 1, sizeof *a);
+            for (uint64_t k = 0; k < v->n && !r.bad; k++) a[k] = rd_str(&r);
+            v->v.arr = a;
+        } else {
+            int es = vsize(v->elem_type);
+            if (es <= 0 || (uint64_t)(r.end - r.p) / (uint64_t)es < v->n) {
+                r.bad = 1;
+                break;
+            }
+            void *a = malloc(v->n * (uint64_t)es + 1);
+            memcpy(a, r.p, v->n * (uint64_t)es);
+            r.p += v->n * (uint64_t)es;
+            v->v.arr = a;
+        }
+    }
+    free(buf);
+    if (r.bad) {
+        printf("read_gguf: %s: malformed\n", path);
+        return NULL; /* leaks in a failing test only */
+    }
+    return f;
+}
+
+static void free_gguf(struct gguf_file *f) {
+    if (!f) return;
+    for (int64_t i = 0; i < f->n_kv; i++) {
+        struct gguf_value *v = &f->kv[i].val;
+        free((void *)f->kv[i].key);
+        if (v->type == GGUF_STR) free((void *)v->v.str.s);
+        if (v->type == GGUF_ARR) {
+            if (v->elem_type == GGUF_STR)
+                for (uint64_t k = 0; k < v->n; k++) free((void *)((struct gguf_str *)v->v.arr)[k].s);
+            free((void *)v->v.arr);
+        }
+    }
+    free(f->kv);
+    free(f->path);
+    free(f);
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    *len = fread(b, 1, (size_t)n, fp);
+    b[*len] = 0;
+    fclose(fp);
+    return b;
+}
+
+static const char *vocab_dir(void) {
+    const char *d = getenv("INFER_VOCAB_DIR");
+    return d ? d : "../shared/testdata/vocab";
+}
+
+/* ---- 1. unicode ---- */
+
+static void test_unicode(void) {
+    struct {
+        uint32_t cp, flag;
+    } cases[] = {{'a', UNICODE_LETTER}, {'Z', UNICODE_LETTER}, {'7', UNICODE_NUMBER}, {' ', UNICODE_WHITESPACE},
+                 {'\n', UNICODE_WHITESPACE}, {0x85, UNICODE_WHITESPACE}, {0xA0, UNICODE_WHITESPACE},
+                 {0x3000, UNICODE_WHITESPACE}, {0x0301, UNICODE_MARK}, {0x4E00, UNICODE_LETTER},
+                 {0x9FA5, UNICODE_LETTER}, {0x20000, UNICODE_LETTER}, {0xAC00, UNICODE_LETTER}, {0xD7A3, UNICODE_LETTER},
+                 {0xBD, UNICODE_NUMBER}, {0x0661, UNICODE_NUMBER}, {'!', UNICODE_PUNCT}, {'$', UNICODE_SYMBOL},
+                 {0x1F600, UNICODE_SYMBOL}, {0x200D, UNICODE_CONTROL}, {0x0378, UNICODE_UNDEFINED},
+                 {0x10FFFF, UNICODE_UNDEFINED}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        T_CHECK(unicode_flags(cases[i].cp) & cases[i].flag, "flags(U+%04X) = 0x%x lacks 0x%x", cases[i].cp,
+                unicode_flags(cases[i].cp), cases[i].flag);
+    T_CHECK(!(unicode_flags(0x200B) & UNICODE_WHITESPACE), "U+200B is not \\s");
+    T_CHECK(!(unicode_flags('a') & (UNICODE_NUMBER | UNICODE_WHITESPACE)), "'a' has only L");
+    T_CHECK(unicode_tolower('S') == 's' && unicode_tolower(0xC9) == 0xE9 && unicode_tolower(0x0410) == 0x0430 &&
+                unicode_tolower('s') == 's' && unicode_tolower(0x4E00) == 0x4E00,
+            "tolower");
+    /* GPT-2 byte map: hand-worked images of a few bytes, and a bijection */
+    T_CHECK(unicode_byte_to_cp(' ') == 0x120 && unicode_byte_to_cp('\n') == 0x10A && unicode_byte_to_cp(0) == 0x100 &&
+                unicode_byte_to_cp(0x7F) == 0x121 && unicode_byte_to_cp(0xA0) == 0x142 && unicode_byte_to_cp(0xAD) == 0x143 &&
+                unicode_byte_to_cp('a') == 'a' && unicode_byte_to_cp(0xFF) == 0xFF,
+            "byte_to_cp");
+    int ok = 1;
+    for (int b = 0; b < 256; b++) ok &= unicode_cp_to_byte(unicode_byte_to_cp((uint8_t)b)) == b;
+    T_CHECK(ok && unicode_cp_to_byte(0x144) == -1 && unicode_cp_to_byte(0xAD) == -1, "byte map inverse");
+    /* lenient UTF-8: overlong and surrogates decode; bad bytes give U+FFFD one byte at a time */
+    struct {
+        const char *s;
+        size_t n;
+        uint32_t cp[4];
+        int ncp;
+    } u8[] = {{"\xc3\xa9", 2, {0xE9}, 1},
+              {"\xc0\xaf", 2, {0x2F}, 1},
+              {"\xed\xa0\x80", 3, {0xD800}, 1},
+              {"\xe4\xb8", 2, {0xFFFD, 0xFFFD}, 2},
+              {"\x80" "a", 2, {0xFFFD, 'a'}, 2},
+              {"\xf4\x90\x80\x80", 4, {0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}, 4},
+              {"\xf0\x9f\x98\x80", 4, {0x1F600}, 1},
+              {"\xff", 1, {0xFFFD}, 1}};
+    for (size_t c = 0; c < sizeof u8 / sizeof u8[0]; c++) {
+        size_t i = 0;
+        int k = 0, good = 1;
+        while (i < u8[c].n) {
+            uint32_t cp = unicode_utf8_decode((const uint8_t *)u8[c].s, u8[c].n, &i);
+            good &= k < u8[c].ncp && cp == u8[c].cp[k];
+            k++;
+        }
+        T_CHECK(good && k == u8[c].ncp, "utf8 case %zu", c);
+    }
+}
+
+/* ---- 2. llama.cpp's test vectors ---- */
+
+static struct tokenizer *load_tok(const char *path) {
+    struct gguf_file *f = read_gguf(path);
+    if (!f) return NULL;
+    struct tokenizer *t = NULL;
+    infer_status st = tokenizer_load(f, &t);
+    T_CHECK(st == INFER_OK, "tokenizer_load(%s): %s", path, infer_last_error());
+    free_gguf(f);
+    return t;
+}
+
+static void test_vectors(const char *name) {
+    char path[512], inp[600], outp[600];
+    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", vocab_dir(), name);
+    snprintf(inp, sizeof inp, "%s.inp", path);
+    snprintf(outp, sizeof outp, "%s.out", path);
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        T_SKIP("%s: no vocab file", name);
+        return;
+    }
+    fclose(probe);
+    struct tokenizer *t = load_tok(path);
+    size_t ni, no;
+    char *in = read_file(inp, &ni), *out = read_file(outp, &no);
+    if (!t || !in || !out) {
+        T_CHECK(0, "%s: cannot read the vector files", name);
+        goto done;
+    }
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    char *ip = in, *op = out;
+    int n_cases = 0, n_ok = 0;
+    int32_t ids[4096];
+    for (;;) {
+        char *e = strstr(ip, sep);
+        if (!e) break;
+        char *ol = op, *oe = strchr(op, '\n');
+        if (!oe) break;
+        *oe = 0;
+        op = oe + 1;
+        int32_t want[4096];
+        int nw = 0;
+        for (char *q = ol; *q;) {
+            char *end;
+            long v = strtol(q, &end, 10);
+            if (end == q) break;
+            want[nw++] = (int32_t)v;
+            q = end;
+        }
+        int32_t n = tokenizer_encode(t, ip, (size_t)(e - ip), 0, 0, ids, 4096);
+        int same = n == nw && memcmp(ids, want, sizeof(int32_t) * (size_t)nw) == 0;
+        T_CHECK(same, "%s case %d ('%.*s'): %d ids, expected %d", name, n_cases, (int)(e - ip < 60 ? e - ip : 60), ip,
+                n, nw);
+        n_ok += same;
+        n_cases++;
+        ip = e + sizeof sep - 1;
+    }
+    printf("vectors %s: %d/%d cases identical\n", name, n_ok, n_cases);
+    T_CHECK(n_cases >= 40, "%s: only %d cases read", name, n_cases);
+done:
+    free(in);
+    free(out);
+    tokenizer_free(t);
+}
+
+/* ---- 3. the peer ---- */
+
+struct llama_model;
+struct llama_vocab;
+/* llama_model_params of llama.cpp as shipped in @node-llama-cpp 3.22.1 (tag v0.5.0): layout facts
+ * read from its include/llama.h */
+struct peer_model_params {
+    void *devices;
+    const void *tensor_buft_overrides;
+    int32_t n_gpu_layers, split_mode, load_mode, lazy_mode, main_gpu;
+    const float *tensor_split;
+    void *progress_callback, *progress_callback_user_data;
+    const void *kv_overrides;
+    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
+};
+
+static struct {
+    struct peer_model_params (*default_params)(void);
+    struct llama_model *(*load)(const char *, struct peer_model_params);
+    void (*free_model)(struct llama_model *);
+    const struct llama_vocab *(*get_vocab)(const struct llama_model *);
+    int32_t (*tokenize)(const struct llama_vocab *, const char *, int32_t, int32_t *, int32_t, bool, bool);
+    int32_t (*to_piece)(const struct llama_vocab *, int32_t, char *, int32_t, int32_t, bool);
+    int32_t (*detokenize)(const struct llama_vocab *, const int32_t *, int32_t, char *, int32_t, bool, bool);
+    void (*log_set)(void (*)(int, const char *, void *), void *);
+} P;
+
+static void quiet(int level, const char *text, void *u) {
+    (void)level, (void)text, (void)u;
+}
+
+static int peer_init(void) {
+    const char *why = NULL;
+    void *h = peer_open("libllama.so", &why);
+    if (!h) h = peer_open("libllama.v0.5.0.so", &why);
+    if (!h) {
+        T_SKIP("llama.cpp peer: %s", why ? why : "not found");
+        return 0;
+    }
+    *(void **)&P.default_params = peer_sym(h, "llama_model_default_params");
+    *(void **)&P.load = peer_sym(h, "llama_model_load_from_file");
+    *(void **)&P.free_model = peer_sym(h, "llama_model_free");
+    *(void **)&P.get_vocab = peer_sym(h, "llama_model_get_vocab");
+    *(void **)&P.tokenize = peer_sym(h, "llama_tokenize");
+    *(void **)&P.to_piece = peer_sym(h, "llama_token_to_piece");
+    *(void **)&P.detokenize = peer_sym(h, "llama_detokenize");
+    *(void **)&P.log_set = peer_sym(h, "llama_log_set");
+    if (!P.default_params || !P.load || !P.get_vocab || !P.tokenize || !P.to_piece || !P.detokenize) {
+        T_SKIP("llama.cpp peer: symbols missing");
+        return 0;
+    }
+    if (P.log_set) P.log_set(quiet, NULL);
+    return 1;
+}
+
+/* Deterministic mixed text. */
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(uint32_t n) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+static const char *const snippets[] = {
+    "The quick brown fox jumps over the lazy dog. ", "It's", " they'RE", " we'll", " I'M", " you've", " 'd", "'s",
+    "don't ", "Hello, world!", " HELLO", "  multiple   spaces  ", "\t\ttabs\t", "\r\n", "\n\n\n", " \n ", "\r\r\n ",
+    "int main(void) { return 0; }\n", "    if (x != NULL && *x == '\\0') {\n        x++;\n    }\n",
+    "def f(a, b=3):\n    return a**b  # comment\n", "for (i = 0; i < 1000000; i++) sum += a[i] * 2.5e-3;",
+    "<div class=\"x\">&amp;</div>", "https://example.com/path?q=1&r=%20", "user@example.org",
+    "12345678901234567890", " 3.14159", "1,000,000", "२०२४", "٣٤٥", "½¾", "Ⅻ",
+    "你好，世界！", "日本語のテキストです。", "한국어 문장입니다.", "中文标点：「引号」、《书名》",
+    "Привет, мир!", "Ελληνικά", "مرحبا بالعالم", "שלום עולם", "नमस्ते दुनिया", "สวัสดีชาวโลก", "Tiếng Việt có dấu",
+    "e\xcc\x81" "a\xcc\x88o\xcc\x83", "\xe0\xa4\x95\xe0\xa5\x8d\xe0\xa4\xb7", "Z\xcd\x91\xcd\x97\xcd\x8e" "algo",
+    "😀", "👍🏽", "👨‍👩‍👧‍👦", "🇺🇸🇯🇵", "❤️", "🤖 robots 🚀", "✨✨✨",
+    "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\xa8", "\xe2\x80\x8b", "\xe2\x80\x83 em space", "\x0b\x0c", "\xc2\x85",
+    "\x80", "\xe4\xb8", "\xff\xfe", "\xc0\xaf", "\xed\xa0\x80", "\xf0\x9f\x98", "a\x00" "b",
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>", "</s>", "<unk>", "<think>", "</think>", "<|begin_of_text|>",
+    "<|eot_id|>", "<|fim_prefix|>", "<tool_call>", "[INST]", "▁", "▁▁x", "Ġ", "ĊĊ", "  ", " ", "!!!", "...", "?!",
+    " , ", " ' ", " 're", "$$$", "~~~", "---", "___", "====", "```c\n", "@@", "###", "\\n", "",
+};
+
+static size_t gen_text(char *buf, size_t target) {
+    size_t n = 0, k = sizeof snippets / sizeof snippets[0];
+    while (n < target) {
+        const char *s = snippets[rnd((uint32_t)k)];
+        size_t l = strlen(s);
+        if (s[0] == 'a' && s[1] == 0) l = 3; /* the one with a NUL inside */
+        if (n + l > target) break;
+        memcpy(buf + n, s, l);
+        n += l;
+        if (rnd(4) == 0) buf[n++] = ' ';
+    }
+    return n;
+}
+
+/* A cut that keeps a valid-UTF-8 text valid; every emitted chunk of the stream must end on one. */
+static int is_boundary(const char *s, size_t n, size_t at) { return at >= n || ((uint8_t)s[at] & 0xC0) != 0x80; }
+
+static int valid_utf8(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        uint32_t cp = unicode_utf8_decode((const uint8_t *)s, n, &j);
+        if (cp == 0xFFFD && !(j - i == 3 && memcmp(s + i, "\xef\xbf\xbd", 3) == 0)) return 0;
+        if (cp >= 0xD800 && cp < 0xE000) return 0;
+        i = j;
+    }
+    return 1;
+}
+
+static void test_peer_vocab(const char *path, double *mb_total) {
+    struct peer_model_params mp = P.default_params();
+    mp.vocab_only = true;
+    struct llama_model *m = P.load(path, mp);
+    if (!m) {
+        T_CHECK(0, "peer cannot load %s", path);
+        return;
+    }
+    const struct llama_vocab *pv = P.get_vocab(m);
+    struct tokenizer *t = load_tok(path);
+    if (!t) goto done;
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+
+    /* every token's piece, both renderings */
+    int32_t nv = tokenizer_n_vocab(t), bad_piece = 0;
+    for (int32_t id = 0; id < nv; id++)
+        for (int sp = 0; sp < 2; sp++) {
+            char a[512], b[512];
+            int32_t na = tokenizer_token_to_piece(t, id, a, sizeof a, 0, sp);
+            int32_t nb = P.to_piece(pv, id, b, sizeof b, 0, sp);
+            if (na != nb || (na > 0 && memcmp(a, b, (size_t)na) != 0)) {
+                if (bad_piece++ < 5) printf("  piece %d special=%d: ours %d bytes, llama.cpp %d\n", id, sp, na, nb);
+            }
+        }
+    T_CHECK(bad_piece == 0, "%s: %d token pieces differ from llama_token_to_piece", base, bad_piece);
+
+    enum { CHUNK = 8192, ROUNDS = 128 };
+    static char text[CHUNK + 64], dt[4 * CHUNK], pieces[4 * CHUNK], streamed[4 * CHUNK];
+    static int32_t ours[2 * CHUNK + 8], theirs[2 * CHUNK + 8];
+    size_t bytes = 0;
+    int diff_tok = 0, diff_detok = 0, bad_trip = 0, bad_stream = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        size_t n = gen_text(text, CHUNK);
+        bytes += n;
+        for (int mode = 0; mode < 4; mode++) {
+            int add = mode & 1, parse = mode >> 1;
+            if (mode && r % 4) continue; /* all modes on a quarter of the text, the plain one on all */
+            int32_t a = tokenizer_encode(t, text, n, add, parse, ours, 2 * CHUNK + 8);
+            int32_t b = P.tokenize(pv, text, (int32_t)n, theirs, 2 * CHUNK + 8, add, parse);
+            if (a != b || memcmp(ours, theirs, sizeof(int32_t) * (size_t)(a > 0 ? a : 0)) != 0) {
+                int at = 0;
+                while (at < a && at < b && ours[at] == theirs[at]) at++;
+                if (diff_tok++ < 3)
+                    printf("  %s round %d mode %d: %d vs %d ids, first difference at %d (ours %d, llama.cpp %d)\n", base,
+                           r, mode, a, b, at, at < a ? ours[at] : -1, at < b ? theirs[at] : -1);
+                continue;
+            }
+            for (int rs = 0; rs < 2; rs++) {
+                int32_t da = tokenizer_detokenize(t, ours, a, dt, sizeof dt, rs, parse);
+                int32_t db = P.detokenize(pv, ours, a, pieces, sizeof pieces, rs, parse);
+                if (da != db || memcmp(dt, pieces, (size_t)(da > 0 ? da : 0)) != 0) {
+                    if (diff_detok++ < 3) printf("  %s round %d: detokenize %d vs %d bytes\n", base, r, da, db);
+                }
+            }
+            if (mode != 0) continue;
+            /* pieces concatenate back to the text (SPM: after its leading space) when it was valid UTF-8 */
+            size_t np = 0, ns = 0;
+            struct tokenizer_stream st = {0};
+            int chunk_ok = 1;
+            for (int32_t i = 0; i < a; i++) {
+                np += (size_t)tokenizer_token_to_piece(t, ours[i], pieces + np, (int32_t)(sizeof pieces - np), 0, 1);
+                int32_t k = tokenizer_stream_put(t, &st, ours[i], 1, streamed + ns, (int32_t)(sizeof streamed - ns));
+                ns += (size_t)k;
+                if (k > 0 && valid_utf8(pieces, np)) chunk_ok &= is_boundary(pieces, np, ns);
+            }
+            ns += (size_t)tokenizer_stream_flush(&st, streamed + ns, (int32_t)(sizeof streamed - ns));
+            if (ns != np || memcmp(streamed, pieces, np) != 0 || !chunk_ok) bad_stream++;
+            int spm = tokenizer_kind(t) == TOKENIZER_SPM;
+            if (valid_utf8(text, n) && !memchr(text, '<', n)) {
+                int same = np == n + (size_t)spm && memcmp(pieces + spm, text, n) == 0;
+                if (!same && bad_trip++ < 3) printf("  %s round %d: pieces do not round-trip\n", base, r);
+            }
+        }
+    }
+    *mb_total += bytes / 1048576.0;
+    printf("peer %s: %.2f MiB of mixed text, %d tokenisation differences, %d detokenisation differences\n", base,
+           bytes / 1048576.0, diff_tok, diff_detok);
+    T_CHECK(diff_tok == 0, "%s: %d texts tokenise differently from llama.cpp", base, diff_tok);
+    T_CHECK(diff_detok == 0, "%s: %d detokenisations differ from llama.cpp", base, diff_detok);
+    T_CHECK(bad_trip == 0, "%s: %d texts do not round-trip through the pieces", base, bad_trip);
+    T_CHECK(bad_stream == 0, "%s: %d streams differ from the pieces or split a UTF-8 sequence", base, bad_stream);
+done:
+    tokenizer_free(t);
+    if (P.free_model) P.free_model(m);
+}
+
+/* ---- 4. speed ---- */
+
+static void test_speed(const char *path) {
+    struct tokenizer *t = load_tok(path);
+    if (!t) return;
+    size_t cap = 600000;
+    char *text = malloc(cap);
+    int32_t *ids = malloc(sizeof(int32_t) * cap);
+    size_t n = gen_text(text, 450000);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int32_t k = tokenizer_encode(t, text, n, 1, 0, ids, (int32_t)cap);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    printf("speed %s: %d tokens from %zu bytes in %.3f s (%.0f tokens/s)\n", strrchr(path, '/') + 1, k, n, s, k / s);
+    T_CHECK(k > 0 && s < 1.0 * k / 100000.0 + 0.05, "%d tokens took %.3f s, expected well under 1 s per 100k", k, s);
+    free(text);
+    free(ids);
+    tokenizer_free(t);
+}
+
+int main(void) {
+    test_unicode();
+    static const char *const names[] = {"llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "qwen35"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_vectors(names[i]);
+
+    char paths[16][512];
+    int np = 0;
+    for (int i = 0; i < 3; i++) snprintf(paths[np++], 512, "%s/ggml-vocab-%s.gguf", vocab_dir(), names[i]);
+    const char *more = getenv("INFER_TOK_VOCABS");
+    if (more) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", more);
+        for (char *s = strtok(tmp, ":"); s && np < 16; s = strtok(NULL, ":")) snprintf(paths[np++], 512, "%s", s);
+    }
+    if (peer_init()) {
+        double mb = 0;
+        for (int i = 0; i < np; i++) test_peer_vocab(paths[i], &mb);
+        printf("peer: %.2f MiB compared in all\n", mb);
+    }
+    for (int i = 0; i < np; i++) test_speed(paths[i]);
+    return t_done();
+}
