@@ -824,6 +824,113 @@ static void build_vocabs(const char *dir, char paths[][512], int *np, int max) {
     }
 }
 
+/* Every code point's class, through the splitting it causes. A probe vocabulary (the GPT-2 one with
+ * the tokens "a"+b, "1"+b, "!"+b for every byte symbol b, merged first) makes a word boundary
+ * between a prefix and the code point c visible in the ids. Under the gpt-2 pre-tokenizer "ac"
+ * joins iff c is L, "1c" iff N, "!c" iff c is neither \s, L nor N; under qwen35 "ac" joins iff
+ * L or M. So our class tables must agree with llama.cpp's on every code point. */
+static int make_probe_vocab(const char *src, const char *dst, const char *pre) {
+    struct gguf_file *g = read_gguf(src);
+    if (!g) return -1;
+    struct gguf_value *tv = NULL, *yv = NULL, *mv = NULL;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        if (!strcmp(g->kv[i].key, "tokenizer.ggml.tokens")) tv = &g->kv[i].val;
+        if (!strcmp(g->kv[i].key, "tokenizer.ggml.token_type")) yv = &g->kv[i].val;
+        if (!strcmp(g->kv[i].key, "tokenizer.ggml.merges")) mv = &g->kv[i].val;
+    }
+    if (!tv || !yv || !mv) {
+        free_gguf(g);
+        return -1;
+    }
+    static const char prefixes[3] = {'a', '1', '!'};
+    struct gguf_str *toks = realloc((void *)tv->v.arr, (tv->n + 768) * sizeof *toks);
+    int32_t *types = realloc((void *)yv->v.arr, (yv->n + 768) * sizeof *types);
+    struct gguf_str *merges = malloc((mv->n + 768) * sizeof *merges);
+    memcpy(merges + 768, mv->v.arr, mv->n * sizeof *merges);
+    uint64_t nt = tv->n;
+    for (int p = 0; p < 3; p++)
+        for (int b = 0; b < 256; b++) {
+            char u[4], *tok = malloc(8), *mg = malloc(8);
+            int k = unicode_utf8_encode(unicode_byte_to_cp((uint8_t)b), u);
+            tok[0] = mg[0] = prefixes[p];
+            mg[1] = ' ';
+            memcpy(tok + 1, u, (size_t)k);
+            memcpy(mg + 2, u, (size_t)k);
+            tok[k + 1] = mg[k + 2] = 0;
+            merges[p * 256 + b] = (struct gguf_str){(uint64_t)k + 2, mg};
+            if (id_of(toks, (int32_t)nt, tok) >= 0) {
+                free(tok);
+                continue;
+            }
+            toks[nt] = (struct gguf_str){(uint64_t)k + 1, tok};
+            types[nt++] = 1;
+        }
+    free((void *)mv->v.arr);
+    tv->v.arr = toks;
+    tv->n = nt;
+    yv->v.arr = types;
+    yv->n = nt;
+    mv->v.arr = merges;
+    mv->n += 768;
+    kv_str(g, "tokenizer.ggml.pre", pre);
+    int r = write_gguf(dst, g);
+    free_gguf(g);
+    return r;
+}
+
+static void test_all_code_points(const char *dir) {
+    char src[512], path[512];
+    snprintf(src, sizeof src, "%s/ggml-vocab-gpt-2.gguf", vocab_dir());
+    static const char *const pres[] = {"gpt-2", "qwen35"};
+    for (int v = 0; v < 2; v++) {
+        snprintf(path, sizeof path, "%.400s/probe-%s.gguf", dir, pres[v]);
+        if (make_probe_vocab(src, path, pres[v])) {
+            T_SKIP("no probe vocabulary (%s missing)", src);
+            return;
+        }
+        struct peer_model_params mp = P.default_params();
+        mp.vocab_only = true;
+        struct llama_model *m = P.load(path, mp);
+        struct tokenizer *t = load_tok(path);
+        if (!m || !t) {
+            T_CHECK(0, "cannot load %s", path);
+            tokenizer_free(t);
+            if (m && P.free_model) P.free_model(m);
+            return;
+        }
+        const struct llama_vocab *pv = P.get_vocab(m);
+        enum { STEP = 256 };
+        static char text[STEP * 20];
+        static int32_t a[STEP * 20], b[STEP * 20];
+        int bad_blocks = 0;
+        uint32_t first_bad = 0;
+        for (uint32_t c0 = 0; c0 < 0x110000; c0 += STEP) {
+            if (c0 >= 0xD800 && c0 < 0xE000) continue;
+            size_t n = 0;
+            for (uint32_t c = c0; c < c0 + STEP; c++) {
+                char u[4];
+                int k = unicode_utf8_encode(c, u);
+                for (int p = 0; p < 3; p++) {
+                    text[n++] = "a1!"[p];
+                    memcpy(text + n, u, (size_t)k);
+                    n += (size_t)k;
+                    text[n++] = '\n';
+                }
+            }
+            int32_t na = tokenizer_encode(t, text, n, 0, 0, a, STEP * 20);
+            int32_t nb = P.tokenize(pv, text, (int32_t)n, b, STEP * 20, 0, 0);
+            if ((na != nb || memcmp(a, b, sizeof(int32_t) * (size_t)(na > 0 ? na : 0)) != 0) && !bad_blocks++)
+                first_bad = c0;
+        }
+        printf("code points (%s probe): %d blocks of %d differ from llama.cpp (first at U+%04X)\n", pres[v],
+               bad_blocks, STEP, first_bad);
+        T_CHECK(bad_blocks == 0, "%s probe: %d blocks of code points split differently from llama.cpp", pres[v],
+                bad_blocks);
+        tokenizer_free(t);
+        if (P.free_model) P.free_model(m);
+    }
+}
+
 /* ---- 4. speed ---- */
 
 static double now(void) {
@@ -881,6 +988,7 @@ int main(void) {
         double mb = 0;
         for (int i = 0; i < np; i++) test_peer_vocab(paths[i], &mb);
         printf("peer: %.2f MiB compared in all\n", mb);
+        test_all_code_points(dir);
     }
     for (int i = 0; i < np; i++) test_speed(paths[i]);
     return t_done();

@@ -7,6 +7,9 @@ Reads UnicodeData.txt (Debian's `unicode-data` package installs it as
     covering 0..0x10FFFF. Flags are the first letter of the General Category (L N M P S Z C, with
     Cn/unlisted as UNDEFINED) plus the WHITESPACE bit for the pre-tokenizers' explicit \\s set.
   - unicode_lower[]: (code point, simple lowercase) pairs, field 13, for case-insensitive contractions.
+Debian bookworm ships Unicode 15.0; llama.cpp's tables are Unicode 15.1. The 627 characters 15.1
+added (CJK Unified Ideographs Extension I, Lo; ideographic description characters U+2FFC..2FFF
+and U+31EF, So) are listed below and applied when the input lacks them, so the classes match.
 Usage: python3 tools/gen-unicode.py [/usr/share/unicode/UnicodeData.txt] > lib/unicode_data.c
 """
 import sys
@@ -40,6 +43,11 @@ with open(path, encoding="utf-8") as f:
             flags[c] = fl
         if fields[13]:
             lower.append((cpt, int(fields[13], 16)))
+UNICODE_15_1 = [(0x2EBF0, 0x2EE5D, "Lo"), (0x2FFC, 0x2FFF, "So"), (0x31EF, 0x31EF, "So")]
+for a, b, cat in UNICODE_15_1:
+    for c in range(a, b + 1):
+        if flags[c] == UNDEFINED:
+            flags[c] = FLAG[cat[0]]
 for a, b in SPACES:
     for c in range(a, b + 1):
         flags[c] |= WHITESPACE
