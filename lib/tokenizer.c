@@ -1079,7 +1079,7 @@ static int32_t utf8_incomplete_tail(const char *s, size_t n) {
     return 0;
 }
 
-int32_t tokenizer_stream_put(const struct tokenizer *t, struct tokenizer_stream *s, int32_t id, int special, char *buf,
+int32_t tokenizer_stream_put(const struct tokenizer *t, infer_token_stream *s, int32_t id, int special, char *buf,
                              int32_t cap) {
     uint32_t n;
     const char *p = piece_get(t, id, 0, special, &n);
@@ -1105,7 +1105,7 @@ int32_t tokenizer_stream_put(const struct tokenizer *t, struct tokenizer_stream 
     return emit;
 }
 
-int32_t tokenizer_stream_flush(struct tokenizer_stream *s, char *buf, int32_t cap) {
+int32_t tokenizer_stream_flush(infer_token_stream *s, char *buf, int32_t cap) {
     int32_t n = s->n_pending;
     if (n > cap || (n > 0 && !buf)) return n;
     memcpy(buf, s->pending, (size_t)n);

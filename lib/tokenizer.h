@@ -62,19 +62,16 @@ int32_t tokenizer_token_to_piece(const struct tokenizer *t, int32_t id, char *bu
 int32_t tokenizer_detokenize(const struct tokenizer *t, const int32_t *ids, int32_t n_ids, char *buf, int32_t cap,
                              int remove_special, int unparse_special);
 
-/* Streaming detokenisation: pieces are emitted as they come, except that a trailing incomplete
- * UTF-8 sequence is held back until the bytes that complete it arrive (or flush). The
- * concatenation of all outputs equals the concatenation of the token pieces. Zero-initialise. */
-struct tokenizer_stream {
-    char pending[4]; /* held-back bytes of an unfinished UTF-8 sequence */
-    int32_t n_pending;
-};
+/* Streaming detokenisation (infer_token_stream of infer.h: up to 3 held-back bytes): pieces are
+ * emitted as they come, except that a trailing incomplete UTF-8 sequence is held back until the
+ * bytes that complete it arrive (or flush). The concatenation of all outputs equals the
+ * concatenation of the token pieces. Zero-initialise. */
 /* Appends token id; writes the bytes now complete and returns their count. If cap is too small
  * nothing is consumed and the needed count is returned (call again with a bigger buffer); -1 for an
  * invalid id. A buffer of piece length + 4 always suffices. */
-int32_t tokenizer_stream_put(const struct tokenizer *t, struct tokenizer_stream *s, int32_t id, int special, char *buf,
+int32_t tokenizer_stream_put(const struct tokenizer *t, infer_token_stream *s, int32_t id, int special, char *buf,
                              int32_t cap);
 /* Writes whatever is held back (an incomplete sequence at the end of the stream) and resets s. */
-int32_t tokenizer_stream_flush(struct tokenizer_stream *s, char *buf, int32_t cap);
+int32_t tokenizer_stream_flush(infer_token_stream *s, char *buf, int32_t cap);
 
 #endif

@@ -467,7 +467,7 @@ static void test_peer_vocab(const char *path, double *mb_total) {
             if (mode != 0) continue;
             /* pieces concatenate back to the text (SPM: after its leading space) when it was valid UTF-8 */
             size_t np = 0, ns = 0;
-            struct tokenizer_stream st = {0};
+            infer_token_stream st = {0};
             int chunk_ok = 1;
             for (int32_t i = 0; i < a; i++) {
                 np += (size_t)tokenizer_token_to_piece(t, ours[i], pieces + np, (int32_t)(sizeof pieces - np), 0, 1);
@@ -931,6 +931,132 @@ static void test_all_code_points(const char *dir) {
     }
 }
 
+/* ---- hostile metadata and failing allocations: clear errors, never a crash ---- */
+
+static struct gguf_str *strs(const char *const *v, int n) {
+    struct gguf_str *a = calloc((size_t)n + 1, sizeof *a);
+    for (int i = 0; i < n; i++) a[i] = (struct gguf_str){strlen(v[i]), strdup(v[i])};
+    return a;
+}
+
+/* A tiny vocabulary: model, tokens, optionally merges; the caller adds or breaks keys. */
+static struct gguf_file *tiny(const char *model, const char *pre) {
+    static const char *const toks[] = {"<unk>", "a", "b", "ab", "", " ", "\xe2\x96\x81" "a", "<s>"};
+    static const char *const merges[] = {"a b", "ab", "a b", " a"};
+    struct gguf_file *g = calloc(1, sizeof *g);
+    g->path = strdup("tiny.gguf");
+    if (model) kv_str(g, "tokenizer.ggml.model", model);
+    if (pre) kv_str(g, "tokenizer.ggml.pre", pre);
+    kv_arr(g, "tokenizer.ggml.tokens", GGUF_STR, strs(toks, 8), 8);
+    if (model && !strcmp(model, "gpt2")) kv_arr(g, "tokenizer.ggml.merges", GGUF_STR, strs(merges, 4), 4);
+    return g;
+}
+
+static infer_status try_load(struct gguf_file *g, struct tokenizer **out) {
+    struct tokenizer *t = NULL;
+    infer_status st = tokenizer_load(g, &t);
+    if (out) *out = t;
+    else tokenizer_free(t);
+    free_gguf(g);
+    return st;
+}
+
+static void test_hostile(void) {
+    struct gguf_file *g;
+    T_CHECK(try_load(tiny(NULL, NULL), NULL) == INFER_E_FORMAT, "no model: %s", infer_last_error());
+    T_CHECK(try_load(tiny("bert", NULL), NULL) == INFER_E_UNSUPPORTED, "bert: %s", infer_last_error());
+    T_CHECK(try_load(tiny("gpt2", "tekken"), NULL) == INFER_E_UNSUPPORTED, "unknown pre: %s", infer_last_error());
+    T_CHECK(try_load(tiny("gpt2", NULL), NULL) == INFER_E_UNSUPPORTED, "missing pre (default regexes)");
+    g = tiny("llama", NULL);
+    kv_str(g, "tokenizer.ggml.tokens", "not an array");
+    T_CHECK(try_load(g, NULL) == INFER_E_FORMAT, "tokens as a string: %s", infer_last_error());
+    g = tiny("llama", NULL);
+    kv_arr(g, "tokenizer.ggml.tokens", GGUF_STR, calloc(1, sizeof(struct gguf_str)), 0);
+    T_CHECK(try_load(g, NULL) == INFER_E_FORMAT, "no tokens: %s", infer_last_error());
+    g = tiny("llama", NULL);
+    kv_arr(g, "tokenizer.ggml.scores", GGUF_F32, calloc(4, sizeof(float)), 4);
+    T_CHECK(try_load(g, NULL) == INFER_E_FORMAT, "short scores: %s", infer_last_error());
+    g = tiny("llama", NULL);
+    kv_arr(g, "tokenizer.ggml.token_type", GGUF_F32, calloc(8, sizeof(float)), 8);
+    T_CHECK(try_load(g, NULL) == INFER_E_FORMAT, "f32 token types: %s", infer_last_error());
+    g = tiny("gpt2", "qwen2");
+    kv_arr(g, "tokenizer.ggml.merges", GGUF_I32, calloc(4, sizeof(int32_t)), 4);
+    T_CHECK(try_load(g, NULL) == INFER_E_FORMAT, "i32 merges: %s", infer_last_error());
+    g = tiny("llama", NULL);
+    kv_bool(g, "tokenizer.ggml.add_bos_token", 1);
+    kv_str(g, "tokenizer.ggml.add_eos_token", "yes");
+    T_CHECK(try_load(g, NULL) == INFER_E_FORMAT, "add_eos as a string: %s", infer_last_error());
+
+    /* odd but loadable: token types out of range, an empty token, ids out of range, merges with no
+     * space and duplicates, no byte tokens */
+    struct tokenizer *t = NULL;
+    g = tiny("llama", NULL);
+    int32_t *ty = calloc(8, sizeof *ty);
+    for (int i = 0; i < 8; i++) ty[i] = i == 0 ? 2 : i == 7 ? 3 : i == 3 ? 99 : i == 2 ? -5 : 1;
+    kv_arr(g, "tokenizer.ggml.token_type", GGUF_I32, ty, 8);
+    kv_u32(g, "tokenizer.ggml.bos_token_id", 7);
+    kv_u32(g, "tokenizer.ggml.eos_token_id", 4000000000u);
+    T_CHECK(try_load(g, &t) == INFER_OK, "odd SPM vocab: %s", infer_last_error());
+    if (t) {
+        uint32_t len;
+        const char *e = tokenizer_text(t, 4, &len);
+        T_CHECK(e && len == 9 && !memcmp(e, "[EMPTY_4]", 9), "empty token renamed");
+        T_CHECK(tokenizer_bos(t) == 7 && tokenizer_eos(t) == 2, "bos %d eos %d", tokenizer_bos(t), tokenizer_eos(t));
+        int32_t ids[64];
+        /* "a ab\xff" -> "▁a▁ab\xff": equal scores merge leftmost first, so "▁a" "▁a" "b"; no byte
+         * tokens, so the unknown byte becomes <unk> (llama.cpp would throw) */
+        int32_t n = tokenizer_encode(t, "a ab\xff", 5, 1, 1, ids, 64);
+        T_CHECK(n == 5 && ids[0] == 7 && ids[1] == 6 && ids[2] == 6 && ids[3] == 2 && ids[4] == 0,
+                "odd SPM encode: %d ids (%d %d %d %d %d)", n, ids[0], ids[1], ids[2], ids[3], ids[4]);
+        T_CHECK(tokenizer_encode(t, "", 0, 0, 0, NULL, 0) == 0, "empty text");
+        T_CHECK(tokenizer_token_to_piece(t, 8, NULL, 0, 0, 1) == -1 && tokenizer_token_to_piece(t, -1, NULL, 0, 0, 1) == -1,
+                "invalid ids rejected");
+        int32_t bad[2] = {1, 99};
+        T_CHECK(tokenizer_detokenize(t, bad, 2, NULL, 0, 0, 0) == -1, "detokenize rejects an invalid id");
+        tokenizer_free(t);
+    }
+    g = tiny("gpt2", "llama-bpe");
+    T_CHECK(try_load(g, &t) == INFER_OK, "odd BPE vocab: %s", infer_last_error());
+    if (t) {
+        int32_t ids[64];
+        int32_t n = tokenizer_encode(t, "ab\xf4\x90\x80\x80 \xc0", 8, 0, 0, ids, 64);
+        T_CHECK(n >= 1 && ids[0] == 3, "odd BPE encode: %d ids", n); /* the rest are bytes with no token: dropped */
+        tokenizer_free(t);
+    }
+
+    /* every allocation of a load and of an encode failing in turn */
+    char path[512];
+    snprintf(path, sizeof path, "%s/ggml-vocab-gpt-2.gguf", vocab_dir());
+    struct gguf_file *f = read_gguf(path);
+    if (!f) return;
+    int ok = 1, k;
+    for (k = 1; k < 100; k++) {
+        status_fault_alloc(k);
+        infer_status st = tokenizer_load(f, &t);
+        status_fault_alloc(0);
+        if (st == INFER_OK) {
+            tokenizer_free(t);
+            break;
+        }
+        ok &= st == INFER_E_OOM && t == NULL;
+    }
+    T_CHECK(ok && k > 1, "load under failing allocations (%d tried)", k);
+    if (tokenizer_load(f, &t) == INFER_OK) {
+        const char *text = "Hello world, this is a test. <|endoftext|> 12345";
+        int32_t ids[64];
+        for (k = 1, ok = 1; k < 50; k++) {
+            status_fault_alloc(k);
+            int32_t n = tokenizer_encode(t, text, strlen(text), 1, 1, ids, 64);
+            status_fault_alloc(0);
+            if (n >= 0) break;
+            ok &= n == -1;
+        }
+        T_CHECK(ok && k > 1, "encode under failing allocations (%d tried)", k);
+        tokenizer_free(t);
+    }
+    free_gguf(f);
+}
+
 /* ---- 4. speed ---- */
 
 static double now(void) {
@@ -961,6 +1087,7 @@ static void test_speed(const char *path) {
 
 int main(void) {
     test_unicode();
+    test_hostile();
     static const char *const names[] = {"llama-spm", "phi-3", "gpt-2"};
     for (size_t i = 0; i < 3; i++) test_vectors(names[i], NULL);
 
