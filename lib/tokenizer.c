@@ -844,8 +844,8 @@ static int partition(const struct tokenizer *t, const char *text, size_t len, in
 
 int32_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                          int32_t *out, int32_t cap) {
-    if (len > (1u << 30)) {
-        infer_fail(INFER_E_ARG, "tokenizer_encode: text of %zu bytes, expected at most 1 GiB", len);
+    if (len > (1u << 30) || (!text && len)) {
+        infer_fail(INFER_E_ARG, "tokenizer_encode: text of %zu bytes at %p, expected at most 1 GiB", len, (const void *)text);
         return -1;
     }
     struct session s = {.t = t};
@@ -871,7 +871,7 @@ int32_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len
         infer_fail(INFER_E_ARG, "tokenizer_encode: more than 2^31 tokens");
         goto done;
     }
-    if (out && cap > 0) memcpy(out, s.out.v, (s.out.n < (size_t)cap ? s.out.n : (size_t)cap) * sizeof *out);
+    if (out && cap > 0 && s.out.n) memcpy(out, s.out.v, (s.out.n < (size_t)cap ? s.out.n : (size_t)cap) * sizeof *out);
     result = (int32_t)s.out.n;
     goto done;
 oom:
@@ -1108,7 +1108,7 @@ int32_t tokenizer_stream_put(const struct tokenizer *t, infer_token_stream *s, i
 int32_t tokenizer_stream_flush(infer_token_stream *s, char *buf, int32_t cap) {
     int32_t n = s->n_pending;
     if (n > cap || (n > 0 && !buf)) return n;
-    memcpy(buf, s->pending, (size_t)n);
+    if (n) memcpy(buf, s->pending, (size_t)n);
     s->n_pending = 0;
     return n;
 }

@@ -145,17 +145,20 @@ static struct gguf_file *read_gguf(const char *path) {
     return f;
 }
 
+static void value_free(struct gguf_value *v) {
+    if (v->type == GGUF_STR) free((void *)v->v.str.s);
+    if (v->type == GGUF_ARR) {
+        if (v->elem_type == GGUF_STR)
+            for (uint64_t k = 0; k < v->n; k++) free((void *)((struct gguf_str *)v->v.arr)[k].s);
+        free((void *)v->v.arr);
+    }
+}
+
 static void free_gguf(struct gguf_file *f) {
     if (!f) return;
     for (int64_t i = 0; i < f->n_kv; i++) {
-        struct gguf_value *v = &f->kv[i].val;
         free((void *)f->kv[i].key);
-        if (v->type == GGUF_STR) free((void *)v->v.str.s);
-        if (v->type == GGUF_ARR) {
-            if (v->elem_type == GGUF_STR)
-                for (uint64_t k = 0; k < v->n; k++) free((void *)((struct gguf_str *)v->v.arr)[k].s);
-            free((void *)v->v.arr);
-        }
+        value_free(&f->kv[i].val);
     }
     free(f->kv);
     free(f->path);
@@ -327,6 +330,9 @@ static struct {
     int32_t (*to_piece)(const struct llama_vocab *, int32_t, char *, int32_t, int32_t, bool);
     int32_t (*detokenize)(const struct llama_vocab *, const int32_t *, int32_t, char *, int32_t, bool, bool);
     void (*log_set)(void (*)(int, const char *, void *), void *);
+    int (*get_attr)(const struct llama_vocab *, int32_t);
+    bool (*is_eog)(const struct llama_vocab *, int32_t);
+    int32_t (*bos)(const struct llama_vocab *), (*eos)(const struct llama_vocab *), (*n_tokens)(const struct llama_vocab *);
 } P;
 
 static void quiet(int level, const char *text, void *u) {
@@ -349,7 +355,13 @@ static int peer_init(void) {
     *(void **)&P.to_piece = peer_sym(h, "llama_token_to_piece");
     *(void **)&P.detokenize = peer_sym(h, "llama_detokenize");
     *(void **)&P.log_set = peer_sym(h, "llama_log_set");
-    if (!P.default_params || !P.load || !P.get_vocab || !P.tokenize || !P.to_piece || !P.detokenize) {
+    *(void **)&P.get_attr = peer_sym(h, "llama_vocab_get_attr");
+    *(void **)&P.is_eog = peer_sym(h, "llama_vocab_is_eog");
+    *(void **)&P.bos = peer_sym(h, "llama_vocab_bos");
+    *(void **)&P.eos = peer_sym(h, "llama_vocab_eos");
+    *(void **)&P.n_tokens = peer_sym(h, "llama_vocab_n_tokens");
+    if (!P.default_params || !P.load || !P.get_vocab || !P.tokenize || !P.to_piece || !P.detokenize || !P.get_attr ||
+        !P.is_eog || !P.bos || !P.eos || !P.n_tokens) {
         T_SKIP("llama.cpp peer: symbols missing");
         return 0;
     }
@@ -423,8 +435,20 @@ static void test_peer_vocab(const char *path, double *mb_total) {
     if (!t) goto done;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 
+    /* the vocabulary as llama.cpp derives it: size, BOS/EOS, every token's attributes and EOG flag */
+    int32_t nv = tokenizer_n_vocab(t), bad_attr = 0, bad_eog = 0;
+    T_CHECK(nv == P.n_tokens(pv), "%s: %d tokens, llama.cpp %d", base, nv, P.n_tokens(pv));
+    T_CHECK(tokenizer_bos(t) == P.bos(pv) && tokenizer_eos(t) == P.eos(pv), "%s: bos %d eos %d, llama.cpp %d %d", base,
+            tokenizer_bos(t), tokenizer_eos(t), P.bos(pv), P.eos(pv));
+    for (int32_t id = 0; id < nv; id++) {
+        bad_attr += (int)tokenizer_attr(t, id) != P.get_attr(pv, id);
+        bad_eog += !!tokenizer_is_eog(t, id) != P.is_eog(pv, id);
+    }
+    T_CHECK(bad_attr == 0 && bad_eog == 0, "%s: %d token attributes and %d EOG flags differ from llama.cpp", base,
+            bad_attr, bad_eog);
+
     /* every token's piece, both renderings */
-    int32_t nv = tokenizer_n_vocab(t), bad_piece = 0;
+    int32_t bad_piece = 0;
     for (int32_t id = 0; id < nv; id++)
         for (int sp = 0; sp < 2; sp++) {
             char a[512], b[512];
@@ -656,7 +680,7 @@ static struct gguf_value *kv_set(struct gguf_file *g, const char *key, enum gguf
     for (int64_t i = 0; i < g->n_kv && !v; i++)
         if (strcmp(g->kv[i].key, key) == 0) {
             v = &g->kv[i].val;
-            if (v->type == GGUF_STR) free((void *)v->v.str.s);
+            value_free(v);
         }
     if (!v) {
         g->kv = realloc(g->kv, (size_t)(g->n_kv + 1) * sizeof *g->kv);
