@@ -461,8 +461,8 @@ static void test_peer_vocab(const char *path, double *mb_total) {
     T_CHECK(bad_piece == 0, "%s: %d token pieces differ from llama_token_to_piece", base, bad_piece);
 
     enum { CHUNK = 8192, ROUNDS = 128 };
-    static char text[CHUNK + 64], dt[4 * CHUNK], pieces[4 * CHUNK], streamed[4 * CHUNK];
-    static int32_t ours[2 * CHUNK + 8], theirs[2 * CHUNK + 8];
+    static char text[12064], dt[4 * CHUNK], pieces[4 * CHUNK], streamed[4 * CHUNK];
+    static int32_t ours[2 * CHUNK + 8], theirs[2 * CHUNK + 8]; /* >= 12000 + 2 */
     size_t bytes = 0;
     int diff_tok = 0, diff_detok = 0, bad_trip = 0, bad_stream = 0;
     for (int r = 0; r < ROUNDS; r++) {
@@ -505,6 +505,20 @@ static void test_peer_vocab(const char *path, double *mb_total) {
             if (valid_utf8(text, n) && !memchr(text, '<', n)) {
                 int same = np == n + (size_t)spm && memcmp(pieces + spm, text, n) == 0;
                 if (!same && bad_trip++ < 3) printf("  %s round %d: pieces do not round-trip\n", base, r);
+            }
+        }
+    }
+    /* long runs: one letter, spaces, newlines with spaces, digits, punctuation, CJK, marks, bad bytes */
+    static const char *const runs[] = {"a", " ", "\n ", " \r\n", "7", "!", "\xe4\xb8\x80", "e\xcc\x81", "\xff", "ab ", "\t"};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        size_t l = strlen(runs[k]), n = 0;
+        while (n + l <= 12000) memcpy(text + n, runs[k], l), n += l;
+        bytes += n;
+        for (int mode = 0; mode < 4; mode += 3) {
+            int32_t a = tokenizer_encode(t, text, n, mode & 1, mode >> 1, ours, 2 * CHUNK + 8);
+            int32_t b = P.tokenize(pv, text, (int32_t)n, theirs, 2 * CHUNK + 8, mode & 1, mode >> 1);
+            if (a != b || memcmp(ours, theirs, sizeof(int32_t) * (size_t)(a > 0 ? a : 0)) != 0) {
+                if (diff_tok++ < 6) printf("  %s: a run of '%s' tokenises differently (%d vs %d ids)\n", base, runs[k], a, b);
             }
         }
     }
