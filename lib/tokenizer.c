@@ -344,12 +344,17 @@ infer_status tokenizer_load(const struct gguf_file *f, struct tokenizer **out) {
         }
     }
     for (size_t k = 0; k < sizeof fim_texts / sizeof fim_texts[0]; k++) {
-        if (meta(f, fim_texts[k][0])) continue;
+        int32_t key_id = -1;
+        TRY(meta_id(t, f, fim_texts[k][0], &key_id));
+        if (meta(f, fim_texts[k][0])) {
+            if (key_id >= 0 && k >= 3) t->eog[key_id] = 1; /* fim pad/rep/sep and eom end generation */
+            continue;
+        }
         for (int j = 1; j < 9 && fim_texts[k][j]; j++) {
             int32_t id = vocab_find(t, fim_texts[k][j], strlen(fim_texts[k][j]));
             if (id < 0) continue;
             t->tokens[id].attr |= TOKEN_ATTR_CONTROL;
-            if (k >= 3 && k <= 5) t->eog[id] = 1; /* fim pad/rep/sep end generation */
+            if (k >= 3) t->eog[id] = 1;
             break;
         }
     }
@@ -360,6 +365,17 @@ infer_status tokenizer_load(const struct gguf_file *f, struct tokenizer **out) {
         if (text_in(tk->text, harmony_user)) tk->attr = TOKEN_ATTR_USER_DEFINED;
     }
     if (t->eos >= 0) t->eog[t->eos] = 1;
+    int32_t eot = -1;
+    TRY(meta_id(t, f, "tokenizer.ggml.eot_token_id", &eot));
+    if (eot >= 0) t->eog[eot] = 1;
+    /* gpt-oss style vocabularies: <|end|> ends a message, not the generation */
+    int32_t end = vocab_find(t, "<|end|>", 7), ret = vocab_find(t, "<|return|>", 10), flush = vocab_find(t, "<|flush|>", 9);
+    int32_t call = vocab_find(t, "<|call|>", 8);
+    if (call < 0) call = vocab_find(t, "<|calls|>", 9);
+    if (end >= 0 && t->eog[end] && call >= 0 && t->eog[call] && ((ret >= 0 && t->eog[ret]) || (flush >= 0 && t->eog[flush]))) {
+        t->eog[end] = 0;
+        t->tokens[end].attr = TOKEN_ATTR_USER_DEFINED;
+    }
 
     /* special tokens, longest first (ties by id: llama.cpp's order among equal lengths is unspecified) */
     t->specials = xmalloc((size_t)n * sizeof *t->specials);

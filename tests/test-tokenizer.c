@@ -819,6 +819,45 @@ static int json_to_gguf(const char *json_path, const char *out_path, const char 
     return r;
 }
 
+/* The GPT-2 vocabulary plus special tokens of every kind the loader treats specially. */
+static int make_specials_vocab(const char *dst) {
+    char src[512];
+    snprintf(src, sizeof src, "%s/ggml-vocab-gpt-2.gguf", vocab_dir());
+    struct gguf_file *g = read_gguf(src);
+    if (!g) return -1;
+    static const struct {
+        const char *text;
+        int32_t type;
+    } extra[] = {{"<|end|>", 3}, {"<|return|>", 4}, {"<|call|>", 1}, {"<|im_end|>", 4}, {"<|im_start|>", 3},
+                 {"<|fim_prefix|>", 4}, {"<|fim_pad|>", 4}, {"<think>", 4}, {"</think>", 4}, {"<|channel|>", 3},
+                 {"<|reserved_unused_1|>", 3}, {"<pad_x>", 3}, {"<|file_sep|>", 1}, {"<s>", 2}};
+    enum { NX = sizeof extra / sizeof extra[0] };
+    struct gguf_value *tv = NULL, *yv = NULL;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        if (!strcmp(g->kv[i].key, "tokenizer.ggml.tokens")) tv = &g->kv[i].val;
+        if (!strcmp(g->kv[i].key, "tokenizer.ggml.token_type")) yv = &g->kv[i].val;
+    }
+    if (!tv || !yv) {
+        free_gguf(g);
+        return -1;
+    }
+    struct gguf_str *toks = realloc((void *)tv->v.arr, (tv->n + NX) * sizeof *toks);
+    int32_t *types = realloc((void *)yv->v.arr, (yv->n + NX) * sizeof *types);
+    uint64_t n = tv->n;
+    for (int i = 0; i < NX; i++) {
+        toks[n + (uint64_t)i] = (struct gguf_str){strlen(extra[i].text), strdup(extra[i].text)};
+        types[n + (uint64_t)i] = extra[i].type;
+    }
+    tv->v.arr = toks;
+    yv->v.arr = types;
+    tv->n = yv->n = n + NX;
+    kv_u32(g, "tokenizer.ggml.fim_pad_token_id", (uint32_t)(n + 11)); /* <pad_x> by key, <|fim_pad|> not */
+    kv_str(g, "general.name", "specials");
+    int r = write_gguf(dst, g);
+    free_gguf(g);
+    return r;
+}
+
 /* Writes the vocab GGUFs this test compares on into dir; appends their paths to paths[]. */
 static void build_vocabs(const char *dir, char paths[][512], int *np, int max) {
     if (strlen(dir) > 400) return;
@@ -847,6 +886,12 @@ static void build_vocabs(const char *dir, char paths[][512], int *np, int max) {
                              real[i].add_bos);
         T_CHECK(r == 0, "cannot convert %s", json);
         if (r == 0) (*np)++;
+    }
+    /* synthetic: the GPT-2 vocabulary with special tokens whose attributes llama.cpp rewrites
+     * (EOG texts forced to CONTROL, FIM texts, "unused", harmony's <|end|>/<|channel|>) */
+    if (*np < max) {
+        snprintf(paths[*np], 512, "%.400s/ggml-vocab-gpt2-specials.gguf", dir);
+        if (make_specials_vocab(paths[*np]) == 0) (*np)++;
     }
     /* synthetic: the GPT-2 vocabulary under every other pre-tokenizer */
     static const char *const pres[] = {"llama-bpe", "qwen2", "qwen35"};
