@@ -974,6 +974,8 @@ infer_status gguf_writer_write(struct gguf_writer *w, const char *path, gguf_fil
         xfree(buf);
         return infer_fail(INFER_E_IO, "%s: cannot create: %s", path, strerror(errno));
     }
+    struct stat sb;
+    const int regular = fstat(fileno(o.fp), &sb) == 0 && S_ISREG(sb.st_mode); /* never unlink a device */
     out_bytes(&o, "GGUF", 4);
     out_u32(&o, 3);
     out_u64(&o, (uint64_t)w->n_t);
@@ -1009,7 +1011,7 @@ infer_status gguf_writer_write(struct gguf_writer *w, const char *path, gguf_fil
     if (o.err) st = infer_fail(INFER_E_IO, "%s: write failed: %s", path, strerror(o.err));
 fail:
     if (fclose(o.fp) != 0 && st == INFER_OK) st = infer_fail(INFER_E_IO, "%s: write failed: %s", path, strerror(errno));
-    if (st) unlink(path);
+    if (st && regular) unlink(path); /* no half-written file is left behind */
     xfree(buf);
     return st;
 }

@@ -43,6 +43,18 @@ static uint8_t *read_file(const char *path, size_t *size) {
     return b;
 }
 
+/* 1 if msg contains every '|'-separated part of want (NULL: nothing to check). */
+static int mentions(const char *msg, const char *want) {
+    char part[128];
+    while (want && *want) {
+        size_t n = strcspn(want, "|");
+        snprintf(part, sizeof part, "%.*s", (int)n, want);
+        if (!strstr(msg, part)) return 0;
+        want += n + (want[n] == '|');
+    }
+    return 1;
+}
+
 /* ---- a file with everything in it ---- */
 
 static float f32_data[4 * 64];
@@ -227,9 +239,15 @@ static void test_round_trip(void) {
 
 /* ---- llama.cpp as the independent reader and writer ---- */
 
-struct peer_params {
+struct peer_params { /* gguf_init_params */
     bool no_alloc;
     void **ctx;
+};
+
+struct peer_ggml_params { /* ggml_init_params */
+    size_t mem_size;
+    void *mem_buffer;
+    bool no_alloc;
 };
 
 static void test_llama_cpp(const char *ours) {
@@ -249,11 +267,12 @@ static void test_llama_cpp(const char *ours) {
     size_t (*toff)(const void *, int64_t) = (size_t(*)(const void *, int64_t))peer_sym(h, "gguf_get_tensor_offset");
     int (*ttype)(const void *, int64_t) = (int (*)(const void *, int64_t))peer_sym(h, "gguf_get_tensor_type");
     size_t (*doff)(const void *) = (size_t(*)(const void *))peer_sym(h, "gguf_get_data_offset");
+    size_t (*tsize)(const void *, int64_t) = (size_t(*)(const void *, int64_t))peer_sym(h, "gguf_get_tensor_size");
     void *(*empty)(void) = (void *(*)(void))peer_sym(h, "gguf_init_empty");
     void (*set_u32)(void *, const char *, uint32_t) = (void (*)(void *, const char *, uint32_t))peer_sym(h, "gguf_set_val_u32");
     void (*set_str)(void *, const char *, const char *) = (void (*)(void *, const char *, const char *))peer_sym(h, "gguf_set_val_str");
     bool (*write)(const void *, const char *, bool) = (bool (*)(const void *, const char *, bool))peer_sym(h, "gguf_write_to_file");
-    if (!init || !gfree || !n_kv || !n_t || !key || !kv_type || !tname || !toff || !ttype || !doff) {
+    if (!init || !gfree || !n_kv || !n_t || !key || !kv_type || !tname || !toff || !ttype || !doff || !tsize) {
         T_CHECK(0, "llama.cpp peer lacks the gguf API");
         return;
     }
@@ -272,30 +291,85 @@ static void test_llama_cpp(const char *ours) {
     for (int64_t i = 0; i < f->n_kv && i < n_kv(ctx); i++)
         T_CHECK(!strcmp(key(ctx, i), f->kv[i].key) && kv_type(ctx, i) == (int)f->kv[i].val.type, "key %lld: '%s' vs '%s'",
                 (long long)i, key(ctx, i), f->kv[i].key);
+    size_t size = 0;
+    uint8_t *img = read_file(ours, &size);
     for (int64_t i = 0; i < f->n_tensors && i < n_t(ctx); i++) {
         const struct gguf_tensor *t = &f->tensors[i];
+        /* where llama.cpp says the bytes are must be the bytes we hand out */
+        const size_t at = doff(ctx) + toff(ctx, i);
         T_CHECK(!strcmp(tname(ctx, i), t->name) && toff(ctx, i) == t->offset && ttype(ctx, i) == t->type &&
-                    (const uint8_t *)t->data == (const uint8_t *)f->tensors[0].data + t->offset,
-                "tensor %lld '%s': offset %zu vs %llu", (long long)i, t->name, toff(ctx, i), (unsigned long long)t->offset);
+                    tsize(ctx, i) == t->nbytes && at + t->nbytes <= size && !memcmp(img + at, t->data, t->nbytes),
+                "tensor %lld '%s': offset %zu vs %llu, size %zu vs %llu", (long long)i, t->name, toff(ctx, i),
+                (unsigned long long)t->offset, tsize(ctx, i), (unsigned long long)t->nbytes);
     }
+    free(img);
     gfree(ctx);
     gguf_close(f);
 
-    /* a file llama.cpp wrote (metadata only), read by us */
-    if (empty && set_u32 && set_str && write) {
+    /* files llama.cpp wrote, read by us: metadata, an F32 matrix and a Q8_0 row whose bytes we put into ggml
+     * tensors (ggml_init / ggml_new_tensor_* / gguf_add_tensor). Pass 0 also sets general.alignment = 64:
+     * this llama.cpp's writer then still places tensors 32-aligned, and its own reader refuses the result;
+     * ours must refuse it too, for the same reason. Pass 1 is the plain file, which both accept. */
+    void *(*ginit)(struct peer_ggml_params) = (void *(*)(struct peer_ggml_params))peer_sym(h, "ggml_init");
+    void (*gfree_ctx)(void *) = (void (*)(void *))peer_sym(h, "ggml_free");
+    void *(*new2d)(void *, int, int64_t, int64_t) = (void *(*)(void *, int, int64_t, int64_t))peer_sym(h, "ggml_new_tensor_2d");
+    void *(*set_name)(void *, const char *) = (void *(*)(void *, const char *))peer_sym(h, "ggml_set_name");
+    void *(*get_data)(const void *) = (void *(*)(const void *))peer_sym(h, "ggml_get_data");
+    void (*add_tensor)(void *, const void *) = (void (*)(void *, const void *))peer_sym(h, "gguf_add_tensor");
+    void (*set_arr_str)(void *, const char *, const char **, size_t) =
+        (void (*)(void *, const char *, const char **, size_t))peer_sym(h, "gguf_set_arr_str");
+    if (!empty || !set_u32 || !set_str || !write || !ginit || !gfree_ctx || !new2d || !set_name || !get_data ||
+        !add_tensor || !set_arr_str) {
+        T_CHECK(0, "llama.cpp peer lacks the gguf writer API");
+        return;
+    }
+    struct peer_ggml_params gp = {1 << 20, NULL, false};
+    void *gctx = ginit(gp);
+    void *a = set_name(new2d(gctx, INFER_TYPE_F32, 8, 3), "a.weight");
+    void *b = set_name(new2d(gctx, INFER_TYPE_Q8_0, 64, 1), "b.weight");
+    for (int i = 0; i < 24; i++) ((float *)get_data(a))[i] = (float)i - 5.5f;
+    for (int i = 0; i < 68; i++) ((uint8_t *)get_data(b))[i] = (uint8_t)(i * 29);
+    for (int pass = 0; pass < 2; pass++) {
         void *w = empty();
         set_str(w, "general.architecture", "qwen3");
         set_u32(w, "qwen3.block_count", 28);
-        const char *path = tmp_path("by-llama.gguf");
-        T_CHECK(write(w, path, false), "llama.cpp writes a file");
+        if (pass == 0) set_u32(w, "general.alignment", 64);
+        const char *toks[] = {"<s>", "", "x"};
+        set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
+        add_tensor(w, a);
+        add_tensor(w, b);
+        const char *path = tmp_path(pass == 0 ? "by-llama-align64.gguf" : "by-llama.gguf");
+        T_CHECK(write(w, path, false), "llama.cpp writes %s", path);
         gfree(w);
         struct gguf_file *g;
         infer_status st = gguf_open(path, &g);
+        void *back = init(path, pp);
+        if (back) gfree(back);
+        if (pass == 0) {
+            T_CHECK(st == INFER_E_FORMAT && !back && mentions(infer_last_error(), "'b.weight'|offset 96, expected 128"),
+                    "llama.cpp (%s) and we (%s) refuse its misaligned file: %s", back ? "accepts" : "refuses",
+                    infer_status_str(st), infer_last_error());
+            if (st == INFER_OK) gguf_close(g);
+            continue;
+        }
+        T_CHECK(st == INFER_OK && back, "llama.cpp (%s) and we read llama.cpp's file: %s", back ? "yes" : "no",
+                infer_last_error());
+        if (st != INFER_OK) continue;
         uint32_t bc = 0;
-        T_CHECK(st == INFER_OK && g->n_kv == 2 && gguf_get_u32(g, "qwen3.block_count", &bc) == INFER_OK && bc == 28,
-                "we read llama.cpp's file: %s", infer_last_error());
-        if (st == INFER_OK) gguf_close(g);
+        const struct gguf_kv *kv = gguf_find_kv(g, "tokenizer.ggml.tokens");
+        const struct gguf_tensor *ta = gguf_find_tensor(g, "a.weight"), *tb = gguf_find_tensor(g, "b.weight");
+        T_CHECK(g->n_kv == 3 && g->alignment == 32 && gguf_get_u32(g, "qwen3.block_count", &bc) == INFER_OK && bc == 28,
+                "llama.cpp's metadata");
+        T_CHECK(kv && kv->val.elem_type == GGUF_STR && kv->val.n == 3 &&
+                    !strcmp(((const struct gguf_str *)kv->val.v.arr)[2].s, "x"),
+                "llama.cpp's string array");
+        T_CHECK(g->n_tensors == 2 && ta && tb && ta->ne[0] == 8 && ta->ne[1] == 3 && ta->type == INFER_TYPE_F32 &&
+                    !memcmp(ta->data, get_data(a), 96) && tb->n_dims == 1 && tb->ne[0] == 64 && tb->offset == 96 &&
+                    !memcmp(tb->data, get_data(b), 68),
+                "llama.cpp's tensors, shapes and bytes");
+        gguf_close(g);
     }
+    gfree_ctx(gctx);
 }
 
 /* ---- split models ---- */
@@ -432,7 +506,7 @@ static infer_status open_image(const struct image *im, struct gguf_file **f) { r
 static void expect_fail(const struct image *im, infer_status want, const char *must_mention, const char *what) {
     struct gguf_file *f = NULL;
     infer_status st = open_image(im, &f);
-    T_CHECK(st == want && f == NULL && (!must_mention || strstr(infer_last_error(), must_mention)),
+    T_CHECK(st == want && f == NULL && mentions(infer_last_error(), must_mention),
             "%s: got %s '%s', expected %s mentioning '%s'", what, infer_status_str(st), infer_last_error(), infer_status_str(want),
             must_mention ? must_mention : "");
     gguf_close(f);
@@ -489,11 +563,11 @@ static void test_malformed(void) {
     const size_t k0_type = base.kv_start + 8 + 17, k0_val = k0_type + 4;
     const size_t k1 = k0_val + 4, k1_type = k1 + 8 + 1, k1_val = k1_type + 4;
     u64 = (uint64_t)1 << 40, im = base, set_at(&im, base.kv_start, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, "length", "huge key length");
+    expect_fail(&im, INFER_E_FORMAT, "key 0|length", "huge key length");
     u64 = 0, im = base, set_at(&im, base.kv_start, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, NULL, "empty key");
+    expect_fail(&im, INFER_E_FORMAT, "key 0|empty", "empty key");
     u64 = (uint64_t)1 << 31, im = base, set_at(&im, k1_val, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, "'k'", "huge string value");
+    expect_fail(&im, INFER_E_FORMAT, "'k'|length", "huge string value");
     u32 = 13, im = base, set_at(&im, k1_type, &u32, 4);
     expect_fail(&im, INFER_E_FORMAT, "'k'", "unknown value type");
     u32 = (uint32_t)-1, im = base, set_at(&im, k1_type, &u32, 4);
@@ -509,17 +583,17 @@ static void test_malformed(void) {
         u32 = GGUF_ARR, put(&a, &u32, 4);
         u32 = GGUF_ARR, put(&a, &u32, 4);
         put_u64(&a, 1);
-        expect_fail(&a, INFER_E_FORMAT, "nesting", "nested array");
+        expect_fail(&a, INFER_E_FORMAT, "'k'|nesting", "nested array");
         a.n = k1_type;
         u32 = GGUF_ARR, put(&a, &u32, 4);
         u32 = GGUF_U64, put(&a, &u32, 4);
         put_u64(&a, (uint64_t)1 << 29);
-        expect_fail(&a, INFER_E_FORMAT, "array elements", "array longer than the file");
+        expect_fail(&a, INFER_E_FORMAT, "'k'|array elements", "array longer than the file");
         a.n = k1_type;
         u32 = GGUF_ARR, put(&a, &u32, 4);
         u32 = GGUF_STR, put(&a, &u32, 4);
         put_u64(&a, (uint64_t)1 << 40);
-        expect_fail(&a, INFER_E_FORMAT, "array elements", "string array count > 2^30");
+        expect_fail(&a, INFER_E_FORMAT, "'k'|array elements", "string array count > 2^30");
     }
 
     /* duplicate key: rename key 1 to "general.alignment"'s first letter pattern by building anew */
@@ -550,30 +624,39 @@ static void test_malformed(void) {
     /* tensor 0 "w": name len @ts, n_dims @ts+9, ne0 @ts+13, type @ts+21, offset @ts+25 */
     const size_t ts = base.tensor_start, t1 = ts + 33;
     u64 = 64, im = base, set_at(&im, ts, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, NULL, "tensor name of 64 bytes");
+    expect_fail(&im, INFER_E_FORMAT, "tensor 0|64 bytes", "tensor name of 64 bytes");
     u32 = 5, im = base, set_at(&im, ts + 9, &u32, 4);
-    expect_fail(&im, INFER_E_FORMAT, "5 dims", "five dims");
+    expect_fail(&im, INFER_E_FORMAT, "'w'|5 dims", "five dims");
     u64 = (uint64_t)-3, im = base, set_at(&im, ts + 13, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, "'w'", "negative dim");
+    expect_fail(&im, INFER_E_FORMAT, "'w'|-3", "negative dim");
     u32 = 4, im = base, set_at(&im, ts + 21, &u32, 4);
-    expect_fail(&im, INFER_E_FORMAT, "type id 4", "removed type 4");
+    expect_fail(&im, INFER_E_FORMAT, "'w'|type id 4", "removed type 4");
     u32 = 31, im = base, set_at(&im, ts + 21, &u32, 4);
-    expect_fail(&im, INFER_E_FORMAT, "type id 31", "removed type 31");
+    expect_fail(&im, INFER_E_FORMAT, "'w'|type id 31", "removed type 31");
     u32 = 43, im = base, set_at(&im, ts + 21, &u32, 4);
-    expect_fail(&im, INFER_E_FORMAT, "type id 43", "type past the table");
+    expect_fail(&im, INFER_E_FORMAT, "'w'|type id 43", "type past the table");
     u32 = INFER_TYPE_Q4_K, im = base, set_at(&im, ts + 21, &u32, 4);
-    expect_fail(&im, INFER_E_FORMAT, "multiple of Q4_K", "row not a multiple of the block");
+    expect_fail(&im, INFER_E_FORMAT, "'w'|multiple of Q4_K", "row not a multiple of the block");
     u64 = 16, im = base, set_at(&im, ts + 25, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, "offset 16, expected 0", "non-sequential offset");
-    u64 = 4096, im = base, set_at(&im, t1 + 29, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, "'q'", "offset past the data");
+    expect_fail(&im, INFER_E_FORMAT, "tensor 0 'w'|offset 16, expected 0", "non-sequential offset");
+    u64 = 4096, im = base, set_at(&im, t1 + 33, &u64, 8);
+    expect_fail(&im, INFER_E_FORMAT, "'q'|offset 4096", "offset not sequential (past the data)");
     im = base, im.b[t1 + 8] = 'w';
     expect_fail(&im, INFER_E_FORMAT, "duplicate tensor name 'w'", "duplicate tensor name");
-    /* tensor 1 "q": ne0 @t1+13, ne1 @t1+21: element count overflow and byte overflow */
+    /* tensor 1 "q": ne0 @t1+13, ne1 @t1+21, type @t1+29, offset @t1+33 */
     u64 = (uint64_t)1 << 62, im = base, set_at(&im, t1 + 21, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, "'q'", "element count overflow");
+    expect_fail(&im, INFER_E_FORMAT, "'q'|overflows the element count", "element count overflow");
     u64 = ((uint64_t)1 << 61), im = base, set_at(&im, t1 + 13, &u64, 8);
-    expect_fail(&im, INFER_E_FORMAT, "'q'", "huge tensor");
+    expect_fail(&im, INFER_E_FORMAT, "'q'|past the end", "huge tensor");
+    /* F32 [2^62]: 2^62 elements fit in int64, 2^64 bytes do not */
+    u64 = (uint64_t)1 << 62, im = base, set_at(&im, ts + 13, &u64, 8);
+    expect_fail(&im, INFER_E_FORMAT, "'w'|byte size overflows", "byte size overflow");
+    /* a sequential offset whose data lies past the end: the second tensor grown to 1000 rows */
+    u64 = 1000, im = base, set_at(&im, t1 + 21, &u64, 8);
+    expect_fail(&im, INFER_E_FORMAT, "'q'|past the end", "tensor data past EOF");
+    /* an alignment that moves the data start past the end of the file */
+    u32 = 1u << 20, im = base, set_at(&im, k0_val, &u32, 4);
+    expect_fail(&im, INFER_E_FORMAT, "'w'|past the end", "alignment 1 MiB, data start past EOF");
     /* the last tensor's data cut short; its trailing padding may be missing (llama.cpp accepts that) */
     im = base, im.n = base.data_start + 128 + 67;
     expect_fail(&im, INFER_E_FORMAT, "past the end", "last tensor cut");
@@ -641,7 +724,7 @@ int main(void) {
     test_faults();
     test_writer_errors();
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    snprintf(cmd, sizeof cmd, getenv("KEEP") ? "true" : "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
     return t_done();
 }
