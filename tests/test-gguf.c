@@ -60,7 +60,10 @@ static int mentions(const char *msg, const char *want) {
 static float f32_data[4 * 64];
 static uint8_t q8_data[2 * 34 * 8], q4k_data[3 * 144], f16_data[2 * 64];
 
-static void build_full(struct gguf_writer *w, uint32_t alignment) {
+/* Sets every key and adds every tensor; the first failure is returned (the fault-injection test needs it). */
+#define W(call) (st = st ? st : (call))
+static infer_status build_full(struct gguf_writer *w, uint32_t alignment) {
+    infer_status st = INFER_OK;
     static const uint8_t u8s[] = {0, 1, 255};
     static const int8_t i8s[] = {-128, 0, 127};
     static const uint16_t u16s[] = {0, 65535};
@@ -74,51 +77,53 @@ static void build_full(struct gguf_writer *w, uint32_t alignment) {
     static const double f64s[] = {1e300, -2.5};
     static const char *strs[] = {"", "a", "\xe4\xb8\xad\xe6\x96\x87", "with space"};
     struct gguf_value v;
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_set_u32(w, "general.alignment", alignment);
+    W(gguf_writer_set_str(w, "general.architecture", "llama"));
+    W(gguf_writer_set_u32(w, "general.alignment", alignment));
     memset(&v, 0, sizeof v);
     v.type = v.elem_type = GGUF_U8, v.n = 1, v.v.u = 200;
-    gguf_writer_set(w, "t.u8", &v);
+    W(gguf_writer_set(w, "t.u8", &v));
     v.type = v.elem_type = GGUF_I8, v.v.i = -100;
-    gguf_writer_set(w, "t.i8", &v);
+    W(gguf_writer_set(w, "t.i8", &v));
     v.type = v.elem_type = GGUF_U16, v.v.u = 60000;
-    gguf_writer_set(w, "t.u16", &v);
+    W(gguf_writer_set(w, "t.u16", &v));
     v.type = v.elem_type = GGUF_I16, v.v.i = -30000;
-    gguf_writer_set(w, "t.i16", &v);
-    gguf_writer_set_u32(w, "t.u32", 4000000000u);
-    gguf_writer_set_i32(w, "t.i32", -2000000000);
-    gguf_writer_set_f32(w, "t.f32", 0.1f);
-    gguf_writer_set_bool(w, "t.bool", 1);
-    gguf_writer_set_str(w, "t.str", "hello");
-    gguf_writer_set_str(w, "t.empty", "");
-    gguf_writer_set_u64(w, "t.u64", 18446744073709551615ull);
+    W(gguf_writer_set(w, "t.i16", &v));
+    W(gguf_writer_set_u32(w, "t.u32", 4000000000u));
+    W(gguf_writer_set_i32(w, "t.i32", -2000000000));
+    W(gguf_writer_set_f32(w, "t.f32", 0.1f));
+    W(gguf_writer_set_bool(w, "t.bool", 1));
+    W(gguf_writer_set_str(w, "t.str", "hello"));
+    W(gguf_writer_set_str(w, "t.empty", ""));
+    W(gguf_writer_set_u64(w, "t.u64", 18446744073709551615ull));
     v.type = v.elem_type = GGUF_I64, v.v.i = -9000000000000000000ll;
-    gguf_writer_set(w, "t.i64", &v);
+    W(gguf_writer_set(w, "t.i64", &v));
     v.type = v.elem_type = GGUF_F64, v.v.f = 1.0 / 3.0;
-    gguf_writer_set(w, "t.f64", &v);
-    gguf_writer_set_arr(w, "a.u8", GGUF_U8, u8s, 3);
-    gguf_writer_set_arr(w, "a.i8", GGUF_I8, i8s, 3);
-    gguf_writer_set_arr(w, "a.u16", GGUF_U16, u16s, 2);
-    gguf_writer_set_arr(w, "a.i16", GGUF_I16, i16s, 2);
-    gguf_writer_set_arr(w, "a.u32", GGUF_U32, u32s, 2);
-    gguf_writer_set_arr(w, "a.i32", GGUF_I32, i32s, 3);
-    gguf_writer_set_arr(w, "a.f32", GGUF_F32, f32s, 2);
-    gguf_writer_set_arr(w, "a.bool", GGUF_BOOL, bools, 3);
-    gguf_writer_set_arr(w, "a.u64", GGUF_U64, u64s, 2);
-    gguf_writer_set_arr(w, "a.i64", GGUF_I64, i64s, 2);
-    gguf_writer_set_arr(w, "a.f64", GGUF_F64, f64s, 2);
-    gguf_writer_set_str_arr(w, "a.str", strs, 4);
-    gguf_writer_set_arr(w, "a.empty", GGUF_I32, NULL, 0);
+    W(gguf_writer_set(w, "t.f64", &v));
+    W(gguf_writer_set_arr(w, "a.u8", GGUF_U8, u8s, 3));
+    W(gguf_writer_set_arr(w, "a.i8", GGUF_I8, i8s, 3));
+    W(gguf_writer_set_arr(w, "a.u16", GGUF_U16, u16s, 2));
+    W(gguf_writer_set_arr(w, "a.i16", GGUF_I16, i16s, 2));
+    W(gguf_writer_set_arr(w, "a.u32", GGUF_U32, u32s, 2));
+    W(gguf_writer_set_arr(w, "a.i32", GGUF_I32, i32s, 3));
+    W(gguf_writer_set_arr(w, "a.f32", GGUF_F32, f32s, 2));
+    W(gguf_writer_set_arr(w, "a.bool", GGUF_BOOL, bools, 3));
+    W(gguf_writer_set_arr(w, "a.u64", GGUF_U64, u64s, 2));
+    W(gguf_writer_set_arr(w, "a.i64", GGUF_I64, i64s, 2));
+    W(gguf_writer_set_arr(w, "a.f64", GGUF_F64, f64s, 2));
+    W(gguf_writer_set_str_arr(w, "a.str", strs, 4));
+    W(gguf_writer_set_arr(w, "a.empty", GGUF_I32, NULL, 0));
     for (int i = 0; i < 4 * 64; i++) f32_data[i] = (float)i * 0.25f - 17.0f;
     for (size_t i = 0; i < sizeof q8_data; i++) q8_data[i] = (uint8_t)(i * 37 + 11);
     for (size_t i = 0; i < sizeof q4k_data; i++) q4k_data[i] = (uint8_t)(i * 91 + 5);
     for (size_t i = 0; i < sizeof f16_data; i++) f16_data[i] = (uint8_t)(i * 13);
     int64_t ne_f32[2] = {64, 4}, ne_q8[3] = {256, 1, 2}, ne_q4k[2] = {256, 3}, ne_f16[1] = {64};
-    gguf_writer_add_tensor(w, "blk.0.weight_f32", INFER_TYPE_F32, 2, ne_f32, f32_data);
-    gguf_writer_add_tensor(w, "q8", INFER_TYPE_Q8_0, 3, ne_q8, q8_data);
-    gguf_writer_add_tensor(w, "q4k", INFER_TYPE_Q4_K, 2, ne_q4k, NULL); /* produced by the fill callback */
-    gguf_writer_add_tensor(w, "f16", INFER_TYPE_F16, 1, ne_f16, f16_data);
+    W(gguf_writer_add_tensor(w, "blk.0.weight_f32", INFER_TYPE_F32, 2, ne_f32, f32_data));
+    W(gguf_writer_add_tensor(w, "q8", INFER_TYPE_Q8_0, 3, ne_q8, q8_data));
+    W(gguf_writer_add_tensor(w, "q4k", INFER_TYPE_Q4_K, 2, ne_q4k, NULL)); /* produced by the fill callback */
+    W(gguf_writer_add_tensor(w, "f16", INFER_TYPE_F16, 1, ne_f16, f16_data));
+    return st;
 }
+#undef W
 
 static infer_status fill_q4k(void *user, int64_t index, void *dst, size_t nbytes) {
     (void)user;
@@ -127,12 +132,19 @@ static infer_status fill_q4k(void *user, int64_t index, void *dst, size_t nbytes
     return INFER_OK;
 }
 
+static infer_status fill_zero(void *user, int64_t index, void *dst, size_t nbytes) {
+    (void)user, (void)index;
+    memset(dst, 0, nbytes);
+    return INFER_OK;
+}
+
 static const char *write_full(const char *name, uint32_t alignment) {
     const char *path = tmp_path(name);
     struct gguf_writer *w;
     T_CHECK(gguf_writer_create(&w) == INFER_OK, "writer");
-    build_full(w, alignment);
-    infer_status st = gguf_writer_write(w, path, fill_q4k, NULL);
+    infer_status st = build_full(w, alignment);
+    T_CHECK(st == INFER_OK, "build: %s", infer_last_error());
+    st = gguf_writer_write(w, path, fill_q4k, NULL);
     T_CHECK(st == INFER_OK, "write %s: %s", path, infer_last_error());
     gguf_writer_free(w);
     return path;
@@ -665,8 +677,9 @@ static void test_malformed(void) {
     gguf_close(f);
 }
 
-static void test_faults(void) {
-    const char *path = write_full("faults.gguf", 32);
+/* Fails allocation 1, 2, ... of open(path) until it succeeds; each failure must be INFER_E_OOM with no
+ * result (ASan reports any leak). Returns the number of failures seen. */
+static int fault_open(const char *path) {
     int n_fail = 0, wrong = 0;
     for (long n = 1; n < 10000; n++) {
         struct gguf_file *f = NULL;
@@ -680,7 +693,38 @@ static void test_faults(void) {
         n_fail++;
         if (st != INFER_E_OOM || f != NULL) wrong++;
     }
-    T_CHECK(n_fail > 5 && wrong == 0, "%d injected allocation failures, %d not INFER_E_OOM", n_fail, wrong);
+    T_CHECK(wrong == 0, "%s: %d of %d injected allocation failures were not INFER_E_OOM", path, wrong, n_fail);
+    return n_fail;
+}
+
+static void test_faults(void) {
+    T_CHECK(fault_open(write_full("faults.gguf", 32)) > 5, "open fails at several allocations");
+    char p[3][512];
+    for (int i = 0; i < 3; i++) snprintf(p[i], sizeof p[i], "%s/f-%05d-of-00003.gguf", tmpdir, i + 1);
+    T_CHECK(write_part(p[0], 0, 3, 5, 0, 2) == INFER_OK && write_part(p[1], 1, 3, 5, 2, 2) == INFER_OK &&
+                write_part(p[2], 2, 3, 5, 4, 1) == INFER_OK,
+            "write split parts: %s", infer_last_error());
+    T_CHECK(fault_open(p[0]) > 10, "split open fails at allocations in every part");
+    /* the writer: every allocation of create + set + add + write */
+    int n_fail = 0, wrong = 0;
+    for (long n = 1; n < 10000; n++) {
+        struct gguf_writer *w = NULL;
+        status_fault_alloc(n);
+        infer_status st = gguf_writer_create(&w);
+        if (st == INFER_OK) st = build_full(w, 64);
+        if (st == INFER_OK) {
+            st = gguf_writer_write(w, tmp_path("faults-w.gguf"), fill_q4k, NULL);
+        }
+        status_fault_alloc(0);
+        gguf_writer_free(w);
+        if (st == INFER_OK) break;
+        n_fail++;
+        if (st != INFER_E_OOM) wrong++;
+    }
+    struct gguf_file *g;
+    T_CHECK(n_fail > 5 && wrong == 0 && gguf_open(tmp_path("faults-w.gguf"), &g) == INFER_OK && g->n_kv == 28,
+            "writer: %d injected failures, %d not INFER_E_OOM", n_fail, wrong);
+    gguf_close(g);
     struct gguf_file *f;
     T_CHECK(gguf_open(tmp_path("does-not-exist.gguf"), &f) == INFER_E_IO && strstr(infer_last_error(), "does-not-exist.gguf"),
             "missing file: %s", infer_last_error());
@@ -696,7 +740,15 @@ static void test_writer_errors(void) {
     T_CHECK(gguf_writer_add_tensor(w, "x", INFER_TYPE_Q8_0, 1, ne, NULL) == INFER_OK, "add");
     T_CHECK(gguf_writer_add_tensor(w, "x", INFER_TYPE_Q8_0, 1, ne, NULL) == INFER_E_ARG, "duplicate tensor");
     T_CHECK(gguf_writer_write(w, tmp_path("nofill.gguf"), NULL, NULL) == INFER_E_ARG, "no data and no fill callback");
-    T_CHECK(gguf_writer_write(w, "/nonexistent-dir/x.gguf", fill_q4k, NULL) == INFER_E_IO, "unwritable path");
+    T_CHECK(gguf_writer_write(w, "/nonexistent-dir/x.gguf", fill_q4k, NULL) == INFER_E_IO &&
+                mentions(infer_last_error(), "/nonexistent-dir/x.gguf|No such file"),
+            "unwritable path: %s", infer_last_error());
+    if (access("/dev/full", W_OK) == 0) /* every write fails with ENOSPC; the device must survive */
+        T_CHECK(gguf_writer_write(w, "/dev/full", fill_zero, NULL) == INFER_E_IO &&
+                    mentions(infer_last_error(), "/dev/full|No space left") && access("/dev/full", W_OK) == 0,
+                "disk full: %s", infer_last_error());
+    else
+        T_SKIP("no writable /dev/full for the disk-full case");
     gguf_writer_set_u32(w, "general.alignment", 3);
     T_CHECK(gguf_writer_write(w, tmp_path("a3.gguf"), fill_q4k, NULL) == INFER_E_ARG, "bad alignment refused");
     gguf_writer_free(w);
