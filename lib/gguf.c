@@ -109,13 +109,32 @@ struct cursor {
     const uint8_t *base;
     size_t size, pos;
     const char *name; /* file name for messages */
+    char item[96];    /* the record being read, for messages: "key 3 'general.name'", "" in the header */
+    int64_t elem;     /* the array element being read, or -1 */
 };
 
 static size_t remaining(const struct cursor *c) { return c->size - c->pos; }
 
+/* Sets the record named in messages: "key 3" before its name is known, "key 3 'name'" after. */
+static void cursor_item(struct cursor *c, const char *kind, int64_t i, const char *name) {
+    if (name) snprintf(c->item, sizeof c->item, "%s %" PRId64 " '%.60s'", kind, i, name);
+    else snprintf(c->item, sizeof c->item, "%s %" PRId64, kind, i);
+    c->elem = -1;
+}
+
+/* "file: key 3 'name' element 7: " as a prefix for the messages below */
+static const char *cursor_where(const struct cursor *c, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "%s: ", c->name);
+    if (c->item[0] && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "%s", c->item);
+    if (c->elem >= 0 && n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " element %" PRId64, c->elem);
+    if (c->item[0] && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, ": ");
+    return buf;
+}
+
 static infer_status truncated(const struct cursor *c, const char *what) {
-    return infer_fail(INFER_E_FORMAT, "%s: truncated at byte %zu of %zu while reading %s", c->name, c->pos, c->size,
-                      what);
+    char where[512];
+    return infer_fail(INFER_E_FORMAT, "%struncated at byte %zu of %zu while reading %s", cursor_where(c, where, sizeof where),
+                      c->pos, c->size, what);
 }
 
 static infer_status read_bytes(struct cursor *c, void *dst, size_t n, const char *what) {
@@ -129,9 +148,11 @@ static infer_status read_bytes(struct cursor *c, void *dst, size_t n, const char
 static infer_status read_str_ref(struct cursor *c, uint64_t *len, const char **s, const char *what) {
     infer_status st = read_bytes(c, len, 8, what);
     if (st) return st;
+    char where[512];
     if (*len > GGUF_MAX_STRING || *len > remaining(c))
-        return infer_fail(INFER_E_FORMAT, "%s: %s at byte %zu has length %" PRIu64 ", expected at most %" PRIu64,
-                          c->name, what, c->pos - 8, *len, *len > GGUF_MAX_STRING ? GGUF_MAX_STRING : (uint64_t)remaining(c));
+        return infer_fail(INFER_E_FORMAT, "%s%s at byte %zu has length %" PRIu64 ", expected at most %" PRIu64,
+                          cursor_where(c, where, sizeof where), what, c->pos - 8, *len,
+                          *len > GGUF_MAX_STRING ? GGUF_MAX_STRING : (uint64_t)remaining(c));
     *s = (const char *)c->base + c->pos;
     c->pos += *len;
     return INFER_OK;
@@ -171,21 +192,20 @@ static infer_status read_value(struct gguf_file *f, struct cursor *c, const char
     v->type = v->elem_type = (enum gguf_vtype)type32;
     v->n = 1;
     if (type32 == GGUF_STR) {
-        uint64_t len;
-        const char *s;
-        if ((st = read_str_ref(c, &len, &s, "a string value"))) return infer_fail_context(st, "key '%s'", key);
+        uint64_t len = 0;
+        const char *s = NULL;
+        if ((st = read_str_ref(c, &len, &s, "a string value"))) return st;
         return copy_str(f, len, s, &v->v.str);
     }
     if (type32 != GGUF_ARR) {
         uint8_t buf[8];
-        if ((st = read_bytes(c, buf, vtype_size(v->type), "a value"))) return infer_fail_context(st, "key '%s'", key);
+        if ((st = read_bytes(c, buf, vtype_size(v->type), "a value"))) return st;
         scalar_from_bytes(v->type, buf, v);
         return INFER_OK;
     }
-    int32_t et;
-    uint64_t n;
-    if ((st = read_bytes(c, &et, 4, "an array type")) || (st = read_bytes(c, &n, 8, "an array length")))
-        return infer_fail_context(st, "key '%s'", key);
+    int32_t et = 0;
+    uint64_t n = 0;
+    if ((st = read_bytes(c, &et, 4, "an array type")) || (st = read_bytes(c, &n, 8, "an array length"))) return st;
     if (et < 0 || et > GGUF_F64 || et == GGUF_ARR || vtype_size((enum gguf_vtype)et) == 0)
         return infer_fail(INFER_E_FORMAT, "%s: key '%s' is an array of type %d, expected 0..8 or 10..12 (no nesting)",
                           c->name, key, et);
@@ -210,10 +230,10 @@ static infer_status read_value(struct gguf_file *f, struct cursor *c, const char
     const size_t start = c->pos;
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t len;
-        const char *s;
-        if ((st = read_str_ref(c, &len, &s, "an array string")))
-            return infer_fail_context(st, "key '%s' element %" PRIu64, key, i);
+        uint64_t len = 0;
+        const char *s = NULL;
+        c->elem = (int64_t)i;
+        if ((st = read_str_ref(c, &len, &s, "a string"))) return st;
         total += len + 1;
     }
     struct gguf_str *strs = arena_alloc(f, n * sizeof *strs);
@@ -221,8 +241,8 @@ static infer_status read_value(struct gguf_file *f, struct cursor *c, const char
     if (!strs || !chars) return INFER_OOM("a metadata string array");
     c->pos = start;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t len;
-        const char *s;
+        uint64_t len = 0;
+        const char *s = NULL;
         read_str_ref(c, &len, &s, "an array string"); /* checked above */
         memcpy(chars, s, len);
         chars[len] = 0;
@@ -276,14 +296,12 @@ static infer_status parse_kvs(struct gguf_file *f, struct cursor *c, struct pars
         goto fail;
     }
     for (int64_t i = 0; i < p->n_kv; i++) {
-        uint64_t len;
-        const char *s;
+        uint64_t len = 0;
+        const char *s = NULL;
         struct gguf_str key = {0, NULL};
-        int32_t type;
-        if ((st = read_str_ref(c, &len, &s, "a key"))) {
-            infer_fail_context(st, "key %" PRId64, i);
-            goto fail;
-        }
+        int32_t type = 0;
+        cursor_item(c, "key", i, NULL);
+        TRY(read_str_ref(c, &len, &s, "the key"));
         if (len == 0) {
             st = infer_fail(INFER_E_FORMAT, "%s: key %" PRId64 " at byte %zu is empty", c->name, i, c->pos - 8);
             goto fail;
@@ -297,10 +315,8 @@ static infer_status parse_kvs(struct gguf_file *f, struct cursor *c, struct pars
             st = infer_fail(INFER_E_FORMAT, "%s: duplicate key '%s'", c->name, key.s);
             goto fail;
         }
-        if ((st = read_bytes(c, &type, 4, "a value type"))) {
-            infer_fail_context(st, "key '%s'", key.s);
-            goto fail;
-        }
+        cursor_item(c, "key", i, key.s);
+        TRY(read_bytes(c, &type, 4, "the value type"));
         p->kv[i].key = key.s;
         TRY(read_value(f, c, key.s, type, &p->kv[i].val));
     }
@@ -326,31 +342,32 @@ fail:
 }
 
 static infer_status parse_tensor_info(struct cursor *c, int64_t i, struct gguf_tensor *t) {
-    uint64_t len;
-    const char *s;
-    uint32_t n_dims;
-    infer_status st = read_str_ref(c, &len, &s, "a tensor name");
-    if (st) return infer_fail_context(st, "tensor %" PRId64, i);
+    uint64_t len = 0;
+    const char *s = NULL;
+    uint32_t n_dims = 0;
+    cursor_item(c, "tensor", i, NULL);
+    infer_status st = read_str_ref(c, &len, &s, "the name");
+    if (st) return st;
     if (len >= GGUF_MAX_NAME)
         return infer_fail(INFER_E_FORMAT, "%s: tensor %" PRId64 " has a name of %" PRIu64 " bytes, expected fewer than %d",
                           c->name, i, len, GGUF_MAX_NAME);
     memcpy(t->name, s, len);
     t->name[len] = 0;
     if (strlen(t->name) != len) return infer_fail(INFER_E_FORMAT, "%s: tensor %" PRId64 " name contains a NUL byte", c->name, i);
-    if ((st = read_bytes(c, &n_dims, 4, "n_dims"))) return infer_fail_context(st, "tensor '%s'", t->name);
+    cursor_item(c, "tensor", i, t->name);
+    if ((st = read_bytes(c, &n_dims, 4, "n_dims"))) return st;
     if (n_dims > GGUF_MAX_DIMS)
         return infer_fail(INFER_E_FORMAT, "%s: tensor '%s' has %" PRIu32 " dims, expected at most %d", c->name, t->name,
                           n_dims, GGUF_MAX_DIMS);
     t->n_dims = (int32_t)n_dims;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < n_dims; d++) {
-        if ((st = read_bytes(c, &t->ne[d], 8, "a dimension"))) return infer_fail_context(st, "tensor '%s'", t->name);
+        if ((st = read_bytes(c, &t->ne[d], 8, "a dimension"))) return st;
         if (t->ne[d] < 0)
             return infer_fail(INFER_E_FORMAT, "%s: tensor '%s' dim %" PRIu32 " is %" PRId64 ", expected >= 0", c->name,
                               t->name, d, t->ne[d]);
     }
-    if ((st = read_bytes(c, &t->type, 4, "a tensor type")) || (st = read_bytes(c, &t->offset, 8, "a tensor offset")))
-        return infer_fail_context(st, "tensor '%s'", t->name);
+    if ((st = read_bytes(c, &t->type, 4, "the type")) || (st = read_bytes(c, &t->offset, 8, "the offset"))) return st;
     const struct quant_type *qt = quant_type(t->type);
     if (!qt)
         return infer_fail(INFER_E_FORMAT, "%s: tensor '%s' has type id %" PRId32 ", expected a ggml type with a known layout",
@@ -382,7 +399,7 @@ static uint64_t pad_to(uint64_t x, uint64_t align) { return (x + align - 1) / al
 static infer_status parse_image(struct gguf_file *f, const uint8_t *base, size_t size, const char *name, int32_t split,
                                 struct parsed *p) {
     infer_status st = INFER_OK;
-    struct cursor c = {base, size, 0, name};
+    struct cursor c = {base, size, 0, name, "", -1};
     memset(p, 0, sizeof *p);
     TRY(parse_header(&c, p));
     TRY(parse_kvs(f, &c, p));
