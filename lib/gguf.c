@@ -372,17 +372,17 @@ static infer_status parse_tensor_info(struct cursor *c, int64_t i, struct gguf_t
     if (!qt)
         return infer_fail(INFER_E_FORMAT, "%s: tensor '%s' has type id %" PRId32 ", expected a ggml type with a known layout",
                           c->name, t->name, t->type);
-    /* element count without overflow (any zero dim makes an empty tensor) */
-    int64_t nel = 1;
-    for (int d = 0; d < GGUF_MAX_DIMS; d++) {
+    /* the element count: like llama.cpp, refused from INT64_MAX up; any zero dim makes an empty tensor */
+    int64_t nel = t->ne[0];
+    for (int d = 1; d < GGUF_MAX_DIMS && nel > 0; d++) {
         if (t->ne[d] == 0) {
             nel = 0;
-            break;
-        }
-        if (nel > INT64_MAX / t->ne[d])
+        } else if (nel >= INT64_MAX / t->ne[d]) {
             return infer_fail(INFER_E_FORMAT, "%s: tensor '%s' shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
                               "] overflows the element count", c->name, t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
-        nel *= t->ne[d];
+        } else {
+            nel *= t->ne[d];
+        }
     }
     if (t->ne[0] % qt->blck != 0)
         return infer_fail(INFER_E_FORMAT, "%s: tensor '%s' has rows of %" PRId64 " elements, expected a multiple of %s's block of %d",

@@ -660,6 +660,9 @@ static void test_malformed(void) {
     expect_fail(&im, INFER_E_FORMAT, "'q'|overflows the element count", "element count overflow");
     u64 = ((uint64_t)1 << 61), im = base, set_at(&im, t1 + 13, &u64, 8);
     expect_fail(&im, INFER_E_FORMAT, "'q'|past the end", "huge tensor");
+    /* ne0 = INT64_MAX: llama.cpp refuses an element count from INT64_MAX up (INT64_MAX/ne1 <= ne0) */
+    u64 = (uint64_t)INT64_MAX, im = base, set_at(&im, ts + 13, &u64, 8);
+    expect_fail(&im, INFER_E_FORMAT, "'w'|overflows the element count", "element count of INT64_MAX");
     /* F32 [2^62]: 2^62 elements fit in int64, 2^64 bytes do not */
     u64 = (uint64_t)1 << 62, im = base, set_at(&im, ts + 13, &u64, 8);
     expect_fail(&im, INFER_E_FORMAT, "'w'|byte size overflows", "byte size overflow");
