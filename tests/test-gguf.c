@@ -761,7 +761,7 @@ static void test_faults(void) {
         n_fail++;
         if (st != INFER_E_OOM) wrong++;
     }
-    struct gguf_file *g;
+    struct gguf_file *g = NULL;
     T_CHECK(n_fail > 5 && wrong == 0 && gguf_open(tmp_path("faults-w.gguf"), &g) == INFER_OK && g->n_kv == 28,
             "writer: %d injected failures, %d not INFER_E_OOM", n_fail, wrong);
     gguf_close(g);
