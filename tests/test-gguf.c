@@ -443,6 +443,22 @@ static void test_split(void) {
     /* part 3 claims to be part 2 */
     write_part(p3, 1, 3, 5, 4, 1);
     T_CHECK(gguf_open(p1, &f) == INFER_E_FORMAT && strstr(infer_last_error(), "00003"), "wrong split.no: %s", infer_last_error());
+    /* part 2 counts 4 parts */
+    write_part(p3, 2, 3, 5, 4, 1);
+    write_part(p2, 1, 4, 5, 2, 2);
+    T_CHECK(gguf_open(p1, &f) == INFER_E_FORMAT && mentions(infer_last_error(), "00002-of-00003|split.count 4"),
+            "wrong split.count: %s", infer_last_error());
+    write_part(p2, 1, 3, 5, 2, 2);
+    /* split.count stored as u32 instead of u16 */
+    {
+        struct gguf_writer *w;
+        gguf_writer_create(&w);
+        gguf_writer_set_u32(w, "split.count", 3);
+        T_CHECK(gguf_writer_write(w, tmp_path("u32count.gguf"), NULL, NULL) == INFER_OK, "write");
+        gguf_writer_free(w);
+        T_CHECK(gguf_open(tmp_path("u32count.gguf"), &f) == INFER_E_FORMAT && mentions(infer_last_error(), "split.count|u16"),
+                "split.count of type u32: %s", infer_last_error());
+    }
     /* wrong total in part 1 */
     write_part(p3, 2, 3, 5, 4, 1);
     write_part(p1, 0, 3, 6, 0, 2);
