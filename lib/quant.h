@@ -2,8 +2,12 @@
  *
  * The block layouts and the per-block decoders live once in kernels/blocks.h (shared with the CUDA
  * kernels); this module is the row-level API over them. Dequantisation is bit-exact with ggml's
- * dequantize_row_*; the quantisers for Q8_0, Q8_1, Q8_K are bit-exact with ggml's reference ones and
- * Q4_K/Q5_K/Q6_K follow quantize_row_*_ref. See ../shared/specs/gguf-quant-tokenizer.md §2-4.
+ * dequantize_row_*. The quantisers are bit-exact with ggml's: Q4_0, Q8_0, Q8_1 (s = d * sum q), Q8_K,
+ * Q4_K, Q5_K, Q6_K with quantize_row_<t>_ref (no importance matrix); IQ4_NL and IQ4_XS with
+ * quantize_iq4_nl / quantize_iq4_xs without an imatrix (llama-quantize's search, ntry = 7; note that
+ * quantize_row_iq4_nl_ref skips that search). One difference: for an all-zero Q8_K block ggml leaves
+ * bsums unwritten, we write zeros. Inputs to the quantisers must be finite (NaN/Inf give unspecified
+ * codes, never a crash). See ../shared/specs/gguf-quant-tokenizer.md §2-4.
  */
 #ifndef INFER_QUANT_H
 #define INFER_QUANT_H

@@ -1,0 +1,37 @@
+#!/bin/sh
+# make check-gpu: on a machine with a CUDA device, build for that device, run every test (the GPU
+# cases included), run the GPU tests under compute-sanitizer (memcheck, racecheck), and write one log
+# to bench/results/YYYY-MM-DD-<gpu>-check-gpu.md. Exit status is non-zero if anything failed.
+set -u
+B=${INFER_BUILD_DIR:-build-gpu}
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+if [ -z "$arch" ]; then echo "SKIP (no CUDA device: nvidia-smi found none)"; exit 77; fi
+slug=$(echo "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
+log=bench/results/$(date +%Y-%m-%d)-$slug-check-gpu.md
+mkdir -p bench/results
+status=0
+{
+    echo "# check-gpu on $gpu"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1), nvcc: $(nvcc --version | tail -n 1)"
+    echo "- command: make check-gpu (CUDA_ARCHS=$arch, build dir $B)"
+    echo
+    echo '```'
+} > "$log"
+run() { # title, command...
+    t=$1; shift
+    echo "== $t" | tee -a "$log"
+    "$@" >> "$log" 2>&1 || { echo "FAILED: $t" | tee -a "$log"; status=1; }
+}
+run "build" make -j"$(nproc)" BUILD="$B" CUDA_ARCHS="$arch"
+run "tests" make test BUILD="$B" CUDA_ARCHS="$arch" FUZZ_TIME=5
+for t in "$B"/tests/test-cuda-*; do
+    [ -x "$t" ] || continue
+    run "compute-sanitizer memcheck $(basename "$t")" compute-sanitizer --tool memcheck --error-exitcode 1 "$t"
+    run "compute-sanitizer racecheck $(basename "$t")" compute-sanitizer --tool racecheck --error-exitcode 1 "$t"
+done
+echo '```' >> "$log"
+echo "check-gpu: $( [ $status = 0 ] && echo PASS || echo FAIL ), log in $log"
+exit $status

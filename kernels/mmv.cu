@@ -1,0 +1,279 @@
+/* mmv.cu: quantised matrix x few vectors (decode and speculative verification, 1..8 tokens).
+ *
+ * y[t][r] = sum_c W[r][c] x[t][c], with W kept in its GGUF blocks and x quantised once per op to
+ * the q8 split layout (int8 values + (d, d*sum q) per 32; kernels.h). Every weight type is seen as a
+ * row of 32-value units, one unit per q8 group, and each unit is an integer dp4a dot product plus a
+ * float scale:  unit = xd * (wscale * sum(wq * xq)) - wmin * (xd * sum xq)   (K-quants with a min)
+ * Work split: one warp per output row (all tokens at once, so W is read once for the whole batch),
+ * lanes stride over the units of the row, a warp reduction at the end, then the epilogue
+ * (plain / + residual / SwiGLU of two matrices). Float weights (F32/F16/BF16) use f32 x directly.
+ * Bytes per call: the weights once (n_out * row bytes), x (L2-resident), y once.
+ * note: the weight read is the whole cost at batch 1; loads are 16-byte where the block layout is
+ * 16-byte aligned (Q4_K, Q5_K qs; IQ4_XS 8-byte), 2-byte pairs where blocks have odd sizes.
+ */
+#include "blocks.h"
+#include "common.cuh"
+
+enum { MMV_WARPS = 4, MMV_THREADS = MMV_WARPS * WARP_SIZE };
+
+struct q8_unit {
+    const int8_t *q; /* 32 int8 activations, 16-byte aligned */
+    float d, s;      /* scale and d * sum(q) */
+};
+
+static __device__ __forceinline__ int xq_int(const struct q8_unit &x, int k) { return ((const int *)x.q)[k]; }
+
+/* Four IQ4 nibbles (one per byte, low nibble) -> four packed signed codebook bytes. */
+static __device__ __forceinline__ int iq4_lookup4(uint32_t nib4) {
+    const int8_t *kv = blocks_kvalues_iq4nl; /* note: L1-cached; lanes index it divergently */
+    return (int)(((uint32_t)(uint8_t)kv[nib4 & 15]) | ((uint32_t)(uint8_t)kv[(nib4 >> 8) & 15] << 8) |
+                 ((uint32_t)(uint8_t)kv[(nib4 >> 16) & 15] << 16) | ((uint32_t)(uint8_t)kv[(nib4 >> 24) & 15] << 24));
+}
+
+/* ---- one 32-value unit per type: returns sum_i w_i x_i for unit u of the row ---- */
+
+template <int T> struct unit_dot;
+
+template <> struct unit_dot<INFER_TYPE_Q8_0> {
+    static constexpr int BYTES = sizeof(block_q8_0);
+    static constexpr int PER_BLOCK = 1;
+    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+        const block_q8_0 *b = (const block_q8_0 *)row + u;
+        int sumi = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) sumi = __dp4a(load_int_a2((const uint8_t *)b->qs + 4 * k), xq_int(x, k), sumi);
+        return blocks_f16_to_f32(b->d) * x.d * (float)sumi;
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_Q4_0> {
+    static constexpr int BYTES = sizeof(block_q4_0);
+    static constexpr int PER_BLOCK = 1;
+    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+        const block_q4_0 *b = (const block_q4_0 *)row + u;
+        int sumi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int v = load_int_a2(b->qs + 4 * k);
+            sumi = __dp4a(v & 0x0F0F0F0F, xq_int(x, k), sumi);
+            sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xq_int(x, k + 4), sumi);
+        }
+        /* w = d * (q - 8):  sum w x = d * (xd * sum q xq - 8 * xd * sum xq) */
+        return blocks_f16_to_f32(b->d) * (x.d * (float)sumi - 8.0f * x.s);
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_IQ4_NL> {
+    static constexpr int BYTES = sizeof(block_iq4_nl);
+    static constexpr int PER_BLOCK = 1;
+    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+        const block_iq4_nl *b = (const block_iq4_nl *)row + u;
+        int sumi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t v = (uint32_t)load_int_a2(b->qs + 4 * k);
+            sumi = __dp4a(iq4_lookup4(v), xq_int(x, k), sumi);
+            sumi = __dp4a(iq4_lookup4(v >> 4), xq_int(x, k + 4), sumi);
+        }
+        return blocks_f16_to_f32(b->d) * x.d * (float)sumi;
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_IQ4_XS> {
+    static constexpr int BYTES = sizeof(block_iq4_xs);
+    static constexpr int PER_BLOCK = 8;
+    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+        const block_iq4_xs *b = (const block_iq4_xs *)row + u / 8;
+        const int ib = (int)(u % 8);
+        const int ls = blocks_iq4_xs_scale(b, ib);
+        const uint8_t *qs = b->qs + 16 * ib;
+        int sumi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t v = (uint32_t)load_int_a4(qs + 4 * k);
+            sumi = __dp4a(iq4_lookup4(v), xq_int(x, k), sumi);
+            sumi = __dp4a(iq4_lookup4(v >> 4), xq_int(x, k + 4), sumi);
+        }
+        return blocks_f16_to_f32(b->d) * (float)(ls - 32) * x.d * (float)sumi;
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_Q4_K> {
+    static constexpr int BYTES = sizeof(block_q4_K);
+    static constexpr int PER_BLOCK = 8;
+    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+        const block_q4_K *b = (const block_q4_K *)row + u / 8;
+        const int j = (int)(u % 8);
+        uint8_t sc, m;
+        blocks_get_scale_min_k4(j, b->scales, &sc, &m);
+        const int4 *qs4 = (const int4 *)(b->qs + 32 * (j / 2)); /* 16-byte aligned: qs at offset 16 */
+        const int shift = 4 * (j % 2);
+        int sumi = 0;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int4 v = qs4[h];
+            sumi = __dp4a((v.x >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 0), sumi);
+            sumi = __dp4a((v.y >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 1), sumi);
+            sumi = __dp4a((v.z >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 2), sumi);
+            sumi = __dp4a((v.w >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 3), sumi);
+        }
+        const float d = blocks_f16_to_f32(b->d), dmin = blocks_f16_to_f32(b->dmin);
+        return d * (float)sc * x.d * (float)sumi - dmin * (float)m * x.s;
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_Q5_K> {
+    static constexpr int BYTES = sizeof(block_q5_K);
+    static constexpr int PER_BLOCK = 8;
+    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+        const block_q5_K *b = (const block_q5_K *)row + u / 8;
+        const int j = (int)(u % 8);
+        uint8_t sc, m;
+        blocks_get_scale_min_k4(j, b->scales, &sc, &m);
+        const int4 *qs4 = (const int4 *)(b->qs + 32 * (j / 2)); /* qs at offset 48: 16-byte aligned */
+        const int4 *qh4 = (const int4 *)b->qh;                  /* qh at offset 16 */
+        const int shift = 4 * (j % 2);
+        int sumi = 0;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int4 v = qs4[h], hb = qh4[h];
+            const int vv[4] = {v.x, v.y, v.z, v.w}, hh[4] = {hb.x, hb.y, hb.z, hb.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int q = ((vv[k] >> shift) & 0x0F0F0F0F) | (((hh[k] >> j) & 0x01010101) << 4);
+                sumi = __dp4a(q, xq_int(x, 4 * h + k), sumi);
+            }
+        }
+        const float d = blocks_f16_to_f32(b->d), dmin = blocks_f16_to_f32(b->dmin);
+        return d * (float)sc * x.d * (float)sumi - dmin * (float)m * x.s;
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_Q6_K> {
+    static constexpr int BYTES = sizeof(block_q6_K);
+    static constexpr int PER_BLOCK = 8;
+    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+        const block_q6_K *b = (const block_q6_K *)row + u / 8;
+        const int un = (int)(u % 8), h = un / 4, k = un % 4;
+        const uint8_t *ql = b->ql + 64 * h + 32 * (k & 1);
+        const uint8_t *qh = b->qh + 32 * h;
+        const int lshift = 4 * (k >> 1), hshift = 2 * k;
+        int sumi[2] = {0, 0};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int lo = (load_int_a2(ql + 4 * i) >> lshift) & 0x0F0F0F0F;
+            const int hi = ((load_int_a2(qh + 4 * i) >> hshift) & 0x03030303) << 4;
+            const int q = __vsubss4(lo | hi, 0x20202020); /* q - 32, bytewise */
+            sumi[i / 4] = __dp4a(q, xq_int(x, i), sumi[i / 4]);
+        }
+        const int8_t *sc = b->scales + 2 * un; /* one scale per 16 values */
+        return blocks_f16_to_f32(b->d) * x.d * ((float)sc[0] * (float)sumi[0] + (float)sc[1] * (float)sumi[1]);
+    }
+};
+
+/* ---- float weights: 32 values against f32 activations ---- */
+
+template <int T> static __device__ __forceinline__ float float_weight(const uint8_t *row, int64_t i);
+template <> __device__ __forceinline__ float float_weight<INFER_TYPE_F32>(const uint8_t *row, int64_t i) {
+    return ((const float *)row)[i];
+}
+template <> __device__ __forceinline__ float float_weight<INFER_TYPE_F16>(const uint8_t *row, int64_t i) {
+    return blocks_f16_to_f32(((const uint16_t *)row)[i]);
+}
+template <> __device__ __forceinline__ float float_weight<INFER_TYPE_BF16>(const uint8_t *row, int64_t i) {
+    return blocks_bf16_to_f32(((const uint16_t *)row)[i]);
+}
+
+static __device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
+
+/* Bytes of a row of n values of type T. */
+template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n) {
+    if constexpr (T == INFER_TYPE_F32) return (size_t)n * 4;
+    else if constexpr (T == INFER_TYPE_F16 || T == INFER_TYPE_BF16) return (size_t)n * 2;
+    else return (size_t)(n / (Q8_SPLIT_BLOCK * unit_dot<T>::PER_BLOCK)) * unit_dot<T>::BYTES;
+}
+
+/* One warp per output row; acc[t] collects the row's dot with token t's activations. */
+template <int T, int NT>
+static __device__ __forceinline__ void row_dots(const struct mmv_args &a, const uint8_t *row, float acc[NT]) {
+    const int lane = threadIdx.x % WARP_SIZE;
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    if constexpr (T == INFER_TYPE_F32 || T == INFER_TYPE_F16 || T == INFER_TYPE_BF16) {
+        for (int64_t c = lane; c < a.n_in; c += WARP_SIZE) {
+            const float w = float_weight<T>(row, c);
+#pragma unroll
+            for (int t = 0; t < NT; t++) acc[t] += w * a.x[(int64_t)t * a.n_in + c];
+        }
+    } else {
+        const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
+        const int8_t *xq = (const int8_t *)a.xq;
+        const float2 *ds = (const float2 *)((const char *)a.xq + q8_split_ds_offset(a.n_in, a.n_tokens));
+        for (int64_t u = lane; u < n_units; u += WARP_SIZE) {
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float2 d = ds[(int64_t)t * n_units + u];
+                const q8_unit x = {xq + (int64_t)t * a.n_in + u * Q8_SPLIT_BLOCK, d.x, d.y};
+                acc[t] += unit_dot<T>::dot(row, u, x);
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
+}
+
+template <int T, int NT>
+static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_constant__ struct mmv_args a) {
+    const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE;
+    if (r >= a.n_out) return; /* whole warp */
+    const size_t rb = row_bytes_of<T>(a.n_in);
+    float acc[NT], acc2[NT];
+    row_dots<T, NT>(a, (const uint8_t *)a.w + r * rb, acc);
+    if (a.epilogue == MMV_SWIGLU) row_dots<T, NT>(a, (const uint8_t *)a.w2 + r * rb, acc2);
+    if (threadIdx.x % WARP_SIZE != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const int64_t o = (int64_t)t * a.n_out + r;
+        float v = acc[t];
+        if (a.epilogue == MMV_ADD) v += a.add[o];
+        else if (a.epilogue == MMV_SWIGLU) v = silu(v) * acc2[t];
+        a.y[o] = v;
+    }
+}
+
+template <int T>
+static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
+    const dim3 grid((unsigned)((a->n_out + MMV_WARPS - 1) / MMV_WARPS));
+    switch (a->n_tokens) {
+#define MMV_CASE(nt) case nt: mmv_kernel<T, nt><<<grid, MMV_THREADS, 0, s>>>(*a); break;
+        MMV_CASE(1) MMV_CASE(2) MMV_CASE(3) MMV_CASE(4) MMV_CASE(5) MMV_CASE(6) MMV_CASE(7) MMV_CASE(8)
+#undef MMV_CASE
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+/* The weight types the kernels cover; one switch over this list dispatches. */
+#define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q4_K) X(Q5_K) X(Q6_K)
+
+extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
+    switch (weight_type) {
+    case INFER_TYPE_F32: case INFER_TYPE_F16: case INFER_TYPE_BF16: return -1;
+    default: return INFER_TYPE_Q8_1;
+    }
+}
+
+extern "C" cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s) {
+    const int64_t blck = a->type == INFER_TYPE_F32 || a->type == INFER_TYPE_F16 || a->type == INFER_TYPE_BF16 ? 1
+                       : a->type == INFER_TYPE_Q8_0 || a->type == INFER_TYPE_Q4_0 || a->type == INFER_TYPE_IQ4_NL ? 32 : 256;
+    if (a->n_in <= 0 || a->n_out <= 0 || a->n_in % blck != 0 || (blck > 1 && a->n_in % Q8_SPLIT_BLOCK != 0))
+        return cudaErrorInvalidValue;
+    if ((a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add)) return cudaErrorInvalidValue;
+    if (a->n_out > (int64_t)MMV_WARPS * 2147483647) return cudaErrorInvalidValue;
+    switch (a->type) {
+#define MMV_DISPATCH(t) case INFER_TYPE_##t: return launch_type<INFER_TYPE_##t>(a, s);
+        MMV_TYPES(MMV_DISPATCH)
+#undef MMV_DISPATCH
+    default: return cudaErrorInvalidValue;
+    }
+}
