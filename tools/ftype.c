@@ -5,8 +5,8 @@
  *   2. float ftypes: every quantisable tensor gets the ftype's float type (no further rules);
  *   3. quantised ftypes: output.weight (or token_embd when tied) -> Q6_K unless the default is Q8_0 or
  *      ne0 is not a multiple of the default's block (-> Q8_0); attn_v / attn_qkv and ffn_down in
- *      use_more_bits layers -> Q6_K for Q4_K_M; attn_v -> Q8_0 and attn_output -> Q5_K (Q4_K_M) when
- *      the model has exactly 8 experts;
+ *      use_more_bits layers -> Q6_K for Q4_K_M; attn_v and attn_k -> Q8_0 and attn_output -> Q5_K
+ *      (Q4_K_M) when the model has exactly 8 experts;
  *   4. fallback when ne0 % 256 != 0 for a K type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; then F16 if
  *      even that block does not divide ne0.
  * The layer index used by the "more bits" rules is the block number in the name: llama-quantize walks
@@ -94,6 +94,8 @@ int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int
         if (m->n_expert == 8) t = INFER_TYPE_Q8_0;
     } else if (ftype_has(name, "ffn_down")) {
         if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, m->n_layer)) t = INFER_TYPE_Q6_K;
+    } else if (ftype_has(name, "attn_k.weight")) {
+        if (m->n_expert == 8) t = INFER_TYPE_Q8_0;
     } else if (ftype_has(name, "attn_output.weight")) {
         if (ftype == FTYPE_Q4_K_M && m->n_expert == 8) t = INFER_TYPE_Q5_K;
     }
