@@ -96,6 +96,11 @@ struct peer {
     void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
     peer_qparams (*default_qparams)(void);
     uint32_t (*quantize)(const char *in, const char *out, const void *params);
+    peer_qparams (*model_default_params)(void); /* llama_model_params, also passed in memory */
+    void *(*model_load)(const char *path, peer_qparams params);
+    void (*model_free)(void *model);
+    int32_t (*model_n_layer)(const void *model);
+    int32_t (*model_n_embd)(const void *model);
 };
 
 static void peer_quiet(int level, const char *text, void *user) { (void)level, (void)text, (void)user; }
@@ -109,7 +114,13 @@ static int peer_load(struct peer *p, const char **why) {
     p->log_set = (void (*)(void (*)(int, const char *, void *), void *))peer_sym(llama, "llama_log_set");
     p->quantize = (uint32_t(*)(const char *, const char *, const void *))peer_sym(llama, "llama_model_quantize");
     void *dq = peer_sym(llama, "llama_model_quantize_default_params");
-    if (!p->backend_load_all_from_path || !p->log_set || !p->quantize || !dq) {
+    *(void **)&p->model_default_params = peer_sym(llama, "llama_model_default_params");
+    *(void **)&p->model_load = peer_sym(llama, "llama_model_load_from_file");
+    *(void **)&p->model_free = peer_sym(llama, "llama_model_free");
+    *(void **)&p->model_n_layer = peer_sym(llama, "llama_model_n_layer");
+    *(void **)&p->model_n_embd = peer_sym(llama, "llama_model_n_embd");
+    if (!p->backend_load_all_from_path || !p->log_set || !p->quantize || !dq || !p->model_default_params ||
+        !p->model_load || !p->model_free || !p->model_n_layer || !p->model_n_embd) {
         *why = "llama.cpp peer lacks a needed symbol";
         return 0;
     }
@@ -117,6 +128,22 @@ static int peer_load(struct peer *p, const char **why) {
     p->log_set(peer_quiet, NULL);
     p->backend_load_all_from_path(peer_bin_dir());
     return 1;
+}
+
+/* llama.cpp loads our file: its loader checks every tensor name and shape against its own tables. */
+static void peer_load_model(struct peer *pe, const char *arch, int tied, int mtp, const char *ftype) {
+    struct synth_params p;
+    synth_params_default(arch, &p);
+    p.tied = tied, p.mtp = mtp, p.ftype = ftype;
+    const char *path = tmp_path("peer-load.gguf");
+    T_CHECK(synth_write(&p, path) == INFER_OK, "synth %s: %s", arch, infer_last_error());
+    void *m = pe->model_load(path, pe->model_default_params());
+    T_CHECK(m != NULL, "llama.cpp refuses our %s %s model (tied=%d mtp=%d)", arch, ftype, tied, mtp);
+    if (!m) return;
+    T_CHECK(pe->model_n_embd(m) == p.n_embd, "llama.cpp n_embd %d", pe->model_n_embd(m));
+    /* llama_model_n_layer counts the trunk: block_count - nextn_predict_layers */
+    T_CHECK(pe->model_n_layer(m) == p.n_layer, "%s: llama.cpp n_layer %d", arch, pe->model_n_layer(m));
+    pe->model_free(m);
 }
 
 static void peer_compare(struct peer *pe, const char *arch, int tied, int mtp, int32_t ftype) {
@@ -223,6 +250,10 @@ int main(void) {
         for (int i = 0; i < 6; i++)
             for (int q = 0; q < 5; q++) peer_compare(&pe, archs[i], q == 0, q == 0 && i >= 3, qtypes[q]);
         peer_compare(&pe, "qwen35", 0, 1, FTYPE_Q4_K_M);
+        for (int i = 0; i < 6; i++) {
+            peer_load_model(&pe, archs[i], 0, 0, "F32");
+            peer_load_model(&pe, archs[i], 1, 1, "Q4_K_M");
+        }
     }
 
     char cmd[600];
