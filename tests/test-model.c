@@ -263,6 +263,26 @@ int main(void) {
     expect_fail("vocab vs token_embd", good_llama, EDIT(.drop_tensor = "output.weight",
                 .reshape_tensor = "token_embd.weight", .new_ne = {256, 600, 1, 1}, .new_n_dims = 2),
                 INFER_E_FORMAT, "tensor 'token_embd.weight' has shape [256, 600], expected [256, 640]");
+    expect_fail("huge block_count", good_llama, EDIT(.set_u32_key = "llama.block_count", .set_u32 = 0xffffffffu),
+                INFER_E_FORMAT, "key 'llama.block_count' = 4294967295, expected 1..4096");
+    expect_fail("zero n_embd", good_llama, EDIT(.set_u32_key = "llama.embedding_length", .set_u32 = 0),
+                INFER_E_FORMAT, "key 'llama.embedding_length' = 0");
+    expect_fail("nextn too big", good, EDIT(.set_u32_key = "qwen35.nextn_predict_layers", .set_u32 = 5),
+                INFER_E_FORMAT, "qwen35.nextn_predict_layers' = 5, expected less than block_count (5)");
+    expect_fail("key type", good_llama, EDIT(.set_str_key = "llama.attention.head_count", .set_str = "32"),
+                INFER_E_FORMAT, "key 'llama.attention.head_count' has type ");
+    expect_fail("eps type", good_llama, EDIT(.set_u32_key = "llama.attention.layer_norm_rms_epsilon", .set_u32 = 1),
+                INFER_E_FORMAT, "key 'llama.attention.layer_norm_rms_epsilon' has type ");
+    {
+        struct synth_params q;
+        synth_params_default("qwen3moe", &q);
+        const char *moe = tmp_path("moe.gguf");
+        T_CHECK(synth_write(&q, moe) == INFER_OK, "write qwen3moe: %s", infer_last_error());
+        expect_fail("experts used", moe, EDIT(.set_u32_key = "qwen3moe.expert_used_count", .set_u32 = 9),
+                    INFER_E_FORMAT, "qwen3moe.expert_used_count' = 9, expected 1..expert_count (8)");
+        expect_fail("expert count vs tensors", moe, EDIT(.set_u32_key = "qwen3moe.expert_count", .set_u32 = 4),
+                    INFER_E_FORMAT, "tensor 'blk.0.ffn_gate_inp.weight' has shape [256, 8], expected [256, 4]");
+    }
     static const uint32_t heads_mixed[2] = {4, 2}, heads_same[2] = {4, 4};
     expect_fail("per-layer heads", good_llama,
                 EDIT(.arr_key = "llama.attention.head_count", .arr = heads_mixed, .arr_n = 2), INFER_E_UNSUPPORTED,

@@ -43,6 +43,7 @@ infer_status synth_params_default(const char *arch, struct synth_params *p) {
         p->n_ff_exp = 256;
     }
     if (a->ffn == ARCH_FFN_MOE_SHEXP) p->n_ff_shexp = 256;
+    if (a->id == ARCH_QWEN35MOE) p->n_ff = 0; /* real qwen35moe files have no feed_forward_length */
     if (a->flags & ARCH_F_HYBRID) {
         p->ssm_d_state = 64;
         p->ssm_n_group = 2;
