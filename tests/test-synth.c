@@ -146,9 +146,12 @@ static void peer_load_model(struct peer *pe, const char *arch, int tied, int mtp
     pe->model_free(m);
 }
 
-static void peer_compare(struct peer *pe, const char *arch, int tied, int mtp, int32_t ftype) {
+/* odd: rows of 96 and 160 values, which no K-quant block divides: llama.cpp's fallback types */
+static void peer_compare(struct peer *pe, const char *arch, int tied, int mtp, int32_t ftype, int32_t n_layer, int odd) {
     struct synth_params p;
     synth_params_default(arch, &p);
+    if (n_layer) p.n_layer = n_layer;
+    if (odd) p.n_embd = 96, p.n_head = 3, p.n_head_kv = 1, p.head_dim = 32, p.n_ff = 160;
     p.tied = tied;
     p.mtp = mtp;
     const char *in = tmp_path("peer-in.gguf"), *out = tmp_path("peer-out.gguf");
@@ -176,10 +179,15 @@ static void peer_compare(struct peer *pe, const char *arch, int tied, int mtp, i
     T_CHECK(diffs == 0, "%s %s tied=%d mtp=%d: %d tensor types differ from llama-quantize", arch, ftype_name(ftype), tied,
             mtp, diffs);
     gguf_close(f);
-    /* and our loader takes llama.cpp's file */
+    /* and our loader takes llama.cpp's file (fallback Q5_0 is a type we refuse) */
     infer_model *m = NULL;
     infer_status st = infer_model_load(out, NULL, &m);
-    T_CHECK(st == INFER_OK, "%s %s: loading llama.cpp's quantised file: %s", arch, ftype_name(ftype), infer_last_error());
+    if (odd && ftype == FTYPE_Q4_K_M)
+        T_CHECK(st == INFER_E_UNSUPPORTED && strstr(infer_last_error(), "unsupported tensor type Q5_0 in "),
+                "fallback file: %s", infer_last_error());
+    else
+        T_CHECK(st == INFER_OK, "%s %s: loading llama.cpp's quantised file: %s", arch, ftype_name(ftype),
+                infer_last_error());
     infer_model_free(m);
 }
 
@@ -248,8 +256,16 @@ int main(void) {
     } else {
         static const int32_t qtypes[] = {FTYPE_Q4_K_M, FTYPE_Q8_0, FTYPE_Q6_K, FTYPE_F16, FTYPE_BF16};
         for (int i = 0; i < 6; i++)
-            for (int q = 0; q < 5; q++) peer_compare(&pe, archs[i], q == 0, q == 0 && i >= 3, qtypes[q]);
-        peer_compare(&pe, "qwen35", 0, 1, FTYPE_Q4_K_M);
+            for (int q = 0; q < 5; q++) peer_compare(&pe, archs[i], q == 0, q == 0 && i >= 3, qtypes[q], 0, 0);
+        peer_compare(&pe, "qwen35", 0, 1, FTYPE_Q4_K_M, 0, 0);
+        /* deeper stacks: the first/last eighth and every-third-layer boundaries of use_more_bits */
+        peer_compare(&pe, "llama", 0, 0, FTYPE_Q4_K_M, 17, 0);
+        peer_compare(&pe, "qwen35", 1, 1, FTYPE_Q4_K_M, 24, 0);
+        peer_compare(&pe, "qwen35moe", 0, 1, FTYPE_Q4_K_M, 16, 0);
+        for (int q = 0; q < 3; q++) {
+            peer_compare(&pe, "llama", 0, 0, qtypes[q], 0, 1);
+            peer_compare(&pe, "qwen3", 1, 0, qtypes[q], 0, 1);
+        }
         for (int i = 0; i < 6; i++) {
             peer_load_model(&pe, archs[i], 0, 0, "F32");
             peer_load_model(&pe, archs[i], 1, 1, "Q4_K_M");
