@@ -4,7 +4,7 @@
  * here, in this run. Then each op and variant at real model shapes: median µs over many replays
  * (CUDA events; inputs rotated across enough copies to defeat the 50 MB L2), GB/s from <op>_cost(),
  * and % of the copy bandwidth. Never part of `make test`.
- *   bench-ops [-o mmv] [-r REPEATS]
+ *   bench-ops [-o mmv] [-t TYPE] [-r REPEATS]
  */
 #include <math.h>
 #include <stdint.h>
@@ -92,7 +92,7 @@ struct shape {
     int64_t n_in, n_out;
 };
 
-static void bench_mmv(double bw, int repeats) {
+static void bench_mmv(double bw, int repeats, int32_t only_type) {
     static const int32_t types[] = {INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K, INFER_TYPE_Q8_0,
                                     INFER_TYPE_Q4_0, INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_F16,
                                     INFER_TYPE_BF16};
@@ -107,6 +107,7 @@ static void bench_mmv(double bw, int repeats) {
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
             const int32_t type = types[ti];
             const struct shape sh = shapes[si];
+            if (only_type >= 0 && type != only_type) continue;
             const size_t wbytes = quant_row_bytes(type, sh.n_in) * (size_t)sh.n_out;
             /* enough copies of W to exceed L2 several times over */
             const int copies = (int)(wbytes > ((size_t)400 << 20) ? 1 : ((size_t)400 << 20) / wbytes + 1);
@@ -126,24 +127,31 @@ static void bench_mmv(double bw, int repeats) {
                 const int nt = tokens[k];
                 struct quantize_args qa = {INFER_TYPE_Q8_1, dx, dxq, sh.n_in, nt, sh.n_in};
                 CK(cuda_quantize(&qa, 0));
-                float *ms = malloc(sizeof(float) * (size_t)repeats);
-                for (int it = -3; it < repeats; it++) {
-                    struct mmv_args a = {0};
-                    a.type = type, a.w = dw + wbytes * (size_t)((it + 3) % copies), a.n_in = sh.n_in;
-                    a.n_out = sh.n_out, a.n_tokens = nt, a.xq = dxq, a.x = dx, a.y = dy, a.epilogue = MMV_PLAIN;
+                /* note: back-to-back launches over rotating weight copies, timed as a group: the
+                 * figure is throughput as inside a forward pass (launch latency overlapped), not the
+                 * latency of one isolated launch. Median over 5 groups. */
+                float ms[5];
+                for (int g = -1; g < 5; g++) {
                     CK(cudaEventRecord(e0, 0));
-                    CK(cuda_mmv(&a, 0));
+                    for (int it = 0; it < repeats; it++) {
+                        struct mmv_args a = {0};
+                        a.type = type, a.w = dw + wbytes * (size_t)(it % copies), a.n_in = sh.n_in;
+                        a.n_out = sh.n_out, a.n_tokens = nt, a.xq = dxq, a.x = dx, a.y = dy, a.epilogue = MMV_PLAIN;
+                        CK(cuda_mmv(&a, 0));
+                    }
                     CK(cudaEventRecord(e1, 0));
                     CK(cudaEventSynchronize(e1));
-                    if (it >= 0) ms[it] = time_ms(e0, e1);
+                    if (g >= 0) ms[g] = time_ms(e0, e1) / (float)repeats;
                 }
-                qsort(ms, (size_t)repeats, sizeof(float), cmp_float);
-                const double us = ms[repeats / 2] * 1e3;
-                const double bytes = (double)wbytes + 4.0 * (double)(sh.n_out * nt);
+                qsort(ms, 5, sizeof(float), cmp_float);
+                const double us = ms[2] * 1e3;
+                struct mmv_args ca = {0};
+                ca.type = type, ca.n_in = sh.n_in, ca.n_out = sh.n_out, ca.n_tokens = nt, ca.epilogue = MMV_PLAIN;
+                const struct op_cost cost = mmv_cost(&ca);
+                const double bytes = cost.bytes_read + cost.bytes_written;
                 printf("| mmv | %s | %s | %lld x %lld | %d | %.2f | %.0f | %.1f |\n", quant_type(type)->name, sh.what,
                        (long long)sh.n_in, (long long)sh.n_out, nt, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / bw);
                 fflush(stdout);
-                free(ms);
             }
             CK(cudaFree(dw));
             CK(cudaFree(dx));
@@ -154,13 +162,20 @@ static void bench_mmv(double bw, int repeats) {
 }
 
 int main(int argc, char **argv) {
-    int repeats = 50;
+    int repeats = 100;
     const char *ops = "mmv";
+    int32_t only_type = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) ops = argv[++i];
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+            if ((only_type = quant_type_by_name(argv[++i])) < 0) {
+                fprintf(stderr, "bench-ops: unknown type %s\n", argv[i]);
+                return 2;
+            }
+        }
         else {
-            fprintf(stderr, "usage: bench-ops [-o mmv] [-r REPEATS]\n");
+            fprintf(stderr, "usage: bench-ops [-o mmv] [-t TYPE] [-r REPEATS]\n");
             return 2;
         }
     }
@@ -175,7 +190,7 @@ int main(int argc, char **argv) {
     if (device_describe(0, name, sizeof name, &mem) != INFER_OK) return 1;
     const double bw = copy_bandwidth();
     printf("device: %s, %.1f GiB; copy bandwidth (read + write): %.0f GB/s\n\n", name, (double)mem / (1 << 30), bw);
-    if (strstr(ops, "mmv")) bench_mmv(bw, repeats);
+    if (strstr(ops, "mmv")) bench_mmv(bw, repeats, only_type);
     return 0;
 }
 #endif

@@ -132,6 +132,43 @@ INFER_API infer_status infer_model_tensor(const infer_model *m, int64_t i, infer
 /* Index of the tensor with that name, or -1. */
 INFER_API int64_t infer_model_find_tensor(const infer_model *m, const char *name);
 
+/* ---- tokens ---- */
+
+#define INFER_TOKENIZE_ADD_SPECIAL 1u     /* add BOS/EOS as the model's metadata asks */
+#define INFER_TOKENIZE_PARSE_SPECIAL 2u   /* control tokens written in the text become their ids */
+#define INFER_DETOKENIZE_REMOVE_SPECIAL 1u /* drop the BOS/EOS that tokenizing with ADD_SPECIAL added */
+#define INFER_DETOKENIZE_UNPARSE_SPECIAL 2u /* render control tokens as their text */
+
+/* Tokenizes text[0..len) exactly as llama.cpp does with the model's vocabulary. Writes min(n, cap)
+ * ids to out and returns n (out may be NULL when cap is 0), or -1 on failure. */
+INFER_API int32_t infer_tokenize(const infer_model *m, const char *text, size_t len, int32_t *out, int32_t cap,
+                                 uint32_t flags);
+/* The bytes of one token, no NUL; special = 1 renders control tokens. Returns the length; -1 for an
+ * id outside [0, infer_vocab_size). A piece may end inside a UTF-8 sequence: use a stream to print. */
+INFER_API int32_t infer_token_to_piece(const infer_model *m, int32_t id, char *buf, int32_t cap, int special);
+/* Whole-sequence text as llama_detokenize (INFER_DETOKENIZE_* flags). Returns the length; -1 on failure. */
+INFER_API int32_t infer_detokenize(const infer_model *m, const int32_t *ids, int32_t n, char *buf, int32_t cap,
+                                   uint32_t flags);
+
+/* Streaming detokenisation: each call writes the bytes that are now complete UTF-8, holding back
+ * an unfinished sequence until the token that completes it. Zero-initialise; one per stream. */
+typedef struct {
+    char pending[4];
+    int32_t n_pending;
+} infer_token_stream;
+/* Appends token id and returns the byte count written; if cap is too small nothing is consumed and
+ * the count needed is returned (piece length + 4 always suffices); -1 for an invalid id. */
+INFER_API int32_t infer_token_stream_put(const infer_model *m, infer_token_stream *s, int32_t id, int special,
+                                         char *buf, int32_t cap);
+/* Writes what is still held back (an incomplete sequence at the end) and resets s. */
+INFER_API int32_t infer_token_stream_flush(infer_token_stream *s, char *buf, int32_t cap);
+
+INFER_API int32_t infer_vocab_size(const infer_model *m);
+INFER_API int32_t infer_token_bos(const infer_model *m); /* -1 if none */
+INFER_API int32_t infer_token_eos(const infer_model *m); /* -1 if none */
+/* 1 if id ends generation (EOS, EOT, <|im_end|>, ... as llama.cpp's EOG set). */
+INFER_API int infer_token_is_eog(const infer_model *m, int32_t id);
+
 #ifdef __cplusplus
 }
 #endif

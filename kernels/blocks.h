@@ -129,6 +129,13 @@ static inline INFER_HD uint32_t blocks_f32_bits(float f) {
 /* Exact: subnormals scale by 2^-24 (exact), Inf stays Inf, NaN keeps its payload with the quiet bit
  * set (what ggml's conversion and F16C give). */
 static inline INFER_HD float blocks_f16_to_f32(uint16_t h) {
+#ifdef __CUDA_ARCH__
+    /* note: one hardware conversion instead of ~15 integer ops on the GPU's hot path; identical
+     * for every finite and infinite value (the conversion is exact), NaN payloads aside. */
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#endif
     const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     const uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
     if (exp == 0x1F) return blocks_bits_f32(sign | 0x7F800000u | (man ? 0x400000u : 0) | (man << 13));
@@ -173,14 +180,25 @@ static inline INFER_HD uint16_t blocks_f32_to_bf16(float f) {
 /* ---- scale unpacking ---- */
 
 /* Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes q. */
-static inline INFER_HD void blocks_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+/* Q4_K/Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes read as three
+ * little-endian words s0 s1 s2 (the form the GPU loads them in). */
+static inline INFER_HD void blocks_get_scale_min_k4_u32(int j, uint32_t s0, uint32_t s1, uint32_t s2, uint8_t *sc,
+                                                      uint8_t *m) {
+    const int sh = 8 * (j & 3);
     if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
+        *sc = (uint8_t)((s0 >> sh) & 63);
+        *m = (uint8_t)((s1 >> sh) & 63);
     } else {
-        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+        *sc = (uint8_t)(((s2 >> sh) & 0xF) | (((s0 >> sh) >> 6 & 3) << 4));
+        *m = (uint8_t)(((s2 >> sh) >> 4 & 0xF) | (((s1 >> sh) >> 6 & 3) << 4));
     }
+}
+
+static inline INFER_HD void blocks_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    uint32_t s[3];
+    for (int i = 0; i < 3; i++)
+        s[i] = (uint32_t)q[4 * i] | (uint32_t)q[4 * i + 1] << 8 | (uint32_t)q[4 * i + 2] << 16 | (uint32_t)q[4 * i + 3] << 24;
+    blocks_get_scale_min_k4_u32(j, s[0], s[1], s[2], sc, m);
 }
 
 /* Q3_K: signed 6-bit scale of sub-block i (0..15, 16 values each), -32..31. */

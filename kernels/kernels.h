@@ -80,6 +80,95 @@ int32_t mmv_act_type_cpu(int32_t weight_type);
 int32_t mmv_act_type_cuda(int32_t weight_type);
 struct op_cost mmv_cost(const struct mmv_args *a);
 
+/* ---- mm: quantised matrix x many tokens (prefill). Same math and epilogues as mmv, any n_tokens;
+ * xq/x/y/add are (n_tokens, n_in|n_out) with rows packed. ---- */
+struct mm_args {
+    int32_t type;        /* weight type */
+    const void *w;       /* (n_out, n_in) */
+    const void *w2;      /* MMV_SWIGLU: up matrix; else NULL */
+    int64_t n_in, n_out;
+    int64_t n_tokens;    /* >= 1 */
+    const void *xq;      /* (n_tokens, n_in) in mmv_act_type blocks; NULL for float weights */
+    const float *x;      /* (n_tokens, n_in) f32 */
+    float *y;            /* (n_tokens, n_out) */
+    const float *add;    /* MMV_ADD: (n_tokens, n_out); may alias y */
+    int32_t epilogue;    /* MMV_* */
+    int32_t variant;
+};
+
+/* ---- norm: RMSNorm  y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight) ---- */
+struct norm_args {
+    const float *x;      /* (n_rows, n), rows x_stride floats apart */
+    const float *w;      /* (n) or NULL */
+    float *y;            /* (n_rows, n), rows y_stride floats apart; may alias x */
+    int64_t n;
+    int32_t n_rows;
+    int64_t x_stride, y_stride;
+    float eps;
+};
+
+/* ---- rope: rotate the first n_rot dims of each head in place, ggml's rope_f32 math.
+ *   ROPE_NORMAL pairs (2i, 2i+1); ROPE_NEOX pairs (i, i + n_rot/2). theta_i = pos * freq_scale *
+ *   freq_base^(-2i/n_rot); dims >= n_rot pass through (partial rotation). ---- */
+enum { ROPE_NORMAL = 0, ROPE_NEOX = 2 };
+struct rope_args {
+    float *x;            /* (n_tokens, n_head, head_dim): token t head h at x + t*token_stride + h*head_stride */
+    const int32_t *pos;  /* (n_tokens) */
+    int32_t n_tokens, n_head, head_dim, n_rot;
+    int64_t token_stride, head_stride;
+    int32_t mode;        /* ROPE_NORMAL | ROPE_NEOX */
+    float freq_base, freq_scale;
+};
+
+/* ---- act: elementwise activations and row softmax ----
+ *   ACT_SILU     y = x * sigmoid(x)
+ *   ACT_SWIGLU   y = silu(x) * x2                  (x = gate, x2 = up)
+ *   ACT_SOFTMAX  y = softmax(scale * x) per row, max-subtracted ---- */
+enum { ACT_SILU = 0, ACT_SWIGLU = 1, ACT_SOFTMAX = 2 };
+struct act_args {
+    int32_t op;
+    const float *x;      /* (n_rows, n), rows packed */
+    const float *x2;     /* ACT_SWIGLU: (n_rows, n); else NULL */
+    float *y;            /* (n_rows, n); may alias x */
+    int64_t n;
+    int32_t n_rows;
+    float scale;         /* ACT_SOFTMAX */
+};
+
+/* ---- attn: softmax(scale * q k^T) v over an f16 KV cache, GQA (head h reads kv head
+ * h / (n_head / n_head_kv)), causal: query t sees cells 0..pos[t] (cell j holds position j). ---- */
+struct attn_args {
+    const float *q;      /* (n_tokens, n_head, head_dim), rows q_stride floats apart */
+    const uint16_t *k;   /* (n_kv, n_head_kv, head_dim) f16, cells kv_stride halves apart */
+    const uint16_t *v;   /* (n_kv, n_head_kv, head_dim) f16, same strides */
+    float *out;          /* (n_tokens, n_head, head_dim), rows out_stride floats apart */
+    const int32_t *pos;  /* (n_tokens), each < n_kv */
+    int32_t n_tokens, n_head, n_head_kv, head_dim, n_kv;
+    int64_t q_stride, kv_stride, out_stride;
+    float scale;
+};
+
+/* ---- moe: router (softmax over experts, top-k, optional renormalisation of the k weights) and the
+ * expert FFN  y[t] = sum_k w[t][k] * down_e( silu(gate_e x[t]) * up_e x[t] ),  e = ids[t][k]. ---- */
+struct moe_route_args {
+    const float *logits; /* (n_tokens, n_expert) */
+    int32_t *ids;        /* (n_tokens, n_expert_used), by decreasing probability */
+    float *weights;      /* (n_tokens, n_expert_used) */
+    int32_t n_tokens, n_expert, n_expert_used;
+    int32_t norm;        /* 1: weights divided by their sum over the selected experts */
+};
+struct moe_ffn_args {
+    int32_t type_gate_up, type_down;
+    const void *gate, *up; /* (n_expert, n_ff, n_embd) in type_gate_up, experts packed */
+    const void *down;    /* (n_expert, n_embd, n_ff) in type_down */
+    const float *x;      /* (n_tokens, n_embd) */
+    const int32_t *ids;  /* (n_tokens, n_expert_used) */
+    const float *weights;/* (n_tokens, n_expert_used) */
+    float *y;            /* (n_tokens, n_embd) */
+    int64_t n_embd, n_ff;
+    int32_t n_expert, n_expert_used, n_tokens;
+};
+
 /* CUDA launchers (kernels/<op>.cu). The CPU twins are declared in lib/cpu/cpu.h. */
 #if defined(INFER_CUDA) || defined(__CUDACC__)
 #include <cuda_runtime_api.h>

@@ -16,12 +16,16 @@
 
 enum { MMV_WARPS = 4, MMV_THREADS = MMV_WARPS * WARP_SIZE };
 
-struct q8_unit {
-    const int8_t *q; /* 32 int8 activations, 16-byte aligned */
-    float d, s;      /* scale and d * sum(q) */
+/* One 32-value unit of a weight row, decoded to what the integer dot needs:
+ *   sum_i w_i x_i = sum_h scale[h] * xd * sum_{i in half h} q_i xq_i  -  min * xs
+ * (xs = xd * sum xq). q holds 32 signed or unsigned 8-bit codes packed four per int; the two halves
+ * (16 values each) may have different scales (Q6_K); min is the block-min term (K-quants with a
+ * min, and Q4_0's -8 offset). */
+struct wunit {
+    int q[8];
+    float scale[2];
+    float min;
 };
-
-static __device__ __forceinline__ int xq_int(const struct q8_unit &x, int k) { return ((const int *)x.q)[k]; }
 
 /* Four IQ4 nibbles (one per byte, low nibble) -> four packed signed codebook bytes. */
 static __device__ __forceinline__ int iq4_lookup4(uint32_t nib4) {
@@ -30,145 +34,135 @@ static __device__ __forceinline__ int iq4_lookup4(uint32_t nib4) {
                  ((uint32_t)(uint8_t)kv[(nib4 >> 16) & 15] << 16) | ((uint32_t)(uint8_t)kv[(nib4 >> 24) & 15] << 24));
 }
 
-/* ---- one 32-value unit per type: returns sum_i w_i x_i for unit u of the row ---- */
+/* ---- per type: decode unit u (0-based over the row) into a wunit ---- */
 
 template <int T> struct unit_dot;
 
 template <> struct unit_dot<INFER_TYPE_Q8_0> {
-    static constexpr int BYTES = sizeof(block_q8_0);
     static constexpr int PER_BLOCK = 1;
-    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_q8_0 *b = (const block_q8_0 *)row + u;
-        int sumi = 0;
 #pragma unroll
-        for (int k = 0; k < 8; k++) sumi = __dp4a(load_int_a2((const uint8_t *)b->qs + 4 * k), xq_int(x, k), sumi);
-        return blocks_f16_to_f32(b->d) * x.d * (float)sumi;
+        for (int k = 0; k < 8; k++) w.q[k] = load_int_a2((const uint8_t *)b->qs + 4 * k);
+        w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d);
+        w.min = 0.0f;
     }
 };
 
 template <> struct unit_dot<INFER_TYPE_Q4_0> {
-    static constexpr int BYTES = sizeof(block_q4_0);
     static constexpr int PER_BLOCK = 1;
-    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_q4_0 *b = (const block_q4_0 *)row + u;
-        int sumi = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int v = load_int_a2(b->qs + 4 * k);
-            sumi = __dp4a(v & 0x0F0F0F0F, xq_int(x, k), sumi);
-            sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xq_int(x, k + 4), sumi);
+            w.q[k] = v & 0x0F0F0F0F, w.q[k + 4] = (v >> 4) & 0x0F0F0F0F;
         }
-        /* w = d * (q - 8):  sum w x = d * (xd * sum q xq - 8 * xd * sum xq) */
-        return blocks_f16_to_f32(b->d) * (x.d * (float)sumi - 8.0f * x.s);
+        const float d = blocks_f16_to_f32(b->d);
+        w.scale[0] = w.scale[1] = d;
+        w.min = 8.0f * d; /* w = d * (q - 8) */
     }
 };
 
 template <> struct unit_dot<INFER_TYPE_IQ4_NL> {
-    static constexpr int BYTES = sizeof(block_iq4_nl);
     static constexpr int PER_BLOCK = 1;
-    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_iq4_nl *b = (const block_iq4_nl *)row + u;
-        int sumi = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const uint32_t v = (uint32_t)load_int_a2(b->qs + 4 * k);
-            sumi = __dp4a(iq4_lookup4(v), xq_int(x, k), sumi);
-            sumi = __dp4a(iq4_lookup4(v >> 4), xq_int(x, k + 4), sumi);
+            w.q[k] = iq4_lookup4(v), w.q[k + 4] = iq4_lookup4(v >> 4);
         }
-        return blocks_f16_to_f32(b->d) * x.d * (float)sumi;
+        w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d);
+        w.min = 0.0f;
     }
 };
 
 template <> struct unit_dot<INFER_TYPE_IQ4_XS> {
-    static constexpr int BYTES = sizeof(block_iq4_xs);
     static constexpr int PER_BLOCK = 8;
-    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_iq4_xs *b = (const block_iq4_xs *)row + u / 8;
         const int ib = (int)(u % 8);
-        const int ls = blocks_iq4_xs_scale(b, ib);
-        const uint8_t *qs = b->qs + 16 * ib;
-        int sumi = 0;
+        const uint2 *qs = (const uint2 *)(b->qs + 16 * ib); /* 8-byte aligned: qs at offset 8, blocks of 136 */
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint32_t v = (uint32_t)load_int_a4(qs + 4 * k);
-            sumi = __dp4a(iq4_lookup4(v), xq_int(x, k), sumi);
-            sumi = __dp4a(iq4_lookup4(v >> 4), xq_int(x, k + 4), sumi);
+        for (int h = 0; h < 2; h++) {
+            const uint2 v = qs[h];
+            w.q[2 * h] = iq4_lookup4(v.x), w.q[2 * h + 4] = iq4_lookup4(v.x >> 4);
+            w.q[2 * h + 1] = iq4_lookup4(v.y), w.q[2 * h + 5] = iq4_lookup4(v.y >> 4);
         }
-        return blocks_f16_to_f32(b->d) * (float)(ls - 32) * x.d * (float)sumi;
+        w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d) * (float)(blocks_iq4_xs_scale(b, ib) - 32);
+        w.min = 0.0f;
     }
 };
 
 template <> struct unit_dot<INFER_TYPE_Q4_K> {
-    static constexpr int BYTES = sizeof(block_q4_K);
     static constexpr int PER_BLOCK = 8;
-    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_q4_K *b = (const block_q4_K *)row + u / 8;
-        const int j = (int)(u % 8);
-        uint8_t sc, m;
-        blocks_get_scale_min_k4(j, b->scales, &sc, &m);
+        const int j = (int)(u % 8), shift = 4 * (j % 2);
         const int4 *qs4 = (const int4 *)(b->qs + 32 * (j / 2)); /* 16-byte aligned: qs at offset 16 */
-        const int shift = 4 * (j % 2);
-        int sumi = 0;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int4 v = qs4[h];
-            sumi = __dp4a((v.x >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 0), sumi);
-            sumi = __dp4a((v.y >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 1), sumi);
-            sumi = __dp4a((v.z >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 2), sumi);
-            sumi = __dp4a((v.w >> shift) & 0x0F0F0F0F, xq_int(x, 4 * h + 3), sumi);
+            w.q[4 * h + 0] = (v.x >> shift) & 0x0F0F0F0F, w.q[4 * h + 1] = (v.y >> shift) & 0x0F0F0F0F;
+            w.q[4 * h + 2] = (v.z >> shift) & 0x0F0F0F0F, w.q[4 * h + 3] = (v.w >> shift) & 0x0F0F0F0F;
         }
-        const float d = blocks_f16_to_f32(b->d), dmin = blocks_f16_to_f32(b->dmin);
-        return d * (float)sc * x.d * (float)sumi - dmin * (float)m * x.s;
+        const uint32_t *s32 = (const uint32_t *)b->scales; /* offset 4: 4-byte aligned */
+        uint8_t sc, m;
+        blocks_get_scale_min_k4_u32(j, s32[0], s32[1], s32[2], &sc, &m);
+        w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d) * (float)sc;
+        w.min = blocks_f16_to_f32(b->dmin) * (float)m;
     }
 };
 
 template <> struct unit_dot<INFER_TYPE_Q5_K> {
-    static constexpr int BYTES = sizeof(block_q5_K);
     static constexpr int PER_BLOCK = 8;
-    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_q5_K *b = (const block_q5_K *)row + u / 8;
-        const int j = (int)(u % 8);
-        uint8_t sc, m;
-        blocks_get_scale_min_k4(j, b->scales, &sc, &m);
+        const int j = (int)(u % 8), shift = 4 * (j % 2);
         const int4 *qs4 = (const int4 *)(b->qs + 32 * (j / 2)); /* qs at offset 48: 16-byte aligned */
         const int4 *qh4 = (const int4 *)b->qh;                  /* qh at offset 16 */
-        const int shift = 4 * (j % 2);
-        int sumi = 0;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int4 v = qs4[h], hb = qh4[h];
-            const int vv[4] = {v.x, v.y, v.z, v.w}, hh[4] = {hb.x, hb.y, hb.z, hb.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const int q = ((vv[k] >> shift) & 0x0F0F0F0F) | (((hh[k] >> j) & 0x01010101) << 4);
-                sumi = __dp4a(q, xq_int(x, 4 * h + k), sumi);
-            }
+            w.q[4 * h + 0] = ((v.x >> shift) & 0x0F0F0F0F) | (((hb.x >> j) & 0x01010101) << 4);
+            w.q[4 * h + 1] = ((v.y >> shift) & 0x0F0F0F0F) | (((hb.y >> j) & 0x01010101) << 4);
+            w.q[4 * h + 2] = ((v.z >> shift) & 0x0F0F0F0F) | (((hb.z >> j) & 0x01010101) << 4);
+            w.q[4 * h + 3] = ((v.w >> shift) & 0x0F0F0F0F) | (((hb.w >> j) & 0x01010101) << 4);
         }
-        const float d = blocks_f16_to_f32(b->d), dmin = blocks_f16_to_f32(b->dmin);
-        return d * (float)sc * x.d * (float)sumi - dmin * (float)m * x.s;
+        const uint32_t *s32 = (const uint32_t *)b->scales; /* offset 4: 4-byte aligned */
+        uint8_t sc, m;
+        blocks_get_scale_min_k4_u32(j, s32[0], s32[1], s32[2], &sc, &m);
+        w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d) * (float)sc;
+        w.min = blocks_f16_to_f32(b->dmin) * (float)m;
     }
 };
 
 template <> struct unit_dot<INFER_TYPE_Q6_K> {
-    static constexpr int BYTES = sizeof(block_q6_K);
     static constexpr int PER_BLOCK = 8;
-    static __device__ float dot(const uint8_t *row, int64_t u, const q8_unit &x) {
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_q6_K *b = (const block_q6_K *)row + u / 8;
         const int un = (int)(u % 8), h = un / 4, k = un % 4;
         const uint8_t *ql = b->ql + 64 * h + 32 * (k & 1);
         const uint8_t *qh = b->qh + 32 * h;
         const int lshift = 4 * (k >> 1), hshift = 2 * k;
-        int sumi[2] = {0, 0};
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const int lo = (load_int_a2(ql + 4 * i) >> lshift) & 0x0F0F0F0F;
             const int hi = ((load_int_a2(qh + 4 * i) >> hshift) & 0x03030303) << 4;
-            const int q = __vsubss4(lo | hi, 0x20202020); /* q - 32, bytewise */
-            sumi[i / 4] = __dp4a(q, xq_int(x, i), sumi[i / 4]);
+            w.q[i] = __vsubss4(lo | hi, 0x20202020); /* q - 32, bytewise */
         }
-        const int8_t *sc = b->scales + 2 * un; /* one scale per 16 values */
-        return blocks_f16_to_f32(b->d) * x.d * ((float)sc[0] * (float)sumi[0] + (float)sc[1] * (float)sumi[1]);
+        const float d = blocks_f16_to_f32(b->d);
+        w.scale[0] = d * (float)b->scales[2 * un], w.scale[1] = d * (float)b->scales[2 * un + 1];
+        w.min = 0.0f;
     }
+};
+
+template <int T> struct unit_bytes {
+    static constexpr int value = T == INFER_TYPE_Q8_0 ? sizeof(block_q8_0) : T == INFER_TYPE_Q4_0 ? sizeof(block_q4_0)
+                               : T == INFER_TYPE_IQ4_NL ? sizeof(block_iq4_nl) : T == INFER_TYPE_IQ4_XS ? sizeof(block_iq4_xs)
+                               : T == INFER_TYPE_Q4_K ? sizeof(block_q4_K) : T == INFER_TYPE_Q5_K ? sizeof(block_q5_K)
+                               : sizeof(block_q6_K);
 };
 
 /* ---- float weights: 32 values against f32 activations ---- */
@@ -190,10 +184,49 @@ static __device__ __forceinline__ float silu(float v) { return v / (1.0f + __exp
 template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n) {
     if constexpr (T == INFER_TYPE_F32) return (size_t)n * 4;
     else if constexpr (T == INFER_TYPE_F16 || T == INFER_TYPE_BF16) return (size_t)n * 2;
-    else return (size_t)(n / (Q8_SPLIT_BLOCK * unit_dot<T>::PER_BLOCK)) * unit_dot<T>::BYTES;
+    else return (size_t)(n / (Q8_SPLIT_BLOCK * unit_dot<T>::PER_BLOCK)) * unit_bytes<T>::value;
 }
 
-/* One warp per output row; acc[t] collects the row's dot with token t's activations. */
+/* Units a lane handles per step, their loads issued before any is used. Measured on H100
+ * (bench/results/2026-11-23-h100-mmv.md): 2, 4 and 8 were no faster than 1 for one token and Q4_K
+ * lost 10 points, so 1 it is; the structure stays for the next attempt at more loads in flight. */
+template <int NT> struct mmv_unroll {
+    static constexpr int value = 1;
+};
+
+/* sum over the unit of w * x for token t, from a decoded weight unit and that token's activations */
+static __device__ __forceinline__ float unit_times_x(const wunit &wu, const int4 xv[2], float2 xd) {
+    int s0 = 0, s1 = 0;
+    s0 = __dp4a(wu.q[0], xv[0].x, s0), s0 = __dp4a(wu.q[1], xv[0].y, s0);
+    s0 = __dp4a(wu.q[2], xv[0].z, s0), s0 = __dp4a(wu.q[3], xv[0].w, s0);
+    s1 = __dp4a(wu.q[4], xv[1].x, s1), s1 = __dp4a(wu.q[5], xv[1].y, s1);
+    s1 = __dp4a(wu.q[6], xv[1].z, s1), s1 = __dp4a(wu.q[7], xv[1].w, s1);
+    return xd.x * (wu.scale[0] * (float)s0 + wu.scale[1] * (float)s1) - wu.min * xd.y;
+}
+
+/* Units u .. u + 32*(U-1) of the row (one per step of the warp) against all tokens. */
+template <int T, int NT, int U>
+static __device__ __forceinline__ void units_dot(const struct mmv_args &a, const uint8_t *row, int64_t u,
+                                                 float acc[NT]) {
+    const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
+    const int8_t *xq = (const int8_t *)a.xq;
+    const float2 *ds = (const float2 *)((const char *)a.xq + q8_split_ds_offset(a.n_in, a.n_tokens));
+    wunit wu[U];
+#pragma unroll
+    for (int k = 0; k < U; k++) unit_dot<T>::load(row, u + (int64_t)k * WARP_SIZE, wu[k]);
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+        const int64_t uk = u + (int64_t)k * WARP_SIZE;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const int4 *xp = (const int4 *)(xq + (int64_t)t * a.n_in + uk * Q8_SPLIT_BLOCK);
+            const int4 xv[2] = {xp[0], xp[1]};
+            acc[t] += unit_times_x(wu[k], xv, ds[(int64_t)t * n_units + uk]);
+        }
+    }
+}
+
+/* One warp per output row, all tokens: each weight byte is read once for the whole batch. */
 template <int T, int NT>
 static __device__ __forceinline__ void row_dots(const struct mmv_args &a, const uint8_t *row, float acc[NT]) {
     const int lane = threadIdx.x % WARP_SIZE;
@@ -201,22 +234,17 @@ static __device__ __forceinline__ void row_dots(const struct mmv_args &a, const 
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     if constexpr (T == INFER_TYPE_F32 || T == INFER_TYPE_F16 || T == INFER_TYPE_BF16) {
         for (int64_t c = lane; c < a.n_in; c += WARP_SIZE) {
-            const float w = float_weight<T>(row, c);
+            const float wv = float_weight<T>(row, c);
 #pragma unroll
-            for (int t = 0; t < NT; t++) acc[t] += w * a.x[(int64_t)t * a.n_in + c];
+            for (int t = 0; t < NT; t++) acc[t] += wv * a.x[(int64_t)t * a.n_in + c];
         }
     } else {
+        constexpr int U = mmv_unroll<NT>::value;
         const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
-        const int8_t *xq = (const int8_t *)a.xq;
-        const float2 *ds = (const float2 *)((const char *)a.xq + q8_split_ds_offset(a.n_in, a.n_tokens));
-        for (int64_t u = lane; u < n_units; u += WARP_SIZE) {
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                const float2 d = ds[(int64_t)t * n_units + u];
-                const q8_unit x = {xq + (int64_t)t * a.n_in + u * Q8_SPLIT_BLOCK, d.x, d.y};
-                acc[t] += unit_dot<T>::dot(row, u, x);
-            }
-        }
+        const int64_t n_full = n_units / (WARP_SIZE * U) * (WARP_SIZE * U);
+        int64_t u = lane;
+        for (; u < n_full; u += WARP_SIZE * U) units_dot<T, NT, U>(a, row, u, acc); /* no guards inside */
+        for (; u < n_units; u += WARP_SIZE) units_dot<T, NT, 1>(a, row, u, acc);
     }
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
@@ -224,15 +252,17 @@ static __device__ __forceinline__ void row_dots(const struct mmv_args &a, const 
 
 template <int T, int NT>
 static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_constant__ struct mmv_args a) {
+    const size_t rb = row_bytes_of<T>(a.n_in);
+    const int lane = threadIdx.x % WARP_SIZE;
     const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE;
     if (r >= a.n_out) return; /* whole warp */
-    const size_t rb = row_bytes_of<T>(a.n_in);
     float acc[NT], acc2[NT];
     row_dots<T, NT>(a, (const uint8_t *)a.w + r * rb, acc);
     if (a.epilogue == MMV_SWIGLU) row_dots<T, NT>(a, (const uint8_t *)a.w2 + r * rb, acc2);
-    if (threadIdx.x % WARP_SIZE != 0) return;
 #pragma unroll
     for (int t = 0; t < NT; t++) {
+        /* lane t writes token t's output: spreads the stores instead of serialising them on lane 0 */
+        if (lane != t) continue;
         const int64_t o = (int64_t)t * a.n_out + r;
         float v = acc[t];
         if (a.epilogue == MMV_ADD) v += a.add[o];

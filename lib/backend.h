@@ -1,0 +1,51 @@
+/* backend: one compute device behind a table of functions (the shape of ggml_backend_i).
+ *
+ * The forward pass calls ops only through this table, so the same layer code runs on the CPU
+ * (backend_cpu.c -> lib/cpu/<op>.c) and on CUDA (backend_cuda.c -> kernels/<op>.cu). Every op takes the
+ * args struct of kernels/kernels.h; pointers in it are memory of this backend (alloc / upload). On the
+ * CPU ops run synchronously; a device backend may queue them until sync. An entry may be NULL when a
+ * backend lacks the op: callers get INFER_E_UNSUPPORTED from the backend_* wrappers below.
+ */
+#ifndef INFER_BACKEND_H
+#define INFER_BACKEND_H
+
+#include <stddef.h>
+
+#include "kernels.h"
+#include "status.h"
+
+struct infer_backend;
+
+struct infer_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    void (*destroy)(struct infer_backend *b);
+    /* memory: *out is NULL on failure; free(NULL) is a no-op */
+    infer_status (*alloc)(struct infer_backend *b, size_t bytes, void **out);
+    void (*free)(struct infer_backend *b, void *p);
+    infer_status (*upload)(struct infer_backend *b, void *dst, const void *src, size_t bytes);
+    infer_status (*download)(struct infer_backend *b, void *dst, const void *src, size_t bytes);
+    infer_status (*sync)(struct infer_backend *b);
+    /* ops */
+    int32_t (*mmv_act_type)(int32_t weight_type); /* activation type quantize must produce for mmv/mm */
+    infer_status (*quantize)(struct infer_backend *b, const struct quantize_args *a);
+    infer_status (*mmv)(struct infer_backend *b, const struct mmv_args *a);
+    infer_status (*mm)(struct infer_backend *b, const struct mm_args *a);
+    infer_status (*norm)(struct infer_backend *b, const struct norm_args *a);
+    infer_status (*rope)(struct infer_backend *b, const struct rope_args *a);
+    infer_status (*act)(struct infer_backend *b, const struct act_args *a);
+    infer_status (*attn)(struct infer_backend *b, const struct attn_args *a);
+    infer_status (*moe_route)(struct infer_backend *b, const struct moe_route_args *a);
+    infer_status (*moe_ffn)(struct infer_backend *b, const struct moe_ffn_args *a);
+};
+
+struct infer_backend {
+    const struct infer_backend_ops *ops;
+    void *impl; /* the backend's own state */
+};
+
+/* CPU backend with n_threads workers (the calling thread is one of them). Gives *out. */
+infer_status backend_cpu_create(int n_threads, struct infer_backend **out);
+/* Releases a backend from any *_create; NULL is a no-op. */
+void backend_free(struct infer_backend *b);
+
+#endif

@@ -1,0 +1,96 @@
+/* backend_cpu: the CPU backend — host memory, a thread pool, and the op table over lib/cpu/<op>.c.
+ * Ops run synchronously on the calling thread plus the pool's workers; sync is a no-op.
+ */
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/cpu.h"
+
+struct backend_cpu {
+    struct infer_backend base;
+    struct pool *pool;
+};
+
+static struct pool *backend_cpu_pool(struct infer_backend *b) { return ((struct backend_cpu *)b->impl)->pool; }
+
+static void backend_cpu_destroy(struct infer_backend *b) {
+    struct backend_cpu *c = b->impl;
+    pool_free(c->pool);
+    xfree(c);
+}
+
+static infer_status backend_cpu_alloc(struct infer_backend *b, size_t bytes, void **out) {
+    (void)b;
+    *out = xmalloc(bytes ? bytes : 1);
+    return *out ? INFER_OK : INFER_OOM("cpu backend buffer");
+}
+
+static void backend_cpu_free_buf(struct infer_backend *b, void *p) {
+    (void)b;
+    xfree(p);
+}
+
+static infer_status backend_cpu_copy(struct infer_backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    if (bytes) memcpy(dst, src, bytes);
+    return INFER_OK;
+}
+
+static infer_status backend_cpu_sync(struct infer_backend *b) {
+    (void)b;
+    return INFER_OK;
+}
+
+#define BACKEND_CPU_OP(op, T)                                                                                \
+    static infer_status backend_cpu_##op(struct infer_backend *b, const struct T *a) {                       \
+        return cpu_##op(a, backend_cpu_pool(b));                                                             \
+    }
+BACKEND_CPU_OP(quantize, quantize_args)
+BACKEND_CPU_OP(mmv, mmv_args)
+BACKEND_CPU_OP(mm, mm_args)
+BACKEND_CPU_OP(norm, norm_args)
+BACKEND_CPU_OP(rope, rope_args)
+BACKEND_CPU_OP(act, act_args)
+BACKEND_CPU_OP(attn, attn_args)
+BACKEND_CPU_OP(moe_route, moe_route_args)
+BACKEND_CPU_OP(moe_ffn, moe_ffn_args)
+
+static const struct infer_backend_ops backend_cpu_ops = {
+    .name = "cpu",
+    .destroy = backend_cpu_destroy,
+    .alloc = backend_cpu_alloc,
+    .free = backend_cpu_free_buf,
+    .upload = backend_cpu_copy,
+    .download = backend_cpu_copy,
+    .sync = backend_cpu_sync,
+    .mmv_act_type = mmv_act_type_cpu,
+    .quantize = backend_cpu_quantize,
+    .mmv = backend_cpu_mmv,
+    .mm = backend_cpu_mm,
+    .norm = backend_cpu_norm,
+    .rope = backend_cpu_rope,
+    .act = backend_cpu_act,
+    .attn = backend_cpu_attn,
+    .moe_route = backend_cpu_moe_route,
+    .moe_ffn = backend_cpu_moe_ffn,
+};
+
+infer_status backend_cpu_create(int n_threads, struct infer_backend **out) {
+    infer_status st = INFER_OK;
+    *out = NULL;
+    struct backend_cpu *c = xcalloc(1, sizeof *c);
+    if (!c) return INFER_OOM("cpu backend");
+    TRY(pool_create(n_threads, &c->pool));
+    (void)cpu_isa(); /* probes the CPU once here, before worker threads race to do it */
+    c->base.ops = &backend_cpu_ops;
+    c->base.impl = c;
+    *out = &c->base;
+    return INFER_OK;
+fail:
+    xfree(c);
+    return st;
+}
+
+void backend_free(struct infer_backend *b) {
+    if (b) b->ops->destroy(b);
+}

@@ -1,0 +1,57 @@
+/* attn: causal attention of f32 queries over an f16 KV cache with grouped-query heads.
+ *
+ * out[t][h] = Σ_j softmax_j(scale · q[t][h]·k[j][g]) v[j][g],  g = h / (n_head / n_head_kv),
+ * j = 0..pos[t] (cell j holds position j of the sequence). One (token, head) pair per work item; the
+ * softmax is the online (flash) form — running max and sum, accumulator rescaled — so no n_kv-sized
+ * scratch is needed. f16 K/V are widened exactly; dots and sums are f32.
+ */
+#include "cpu.h"
+
+enum { ATTN_MAX_HEAD_DIM = 512 };
+
+static void attn_items(void *ctx, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const struct attn_args *a = ctx;
+    const int group = a->n_head / a->n_head_kv, d = a->head_dim;
+    float acc[ATTN_MAX_HEAD_DIM];
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t t = it / a->n_head;
+        int h = (int)(it % a->n_head), g = h / group;
+        const float *q = a->q + t * a->q_stride + (int64_t)h * d;
+        int32_t last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
+        float m = -INFINITY, l = 0;
+        for (int i = 0; i < d; i++) acc[i] = 0;
+        for (int32_t j = 0; j <= last; j++) {
+            const uint16_t *k = a->k + j * a->kv_stride + (int64_t)g * d;
+            const uint16_t *v = a->v + j * a->kv_stride + (int64_t)g * d;
+            float s = 0;
+            for (int i = 0; i < d; i++) s += q[i] * blocks_f16_to_f32(k[i]);
+            s *= a->scale;
+            if (s > m) { /* new max: rescale what was accumulated */
+                float c = expf(m - s);
+                l *= c;
+                for (int i = 0; i < d; i++) acc[i] *= c;
+                m = s;
+            }
+            float e = expf(s - m);
+            l += e;
+            for (int i = 0; i < d; i++) acc[i] += e * blocks_f16_to_f32(v[i]);
+        }
+        float *o = a->out + t * a->out_stride + (int64_t)h * d;
+        float inv = l > 0 ? 1.0f / l : 0.0f;
+        for (int i = 0; i < d; i++) o[i] = acc[i] * inv;
+    }
+}
+
+infer_status cpu_attn(const struct attn_args *a, struct pool *p) {
+    if (!a->q || !a->k || !a->v || !a->out || !a->pos || a->n_tokens < 0 || a->n_head_kv < 1 ||
+        a->n_head % a->n_head_kv || a->head_dim < 1 || a->head_dim > ATTN_MAX_HEAD_DIM || a->n_kv < 1)
+        return infer_fail(INFER_E_ARG, "cpu_attn: n_head %d n_head_kv %d head_dim %d n_kv %d: expected n_head a "
+                          "multiple of n_head_kv, head_dim 1..%d, n_kv >= 1", a->n_head, a->n_head_kv, a->head_dim,
+                          a->n_kv, ATTN_MAX_HEAD_DIM);
+    for (int32_t t = 0; t < a->n_tokens; t++)
+        if (a->pos[t] < 0)
+            return infer_fail(INFER_E_ARG, "cpu_attn: pos[%d] = %d: expected >= 0", t, a->pos[t]);
+    pool_for(p, (int64_t)a->n_tokens * a->n_head, 1, attn_items, (void *)a);
+    return INFER_OK;
+}

@@ -1,0 +1,55 @@
+/* cpu: the CPU twins of the kernels (cpu_<op>, one op family per lib/cpu/<op>.c, the same names as
+ * kernels/<op>.cu) and the thread pool they share.
+ *
+ * Each op takes the args struct of kernels/kernels.h plus the pool (NULL: run on the calling thread).
+ * Work is split over rows of the output; an op returns INFER_E_UNSUPPORTED / INFER_E_ARG for a type or
+ * shape it does not handle, never asserts. The quantised dot products mirror llama.cpp's CPU path:
+ * activations in Q8_K (K-quants, IQ4_XS) or Q8_0 (Q8_0, Q4_0, IQ4_NL), exact integer sums per block,
+ * f32 scale products; scalar code is the reference, AVX2 variants are picked at run time.
+ */
+#ifndef INFER_CPU_H
+#define INFER_CPU_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "kernels.h"
+#include "status.h"
+
+/* ---- pool: persistent pthreads; the calling thread is worker 0 ---- */
+struct pool;
+/* fn runs rows [begin, end) on worker ith; ranges are contiguous and multiples of the grain. */
+typedef void (*pool_fn)(void *ctx, int64_t begin, int64_t end, int ith);
+infer_status pool_create(int n_threads, struct pool **out);
+void pool_free(struct pool *p); /* NULL is a no-op */
+int pool_threads(const struct pool *p);
+/* Splits [0, n) into one range per worker (grain-aligned) and waits for all. p NULL: fn(ctx, 0, n, 0). */
+void pool_for(struct pool *p, int64_t n, int64_t grain, pool_fn fn, void *ctx);
+
+/* ---- the ops ---- */
+infer_status cpu_quantize(const struct quantize_args *a, struct pool *p);
+infer_status cpu_mmv(const struct mmv_args *a, struct pool *p);
+infer_status cpu_mm(const struct mm_args *a, struct pool *p);
+infer_status cpu_norm(const struct norm_args *a, struct pool *p);
+infer_status cpu_rope(const struct rope_args *a, struct pool *p);
+infer_status cpu_act(const struct act_args *a, struct pool *p);
+infer_status cpu_attn(const struct attn_args *a, struct pool *p);
+infer_status cpu_moe_route(const struct moe_route_args *a, struct pool *p);
+infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p);
+
+/* One quantised (or float) dot product of a weight row with one activation row of n elements:
+ * the kernel cpu_mmv uses, exposed for the tests. variant 0 = best for this CPU, 1 = scalar. */
+typedef float (*cpu_vec_dot_fn)(int64_t n, const void *w, const void *x);
+cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant);
+/* Bytes of one activation row of n elements for a weight type (the mmv_act_type_cpu blocks, or f32). */
+size_t cpu_act_row_bytes(int32_t weight_type, int64_t n);
+/* "avx2" or "scalar": what variant 0 picks on this machine (INFER_CPU_SCALAR=1 forces scalar). */
+const char *cpu_isa(void);
+
+/* Block layouts (block_<t>), QK4_0 / QK8_0 / QK_K and the f16/bf16 conversions come from
+ * kernels/blocks.h, shared with the CUDA kernels. */
+static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
+
+#endif

@@ -1,0 +1,58 @@
+/* mm: quantised matrix x many tokens (prefill) and the shared row loop of cpu_mmv.
+ *
+ * y[t][r] = epilogue(dot(W[r], x[t])) with the dot products of mmv.c (cpu_vec_dot). Threads split
+ * rows of the output (grain MM_ROWS); inside a range the loop is tiled MM_ROWS rows x MM_TOKENS tokens
+ * so a tile of weight rows stays in L1/L2 while the activation tile is swept over it.
+ * note: with n_tokens <= 8 (mmv) the activation tile is the whole input, read once per row.
+ */
+#include "cpu.h"
+#include "quant.h"
+
+enum { MM_ROWS = 16, MM_TOKENS = 8 };
+
+struct mm_job {
+    const struct mm_args *a;
+    cpu_vec_dot_fn dot;
+    size_t w_row, x_row; /* bytes per weight row and per activation row */
+    const char *x;       /* xq, or x for float weights */
+};
+
+static void mm_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const struct mm_job *j = ctx;
+    const struct mm_args *a = j->a;
+    const char *w = a->w, *w2 = a->w2;
+    for (int64_t rb = r0; rb < r1; rb += MM_ROWS) {
+        int64_t re = rb + MM_ROWS < r1 ? rb + MM_ROWS : r1;
+        for (int64_t tb = 0; tb < a->n_tokens; tb += MM_TOKENS) {
+            int64_t te = tb + MM_TOKENS < a->n_tokens ? tb + MM_TOKENS : a->n_tokens;
+            for (int64_t r = rb; r < re; r++) {
+                for (int64_t t = tb; t < te; t++) {
+                    const char *x = j->x + t * j->x_row;
+                    float s = j->dot(a->n_in, w + r * j->w_row, x);
+                    if (a->epilogue == MMV_SWIGLU) s = cpu_silu(s) * j->dot(a->n_in, w2 + r * j->w_row, x);
+                    if (a->epilogue == MMV_ADD) s += a->add[t * a->n_out + r];
+                    a->y[t * a->n_out + r] = s;
+                }
+            }
+        }
+    }
+}
+
+infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
+    cpu_vec_dot_fn dot = cpu_vec_dot(a->type, a->variant);
+    if (!dot) return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm: weight type %d has no CPU dot product", a->type);
+    size_t x_row = cpu_act_row_bytes(a->type, a->n_in);
+    size_t w_row = quant_row_bytes(a->type, a->n_in);
+    if (a->n_in <= 0 || a->n_out <= 0 || a->n_tokens < 1 || x_row == 0 || w_row == 0)
+        return infer_fail(INFER_E_ARG, "cpu_mm: shape n_in %lld n_out %lld n_tokens %lld: expected positive sizes, "
+                          "n_in a multiple of the block size", (long long)a->n_in, (long long)a->n_out,
+                          (long long)a->n_tokens);
+    int quantised = mmv_act_type_cpu(a->type) >= 0;
+    if (!a->w || !a->y || (quantised ? !a->xq : !a->x) || (a->epilogue == MMV_SWIGLU && !a->w2) ||
+        (a->epilogue == MMV_ADD && !a->add) || a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
+        return infer_fail(INFER_E_ARG, "cpu_mm: missing pointer or bad epilogue %d", a->epilogue);
+    struct mm_job j = {a, dot, w_row, x_row, quantised ? a->xq : (const void *)a->x};
+    pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
+    return INFER_OK;
+}

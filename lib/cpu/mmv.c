@@ -1,0 +1,525 @@
+/* mmv: the dot products of a weight row with one activation row, for every weight type, and cpu_mmv.
+ *
+ * Math (llama.cpp's CPU vec_dot, spec §5): the activations are quantised once per op to the weight
+ * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/IQ4_NL); per block the integer sum
+ * Σ scale·q_w·q_x is exact, then multiplied by the f32 product of the two block scales. Float weights
+ * take f32 activations, rounded to f16 (F16) or bf16 (BF16) first as ggml does, and multiply in f32.
+ * Layout: w rows are n_in/blck blocks packed; activation rows likewise in the partner type.
+ *
+ * Variants: the scalar functions are the reference; AVX2 versions (maddubs/madd on 32 bytes) are picked
+ * at run time with __builtin_cpu_supports, compiled with per-function target attributes so the library
+ * builds for any x86-64; other architectures get the scalar code. SIMD variants keep the integer
+ * sums and change only the f32 summation order.
+ */
+#include <stdlib.h>
+
+#include "cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define MMV_X86 1
+#include <immintrin.h>
+#endif
+
+
+/* ---------------- scalar reference kernels ---------------- */
+
+static float dot_f32(int64_t n, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)(a[i] * b[i]);
+    return (float)s;
+}
+
+static float dot_f16(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)(blocks_f16_to_f32(a[i]) * blocks_f16_to_f32(blocks_f32_to_f16(b[i])));
+    return (float)s;
+}
+
+static float dot_bf16(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)(blocks_bf16_to_f32(a[i]) * blocks_bf16_to_f32(blocks_f32_to_bf16(b[i])));
+    return (float)s;
+}
+
+static float dot_q8_0(int64_t n, const void *w, const void *x) {
+    const block_q8_0 *a = w, *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += a[i].qs[j] * b[i].qs[j];
+        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
+    }
+    return s;
+}
+
+static float dot_q4_0(int64_t n, const void *w, const void *x) {
+    const block_q4_0 *a = w;
+    const block_q8_0 *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += ((a[i].qs[j] & 0xF) - 8) * b[i].qs[j] + ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + 16];
+        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
+    }
+    return s;
+}
+
+static float dot_iq4_nl(int64_t n, const void *w, const void *x) {
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
+    const int8_t *kv = blocks_kvalues_iq4nl;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += kv[a[i].qs[j] & 0xF] * b[i].qs[j] + kv[a[i].qs[j] >> 4] * b[i].qs[j + 16];
+        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
+    }
+    return s;
+}
+
+/* Σ m_j · (bsums of sub-block j): the min term of Q4_K/Q5_K, exact in int. */
+static inline int mmv_k_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
+    int summ = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t m;
+        blocks_get_scale_min_k4(j, scales, &sc[j], &m);
+        summ += m * (bsums[2 * j] + bsums[2 * j + 1]);
+    }
+    return summ;
+}
+
+static float dot_q4_k(int64_t n, const void *w, const void *x) {
+    const block_q4_K *a = w;
+    const block_q8_K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint8_t sc[8];
+        int summ = mmv_k_mins(a[i].scales, b[i].bsums, sc), sumi = 0;
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *q = a[i].qs + 32 * p;
+            const int8_t *y = b[i].qs + 64 * p;
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                s0 += (q[l] & 0xF) * y[l];
+                s1 += (q[l] >> 4) * y[l + 32];
+            }
+            sumi += sc[2 * p] * s0 + sc[2 * p + 1] * s1;
+        }
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi - (blocks_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
+    }
+    return s;
+}
+
+static float dot_q5_k(int64_t n, const void *w, const void *x) {
+    const block_q5_K *a = w;
+    const block_q8_K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint8_t sc[8];
+        int summ = mmv_k_mins(a[i].scales, b[i].bsums, sc), sumi = 0;
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *q = a[i].qs + 32 * p;
+            const int8_t *y = b[i].qs + 64 * p;
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                s0 += ((q[l] & 0xF) | ((a[i].qh[l] >> (2 * p)) & 1) << 4) * y[l];
+                s1 += ((q[l] >> 4) | ((a[i].qh[l] >> (2 * p + 1)) & 1) << 4) * y[l + 32];
+            }
+            sumi += sc[2 * p] * s0 + sc[2 * p + 1] * s1;
+        }
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi - (blocks_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
+    }
+    return s;
+}
+
+static float dot_q6_k(int64_t n, const void *w, const void *x) {
+    const block_q6_K *a = w;
+    const block_q8_K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sumi = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = a[i].ql + 64 * h, *qh = a[i].qh + 32 * h;
+            const int8_t *sc = a[i].scales + 8 * h, *y = b[i].qs + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                int q0 = ((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4) - 32;
+                int q1 = ((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4) - 32;
+                int q2 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+                int q3 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+                sumi += sc[is] * q0 * y[l] + sc[is + 2] * q1 * y[l + 32] + sc[is + 4] * q2 * y[l + 64] +
+                        sc[is + 6] * q3 * y[l + 96];
+            }
+        }
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi;
+    }
+    return s;
+}
+
+static inline int mmv_iq4_xs_scale(const block_iq4_xs *a, int ib) { return blocks_iq4_xs_scale(a, ib) - 32; }
+
+static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const int8_t *kv = blocks_kvalues_iq4nl;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sumi = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *q = a[i].qs + 16 * ib;
+            const int8_t *y = b[i].qs + 32 * ib;
+            int t = 0;
+            for (int j = 0; j < 16; j++) t += kv[q[j] & 0xF] * y[j] + kv[q[j] >> 4] * y[j + 16];
+            sumi += mmv_iq4_xs_scale(&a[i], ib) * t;
+        }
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi;
+    }
+    return s;
+}
+
+/* ---------------- AVX2 kernels ---------------- */
+#ifdef MMV_X86
+#define MMV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+MMV_AVX2 static inline float mmv_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Σ a·b of signed bytes in 8 int32 lanes: |a| times b with a's sign, since maddubs wants one side unsigned. */
+MMV_AVX2 static inline __m256i mmv_dot_i8(__m256i a, __m256i b) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..15) then high nibbles (16..31). */
+MMV_AVX2 static inline __m256i mmv_nibbles(const uint8_t *q) {
+    __m128i t = _mm_loadu_si128((const __m128i *)q), m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(t, 4), m), _mm_and_si128(t, m));
+}
+
+MMV_AVX2 static float dot_f32_avx2(int64_t n, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    float s = mmv_hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+MMV_AVX2 static float dot_f16_avx2(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8)));
+        __m256 x0 = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(b + i), _MM_FROUND_TO_NEAREST_INT));
+        __m256 x1 = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(b + i + 8), _MM_FROUND_TO_NEAREST_INT));
+        acc0 = _mm256_fmadd_ps(w0, x0, acc0);
+        acc1 = _mm256_fmadd_ps(w1, x1, acc1);
+    }
+    float s = mmv_hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += blocks_f16_to_f32(a[i]) * blocks_f16_to_f32(blocks_f32_to_f16(b[i]));
+    return s;
+}
+
+/* x rounded to bf16 (nearest even), kept as f32: ggml's fp32 -> bf16 for finite values. */
+MMV_AVX2 static inline __m256 mmv_round_bf16(__m256 x) {
+    __m256i u = _mm256_castps_si256(x);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+MMV_AVX2 static inline __m256 mmv_load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+MMV_AVX2 static float dot_bf16_avx2(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(mmv_load_bf16(a + i), mmv_round_bf16(_mm256_loadu_ps(b + i)), acc0);
+        acc1 = _mm256_fmadd_ps(mmv_load_bf16(a + i + 8), mmv_round_bf16(_mm256_loadu_ps(b + i + 8)), acc1);
+    }
+    float s = mmv_hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += blocks_bf16_to_f32(a[i]) * blocks_bf16_to_f32(blocks_f32_to_bf16(b[i]));
+    return s;
+}
+
+MMV_AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *x) {
+    const block_q8_0 *a = w, *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i s = mmv_dot_i8(_mm256_loadu_si256((const __m256i *)a[i].qs), _mm256_loadu_si256((const __m256i *)b[i].qs));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    }
+    return mmv_hsum(acc);
+}
+
+MMV_AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
+    const block_q4_0 *a = w;
+    const block_q8_0 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i q = _mm256_sub_epi8(mmv_nibbles(a[i].qs), _mm256_set1_epi8(8));
+        __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    }
+    return mmv_hsum(acc);
+}
+
+MMV_AVX2 static inline __m256i mmv_iq4_table(void) {
+    __m128i t = _mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl);
+    return _mm256_set_m128i(t, t);
+}
+
+MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
+    const __m256i kv = mmv_iq4_table();
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs));
+        __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    }
+    return mmv_hsum(acc);
+}
+
+MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const __m256i kv = mmv_iq4_table();
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs + 16 * ib));
+            __m256i y = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * ib));
+            /* the sub-block scale goes into the int16 -> int32 widening (madd) instead of a mullo */
+            __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)mmv_iq4_xs_scale(&a[i], ib))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return mmv_hsum(acc);
+}
+
+/* The 12 packed scale bytes of Q4_K/Q5_K (spec §3.6) as 8 scales and 8 mins, branch-free:
+ * bytes 0-3 hold sc0-3 (6 bits) + the top 2 bits of sc4-7, bytes 4-7 the same for the mins,
+ * bytes 8-11 the low nibbles of sc4-7 (low) and m4-7 (high). */
+static inline void mmv_k_unpack(const uint8_t *scales, uint32_t sc[2], uint32_t m[2]) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, scales, 4);
+    memcpy(&u1, scales + 4, 4);
+    memcpy(&u2, scales + 8, 4);
+    sc[0] = u0 & 0x3f3f3f3f;
+    m[0] = u1 & 0x3f3f3f3f;
+    sc[1] = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
+    m[1] = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
+}
+
+/* Σ_j m_j · (bsums[2j] + bsums[2j+1]) as 4 int32 lanes. */
+MMV_AVX2 static inline __m128i mmv_k_mins_sse(const uint32_t m[2], const int16_t *bsums) {
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m[1], (int)m[0]));
+    __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
+    return _mm_madd_epi16(m16, bs);
+}
+
+MMV_AVX2 static float dot_q4_k_avx2(int64_t n, const void *w, const void *x) {
+    const block_q4_K *a = w;
+    const block_q8_K *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t sc[2], mn[2];
+        mmv_k_unpack(a[i].scales, sc, mn);
+        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            uint32_t s2 = sc[p / 2] >> (16 * (p % 2)); /* sub-blocks 2p and 2p+1 in the low two bytes */
+            __m256i q = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * p));
+            __m256i y0 = _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * p));
+            __m256i y1 = _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * p + 32));
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), y0);
+            __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), y1);
+            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((short)(s2 & 0xff)));
+            p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16((short)((s2 >> 8) & 0xff)));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
+    }
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return mmv_hsum(acc) - _mm_cvtss_f32(m);
+}
+
+MMV_AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *x) {
+    const block_q5_K *a = w;
+    const block_q8_K *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t sc4[2], mn[2];
+        mmv_k_unpack(a[i].scales, sc4, mn);
+        const uint8_t *sc = (const uint8_t *)sc4;
+        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
+        __m256i sumi = _mm256_setzero_si256();
+        __m256i qh = _mm256_loadu_si256((const __m256i *)a[i].qh);
+        for (int p = 0; p < 4; p++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * p));
+            /* bit 2p of qh (low nibbles) and 2p+1 (high nibbles) become bit 4 of the 5-bit value */
+            __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4);
+            __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4);
+            __m256i y0 = _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * p));
+            __m256i y1 = _mm256_loadu_si256((const __m256i *)(b[i].qs + 64 * p + 32));
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(q, m4), h0), y0);
+            __m256i p1 = _mm256_maddubs_epi16(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1), y1);
+            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * p]));
+            p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * p + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        accm = _mm_fmadd_ps(_mm_set1_ps(_cvtsh_ss(a[i].dmin) * b[i].d), _mm_cvtepi32_ps(summ), accm);
+    }
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return mmv_hsum(acc) - _mm_cvtss_f32(m);
+}
+
+MMV_AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *x) {
+    const block_q6_K *a = w;
+    const block_q8_K *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(a[i].ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(a[i].ql + 64 * h + 32));
+            __m256i hb = _mm256_loadu_si256((const __m256i *)(a[i].qh + 32 * h));
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4)),
+            };
+            for (int k = 0; k < 4; k++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(b[i].qs + 128 * h + 32 * k));
+                /* (q - 32)·y = q·y - 32·y, both within int16 per pair */
+                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], y), _mm256_maddubs_epi16(k32, y));
+                const int8_t *sc = a[i].scales + 8 * h + 2 * k;
+                __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return mmv_hsum(acc);
+}
+#endif
+
+/* ---------------- dispatch ---------------- */
+
+struct mmv_type {
+    int32_t type, act_type, blck;
+    cpu_vec_dot_fn scalar, avx2;
+};
+
+#ifdef MMV_X86
+#define MMV_SIMD(f) f
+#else
+#define MMV_SIMD(f) NULL
+#endif
+
+static const struct mmv_type mmv_types[] = {
+    {INFER_TYPE_F32, -1, 1, dot_f32, MMV_SIMD(dot_f32_avx2)},
+    {INFER_TYPE_F16, -1, 1, dot_f16, MMV_SIMD(dot_f16_avx2)},
+    {INFER_TYPE_BF16, -1, 1, dot_bf16, MMV_SIMD(dot_bf16_avx2)},
+    {INFER_TYPE_Q8_0, INFER_TYPE_Q8_0, QK8_0, dot_q8_0, MMV_SIMD(dot_q8_0_avx2)},
+    {INFER_TYPE_Q4_0, INFER_TYPE_Q8_0, QK8_0, dot_q4_0, MMV_SIMD(dot_q4_0_avx2)},
+    {INFER_TYPE_IQ4_NL, INFER_TYPE_Q8_0, QK8_0, dot_iq4_nl, MMV_SIMD(dot_iq4_nl_avx2)},
+    {INFER_TYPE_Q4_K, INFER_TYPE_Q8_K, QK_K, dot_q4_k, MMV_SIMD(dot_q4_k_avx2)},
+    {INFER_TYPE_Q5_K, INFER_TYPE_Q8_K, QK_K, dot_q5_k, MMV_SIMD(dot_q5_k_avx2)},
+    {INFER_TYPE_Q6_K, INFER_TYPE_Q8_K, QK_K, dot_q6_k, MMV_SIMD(dot_q6_k_avx2)},
+    {INFER_TYPE_IQ4_XS, INFER_TYPE_Q8_K, QK_K, dot_iq4_xs, MMV_SIMD(dot_iq4_xs_avx2)},
+};
+
+static const struct mmv_type *mmv_find(int32_t type) {
+    for (size_t i = 0; i < sizeof mmv_types / sizeof mmv_types[0]; i++)
+        if (mmv_types[i].type == type) return &mmv_types[i];
+    return NULL;
+}
+
+static int mmv_has_avx2(void) {
+#ifdef MMV_X86
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                 __builtin_cpu_supports("f16c") && getenv("INFER_CPU_SCALAR") == NULL;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+const char *cpu_isa(void) { return mmv_has_avx2() ? "avx2" : "scalar"; }
+
+cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant) {
+    const struct mmv_type *t = mmv_find(weight_type);
+    if (!t) return NULL;
+    if (variant == 0 && t->avx2 && mmv_has_avx2()) return t->avx2;
+    return t->scalar;
+}
+
+int32_t mmv_act_type_cpu(int32_t weight_type) {
+    const struct mmv_type *t = mmv_find(weight_type);
+    return t ? t->act_type : -1;
+}
+
+size_t cpu_act_row_bytes(int32_t weight_type, int64_t n) {
+    const struct mmv_type *t = mmv_find(weight_type);
+    if (!t || n % t->blck) return 0;
+    if (t->act_type == INFER_TYPE_Q8_0) return (size_t)(n / QK8_0) * sizeof(block_q8_0);
+    if (t->act_type == INFER_TYPE_Q8_K) return (size_t)(n / QK_K) * sizeof(block_q8_K);
+    return (size_t)n * sizeof(float);
+}
+
+infer_status cpu_mmv(const struct mmv_args *a, struct pool *p) {
+    if (a->n_tokens < 1 || a->n_tokens > MMV_MAX_TOKENS)
+        return infer_fail(INFER_E_ARG, "cpu_mmv: n_tokens %d: expected 1..%d", a->n_tokens, MMV_MAX_TOKENS);
+    struct mm_args m = {a->type, a->w, a->w2, a->n_in, a->n_out, a->n_tokens, a->xq, a->x,
+                        a->y, a->add, a->epilogue, a->variant};
+    return cpu_mm(&m, p);
+}

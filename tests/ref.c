@@ -1,0 +1,280 @@
+/* ref: float64 references of the ops; see ref.h. Slow and plain on purpose. */
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/infer.h"
+
+static const int ref_kv_iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+double ref_f16(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double s = (h & 0x8000) ? -1.0 : 1.0;
+    if (e == 31) return m ? NAN : s * INFINITY;
+    if (e == 0) return s * ldexp(m, -24);
+    return s * ldexp(1024 + m, e - 25);
+}
+
+double ref_round_f16(float x) { return (double)(_Float16)x; }
+
+double ref_round_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t lo = u & 0xffff, r = u & 0xffff0000u;
+    if (lo > 0x8000 || (lo == 0x8000 && (u & 0x10000))) r += 0x10000;
+    float f;
+    memcpy(&f, &r, 4);
+    return f;
+}
+
+static double rd_f16(const uint8_t *p) { return ref_f16((uint16_t)(p[0] | p[1] << 8)); }
+
+static void ref_scale_min(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+size_t ref_row_bytes(int32_t type, int64_t n) {
+    switch (type) {
+    case INFER_TYPE_F32: return (size_t)n * 4;
+    case INFER_TYPE_F16:
+    case INFER_TYPE_BF16: return (size_t)n * 2;
+    case INFER_TYPE_Q8_0: return (size_t)n / 32 * 34;
+    case INFER_TYPE_Q4_0:
+    case INFER_TYPE_IQ4_NL: return (size_t)n / 32 * 18;
+    case INFER_TYPE_Q4_K: return (size_t)n / 256 * 144;
+    case INFER_TYPE_Q5_K: return (size_t)n / 256 * 176;
+    case INFER_TYPE_Q6_K: return (size_t)n / 256 * 210;
+    case INFER_TYPE_IQ4_XS: return (size_t)n / 256 * 136;
+    case INFER_TYPE_Q8_K: return (size_t)n / 256 * 292;
+    }
+    return 0;
+}
+
+/* Element e of a block, per spec §3. */
+static double ref_elem(int32_t type, const uint8_t *b, int e) {
+    switch (type) {
+    case INFER_TYPE_Q8_0: return rd_f16(b) * (int8_t)b[2 + e];
+    case INFER_TYPE_Q4_0: return rd_f16(b) * (((e < 16 ? b[2 + e] : b[2 + e - 16] >> 4) & 0xF) - 8);
+    case INFER_TYPE_IQ4_NL: return rd_f16(b) * ref_kv_iq4[(e < 16 ? b[2 + e] : b[2 + e - 16] >> 4) & 0xF];
+    case INFER_TYPE_Q8_K: {
+        float d;
+        memcpy(&d, b, 4);
+        return (double)d * (int8_t)b[4 + e];
+    }
+    case INFER_TYPE_Q4_K:
+    case INFER_TYPE_Q5_K: {
+        int j = e / 32, p = e / 64, sc, m;
+        const uint8_t *qs = b + (type == INFER_TYPE_Q4_K ? 16 : 48);
+        ref_scale_min(j, b + 4, &sc, &m);
+        int q = (e % 64 < 32) ? qs[32 * p + e % 32] & 0xF : qs[32 * p + e % 32] >> 4;
+        if (type == INFER_TYPE_Q5_K) q += 16 * ((b[16 + e % 32] >> j) & 1);
+        return rd_f16(b) * sc * q - rd_f16(b + 2) * m;
+    }
+    case INFER_TYPE_Q6_K: {
+        int h = e / 128, k = (e % 128) / 32, l = e % 32;
+        const uint8_t *ql = b, *qh = b + 128;
+        int lo = (k == 0) ? ql[64 * h + l] & 0xF : (k == 1) ? ql[64 * h + 32 + l] & 0xF
+               : (k == 2) ? ql[64 * h + l] >> 4 : ql[64 * h + 32 + l] >> 4;
+        int q = (lo | ((qh[32 * h + l] >> (2 * k)) & 3) << 4) - 32;
+        return rd_f16(b + 208) * (int8_t)b[192 + e / 16] * q;
+    }
+    case INFER_TYPE_IQ4_XS: {
+        int ib = e / 32, j = e % 32;
+        int sh = b[2] | b[3] << 8;
+        int ls = ((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | ((sh >> 2 * ib) & 3) << 4;
+        int q = j < 16 ? b[8 + 16 * ib + j] & 0xF : b[8 + 16 * ib + j - 16] >> 4;
+        return rd_f16(b) * (ls - 32) * ref_kv_iq4[q];
+    }
+    }
+    return NAN;
+}
+
+int ref_dequant(int32_t type, const void *src, double *dst, int64_t n) {
+    const uint8_t *s = src;
+    if (type == INFER_TYPE_F32) {
+        for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i];
+        return 0;
+    }
+    if (type == INFER_TYPE_F16 || type == INFER_TYPE_BF16) {
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(s[2 * i] | s[2 * i + 1] << 8);
+            if (type == INFER_TYPE_F16) {
+                dst[i] = ref_f16(h);
+            } else {
+                uint32_t u = (uint32_t)h << 16;
+                float f;
+                memcpy(&f, &u, 4);
+                dst[i] = f;
+            }
+        }
+        return 0;
+    }
+    size_t bb = ref_row_bytes(type, 256);
+    if (!bb) return -1;
+    int blck = (type == INFER_TYPE_Q8_0 || type == INFER_TYPE_Q4_0 || type == INFER_TYPE_IQ4_NL) ? 32 : 256;
+    bb = ref_row_bytes(type, blck);
+    for (int64_t i = 0; i < n; i++) dst[i] = ref_elem(type, s + (i / blck) * bb, (int)(i % blck));
+    return 0;
+}
+
+void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs) {
+    double *w = malloc(sizeof(double) * a->n_in), *w2 = malloc(sizeof(double) * a->n_in);
+    double *x = malloc(sizeof(double) * a->n_in * a->n_tokens);
+    size_t wb = ref_row_bytes(a->type, a->n_in);
+    for (int64_t t = 0; t < a->n_tokens; t++) {
+        double *xt = x + t * a->n_in;
+        const float *xf = a->x + t * a->n_in;
+        if (act_type >= 0)
+            ref_dequant(act_type, (const char *)a->xq + t * ref_row_bytes(act_type, a->n_in), xt, a->n_in);
+        else
+            for (int64_t c = 0; c < a->n_in; c++)
+                xt[c] = a->type == INFER_TYPE_F16 ? ref_round_f16(xf[c]) : a->type == INFER_TYPE_BF16 ? ref_round_bf16(xf[c]) : xf[c];
+    }
+    for (int64_t r = 0; r < a->n_out; r++) {
+        ref_dequant(a->type, (const char *)a->w + r * wb, w, a->n_in);
+        if (a->epilogue == MMV_SWIGLU) ref_dequant(a->type, (const char *)a->w2 + r * wb, w2, a->n_in);
+        for (int64_t t = 0; t < a->n_tokens; t++) {
+            const double *xt = x + t * a->n_in;
+            double s = 0, s2 = 0, sa = 0;
+            for (int64_t c = 0; c < a->n_in; c++) {
+                s += w[c] * xt[c];
+                sa += fabs(w[c] * xt[c]);
+            }
+            if (a->epilogue == MMV_SWIGLU) {
+                for (int64_t c = 0; c < a->n_in; c++) {
+                    s2 += w2[c] * xt[c];
+                    sa += fabs(w2[c] * xt[c]);
+                }
+                s = s / (1 + exp(-s)) * s2;
+            }
+            if (a->epilogue == MMV_ADD) s += a->add[t * a->n_out + r];
+            y[t * a->n_out + r] = s;
+            if (yabs) yabs[t * a->n_out + r] = sa;
+        }
+    }
+    free(w);
+    free(w2);
+    free(x);
+}
+
+void ref_norm(const struct norm_args *a, double *y) {
+    for (int r = 0; r < a->n_rows; r++) {
+        const float *x = a->x + r * a->x_stride;
+        double ss = 0;
+        for (int64_t i = 0; i < a->n; i++) ss += (double)x[i] * x[i];
+        double sc = 1 / sqrt(ss / a->n + a->eps);
+        for (int64_t i = 0; i < a->n; i++) y[r * a->n + i] = x[i] * sc * (a->w ? a->w[i] : 1.0);
+    }
+}
+
+void ref_rope(const struct rope_args *a, const float *x_in, double *y) {
+    int half = a->n_rot / 2;
+    for (int t = 0; t < a->n_tokens; t++)
+        for (int h = 0; h < a->n_head; h++) {
+            const float *x = x_in + t * a->token_stride + h * a->head_stride;
+            double *o = y + ((int64_t)t * a->n_head + h) * a->head_dim;
+            for (int i = 0; i < a->head_dim; i++) o[i] = x[i];
+            for (int i = 0; i < half; i++) {
+                double th = a->pos[t] * (double)a->freq_scale * pow(a->freq_base, -2.0 * i / a->n_rot);
+                int i0 = a->mode == ROPE_NEOX ? i : 2 * i, i1 = a->mode == ROPE_NEOX ? i + half : 2 * i + 1;
+                o[i0] = x[i0] * cos(th) - x[i1] * sin(th);
+                o[i1] = x[i0] * sin(th) + x[i1] * cos(th);
+            }
+        }
+}
+
+void ref_act(const struct act_args *a, double *y) {
+    for (int64_t r = 0; r < a->n_rows; r++) {
+        const float *x = a->x + r * a->n;
+        double *o = y + r * a->n;
+        if (a->op == ACT_SOFTMAX) {
+            double m = -INFINITY, s = 0;
+            for (int64_t i = 0; i < a->n; i++) m = fmax(m, (double)a->scale * x[i]);
+            for (int64_t i = 0; i < a->n; i++) s += exp((double)a->scale * x[i] - m);
+            for (int64_t i = 0; i < a->n; i++) o[i] = exp((double)a->scale * x[i] - m) / s;
+        } else {
+            for (int64_t i = 0; i < a->n; i++) {
+                double v = x[i] / (1 + exp(-(double)x[i]));
+                o[i] = a->op == ACT_SWIGLU ? v * a->x2[r * a->n + i] : v;
+            }
+        }
+    }
+}
+
+void ref_attn(const struct attn_args *a, double *out) {
+    int d = a->head_dim, group = a->n_head / a->n_head_kv;
+    double *p = malloc(sizeof(double) * a->n_kv);
+    for (int t = 0; t < a->n_tokens; t++)
+        for (int h = 0; h < a->n_head; h++) {
+            const float *q = a->q + t * a->q_stride + h * d;
+            int g = h / group, last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
+            double m = -INFINITY, s = 0;
+            for (int j = 0; j <= last; j++) {
+                double dot = 0;
+                for (int i = 0; i < d; i++) dot += q[i] * ref_f16(a->k[j * a->kv_stride + g * d + i]);
+                p[j] = dot * a->scale;
+                m = fmax(m, p[j]);
+            }
+            for (int j = 0; j <= last; j++) s += (p[j] = exp(p[j] - m));
+            double *o = out + ((int64_t)t * a->n_head + h) * d;
+            for (int i = 0; i < d; i++) {
+                double acc = 0;
+                for (int j = 0; j <= last; j++) acc += p[j] * ref_f16(a->v[j * a->kv_stride + g * d + i]);
+                o[i] = acc / s;
+            }
+        }
+    free(p);
+}
+
+void ref_moe_route(const struct moe_route_args *a, double *probs) {
+    for (int t = 0; t < a->n_tokens; t++) {
+        const float *z = a->logits + t * a->n_expert;
+        double m = -INFINITY, s = 0;
+        for (int e = 0; e < a->n_expert; e++) m = fmax(m, z[e]);
+        for (int e = 0; e < a->n_expert; e++) s += exp(z[e] - m);
+        for (int e = 0; e < a->n_expert; e++) probs[t * a->n_expert + e] = exp(z[e] - m) / s;
+    }
+}
+
+void ref_moe_ffn(const struct moe_ffn_args *a, double *y) {
+    int64_t E = a->n_embd, F = a->n_ff;
+    size_t gb = ref_row_bytes(a->type_gate_up, E), db = ref_row_bytes(a->type_down, F);
+    double *wg = malloc(sizeof(double) * E), *wu = malloc(sizeof(double) * E), *wd = malloc(sizeof(double) * F);
+    double *h = malloc(sizeof(double) * F);
+    for (int t = 0; t < a->n_tokens; t++) {
+        const float *x = a->x + t * E;
+        for (int64_t i = 0; i < E; i++) y[t * E + i] = 0;
+        for (int k = 0; k < a->n_expert_used; k++) {
+            int e = a->ids[t * a->n_expert_used + k];
+            double wk = a->weights[t * a->n_expert_used + k];
+            for (int64_t f = 0; f < F; f++) {
+                ref_dequant(a->type_gate_up, (const char *)a->gate + ((size_t)e * F + f) * gb, wg, E);
+                ref_dequant(a->type_gate_up, (const char *)a->up + ((size_t)e * F + f) * gb, wu, E);
+                double g = 0, u = 0;
+                for (int64_t i = 0; i < E; i++) {
+                    g += wg[i] * x[i];
+                    u += wu[i] * x[i];
+                }
+                h[f] = g / (1 + exp(-g)) * u;
+            }
+            for (int64_t i = 0; i < E; i++) {
+                ref_dequant(a->type_down, (const char *)a->down + ((size_t)e * E + i) * db, wd, F);
+                double s = 0;
+                for (int64_t f = 0; f < F; f++) s += wd[f] * h[f];
+                y[t * E + i] += wk * s;
+            }
+        }
+    }
+    free(wg);
+    free(wu);
+    free(wd);
+    free(h);
+}

@@ -1,0 +1,35 @@
+/* ref: float64 references of the ops (ref_<op>), written from the formulas in
+ * ../shared/specs/gguf-quant-tokenizer.md §3 and ggml's op definitions, independent of lib/cpu
+ * (own block decoders, own f16 conversion through _Float16). Shapes follow kernels/kernels.h.
+ */
+#ifndef TEST_REF_H
+#define TEST_REF_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+
+/* Exact half -> double, and f32 -> nearest-even half/bf16 -> double (the rounding ggml applies to
+ * activations dotted with F16 / BF16 weights). */
+double ref_f16(uint16_t h);
+double ref_round_f16(float x);
+double ref_round_bf16(float x);
+/* Dequantises n elements (a multiple of the block size) of any type cpu_mmv supports, plus Q8_0 and
+ * Q8_K activation blocks, into double. Returns 0, or -1 for an unknown type. */
+int ref_dequant(int32_t type, const void *src, double *dst, int64_t n);
+/* Bytes of a row of n elements of type, 0 if unknown. */
+size_t ref_row_bytes(int32_t type, int64_t n);
+
+/* y[t][r] = Σ_c W[r][c] · X[t][c] with the dequantised weight rows and the activations as the backend
+ * sees them (dequantised xq, or x rounded like the weight type); the epilogue applied in double.
+ * yabs[t][r] = Σ |W||X| (the scale of the rounding error), may be NULL. act_type: -1 for f32 x. */
+void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs);
+void ref_norm(const struct norm_args *a, double *y);
+void ref_rope(const struct rope_args *a, const float *x_in, double *y);
+void ref_act(const struct act_args *a, double *y);
+void ref_attn(const struct attn_args *a, double *out);
+void ref_moe_route(const struct moe_route_args *a, double *probs /* (n_tokens, n_expert) */);
+/* MoE FFN in double on dequantised weights and unquantised activations. */
+void ref_moe_ffn(const struct moe_ffn_args *a, double *y);
+
+#endif

@@ -1,0 +1,749 @@
+/* test-ops: every backend op, every type, ref (float64, tests/ref.c) <-> cpu (<-> cuda once it lands).
+ *
+ * Cases live in one table {op, types, shape, params, input range, tolerance}. Inputs use a fixed seed
+ * and physical ranges (attention scores large enough to need max-subtraction, MoE logits spread over
+ * ±8); outputs are pre-filled with NaN so an unwritten element fails. Floats compare by NMSE against
+ * the reference; the quantised dot products also per element against Σ|w·x| (exact integer sums, so
+ * ~1e-6 relative), against the scalar variant, and bit-for-bit / per element against the real
+ * llama.cpp (libggml-base quantize_row_*_ref, libggml-cpu vec_dot) when `make peer` installed it.
+ * Fused ops (SwiGLU and residual epilogues, MoE FFN) are compared with the unfused chain of CPU ops.
+ *
+ * Usage: test-ops [-o op1,op2] [-t q4_K,f16] [-b cpu|cuda] [-n threads] [--list]
+ * Each case runs on every selected backend; without a CUDA device a CUDA case prints
+ * `SKIP (no CUDA device)`.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend.h"
+#include "cpu/cpu.h"
+#include "device.h"
+#include "peer.h"
+#include "quant.h"
+#include "ref.h"
+#include "t.h"
+
+/* ---- types ---- */
+static const struct { const char *name; int32_t id; } tops_types[] = {
+    {"f32", INFER_TYPE_F32},   {"f16", INFER_TYPE_F16},       {"bf16", INFER_TYPE_BF16}, {"q8_0", INFER_TYPE_Q8_0},
+    {"q4_0", INFER_TYPE_Q4_0}, {"q4_K", INFER_TYPE_Q4_K},     {"q5_K", INFER_TYPE_Q5_K}, {"q6_K", INFER_TYPE_Q6_K},
+    {"iq4_nl", INFER_TYPE_IQ4_NL}, {"iq4_xs", INFER_TYPE_IQ4_XS}, {"q8_K", INFER_TYPE_Q8_K},
+};
+#define N_TYPES (int)(sizeof tops_types / sizeof tops_types[0])
+#define ALL_W "f32,f16,bf16,q8_0,q4_0,q4_K,q5_K,q6_K,iq4_nl,iq4_xs"
+
+static int32_t tops_type_id(const char *s, size_t len) {
+    for (int i = 0; i < N_TYPES; i++)
+        if (strlen(tops_types[i].name) == len && strncasecmp(tops_types[i].name, s, len) == 0) return tops_types[i].id;
+    return -1;
+}
+static const char *tops_type_name(int32_t id) {
+    for (int i = 0; i < N_TYPES; i++)
+        if (tops_types[i].id == id) return tops_types[i].name;
+    return "?";
+}
+static int tops_blck(int32_t t) {
+    return t == INFER_TYPE_F32 || t == INFER_TYPE_F16 || t == INFER_TYPE_BF16 ? 1
+           : t == INFER_TYPE_Q8_0 || t == INFER_TYPE_Q4_0 || t == INFER_TYPE_IQ4_NL ? 32 : 256;
+}
+
+/* ---- the case table ---- */
+struct tcase {
+    const char *op;
+    const char *types;  /* weight types ("" for float ops) */
+    int64_t ne[4];      /* op shape, see the runners */
+    int32_t param[2];
+    float lo, hi;       /* input range */
+    float fparam;       /* softmax / attention scale, rope max position */
+    double tol;         /* NMSE bound (0: the runner's own checks) */
+};
+
+static const struct tcase tops_cases[] = {
+    /* quantize: {n, rows} */
+    {"quantize", "q8_0", {96, 5}, {0}, -3, 3, 0, 0},
+    {"quantize", "q8_0,q8_K", {4096, 2}, {0}, -1, 1, 0, 0},
+    {"quantize", "q8_K", {512, 3}, {0}, -20, 0.5f, 0, 0},
+    /* mmv: {n_in, n_out, n_tokens}, param[0] = epilogue; n_in with a tail block for 32-blocks */
+    {"mmv", ALL_W, {256 * 3, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl", {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", ALL_W, {512, 64, 3}, {MMV_ADD}, -2, 2, 0, 0},
+    {"mmv", ALL_W, {512, 40, 8}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    {"mmv", ALL_W, {4096, 4096, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", "q4_K", {4096, 12288, 2}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    /* param[1] = 1: weights from lib/quant.c's quantisers (llama-quantize's values) instead of random bits */
+    {"mmv", "q8_0,q4_0,q4_K,q5_K,q6_K,iq4_nl,iq4_xs", {2048, 48, 4}, {MMV_PLAIN, 1}, -1, 1, 0, 0},
+    /* mm: {n_in, n_out, n_tokens} */
+    {"mm", ALL_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mm", "q4_K,q8_0,q6_K", {1024, 70, 64}, {MMV_ADD}, -1, 1, 0, 0},
+    /* norm: {n, rows}, param[0] = with weight */
+    {"norm", "", {4096, 3}, {1}, -4, 4, 0, 1e-10},
+    {"norm", "", {33, 1}, {0}, -0.01f, 0.01f, 0, 1e-10},
+    /* rope: {n_tokens, n_head, head_dim, n_rot}, param[0] = mode, fparam = max position */
+    {"rope", "", {5, 4, 128, 128}, {ROPE_NORMAL}, -2, 2, 64, 1e-10},
+    {"rope", "", {5, 4, 128, 128}, {ROPE_NEOX}, -2, 2, 64, 1e-10},
+    {"rope", "", {3, 8, 256, 64}, {ROPE_NEOX}, -2, 2, 4000, 1e-7},
+    {"rope", "", {2, 2, 64, 32}, {ROPE_NORMAL}, -2, 2, 30000, 1e-6},
+    /* act: {n, rows}, param[0] = op, fparam = softmax scale */
+    {"act", "", {1000, 3}, {ACT_SILU}, -20, 20, 0, 1e-10},
+    {"act", "", {4097, 2}, {ACT_SWIGLU}, -8, 8, 0, 1e-10},
+    {"act", "", {151, 4}, {ACT_SOFTMAX}, -100, 100, 1.0f, 1e-10},
+    {"act", "", {64, 1}, {ACT_SOFTMAX}, -3, 3, 0.125f, 1e-10},
+    /* attn: {n_tokens, n_head, n_head_kv, head_dim}, param[0] = n_kv, fparam = scale (0: 1/sqrt(d)) */
+    {"attn", "", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
+    {"attn", "", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
+    {"attn", "", {3, 4, 4, 64}, {3}, -16, 16, 1.0f, 1e-9},
+    /* moe_route: {n_tokens, n_expert, n_expert_used}, param[0] = norm */
+    {"moe_route", "", {3, 64, 8}, {1}, -8, 8, 0, 0},
+    {"moe_route", "", {2, 128, 8}, {0}, -8, 8, 0, 0},
+    {"moe_route", "", {1, 4, 1}, {1}, -1, 1, 0, 0},
+    /* moe_ffn: {n_tokens, n_embd, n_ff, n_expert}, param[0] = n_expert_used, param[1] = down type */
+    {"moe_ffn", "q4_K", {2, 256, 512, 4}, {2, INFER_TYPE_Q6_K}, -1, 1, 0, 1e-3},
+    {"moe_ffn", "q8_0", {1, 128, 96, 3}, {3, INFER_TYPE_Q8_0}, -1, 1, 0, 1e-3},
+    /* errors: hostile arguments get a status, never a crash; pool: {n, grain, threads} */
+    {"errors", "", {0}, {0}, 0, 0, 0, 0},
+    {"pool", "", {1000, 3, 7}, {0}, 0, 0, 0, 0},
+    {"pool", "", {5, 16, 3}, {0}, 0, 0, 0, 0},
+    {"moe_ffn", "f16", {3, 64, 64, 8}, {2, INFER_TYPE_F16}, -1, 1, 0, 1e-6}, /* x rounded to f16 */
+};
+#define N_CASES (int)(sizeof tops_cases / sizeof tops_cases[0])
+
+/* ---- helpers ---- */
+static uint64_t tops_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t tops_u32(void) {
+    tops_rng ^= tops_rng << 13;
+    tops_rng ^= tops_rng >> 7;
+    tops_rng ^= tops_rng << 17;
+    return (uint32_t)(tops_rng >> 16);
+}
+static float tops_unif(float lo, float hi) { return lo + (hi - lo) * (float)(tops_u32() & 0xffffff) / 16777216.0f; }
+static void tops_fill(float *x, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) x[i] = tops_unif(lo, hi);
+}
+static float *tops_nan(int64_t n) {
+    float *y = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) y[i] = NAN;
+    return y;
+}
+static void tops_put_f16(uint8_t *p, float v) {
+    uint16_t h = blocks_f32_to_f16(v);
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+/* Random weights: random bits with the block scales set to sane magnitudes (values ~0.01-0.1). */
+static void *tops_weights(int32_t type, int64_t n_rows, int64_t n) {
+    size_t rb = ref_row_bytes(type, n), bytes = rb * (size_t)n_rows;
+    uint8_t *w = malloc(bytes);
+    if (type == INFER_TYPE_F32 || type == INFER_TYPE_F16 || type == INFER_TYPE_BF16) {
+        for (size_t i = 0; i < (size_t)(n * n_rows); i++) {
+            float v = tops_unif(-0.1f, 0.1f);
+            if (type == INFER_TYPE_F32) memcpy(w + 4 * i, &v, 4);
+            if (type == INFER_TYPE_F16) tops_put_f16(w + 2 * i, v);
+            if (type == INFER_TYPE_BF16) {
+                uint16_t h = blocks_f32_to_bf16(v);
+                memcpy(w + 2 * i, &h, 2);
+            }
+        }
+        return w;
+    }
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)tops_u32();
+    size_t bb = ref_row_bytes(type, tops_blck(type));
+    for (uint8_t *b = w; b < w + bytes; b += bb) {
+        float s = tops_unif(0.5f, 2.0f) * (tops_u32() & 1 ? 1 : -1);
+        switch (type) {
+        case INFER_TYPE_Q8_0: tops_put_f16(b, s * 1e-3f); break;
+        case INFER_TYPE_Q4_0:
+        case INFER_TYPE_IQ4_NL: tops_put_f16(b, s * 1e-2f); break;
+        case INFER_TYPE_Q4_K:
+        case INFER_TYPE_Q5_K:
+            tops_put_f16(b, fabsf(s) * 3e-4f);
+            tops_put_f16(b + 2, fabsf(s) * 1e-3f);
+            break;
+        case INFER_TYPE_Q6_K: tops_put_f16(b + 208, s * 3e-4f); break;
+        case INFER_TYPE_IQ4_XS: tops_put_f16(b, s * 3e-4f); break;
+        }
+    }
+    return w;
+}
+
+/* Weights as llama-quantize makes them: gaussian-ish rows through quant_quantize_row. */
+static void *tops_weights_quantised(int32_t type, int64_t n_rows, int64_t n) {
+    size_t rb = ref_row_bytes(type, n);
+    uint8_t *w = malloc(rb * (size_t)n_rows);
+    float *row = malloc(sizeof(float) * (size_t)n);
+    for (int64_t r = 0; r < n_rows; r++) {
+        for (int64_t i = 0; i < n; i++) row[i] = 0.02f * (tops_unif(-1, 1) + tops_unif(-1, 1) + tops_unif(-1, 1));
+        if (quant_quantize_row(type, row, w + r * rb, n) != INFER_OK) memset(w + r * rb, 0, rb);
+    }
+    free(row);
+    return w;
+}
+
+static double tops_nmse(const float *y, const double *r, int64_t n, int *nan) {
+    double num = 0, den = 0;
+    *nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(y[i])) *nan = 1;
+        num += (y[i] - r[i]) * (y[i] - r[i]);
+        den += r[i] * r[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+#define TOPS_NMSE(y, r, n, tol, ...)                                                                         \
+    do {                                                                                                     \
+        int nan_;                                                                                            \
+        double e_ = tops_nmse((y), (r), (n), &nan_);                                                         \
+        T_CHECK(!nan_ && e_ <= (tol), "%s: NMSE %.3g > %.3g%s", desc, e_, (double)(tol), nan_ ? " (NaN/Inf)" : ""); \
+    } while (0)
+
+/* ---- the peer ---- */
+typedef void (*peer_vec_dot)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by, int nrc);
+typedef void (*peer_quantize)(const float *x, void *y, int64_t k);
+static void *tops_peer_cpu(void) {
+    static int tried;
+    static void *h;
+    if (tried) return h;
+    tried = 1;
+    if (!peer_open("libggml-base.so", NULL)) return NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        h = peer_open("libggml-cpu-haswell.so", NULL);
+    if (!h) h = peer_open("libggml-cpu-x64.so", NULL);
+    /* ggml_cpu_init fills the f16 tables the vec_dot functions read; without it every scale is 0 */
+    void (*init)(void) = (void (*)(void))peer_sym(h, "ggml_cpu_init");
+    if (init) init();
+    return h;
+}
+static const char *tops_peer_dot_name(int32_t t) {
+    switch (t) {
+    case INFER_TYPE_Q8_0: return "ggml_vec_dot_q8_0_q8_0";
+    case INFER_TYPE_Q4_0: return "ggml_vec_dot_q4_0_q8_0";
+    case INFER_TYPE_IQ4_NL: return "ggml_vec_dot_iq4_nl_q8_0";
+    case INFER_TYPE_Q4_K: return "ggml_vec_dot_q4_K_q8_K";
+    case INFER_TYPE_Q5_K: return "ggml_vec_dot_q5_K_q8_K";
+    case INFER_TYPE_Q6_K: return "ggml_vec_dot_q6_K_q8_K";
+    case INFER_TYPE_IQ4_XS: return "ggml_vec_dot_iq4_xs_q8_K";
+    }
+    return NULL;
+}
+
+/* ---- runners: each returns after its checks; `be` is the backend under test ---- */
+struct tctx {
+    const struct tcase *c;
+    int32_t type;
+    struct infer_backend *be;
+    char desc[160];
+};
+
+static void run_quantize(struct tctx *x) {
+    const char *desc = x->desc;
+    int64_t n = x->c->ne[0], rows = x->c->ne[1];
+    float *in = malloc(sizeof(float) * n * rows);
+    tops_fill(in, n * rows, x->c->lo, x->c->hi);
+    size_t rb = ref_row_bytes(x->type, n);
+    uint8_t *q = malloc(rb * rows), *pq = malloc(rb * rows);
+    memset(q, 0xAB, rb * rows);
+    struct quantize_args a = {x->type, in, q, n, (int32_t)rows, n};
+    T_CHECK(x->be->ops->quantize(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    /* every value within half a step of the input (d is per block) */
+    double *dq = malloc(sizeof(double) * n), worst = 0;
+    int blck = tops_blck(x->type);
+    for (int64_t r = 0; r < rows; r++) {
+        ref_dequant(x->type, q + r * rb, dq, n);
+        for (int64_t i = 0; i < n; i++) {
+            double amax = 0;
+            for (int64_t j = i / blck * blck; j < (i / blck + 1) * blck; j++) amax = fmax(amax, fabs(in[r * n + j]));
+            double step = amax / 127;
+            worst = fmax(worst, fabs(dq[i] - in[r * n + i]) / (step > 0 ? step : 1));
+        }
+    }
+    /* Q8_0 rounds with the f32 d but stores d as f16: up to 127·2^-11 steps more */
+    double bound = x->type == INFER_TYPE_Q8_0 ? 0.5 + 127.0 / 2048 : 0.5 + 1e-3;
+    T_CHECK(worst <= bound, "%s: dequantised error %.4g steps > %.4g", desc, worst, bound);
+    void *base = peer_open("libggml-base.so", NULL);
+    peer_quantize pref = (peer_quantize)peer_sym(base, x->type == INFER_TYPE_Q8_0 ? "quantize_row_q8_0_ref" : "quantize_row_q8_K_ref");
+    if (pref) {
+        for (int64_t r = 0; r < rows; r++) pref(in + r * n, pq + r * rb, n);
+        T_CHECK(memcmp(q, pq, rb * rows) == 0, "%s: not bit-exact with llama.cpp's quantize_row_%s_ref", desc,
+                tops_type_name(x->type));
+    } else {
+        static int once;
+        if (!once++) T_SKIP("llama.cpp peer not installed: quantize not compared bit for bit");
+    }
+    free(in);
+    free(q);
+    free(pq);
+    free(dq);
+}
+
+/* Quantised activations as the backend wants them for weight type t (NULL for float weights). */
+static void *tops_act(struct infer_backend *be, int32_t t, const float *xf, int64_t n_in, int64_t n_tokens) {
+    int32_t at = be->ops->mmv_act_type(t);
+    if (at < 0) return NULL;
+    void *xq = malloc(ref_row_bytes(at, n_in) * n_tokens);
+    struct quantize_args q = {at, xf, xq, n_in, (int32_t)n_tokens, n_in};
+    if (be->ops->quantize(be, &q) != INFER_OK) {
+        free(xq);
+        return NULL;
+    }
+    return xq;
+}
+
+static infer_status tops_matmul(struct infer_backend *be, const struct mm_args *a, int mmv) {
+    if (!mmv) return be->ops->mm(be, a);
+    struct mmv_args v = {a->type, a->w, a->w2, a->n_in, a->n_out, (int32_t)a->n_tokens, a->xq, a->x, a->y, a->add,
+                         a->epilogue, a->variant};
+    return be->ops->mmv(be, &v);
+}
+
+static void run_matmul(struct tctx *x, int mmv) {
+    const char *desc = x->desc;
+    int64_t n_in = x->c->ne[0], n_out = x->c->ne[1], nt = x->c->ne[2];
+    int32_t t = x->type, epi = x->c->param[0];
+    if (n_in % tops_blck(t)) return; /* the tail shape is for 32-blocks only */
+    float *xf = malloc(sizeof(float) * n_in * nt), *add = malloc(sizeof(float) * n_out * nt);
+    tops_fill(xf, n_in * nt, x->c->lo, x->c->hi);
+    tops_fill(add, n_out * nt, -1, 1);
+    void *w = x->c->param[1] ? tops_weights_quantised(t, n_out, n_in) : tops_weights(t, n_out, n_in), *w2 = epi == MMV_SWIGLU ? tops_weights(t, n_out, n_in) : NULL;
+    void *xq = tops_act(x->be, t, xf, n_in, nt);
+    int32_t at = x->be->ops->mmv_act_type(t);
+    struct mm_args a = {t, w, w2, n_in, n_out, nt, xq, xf, NULL, epi == MMV_ADD ? add : NULL, epi, 0};
+    double *ref = malloc(sizeof(double) * n_out * nt), *rabs = malloc(sizeof(double) * n_out * nt);
+    ref_mmv(&a, at, ref, rabs);
+    double rel = 1e-6; /* observed <= 3e-8: f32 rounding of the scale products and sums */
+    float *y0 = NULL;
+    for (int variant = 0; variant < 2; variant++) {
+        float *y = tops_nan(n_out * nt);
+        a.y = y;
+        a.variant = variant;
+        infer_status st = tops_matmul(x->be, &a, mmv);
+        T_CHECK(st == INFER_OK, "%s: %s", desc, infer_last_error());
+        double worst = 0;
+        int64_t iw = 0;
+        for (int64_t i = 0; i < n_out * nt; i++) {
+            double e = fabs(y[i] - ref[i]) / (rabs[i] + 1e-30);
+            if (!(e <= worst)) {
+                worst = isnan(e) ? INFINITY : e;
+                iw = i;
+            }
+        }
+        T_CHECK(worst <= rel, "%s variant %d: |cpu - ref| / sum|wx| = %.3g > %.1g at %lld (cpu %.9g ref %.9g)", desc,
+                variant, worst, rel, (long long)iw, y[iw], ref[iw]);
+        if (variant == 0) y0 = y;
+        else free(y);
+    }
+    /* fused epilogues against the unfused chain: bit-identical */
+    if (epi != MMV_PLAIN) {
+        float *g = tops_nan(n_out * nt), *u = tops_nan(n_out * nt);
+        struct mm_args p = a;
+        p.epilogue = MMV_PLAIN;
+        p.w2 = NULL;
+        p.add = NULL;
+        p.variant = 0;
+        p.y = g;
+        tops_matmul(x->be, &p, mmv);
+        if (epi == MMV_SWIGLU) {
+            p.w = w2;
+            p.y = u;
+            tops_matmul(x->be, &p, mmv);
+            struct act_args s = {ACT_SWIGLU, g, u, g, n_out * nt, 1, 0};
+            x->be->ops->act(x->be, &s);
+        } else {
+            for (int64_t i = 0; i < n_out * nt; i++) g[i] += add[i];
+        }
+        T_CHECK(memcmp(g, y0, sizeof(float) * n_out * nt) == 0, "%s: fused epilogue differs from the unfused chain", desc);
+        free(g);
+        free(u);
+    }
+    /* mm against mmv on the same inputs: the same dot products, so identical */
+    if (!mmv && epi == MMV_PLAIN) {
+        float *yv = tops_nan(n_out * nt);
+        for (int64_t t0 = 0; t0 < nt; t0 += MMV_MAX_TOKENS) {
+            int64_t k = nt - t0 < MMV_MAX_TOKENS ? nt - t0 : MMV_MAX_TOKENS;
+            struct mm_args s = a;
+            s.n_tokens = k;
+            s.variant = 0;
+            s.x = xf + t0 * n_in;
+            s.xq = xq ? (const char *)xq + t0 * ref_row_bytes(at, n_in) : NULL;
+            s.y = yv + t0 * n_out;
+            tops_matmul(x->be, &s, 1);
+        }
+        T_CHECK(memcmp(yv, y0, sizeof(float) * n_out * nt) == 0, "%s: mm differs from mmv", desc);
+        free(yv);
+    }
+    /* one dot product against llama.cpp's own vec_dot (ISA and generic), plain epilogue, first row */
+    void *peer = tops_peer_cpu();
+    const char *pn = tops_peer_dot_name(t);
+    int half = t == INFER_TYPE_F16 || t == INFER_TYPE_BF16;
+    if (!pn && half) pn = t == INFER_TYPE_F16 ? "ggml_vec_dot_f16" : "ggml_vec_dot_bf16";
+    if (peer && mmv && epi == MMV_PLAIN && pn) {
+        char name[96];
+        for (int gen = 0; gen < 2; gen++) {
+            snprintf(name, sizeof name, "%s%s", pn, gen ? "_generic" : "");
+            peer_vec_dot f = (peer_vec_dot)peer_sym(peer, name);
+            if (!f) continue;
+            float s = NAN;
+            if (half) { /* ggml rounds the activations to the weight's half type first */
+                uint16_t *xh = malloc(2 * n_in);
+                for (int64_t i = 0; i < n_in; i++)
+                    xh[i] = t == INFER_TYPE_F16 ? blocks_f32_to_f16(xf[i]) : blocks_f32_to_bf16(xf[i]);
+                f((int)n_in, &s, 0, w, 0, xh, 0, 1);
+                free(xh);
+            } else {
+                f((int)n_in, &s, 0, w, 0, xq, 0, 1);
+            }
+            T_CHECK(fabs(s - y0[0]) <= 1e-6 * rabs[0], "%s: llama.cpp %s = %.9g, cpu = %.9g", desc, name, s, y0[0]);
+        }
+    } else if (!peer && mmv) {
+        static int once;
+        if (!once++) T_SKIP("llama.cpp peer not installed: dot products not compared with ggml");
+    }
+    free(y0);
+    free(xf);
+    free(add);
+    free(w);
+    free(w2);
+    free(xq);
+    free(ref);
+    free(rabs);
+}
+
+static void run_norm(struct tctx *x) {
+    const char *desc = x->desc;
+    int64_t n = x->c->ne[0], rows = x->c->ne[1];
+    float *in = malloc(sizeof(float) * n * rows), *w = malloc(sizeof(float) * n), *y = tops_nan(n * rows);
+    tops_fill(in, n * rows, x->c->lo, x->c->hi);
+    tops_fill(w, n, 0.5f, 1.5f);
+    struct norm_args a = {in, x->c->param[0] ? w : NULL, y, n, (int32_t)rows, n, n, 1e-6f};
+    double *r = malloc(sizeof(double) * n * rows);
+    T_CHECK(x->be->ops->norm(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    ref_norm(&a, r);
+    TOPS_NMSE(y, r, n * rows, x->c->tol);
+    free(in);
+    free(w);
+    free(y);
+    free(r);
+}
+
+static void run_rope(struct tctx *x) {
+    const char *desc = x->desc;
+    int32_t nt = (int32_t)x->c->ne[0], nh = (int32_t)x->c->ne[1], hd = (int32_t)x->c->ne[2], nr = (int32_t)x->c->ne[3];
+    int64_t n = (int64_t)nt * nh * hd;
+    float *in = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    int32_t *pos = malloc(sizeof(int32_t) * nt);
+    tops_fill(in, n, x->c->lo, x->c->hi);
+    memcpy(y, in, sizeof(float) * n);
+    for (int t = 0; t < nt; t++) pos[t] = (int32_t)(tops_u32() % (uint32_t)x->c->fparam);
+    pos[0] = (int32_t)x->c->fparam - 1;
+    struct rope_args a = {y, pos, nt, nh, hd, nr, (int64_t)nh * hd, hd, x->c->param[0], 1e6f, 1.0f};
+    double *r = malloc(sizeof(double) * n);
+    T_CHECK(x->be->ops->rope(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    ref_rope(&a, in, r);
+    TOPS_NMSE(y, r, n, x->c->tol);
+    int pass = 1; /* dims past n_rot pass through untouched */
+    for (int64_t i = 0; i < n; i++)
+        if (i % hd >= nr && y[i] != in[i]) pass = 0;
+    T_CHECK(pass, "%s: dims >= n_rot changed", desc);
+    free(in);
+    free(y);
+    free(pos);
+    free(r);
+}
+
+static void run_act(struct tctx *x) {
+    const char *desc = x->desc;
+    int64_t n = x->c->ne[0], rows = x->c->ne[1];
+    float *in = malloc(sizeof(float) * n * rows), *in2 = malloc(sizeof(float) * n * rows), *y = tops_nan(n * rows);
+    tops_fill(in, n * rows, x->c->lo, x->c->hi);
+    tops_fill(in2, n * rows, -2, 2);
+    struct act_args a = {x->c->param[0], in, x->c->param[0] == ACT_SWIGLU ? in2 : NULL, y, n, (int32_t)rows, x->c->fparam};
+    double *r = malloc(sizeof(double) * n * rows);
+    T_CHECK(x->be->ops->act(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    ref_act(&a, r);
+    TOPS_NMSE(y, r, n * rows, x->c->tol);
+    free(in);
+    free(in2);
+    free(y);
+    free(r);
+}
+
+static void run_attn(struct tctx *x) {
+    const char *desc = x->desc;
+    int32_t nt = (int32_t)x->c->ne[0], nh = (int32_t)x->c->ne[1], nkv = (int32_t)x->c->ne[2], hd = (int32_t)x->c->ne[3];
+    int32_t ncell = x->c->param[0];
+    int64_t nq = (int64_t)nt * nh * hd, nc = (int64_t)ncell * nkv * hd;
+    float *q = malloc(sizeof(float) * nq), *o = tops_nan(nq);
+    uint16_t *k = malloc(2 * nc), *v = malloc(2 * nc);
+    int32_t *pos = malloc(sizeof(int32_t) * nt);
+    tops_fill(q, nq, x->c->lo, x->c->hi);
+    for (int64_t i = 0; i < nc; i++) {
+        k[i] = blocks_f32_to_f16(tops_unif(-1, 1));
+        v[i] = blocks_f32_to_f16(tops_unif(-1, 1));
+    }
+    for (int t = 0; t < nt; t++) pos[t] = ncell - nt + t; /* the last nt positions: a causal prefill batch */
+    float scale = x->c->fparam > 0 ? x->c->fparam : 1.0f / sqrtf((float)hd);
+    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, (int64_t)nkv * hd, (int64_t)nh * hd, scale};
+    double *r = malloc(sizeof(double) * nq);
+    T_CHECK(x->be->ops->attn(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    ref_attn(&a, r);
+    TOPS_NMSE(o, r, nq, x->c->tol);
+    free(q);
+    free(o);
+    free(k);
+    free(v);
+    free(pos);
+    free(r);
+}
+
+static void run_moe_route(struct tctx *x) {
+    const char *desc = x->desc;
+    int32_t nt = (int32_t)x->c->ne[0], ne = (int32_t)x->c->ne[1], nk = (int32_t)x->c->ne[2];
+    float *z = malloc(sizeof(float) * nt * ne), *w = tops_nan(nt * nk);
+    int32_t *ids = malloc(sizeof(int32_t) * nt * nk);
+    double *p = malloc(sizeof(double) * nt * ne);
+    tops_fill(z, nt * ne, x->c->lo, x->c->hi);
+    struct moe_route_args a = {z, ids, w, nt, ne, nk, x->c->param[0]};
+    T_CHECK(x->be->ops->moe_route(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    ref_moe_route(&a, p);
+    for (int t = 0; t < nt; t++) {
+        /* the reference top-k as a set: the k largest probabilities */
+        double kth = INFINITY, sel = 0;
+        for (int k = 0; k < nk; k++) {
+            double best = -1;
+            for (int e = 0; e < ne; e++)
+                if (p[t * ne + e] < kth && p[t * ne + e] > best) best = p[t * ne + e];
+            kth = best;
+            sel += best;
+        }
+        for (int k = 0; k < nk; k++) {
+            int32_t e = ids[t * nk + k];
+            T_CHECK(e >= 0 && e < ne && p[t * ne + e] >= kth, "%s: token %d pick %d = expert %d not in the top-k", desc, t, k, e);
+            if (e < 0 || e >= ne) continue;
+            double want = p[t * ne + e] / (x->c->param[0] ? sel : 1.0);
+            T_CHECK(fabs(w[t * nk + k] - want) <= 1e-6 * want + 1e-9, "%s: token %d weight %d = %.9g, ref %.9g", desc, t, k,
+                    w[t * nk + k], want);
+        }
+    }
+    free(z);
+    free(w);
+    free(ids);
+    free(p);
+}
+
+static void run_moe_ffn(struct tctx *x) {
+    const char *desc = x->desc;
+    struct infer_backend *be = x->be;
+    int32_t nt = (int32_t)x->c->ne[0], ne = (int32_t)x->c->ne[3], nk = x->c->param[0];
+    int64_t E = x->c->ne[1], F = x->c->ne[2];
+    int32_t tg = x->type, td = x->c->param[1];
+    void *gate = tops_weights(tg, ne * F, E), *up = tops_weights(tg, ne * F, E), *down = tops_weights(td, ne * E, F);
+    float *in = malloc(sizeof(float) * nt * E), *w = malloc(sizeof(float) * nt * nk), *y = tops_nan(nt * E);
+    int32_t *ids = malloc(sizeof(int32_t) * nt * nk);
+    tops_fill(in, nt * E, x->c->lo, x->c->hi);
+    for (int t = 0; t < nt; t++)
+        for (int k = 0; k < nk; k++) {
+            ids[t * nk + k] = (t + 3 * k) % ne; /* distinct per token since nk <= ne and 3 is coprime-ish */
+            w[t * nk + k] = tops_unif(0.1f, 0.6f);
+        }
+    struct moe_ffn_args a = {tg, td, gate, up, down, in, ids, w, y, E, F, ne, nk, nt};
+    T_CHECK(be->ops->moe_ffn(be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    double *r = malloc(sizeof(double) * nt * E);
+    ref_moe_ffn(&a, r);
+    TOPS_NMSE(y, r, nt * E, x->c->tol);
+    /* the unfused chain: quantize, mmv gate, mmv up, swiglu, quantize, mmv down, weighted sum */
+    float *g = malloc(sizeof(float) * F), *u = malloc(sizeof(float) * F), *o = malloc(sizeof(float) * E);
+    float *yc = malloc(sizeof(float) * nt * E);
+    size_t gb = ref_row_bytes(tg, E), db = ref_row_bytes(td, F);
+    for (int t = 0; t < nt; t++) {
+        for (int64_t i = 0; i < E; i++) yc[t * E + i] = 0;
+        void *xq = tops_act(be, tg, in + t * E, E, 1);
+        for (int k = 0; k < nk; k++) {
+            int e = ids[t * nk + k];
+            struct mm_args m = {tg, (char *)gate + e * F * gb, NULL, E, F, 1, xq, in + t * E, g, NULL, MMV_PLAIN, 0};
+            be->ops->mm(be, &m);
+            m.w = (char *)up + e * F * gb;
+            m.y = u;
+            be->ops->mm(be, &m);
+            struct act_args s = {ACT_SWIGLU, g, u, g, F, 1, 0};
+            be->ops->act(be, &s);
+            void *hq = tops_act(be, td, g, F, 1);
+            struct mm_args d = {td, (char *)down + e * E * db, NULL, F, E, 1, hq, g, o, NULL, MMV_PLAIN, 0};
+            be->ops->mm(be, &d);
+            for (int64_t i = 0; i < E; i++) yc[t * E + i] += w[t * nk + k] * o[i];
+            free(hq);
+        }
+        free(xq);
+    }
+    T_CHECK(memcmp(yc, y, sizeof(float) * nt * E) == 0, "%s: fused moe_ffn differs from the unfused chain", desc);
+    free(gate);
+    free(up);
+    free(down);
+    free(in);
+    free(w);
+    free(y);
+    free(ids);
+    free(r);
+    free(g);
+    free(u);
+    free(o);
+    free(yc);
+}
+
+static void run_errors(struct tctx *x) {
+    const char *desc = x->desc;
+    struct infer_backend *be = x->be;
+    float f[512] = {0}, y[512];
+    uint8_t q[2048] = {0};
+    int32_t pos[1] = {-1}, ids[2] = {0, 99};
+    struct mmv_args m = {INFER_TYPE_Q2_K, q, NULL, 256, 1, 1, q, f, y, NULL, MMV_PLAIN, 0};
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_UNSUPPORTED, "%s: Q2_K mmv", desc);
+    m.type = INFER_TYPE_Q4_K;
+    m.n_in = 200; /* not a multiple of 256 */
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: n_in 200 for Q4_K", desc);
+    m.n_in = 256;
+    m.n_tokens = 9;
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: mmv with 9 tokens", desc);
+    m.n_tokens = 1;
+    m.epilogue = MMV_SWIGLU; /* no w2 */
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: SwiGLU without w2", desc);
+    m.epilogue = 7;
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: epilogue 7", desc);
+    struct quantize_args qa = {INFER_TYPE_F32, f, q, 256, 1, 256};
+    T_CHECK(be->ops->quantize(be, &qa) == INFER_E_UNSUPPORTED, "%s: quantize to F32", desc);
+    qa.type = INFER_TYPE_Q8_0;
+    qa.n = 33;
+    T_CHECK(be->ops->quantize(be, &qa) == INFER_E_ARG, "%s: quantize n 33", desc);
+    uint16_t kv[64] = {0};
+    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1};
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: 3 heads over 2 kv heads", desc);
+    at.n_head = 4;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: negative position", desc);
+    struct rope_args ro = {f, pos, 1, 1, 64, 65, 64, 64, ROPE_NORMAL, 1e4f, 1};
+    T_CHECK(be->ops->rope(be, &ro) == INFER_E_ARG, "%s: n_rot 65 > head_dim", desc);
+    struct moe_route_args mr = {f, ids, y, 1, 4, 5, 1};
+    T_CHECK(be->ops->moe_route(be, &mr) == INFER_E_ARG, "%s: top-5 of 4 experts", desc);
+    struct moe_ffn_args mf = {INFER_TYPE_F32, INFER_TYPE_F32, f, f, f, f, ids, f, y, 4, 4, 4, 2, 1};
+    T_CHECK(be->ops->moe_ffn(be, &mf) == INFER_E_ARG, "%s: expert id 99 of 4", desc);
+    struct pool *p = NULL;
+    T_CHECK(pool_create(0, &p) == INFER_E_ARG && p == NULL, "%s: pool of 0 threads", desc);
+}
+
+struct tops_pool_job {
+    int *hits;
+    int64_t grain, n;
+    int bad;
+};
+static void tops_pool_fn(void *ctx, int64_t b, int64_t e, int ith) {
+    struct tops_pool_job *j = ctx;
+    if (b % j->grain || (e % j->grain && e != j->n) || ith < 0) j->bad = 1;
+    for (int64_t i = b; i < e; i++) __atomic_add_fetch(&j->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+static void run_pool(struct tctx *x) {
+    const char *desc = x->desc;
+    int64_t n = x->c->ne[0];
+    struct pool *p = NULL;
+    T_CHECK(pool_create((int)x->c->ne[2], &p) == INFER_OK, "%s: %s", desc, infer_last_error());
+    int *hits = calloc((size_t)n, sizeof(int));
+    struct tops_pool_job j = {hits, x->c->ne[1], n, 0};
+    for (int rep = 0; rep < 50; rep++) pool_for(p, n, j.grain, tops_pool_fn, &j);
+    int ok = !j.bad;
+    for (int64_t i = 0; i < n; i++) ok &= hits[i] == 50;
+    T_CHECK(ok, "%s: every index exactly once per call, grain-aligned ranges", desc);
+    pool_free(p);
+    free(hits);
+}
+
+static void run_case(struct tctx *x) {
+    const char *op = x->c->op;
+    if (!strcmp(op, "quantize")) run_quantize(x);
+    else if (!strcmp(op, "mmv")) run_matmul(x, 1);
+    else if (!strcmp(op, "mm")) run_matmul(x, 0);
+    else if (!strcmp(op, "norm")) run_norm(x);
+    else if (!strcmp(op, "rope")) run_rope(x);
+    else if (!strcmp(op, "act")) run_act(x);
+    else if (!strcmp(op, "attn")) run_attn(x);
+    else if (!strcmp(op, "moe_route")) run_moe_route(x);
+    else if (!strcmp(op, "moe_ffn")) run_moe_ffn(x);
+    else if (!strcmp(op, "errors")) run_errors(x);
+    else if (!strcmp(op, "pool")) run_pool(x);
+}
+
+/* Is `s` in the comma list `list` (NULL list: everything)? */
+static int tops_in(const char *list, const char *s) {
+    if (!list) return 1;
+    size_t n = strlen(s);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncasecmp(p, s, n) == 0) return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *ops = NULL, *types = NULL, *backends = "cpu,cuda";
+    int list = 0, n_threads = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) ops = argv[++i];
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) types = argv[++i];
+        else if (!strcmp(argv[i], "-b") && i + 1 < argc) backends = argv[++i];
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--list")) list = 1;
+        else {
+            fprintf(stderr, "usage: %s [-o op1,op2] [-t q4_K,...] [-b cpu|cuda] [-n threads] [--list]\n", argv[0]);
+            return 2;
+        }
+    }
+    struct infer_backend *cpu = NULL;
+    if (!list && backend_cpu_create(n_threads, &cpu) != INFER_OK) {
+        printf("FAIL: backend_cpu_create: %s\n", infer_last_error());
+        return 1;
+    }
+    if (!list) printf("cpu: %s, %d threads\n", cpu_isa(), n_threads);
+    const char *why = NULL;
+    int n_dev = device_count(&why);
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const struct tcase *c = &tops_cases[ci];
+        if (!tops_in(ops, c->op)) continue;
+        /* one run per type of the case ("" = a float op, one run) */
+        const char *p = c->types;
+        do {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            int32_t t = len ? tops_type_id(p, len) : -1;
+            char tname[16];
+            snprintf(tname, sizeof tname, "%.*s", (int)len, p);
+            p += len + (e != NULL);
+            if (len && types && !tops_in(types, tname)) continue;
+            for (int b = 0; b < 2; b++) {
+                const char *bn = b ? "cuda" : "cpu";
+                if (!tops_in(backends, bn) || (b == 1 && !strcmp(c->op, "pool"))) continue; /* pool: CPU only */
+                struct tctx x = {c, t, cpu, {0}};
+                snprintf(x.desc, sizeof x.desc, "%s %s %s ne=[%lld,%lld,%lld,%lld] p=[%d,%d]", bn, c->op, len ? tname : "f32",
+                         (long long)c->ne[0], (long long)c->ne[1], (long long)c->ne[2], (long long)c->ne[3], c->param[0],
+                         c->param[1]);
+                if (list) {
+                    printf("%s\n", x.desc);
+                    continue;
+                }
+                if (b == 1) {
+                    if (n_dev == 0) T_SKIP("no CUDA device");
+                    else T_SKIP("CUDA backend not built into this test yet: %s", x.desc);
+                    continue;
+                }
+                int before = t_fail;
+                run_case(&x);
+                if (t_fail == before) printf("ok   %s\n", x.desc);
+                fflush(stdout);
+            }
+        } while (*p);
+    }
+    (void)why;
+    backend_free(cpu);
+    if (list) return 0;
+    return t_done();
+}
