@@ -200,7 +200,7 @@ static infer_status synth_vocab_make(const struct arch_row *a, int64_t n_vocab, 
         v->types[id] = 3;
     }
     v->bos = (int32_t)(n_vocab - n_ctl);        /* <|begin_of_text|> / <|endoftext|> */
-    v->eos = (int32_t)(llama ? n_vocab - 1 : n_vocab - 1); /* <|eot_id|> / <|im_end|> */
+    v->eos = (int32_t)(n_vocab - 1);           /* <|eot_id|> / <|im_end|> */
     v->pad = (int32_t)(n_vocab - n_ctl + (llama ? 1 : 0));
     return INFER_OK;
 oom:
