@@ -152,3 +152,43 @@ INFER_API infer_status infer_model_tensor(const infer_model *m, int64_t i, infer
 INFER_API int64_t infer_model_find_tensor(const infer_model *m, const char *name) {
     return m && name ? gguf_find_tensor_index(m->gguf, name) : -1;
 }
+
+/* ---- tokens: the model's tokenizer (lib/tokenizer.c) ---- */
+
+INFER_API int32_t infer_tokenize(const infer_model *m, const char *text, size_t len, int32_t *out, int32_t cap,
+                                 uint32_t flags) {
+    if (!m || (!text && len) || cap < 0 || (!out && cap)) {
+        infer_fail(INFER_E_ARG, "infer_tokenize: invalid argument");
+        return -1;
+    }
+    return tokenizer_encode(m->tok, text ? text : "", len, (flags & INFER_TOKENIZE_ADD_SPECIAL) != 0,
+                            (flags & INFER_TOKENIZE_PARSE_SPECIAL) != 0, out, cap);
+}
+
+INFER_API int32_t infer_token_to_piece(const infer_model *m, int32_t id, char *buf, int32_t cap, int special) {
+    if (!m || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_token_to_piece(m->tok, id, buf, cap, 0, special);
+}
+
+INFER_API int32_t infer_detokenize(const infer_model *m, const int32_t *ids, int32_t n, char *buf, int32_t cap,
+                                   uint32_t flags) {
+    if (!m || n < 0 || (!ids && n) || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_detokenize(m->tok, ids, n, buf, cap, (flags & INFER_DETOKENIZE_REMOVE_SPECIAL) != 0,
+                                (flags & INFER_DETOKENIZE_UNPARSE_SPECIAL) != 0);
+}
+
+INFER_API int32_t infer_token_stream_put(const infer_model *m, infer_token_stream *s, int32_t id, int special,
+                                         char *buf, int32_t cap) {
+    if (!m || !s || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_stream_put(m->tok, s, id, special, buf, cap);
+}
+
+INFER_API int32_t infer_token_stream_flush(infer_token_stream *s, char *buf, int32_t cap) {
+    if (!s || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_stream_flush(s, buf, cap);
+}
+
+INFER_API int32_t infer_vocab_size(const infer_model *m) { return m ? tokenizer_n_vocab(m->tok) : -1; }
+INFER_API int32_t infer_token_bos(const infer_model *m) { return m ? tokenizer_bos(m->tok) : -1; }
+INFER_API int32_t infer_token_eos(const infer_model *m) { return m ? tokenizer_eos(m->tok) : -1; }
+INFER_API int infer_token_is_eog(const infer_model *m, int32_t id) { return m ? tokenizer_is_eog(m->tok, id) : 0; }

@@ -336,6 +336,7 @@ infer_status model_bind(struct gguf_file *f, struct infer_model **out) {
         m->layers[il].is_mtp = il >= m->hp.n_layer;
     }
     TRY(model_bind_tensors(m));
+    TRY(tokenizer_load(f, &m->tok));
     *out = m;
     return INFER_OK;
 fail:
@@ -346,6 +347,7 @@ fail:
 
 void model_free(struct infer_model *m) {
     if (!m) return;
+    tokenizer_free(m->tok);
     gguf_close(m->gguf);
     xfree(m->layers);
     xfree(m);

@@ -10,6 +10,7 @@
 
 #include "arch.h"
 #include "gguf.h"
+#include "tokenizer.h"
 
 /* Weights of one block; NULL where the layer kind / architecture has none. */
 struct model_layer {
@@ -38,6 +39,7 @@ struct infer_model {
     const struct gguf_tensor *rope_freqs;                        /* llama only; may be NULL */
     int tied;
     struct model_layer *layers; /* (hp.n_layer_all): trunk, then MTP blocks */
+    struct tokenizer *tok;      /* owned; from the tokenizer.ggml.* metadata */
 };
 
 /* Binds f (taken: freed on failure too) into a model. Gives *out. */
