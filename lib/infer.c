@@ -1,0 +1,194 @@
+/* infer: the public model API (include/infer.h) over gguf + model.
+ *
+ * infer_model_load = gguf_open (validate the container) + model_bind (the architecture's tensors,
+ * shapes and types) + optionally a NaN/Inf scan of the data. Progress is reported at the start, after
+ * binding, while scanning (by bytes) and at the end; a nonzero return from the callback cancels.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "model.h"
+#include "quant.h"
+
+INFER_API infer_model_params infer_model_params_default(void) {
+    infer_model_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+/* Where the f16 scale fields of a quantised block are: n of them from byte offset off. */
+struct infer_scales {
+    int32_t type;
+    int off, n;
+};
+static const struct infer_scales infer_scale_table[] = {
+    {INFER_TYPE_Q4_0, 0, 1}, {INFER_TYPE_Q4_1, 0, 2},   {INFER_TYPE_Q5_0, 0, 1}, {INFER_TYPE_Q5_1, 0, 2},
+    {INFER_TYPE_Q8_0, 0, 1}, {INFER_TYPE_Q2_K, 80, 2},  {INFER_TYPE_Q3_K, 108, 1}, {INFER_TYPE_Q4_K, 0, 2},
+    {INFER_TYPE_Q5_K, 0, 2}, {INFER_TYPE_Q6_K, 208, 1}, {INFER_TYPE_IQ4_NL, 0, 1}, {INFER_TYPE_IQ4_XS, 0, 1},
+};
+
+static int infer_f16_bad(const uint8_t *p) {
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    return (h & 0x7c00) == 0x7c00; /* exponent all ones: Inf or NaN */
+}
+
+/* Scans one tensor; *bad_elem is the element (float types) or block index of the first NaN/Inf. */
+static int infer_scan_tensor(const struct gguf_tensor *t, uint64_t *bad) {
+    const uint8_t *d = t->data;
+    if (t->type == INFER_TYPE_F32) {
+        for (uint64_t i = 0; i < t->nbytes / 4; i++) {
+            float x;
+            memcpy(&x, d + 4 * i, 4);
+            if (!isfinite(x)) return *bad = i, 1;
+        }
+    } else if (t->type == INFER_TYPE_F16 || t->type == INFER_TYPE_BF16) {
+        for (uint64_t i = 0; i < t->nbytes / 2; i++) {
+            uint16_t h = (uint16_t)(d[2 * i] | d[2 * i + 1] << 8);
+            int badv = t->type == INFER_TYPE_F16 ? (h & 0x7c00) == 0x7c00 : (h & 0x7f80) == 0x7f80;
+            if (badv) return *bad = i, 1;
+        }
+    } else {
+        const struct quant_type *qt = quant_type(t->type);
+        for (size_t k = 0; qt && k < sizeof infer_scale_table / sizeof infer_scale_table[0]; k++) {
+            const struct infer_scales *s = &infer_scale_table[k];
+            if (s->type != t->type) continue;
+            for (uint64_t b = 0; b < t->nbytes / (uint64_t)qt->bytes; b++)
+                for (int j = 0; j < s->n; j++)
+                    if (infer_f16_bad(d + b * (uint64_t)qt->bytes + s->off + 2 * j)) return *bad = b, 1;
+        }
+    }
+    return 0;
+}
+
+static infer_status infer_progress(const infer_model_params *p, float x) {
+    if (p->progress && p->progress(x, p->progress_user))
+        return infer_fail(INFER_E_CANCELLED, "model load cancelled by the progress callback at %.0f%%", 100.0 * x);
+    return INFER_OK;
+}
+
+static infer_status infer_check_tensors(const struct infer_model *m, const infer_model_params *p) {
+    const struct gguf_file *f = m->gguf;
+    uint64_t total = 0, done = 0;
+    for (int64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        const struct gguf_tensor *t = &f->tensors[i];
+        uint64_t bad;
+        if (infer_scan_tensor(t, &bad)) {
+            int blocky = t->type != INFER_TYPE_F32 && t->type != INFER_TYPE_F16 && t->type != INFER_TYPE_BF16;
+            return infer_fail(INFER_E_FORMAT, "%s: tensor '%s' has a NaN or Inf %s at %s %" PRIu64, f->path, t->name,
+                              blocky ? "scale" : "value", blocky ? "block" : "element", bad);
+        }
+        done += t->nbytes;
+        infer_status st = infer_progress(p, 0.1f + 0.85f * (total ? (float)((double)done / (double)total) : 1.0f));
+        if (st != INFER_OK) return st;
+    }
+    return INFER_OK;
+}
+
+INFER_API infer_status infer_model_load(const char *path, const infer_model_params *params, infer_model **out) {
+    infer_status st = INFER_OK;
+    struct gguf_file *f = NULL;
+    struct infer_model *m = NULL;
+    infer_model_params p = params ? *params : infer_model_params_default();
+    if (!out) return infer_fail(INFER_E_ARG, "infer_model_load: out is NULL");
+    *out = NULL;
+    if (!path) return infer_fail(INFER_E_ARG, "infer_model_load: path is NULL");
+    TRY(infer_progress(&p, 0.0f));
+    TRY(gguf_open(path, &f));
+    st = model_bind(f, &m); /* takes f */
+    f = NULL;
+    if (st != INFER_OK) goto fail;
+    TRY(infer_progress(&p, 0.1f));
+    if (p.check_tensors) TRY(infer_check_tensors(m, &p));
+    TRY(infer_progress(&p, 1.0f));
+    *out = m;
+    return INFER_OK;
+fail:
+    gguf_close(f);
+    model_free(m);
+    return st;
+}
+
+INFER_API void infer_model_free(infer_model *m) { model_free(m); }
+
+INFER_API const char *infer_model_arch(const infer_model *m) { return m ? m->arch->name : NULL; }
+
+INFER_API int64_t infer_model_meta_count(const infer_model *m) { return m ? m->gguf->n_kv : 0; }
+
+INFER_API const char *infer_model_meta_key(const infer_model *m, int64_t i) {
+    if (!m || i < 0 || i >= m->gguf->n_kv) return NULL;
+    return m->gguf->kv[i].key;
+}
+
+INFER_API int32_t infer_model_meta_str(const infer_model *m, const char *key, char *buf, int32_t cap) {
+    if (!m || !key) return -1;
+    const struct gguf_kv *kv = gguf_find_kv(m->gguf, key);
+    if (!kv) return -1;
+    char dummy[1];
+    if (!buf || cap <= 0) return gguf_value_format(&kv->val, dummy, 0, 16);
+    return gguf_value_format(&kv->val, buf, (size_t)cap, 16);
+}
+
+INFER_API int64_t infer_model_tensor_count(const infer_model *m) { return m ? m->gguf->n_tensors : 0; }
+
+INFER_API infer_status infer_model_tensor(const infer_model *m, int64_t i, infer_tensor_info *out) {
+    if (!m || !out) return infer_fail(INFER_E_ARG, "infer_model_tensor: NULL argument");
+    if (i < 0 || i >= m->gguf->n_tensors)
+        return infer_fail(INFER_E_ARG, "%s: tensor index %" PRId64 " out of range [0, %" PRId64 ")", m->gguf->path, i,
+                          m->gguf->n_tensors);
+    const struct gguf_tensor *t = &m->gguf->tensors[i];
+    out->name = t->name;
+    out->type = t->type;
+    out->n_dims = t->n_dims;
+    memcpy(out->ne, t->ne, sizeof out->ne);
+    out->offset = t->offset;
+    out->nbytes = t->nbytes;
+    out->split = t->split;
+    return INFER_OK;
+}
+
+INFER_API int64_t infer_model_find_tensor(const infer_model *m, const char *name) {
+    return m && name ? gguf_find_tensor_index(m->gguf, name) : -1;
+}
+
+/* ---- tokens: the model's tokenizer (lib/tokenizer.c) ---- */
+
+INFER_API int32_t infer_tokenize(const infer_model *m, const char *text, size_t len, int32_t *out, int32_t cap,
+                                 uint32_t flags) {
+    if (!m || (!text && len) || cap < 0 || (!out && cap)) {
+        infer_fail(INFER_E_ARG, "infer_tokenize: invalid argument");
+        return -1;
+    }
+    return tokenizer_encode(m->tok, text ? text : "", len, (flags & INFER_TOKENIZE_ADD_SPECIAL) != 0,
+                            (flags & INFER_TOKENIZE_PARSE_SPECIAL) != 0, out, cap);
+}
+
+INFER_API int32_t infer_token_to_piece(const infer_model *m, int32_t id, char *buf, int32_t cap, int special) {
+    if (!m || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_token_to_piece(m->tok, id, buf, cap, 0, special);
+}
+
+INFER_API int32_t infer_detokenize(const infer_model *m, const int32_t *ids, int32_t n, char *buf, int32_t cap,
+                                   uint32_t flags) {
+    if (!m || n < 0 || (!ids && n) || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_detokenize(m->tok, ids, n, buf, cap, (flags & INFER_DETOKENIZE_REMOVE_SPECIAL) != 0,
+                                (flags & INFER_DETOKENIZE_UNPARSE_SPECIAL) != 0);
+}
+
+INFER_API int32_t infer_token_stream_put(const infer_model *m, infer_token_stream *s, int32_t id, int special,
+                                         char *buf, int32_t cap) {
+    if (!m || !s || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_stream_put(m->tok, s, id, special, buf, cap);
+}
+
+INFER_API int32_t infer_token_stream_flush(infer_token_stream *s, char *buf, int32_t cap) {
+    if (!s || cap < 0 || (!buf && cap)) return -1;
+    return tokenizer_stream_flush(s, buf, cap);
+}
+
+INFER_API int32_t infer_vocab_size(const infer_model *m) { return m ? tokenizer_n_vocab(m->tok) : -1; }
+INFER_API int32_t infer_token_bos(const infer_model *m) { return m ? tokenizer_bos(m->tok) : -1; }
+INFER_API int32_t infer_token_eos(const infer_model *m) { return m ? tokenizer_eos(m->tok) : -1; }
+INFER_API int infer_token_is_eog(const infer_model *m, int32_t id) { return m ? tokenizer_is_eog(m->tok, id) : 0; }

@@ -1,0 +1,114 @@
+/* ftype: llama-quantize's default per-tensor type rules (no imatrix) for the file types we write.
+ *
+ * Order of the decision, as in llama.cpp's llama-quant.cpp:
+ *   1. not quantisable (1-D, *_norm.weight, routers, ssm_conv1d, names not ending in "weight") -> F32;
+ *   2. float ftypes: every quantisable tensor gets the ftype's float type (no further rules);
+ *   3. quantised ftypes: output.weight (or token_embd when tied) -> Q6_K unless the default is Q8_0 or
+ *      ne0 is not a multiple of the default's block (-> Q8_0); attn_v / attn_qkv and ffn_down in
+ *      use_more_bits layers -> Q6_K for Q4_K_M; attn_v and attn_k -> Q8_0 and attn_output -> Q5_K
+ *      (Q4_K_M) when the model has exactly 8 experts;
+ *   4. fallback when ne0 % 256 != 0 for a K type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; then F16 if
+ *      even that block does not divide ne0.
+ * The layer index used by the "more bits" rules is the block number in the name: llama-quantize walks
+ * tensors in layer order and every architecture here has exactly one attn_v-like tensor per block.
+ */
+#include "ftype.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../include/infer.h"
+
+static const struct { int32_t id; const char *name; int32_t base; } ftype_table[] = {
+    {FTYPE_F32, "F32", INFER_TYPE_F32},     {FTYPE_F16, "F16", INFER_TYPE_F16},
+    {FTYPE_BF16, "BF16", INFER_TYPE_BF16},  {FTYPE_Q8_0, "Q8_0", INFER_TYPE_Q8_0},
+    {FTYPE_Q4_K_M, "Q4_K_M", INFER_TYPE_Q4_K}, {FTYPE_Q6_K, "Q6_K", INFER_TYPE_Q6_K},
+};
+#define FTYPE_N ((int)(sizeof ftype_table / sizeof ftype_table[0]))
+
+int32_t ftype_by_name(const char *name) {
+    for (int i = 0; name && i < FTYPE_N; i++)
+        if (strcasecmp(name, ftype_table[i].name) == 0) return ftype_table[i].id;
+    return -1;
+}
+
+const char *ftype_name(int32_t ftype) {
+    for (int i = 0; i < FTYPE_N; i++)
+        if (ftype_table[i].id == ftype) return ftype_table[i].name;
+    return NULL;
+}
+
+static int32_t ftype_base(int32_t ftype) {
+    for (int i = 0; i < FTYPE_N; i++)
+        if (ftype_table[i].id == ftype) return ftype_table[i].base;
+    return -1;
+}
+
+static int ftype_has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+static int ftype_ends(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+static int ftype_quantisable(const char *name, int n_dims, const int64_t *ne) {
+    int dims = n_dims;
+    while (dims > 1 && ne[dims - 1] == 1) dims--; /* ggml_n_dims: trailing 1s do not count */
+    if (dims < 2) return 0;
+    if (!ftype_ends(name, "weight")) return 0;
+    if (ftype_has(name, "_norm.weight") || ftype_has(name, "ffn_gate_inp.weight") ||
+        ftype_has(name, "ffn_gate_inp_shexp.weight") || ftype_has(name, "ssm_conv1d.weight"))
+        return 0;
+    return 1;
+}
+
+/* llama.cpp's use_more_bits: the first and last eighth and every third layer in between. */
+static int ftype_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static int ftype_blck(int32_t t) {
+    switch (t) {
+    case INFER_TYPE_Q4_K: case INFER_TYPE_Q5_K: case INFER_TYPE_Q6_K: case INFER_TYPE_Q2_K: case INFER_TYPE_Q3_K:
+    case INFER_TYPE_IQ4_XS:
+        return 256;
+    case INFER_TYPE_F32: case INFER_TYPE_F16: case INFER_TYPE_BF16:
+        return 1;
+    default:
+        return 32;
+    }
+}
+
+int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int64_t *ne, const struct ftype_model *m) {
+    int32_t base = ftype_base(ftype);
+    if (base < 0 || !ftype_quantisable(name, n_dims, ne)) return INFER_TYPE_F32;
+    if (base == INFER_TYPE_F32 || base == INFER_TYPE_F16 || base == INFER_TYPE_BF16) return base;
+
+    int32_t t = base;
+    int layer = -1;
+    if (sscanf(name, "blk.%d.", &layer) != 1) layer = -1;
+    if (strcmp(name, "output.weight") == 0 || (m->tied && strcmp(name, "token_embd.weight") == 0)) {
+        if (ne[0] % ftype_blck(base) != 0) t = INFER_TYPE_Q8_0;
+        else if (t != INFER_TYPE_Q8_0) t = INFER_TYPE_Q6_K;
+    } else if (ftype_has(name, "attn_v.weight") || ftype_has(name, "attn_qkv.weight")) {
+        if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, m->n_layer)) t = INFER_TYPE_Q6_K;
+        if (m->n_expert == 8) t = INFER_TYPE_Q8_0;
+    } else if (ftype_has(name, "ffn_down")) {
+        if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, m->n_layer)) t = INFER_TYPE_Q6_K;
+    } else if (ftype_has(name, "attn_k.weight")) {
+        if (m->n_expert == 8) t = INFER_TYPE_Q8_0;
+    } else if (ftype_has(name, "attn_output.weight")) {
+        if (ftype == FTYPE_Q4_K_M && m->n_expert == 8) t = INFER_TYPE_Q5_K;
+    }
+    (void)m->n_gqa; /* the n_gqa rules only concern Q2_K/Q3_K/IQ file types */
+
+    if (ftype_blck(t) == 256 && ne[0] % 256 != 0) {
+        switch (t) {
+        case INFER_TYPE_Q4_K: t = INFER_TYPE_Q5_0; break;
+        case INFER_TYPE_Q5_K: t = INFER_TYPE_Q5_1; break;
+        case INFER_TYPE_Q6_K: t = INFER_TYPE_Q8_0; break;
+        default: t = INFER_TYPE_IQ4_NL; break;
+        }
+    }
+    if (ne[0] % ftype_blck(t) != 0) t = INFER_TYPE_F16;
+    return t;
+}
