@@ -1,0 +1,236 @@
+/* test-llama-files: our reader and tools on files that llama.cpp itself wrote.
+ * From one F32 synthetic model, llama.cpp's own quantizer (llama_model_quantize) writes Q4_K_M, Q8_0,
+ * Q6_K, IQ4_NL, IQ4_XS, F16 and BF16 files. For each:
+ *   - our reader agrees with llama.cpp's gguf reader: version, keys and their types, tensor names,
+ *     types, offsets, data offset;
+ *   - `llm-gguf info --json` lists every tensor with llama.cpp's type, shape, offset and size;
+ *   - `llm-gguf dequant` of EVERY tensor is bit-identical to ggml's dequantize_row_<type>.
+ * Then `llm-gguf quantize` turns the same F32 file into Q8_0, Q4_K_M, Q6_K and F16: every tensor gets
+ * the type llama.cpp chose and byte-identical data (both run the reference quantisers), and
+ * llama.cpp loads and decodes the result. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../tools/synth.h"
+#include "../peer.h"
+#include "../t.h"
+#include "gguf.h"
+#include "llama_peer.h"
+#include "quant.h"
+
+static char dir[] = "/tmp/test-llama-files-XXXXXX";
+static char tool[512];
+
+struct peer_gguf_params {
+    bool no_alloc;
+    void **ctx;
+};
+
+struct peer_gguf {
+    void *(*init)(const char *, struct peer_gguf_params);
+    void (*free_)(void *);
+    int64_t (*n_kv)(const void *), (*n_tensors)(const void *);
+    const char *(*key)(const void *, int64_t);
+    int (*kv_type)(const void *, int64_t);
+    uint32_t (*version)(const void *);
+    const char *(*tname)(const void *, int64_t);
+    size_t (*toff)(const void *, int64_t), (*tsize)(const void *, int64_t), (*data_off)(const void *);
+    int (*ttype)(const void *, int64_t);
+};
+
+static int bind_gguf(struct peer_gguf *g) {
+    void *h = peer_open("libggml-base.so", NULL);
+    *(void **)&g->init = peer_sym(h, "gguf_init_from_file");
+    *(void **)&g->free_ = peer_sym(h, "gguf_free");
+    *(void **)&g->n_kv = peer_sym(h, "gguf_get_n_kv");
+    *(void **)&g->n_tensors = peer_sym(h, "gguf_get_n_tensors");
+    *(void **)&g->key = peer_sym(h, "gguf_get_key");
+    *(void **)&g->kv_type = peer_sym(h, "gguf_get_kv_type");
+    *(void **)&g->version = peer_sym(h, "gguf_get_version");
+    *(void **)&g->tname = peer_sym(h, "gguf_get_tensor_name");
+    *(void **)&g->toff = peer_sym(h, "gguf_get_tensor_offset");
+    *(void **)&g->tsize = peer_sym(h, "gguf_get_tensor_size");
+    *(void **)&g->data_off = peer_sym(h, "gguf_get_data_offset");
+    *(void **)&g->ttype = peer_sym(h, "gguf_get_tensor_type");
+    return g->init && g->free_ && g->n_kv && g->n_tensors && g->key && g->kv_type && g->version && g->tname && g->toff &&
+           g->tsize && g->data_off && g->ttype;
+}
+
+static char *run(const char *cmd) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *out = malloc(cap);
+    size_t k;
+    while ((k = fread(out + n, 1, cap - n - 1, p)) > 0)
+        if ((n += k) + 1 == cap) out = realloc(out, cap *= 2);
+    out[n] = 0;
+    if (pclose(p) != 0) out[0] = 0;
+    return out;
+}
+
+static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, const char *path, const char *what) {
+    struct gguf_file *f;
+    if (gguf_open(path, &f) != INFER_OK) {
+        T_CHECK(0, "%s: we cannot read llama.cpp's file: %s", what, infer_last_error());
+        return;
+    }
+    struct peer_gguf_params gp = {true, NULL};
+    void *g = pg->init(path, gp);
+    T_CHECK(g != NULL, "%s: llama.cpp reads its own file", what);
+    if (!g) {
+        gguf_close(f);
+        return;
+    }
+    T_CHECK(pg->version(g) == f->version && pg->n_kv(g) == f->n_kv && pg->n_tensors(g) == f->n_tensors,
+            "%s: version/keys/tensors %u/%lld/%lld vs ours %u/%lld/%lld", what, pg->version(g), (long long)pg->n_kv(g),
+            (long long)pg->n_tensors(g), f->version, (long long)f->n_kv, (long long)f->n_tensors);
+    int bad_kv = 0, bad_t = 0;
+    for (int64_t i = 0; i < f->n_kv && i < pg->n_kv(g); i++)
+        bad_kv += strcmp(pg->key(g, i), f->kv[i].key) != 0 || pg->kv_type(g, i) != (int)f->kv[i].val.type;
+    const uint8_t *data0 = f->n_tensors ? (const uint8_t *)f->tensors[0].data - f->tensors[0].offset : NULL;
+    for (int64_t i = 0; i < f->n_tensors && i < pg->n_tensors(g); i++) {
+        const struct gguf_tensor *t = &f->tensors[i];
+        bad_t += strcmp(pg->tname(g, i), t->name) != 0 || pg->ttype(g, i) != t->type || pg->toff(g, i) != t->offset ||
+                 pg->tsize(g, i) != t->nbytes || (size_t)((const uint8_t *)t->data - data0) != t->offset;
+    }
+    T_CHECK(bad_kv == 0 && bad_t == 0, "%s: %d keys and %d tensors differ from llama.cpp's reading", what, bad_kv, bad_t);
+
+    /* llm-gguf info --json */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s info --json '%s'", tool, path);
+    char *json = run(cmd);
+    int missing = 0;
+    for (int64_t i = 0; json && i < f->n_tensors; i++) {
+        const struct gguf_tensor *t = &f->tensors[i];
+        char want[512];
+        int k = snprintf(want, sizeof want, "{\"name\":\"%s\",\"type\":\"%s\",\"shape\":[%lld", t->name,
+                         quant_type(t->type)->name, (long long)t->ne[0]);
+        for (int d = 1; d < t->n_dims; d++) k += snprintf(want + k, sizeof want - (size_t)k, ",%lld", (long long)t->ne[d]);
+        snprintf(want + k, sizeof want - (size_t)k, "],\"offset\":%zu,\"bytes\":%zu}", pg->toff(g, i), pg->tsize(g, i));
+        missing += strstr(json, want) == NULL;
+    }
+    T_CHECK(json && json[0] == '{' && missing == 0, "%s: info --json misses %d tensors", what, missing);
+    free(json);
+
+    /* llm-gguf dequant of every tensor, against ggml */
+    int mismatched = 0, compared = 0;
+    char out[600];
+    snprintf(out, sizeof out, "%s/dequant.f32", dir);
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        const struct gguf_tensor *t = &f->tensors[i];
+        const int64_t nel = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        float *ref = malloc(sizeof(float) * (size_t)nel);
+        if (t->type == INFER_TYPE_F32) memcpy(ref, t->data, sizeof(float) * (size_t)nel);
+        else if (pe->dequantize_row[t->type]) pe->dequantize_row[t->type](t->data, ref, nel);
+        else {
+            T_CHECK(0, "%s: no ggml decoder for %s", what, quant_type(t->type)->name);
+            free(ref);
+            continue;
+        }
+        snprintf(cmd, sizeof cmd, "%s dequant '%s' '%s' '%s'", tool, path, t->name, out);
+        size_t got = 0;
+        float *ours = NULL;
+        if (system(cmd) == 0) {
+            FILE *fp = fopen(out, "rb");
+            ours = malloc(sizeof(float) * (size_t)nel + 4);
+            if (fp) got = fread(ours, sizeof(float), (size_t)nel + 1, fp), fclose(fp);
+        }
+        compared++;
+        if (got != (size_t)nel || memcmp(ours, ref, sizeof(float) * (size_t)nel) != 0) {
+            if (mismatched++ < 3) printf("  %s: %s (%s) differs\n", what, t->name, quant_type(t->type)->name);
+        }
+        free(ours);
+        free(ref);
+    }
+    T_CHECK(compared == f->n_tensors && mismatched == 0, "%s: dequant of %d of %d tensors differs from ggml", what,
+            mismatched, compared);
+    pg->free_(g);
+    gguf_close(f);
+}
+
+static void check_our_quantize(const struct llama_peer *pe, const char *f32, const char *ftype, int32_t ftype_id) {
+    char ours[300], theirs[300], cmd[1000];
+    snprintf(ours, sizeof ours, "%s/ours-%s.gguf", dir, ftype);
+    snprintf(theirs, sizeof theirs, "%s/theirs-%s.gguf", dir, ftype);
+    snprintf(cmd, sizeof cmd, "%s quantize '%s' '%s' %s", tool, f32, ours, ftype);
+    T_CHECK(system(cmd) == 0, "llm-gguf quantize %s", ftype);
+    T_CHECK(llama_peer_quantize(pe, f32, theirs, ftype_id) == 0, "llama.cpp quantize %s", ftype);
+    struct gguf_file *a = NULL, *b = NULL;
+    if (gguf_open(ours, &a) == INFER_OK && gguf_open(theirs, &b) == INFER_OK && a->n_tensors == b->n_tensors) {
+        int types = 0, bytes = 0;
+        for (int64_t i = 0; i < a->n_tensors; i++) {
+            const struct gguf_tensor *x = &a->tensors[i], *y = gguf_find_tensor(b, x->name);
+            if (!y || x->type != y->type) {
+                if (types++ < 3) printf("  %s: %s is %s here, %s in llama.cpp's\n", ftype, x->name, quant_type(x->type)->name,
+                                        y ? quant_type(y->type)->name : "absent");
+            } else if (x->nbytes != y->nbytes || memcmp(x->data, y->data, x->nbytes) != 0) {
+                if (bytes++ < 3) printf("  %s: %s (%s) bytes differ\n", ftype, x->name, quant_type(x->type)->name);
+            }
+        }
+        T_CHECK(types == 0 && bytes == 0, "llm-gguf quantize %s: %d tensor types and %d tensor contents differ from llama.cpp",
+                ftype, types, bytes);
+    } else {
+        T_CHECK(0, "%s: cannot compare the two quantised files: %s", ftype, infer_last_error());
+    }
+    gguf_close(a);
+    gguf_close(b);
+    void *model = pe->model_load(ours, pe->model_default_params());
+    T_CHECK(model != NULL, "llama.cpp loads our %s file", ftype);
+    if (!model) return;
+    void *ctx = pe->init_from_model(model, pe->context_default_params());
+    int32_t tokens[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const float *logits = ctx && pe->decode(ctx, pe->batch_get_one(tokens, 8)) == 0 ? pe->get_logits_ith(ctx, -1) : NULL;
+    T_CHECK(logits && isfinite(logits[0]), "llama.cpp decodes our %s file", ftype);
+    if (ctx) pe->ctx_free(ctx);
+    pe->model_free(model);
+}
+
+int main(void) {
+    struct llama_peer pe;
+    struct peer_gguf pg;
+    const char *why = NULL;
+    if (!llama_peer_load(&pe, &why)) {
+        T_SKIP("llama.cpp peer: %s", why);
+        return t_done();
+    }
+    if (!bind_gguf(&pg)) {
+        T_CHECK(0, "the peer lacks the gguf API");
+        return t_done();
+    }
+    const char *b = getenv("INFER_BUILD_DIR");
+    snprintf(tool, sizeof tool, "%s/llm-gguf", b ? b : "build");
+    if (access(tool, X_OK) != 0) {
+        T_CHECK(0, "%s not built", tool);
+        return t_done();
+    }
+    if (!mkdtemp(dir)) return 1;
+    struct synth_params sp;
+    synth_params_default("qwen3", &sp);
+    sp.ftype = "F32", sp.n_layer = 4, sp.seed = 3;
+    char f32[300];
+    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
+    T_CHECK(synth_write(&sp, f32) == INFER_OK, "synth: %s", infer_last_error());
+    static const struct { const char *name; int32_t id; } ftypes[] = {
+        {"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1}, {"BF16", 32}};
+    for (size_t i = 0; i < sizeof ftypes / sizeof *ftypes; i++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/llama-%s.gguf", dir, ftypes[i].name);
+        uint32_t rc = llama_peer_quantize(&pe, f32, path, ftypes[i].id);
+        T_CHECK(rc == 0, "llama.cpp quantizes to %s", ftypes[i].name);
+        if (rc == 0) check_file(&pe, &pg, path, ftypes[i].name);
+    }
+    check_file(&pe, &pg, f32, "F32 (ours)");
+    check_our_quantize(&pe, f32, "Q8_0", 7);
+    check_our_quantize(&pe, f32, "Q4_K_M", 15);
+    check_our_quantize(&pe, f32, "Q6_K", 18);
+    check_our_quantize(&pe, f32, "F16", 1);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+    return t_done();
+}
