@@ -126,5 +126,8 @@ format:
 clean:
 	rm -rf build build-san
 
+# keep objects that pattern chains would otherwise delete as intermediates (and rebuild every time)
+.SECONDARY:
+
 .PHONY: all test peer fuzz install demo format clean check-gpu bench-ops
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

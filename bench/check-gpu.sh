@@ -32,6 +32,7 @@ for t in "$B"/tests/test-cuda-*; do
     run "compute-sanitizer memcheck $(basename "$t")" compute-sanitizer --tool memcheck --error-exitcode 1 "$t"
     run "compute-sanitizer racecheck $(basename "$t")" compute-sanitizer --tool racecheck --error-exitcode 1 "$t"
 done
+run "bench-ops smoke (Q4_K)" "$B/bench-ops" -t q4_K -r 20
 echo '```' >> "$log"
 echo "check-gpu: $( [ $status = 0 ] && echo PASS || echo FAIL ), log in $log"
 exit $status

@@ -3,6 +3,7 @@
 # the way a user would, then runs it (shared library, found through the rpath we pass).
 set -e
 B=$1
+command -v pkg-config >/dev/null || { echo "SKIP (pkg-config not found)"; exit 77; }
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 make -s install BUILD="$B" PREFIX="$prefix" > /dev/null
