@@ -1,38 +1,111 @@
-/* llama_peer: the few llama.cpp entry points our conformance tests call, declared here (never copied
- * from llama.h). Structs that llama.cpp passes or returns by value are larger than 16 bytes, so on
- * x86-64 they travel in memory: an oversized stand-in is safe as long as it is the last argument,
- * and we only touch fields whose offsets we checked (llama.cpp v0.5.0, as shipped in the npm
- * package @node-llama-cpp/linux-x64 3.22.1). */
+/* llama_peer: the few llama.cpp entry points our conformance tests call, bound at run time.
+ *
+ * The declarations are our own, written from the field lists of llama.h in llama.cpp v0.5.0 (the
+ * source shipped in node-llama-cpp 3.22.1 as llama/gitRelease.bundle, the same release as the npm
+ * binaries in @node-llama-cpp/linux-x64 3.22.1). Three structs travel by value (model, context and
+ * batch), so their layouts must be exact: llama_peer_load checks every default value it can see
+ * against what llama.cpp documents, and llama_peer_model_load checks that the model llama.cpp built
+ * has the dimensions the caller expects and that the progress callback we passed was called (a
+ * shifted field would drop it). enums are int-sized; bool is C's _Bool (one byte on x86-64). */
 #ifndef TEST_LLAMA_PEER_H
 #define TEST_LLAMA_PEER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-typedef struct {
-    unsigned char bytes[512];
-} llama_blob; /* llama_model_params, llama_context_params, llama_model_quantize_params, llama_batch */
+struct llama_peer_model_params { /* llama_model_params */
+    void *devices;
+    const void *tensor_buft_overrides;
+    int32_t n_gpu_layers;
+    int32_t split_mode, load_mode, lazy_mode; /* enums */
+    int32_t main_gpu;
+    const float *tensor_split;
+    bool (*progress_callback)(float progress, void *user);
+    void *progress_callback_user_data;
+    const void *kv_overrides;
+    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
+};
+
+struct llama_peer_context_params { /* llama_context_params */
+    uint32_t n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max, n_outputs_max_per_seq;
+    int32_t n_threads, n_threads_batch;
+    int32_t ctx_type, rope_scaling_type, pooling_type, attention_type, flash_attn_type; /* enums */
+    float rope_freq_base, rope_freq_scale, yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+    uint32_t yarn_orig_ctx;
+    float defrag_thold;
+    void *cb_eval, *cb_eval_user_data;
+    int32_t type_k, type_v; /* ggml_type */
+    void *abort_callback, *abort_callback_data;
+    bool embeddings, offload_kqv, no_perf, op_offload, swa_full, kv_unified;
+    void *samplers;
+    size_t n_samplers;
+    void *ctx_other;
+};
+
+struct llama_peer_quantize_params { /* llama_model_quantize_params */
+    int32_t nthread;
+    int32_t ftype, output_tensor_type, token_embedding_type; /* enums */
+    bool allow_requantize, quantize_output_tensor, only_copy, pure, keep_split, dry_run;
+    const void *imatrix, *kv_overrides, *tt_overrides;
+    const int32_t *prune_layers;
+    size_t max_buf_size;
+};
+
+struct llama_peer_batch { /* llama_batch */
+    int32_t n_tokens;
+    int32_t *token;
+    float *embd;
+    int32_t *pos;
+    int32_t *n_seq_id;
+    int32_t **seq_id;
+    int8_t *logits;
+};
+
+enum { LLAMA_PEER_CTX_DEFAULT = 0, LLAMA_PEER_CTX_MTP = 1 };
 
 struct llama_peer {
-    void *(*model_load)(const char *path, llama_blob params);
+    /* libllama */
+    struct llama_peer_model_params (*model_default_params)(void);
+    struct llama_peer_context_params (*context_default_params)(void);
+    struct llama_peer_quantize_params (*quantize_default_params)(void);
+    void *(*model_load)(const char *path, struct llama_peer_model_params params);
     void (*model_free)(void *model);
-    llama_blob (*model_default_params)(void);
-    llama_blob (*context_default_params)(void);
-    void *(*init_from_model)(void *model, llama_blob params);
+    void *(*init_from_model)(void *model, struct llama_peer_context_params params);
     void (*ctx_free)(void *ctx);
-    llama_blob (*batch_get_one)(int32_t *tokens, int32_t n);
-    int32_t (*decode)(void *ctx, llama_blob batch);
+    uint32_t (*n_ctx)(const void *ctx);
+    struct llama_peer_batch (*batch_get_one)(int32_t *tokens, int32_t n_tokens);
+    int32_t (*decode)(void *ctx, struct llama_peer_batch batch);
     float *(*get_logits_ith)(void *ctx, int32_t i);
     const void *(*model_get_vocab)(const void *model);
     int32_t (*vocab_n_tokens)(const void *vocab);
-    llama_blob (*quantize_default_params)(void);
-    uint32_t (*quantize)(const char *in, const char *out, const void *params);
-    /* libggml-base.so */
-    void (*dequantize_row[43])(const void *x, float *y, int64_t k); /* by ggml type id; NULL if absent */
+    int32_t (*model_n_embd)(const void *model), (*model_n_layer)(const void *model), (*model_n_head)(const void *model),
+        (*model_n_head_kv)(const void *model), (*model_n_layer_nextn)(const void *model);
+    uint32_t (*quantize)(const char *in, const char *out, const struct llama_peer_quantize_params *params);
+    /* libggml-base: ggml's row decoders by ggml type id (F16/BF16: the fp16/bf16 row converters); NULL if absent */
+    void (*dequantize_row[43])(const void *x, float *y, int64_t k);
 };
 
-/* Loads the peer once (quiet logging, CPU backends loaded). 0 and *why set if it is not installed. */
+/* Binds the peer once (quiet logging, CPU backends loaded) and checks the struct layouts through the
+ * default values. Returns 0 with *why set if it is not installed; -1 with *why set if a layout check
+ * fails (a test must then fail, not skip); 1 when ready. */
 int llama_peer_load(struct llama_peer *p, const char **why);
-/* llama_model_quantize with nthread 1 and the given llama_ftype; 0 on success. */
+
+/* What the caller expects of a model; 0 = do not check. */
+struct llama_peer_expect {
+    int32_t n_embd, n_layer, n_head, n_head_kv, n_vocab, n_layer_nextn;
+};
+/* Loads on the CPU (load_mtp as given, so llama.cpp also checks the MTP tensors) and checks the
+ * dims in *e (may be NULL) and that our progress callback ran. NULL on failure with *why set. */
+void *llama_peer_model_load(const struct llama_peer *p, const char *path, int load_mtp,
+                            const struct llama_peer_expect *e, const char **why);
+/* A context of n_ctx cells, 2 threads; ctx_type LLAMA_PEER_CTX_*; other: the main context for MTP
+ * (or NULL). Checks llama_n_ctx so the passed struct is known to have arrived intact. */
+void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type, void *other);
+/* Decodes n tokens as one batch and copies the last position's logits to out (n_vocab floats).
+ * Returns llama_decode's status, or -100 if no logits came back. */
+int32_t llama_peer_eval(const struct llama_peer *p, void *ctx, int32_t *tokens, int32_t n, float *out, int32_t n_vocab);
+/* llama_model_quantize with 1 thread and the given llama_ftype; 0 on success. */
 uint32_t llama_peer_quantize(const struct llama_peer *p, const char *in, const char *out, int32_t ftype);
 
 #endif

@@ -179,13 +179,16 @@ static void check_our_quantize(const struct llama_peer *pe, const char *f32, con
     }
     gguf_close(a);
     gguf_close(b);
-    void *model = pe->model_load(ours, pe->model_default_params());
-    T_CHECK(model != NULL, "llama.cpp loads our %s file", ftype);
+    const char *why = NULL;
+    void *model = llama_peer_model_load(pe, ours, 0, NULL, &why);
+    T_CHECK(model != NULL, "llama.cpp loads our %s file: %s", ftype, why);
     if (!model) return;
-    void *ctx = pe->init_from_model(model, pe->context_default_params());
+    void *ctx = llama_peer_context(pe, model, 64, LLAMA_PEER_CTX_DEFAULT, NULL);
     int32_t tokens[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    const float *logits = ctx && pe->decode(ctx, pe->batch_get_one(tokens, 8)) == 0 ? pe->get_logits_ith(ctx, -1) : NULL;
-    T_CHECK(logits && isfinite(logits[0]), "llama.cpp decodes our %s file", ftype);
+    float logits[1024];
+    const int32_t n_vocab = pe->vocab_n_tokens(pe->model_get_vocab(model));
+    const int ok = ctx && n_vocab <= 1024 && llama_peer_eval(pe, ctx, tokens, 8, logits, n_vocab) == 0;
+    T_CHECK(ok && isfinite(logits[0]) && isfinite(logits[n_vocab - 1]), "llama.cpp decodes our %s file", ftype);
     if (ctx) pe->ctx_free(ctx);
     pe->model_free(model);
 }
@@ -194,8 +197,10 @@ int main(void) {
     struct llama_peer pe;
     struct peer_gguf pg;
     const char *why = NULL;
-    if (!llama_peer_load(&pe, &why)) {
-        T_SKIP("llama.cpp peer: %s", why);
+    const int ready = llama_peer_load(&pe, &why);
+    if (ready <= 0) {
+        if (ready == 0) T_SKIP("llama.cpp peer: %s", why);
+        else T_CHECK(0, "llama.cpp peer: %s", why);
         return t_done();
     }
     if (!bind_gguf(&pg)) {
