@@ -9,6 +9,7 @@
  * the type llama.cpp chose and byte-identical data (both run the reference quantisers), and
  * llama.cpp loads and decodes the result. */
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,29 +36,80 @@ struct peer_gguf {
     void (*free_)(void *);
     int64_t (*n_kv)(const void *), (*n_tensors)(const void *);
     const char *(*key)(const void *, int64_t);
-    int (*kv_type)(const void *, int64_t);
+    int (*kv_type)(const void *, int64_t), (*arr_type)(const void *, int64_t);
+    const void *(*val_data)(const void *, int64_t), *(*arr_data)(const void *, int64_t);
+    const char *(*val_str)(const void *, int64_t);
+    const char *(*arr_str)(const void *, int64_t, size_t);
+    size_t (*arr_n)(const void *, int64_t);
     uint32_t (*version)(const void *);
+    size_t (*alignment)(const void *);
     const char *(*tname)(const void *, int64_t);
+    const int64_t *(*tne)(const void *, int64_t);
     size_t (*toff)(const void *, int64_t), (*tsize)(const void *, int64_t), (*data_off)(const void *);
     int (*ttype)(const void *, int64_t);
 };
 
 static int bind_gguf(struct peer_gguf *g) {
+    static const struct { size_t off; const char *sym; } fns[] = {
+        {offsetof(struct peer_gguf, init), "gguf_init_from_file"},
+        {offsetof(struct peer_gguf, free_), "gguf_free"},
+        {offsetof(struct peer_gguf, n_kv), "gguf_get_n_kv"},
+        {offsetof(struct peer_gguf, n_tensors), "gguf_get_n_tensors"},
+        {offsetof(struct peer_gguf, key), "gguf_get_key"},
+        {offsetof(struct peer_gguf, kv_type), "gguf_get_kv_type"},
+        {offsetof(struct peer_gguf, arr_type), "gguf_get_arr_type"},
+        {offsetof(struct peer_gguf, val_data), "gguf_get_val_data"},
+        {offsetof(struct peer_gguf, arr_data), "gguf_get_arr_data"},
+        {offsetof(struct peer_gguf, val_str), "gguf_get_val_str"},
+        {offsetof(struct peer_gguf, arr_str), "gguf_get_arr_str"},
+        {offsetof(struct peer_gguf, arr_n), "gguf_get_arr_n"},
+        {offsetof(struct peer_gguf, version), "gguf_get_version"},
+        {offsetof(struct peer_gguf, alignment), "gguf_get_alignment"},
+        {offsetof(struct peer_gguf, tname), "gguf_get_tensor_name"},
+        {offsetof(struct peer_gguf, tne), "gguf_get_tensor_ne"},
+        {offsetof(struct peer_gguf, toff), "gguf_get_tensor_offset"},
+        {offsetof(struct peer_gguf, tsize), "gguf_get_tensor_size"},
+        {offsetof(struct peer_gguf, data_off), "gguf_get_data_offset"},
+        {offsetof(struct peer_gguf, ttype), "gguf_get_tensor_type"},
+    };
     void *h = peer_open("libggml-base.so", NULL);
-    *(void **)&g->init = peer_sym(h, "gguf_init_from_file");
-    *(void **)&g->free_ = peer_sym(h, "gguf_free");
-    *(void **)&g->n_kv = peer_sym(h, "gguf_get_n_kv");
-    *(void **)&g->n_tensors = peer_sym(h, "gguf_get_n_tensors");
-    *(void **)&g->key = peer_sym(h, "gguf_get_key");
-    *(void **)&g->kv_type = peer_sym(h, "gguf_get_kv_type");
-    *(void **)&g->version = peer_sym(h, "gguf_get_version");
-    *(void **)&g->tname = peer_sym(h, "gguf_get_tensor_name");
-    *(void **)&g->toff = peer_sym(h, "gguf_get_tensor_offset");
-    *(void **)&g->tsize = peer_sym(h, "gguf_get_tensor_size");
-    *(void **)&g->data_off = peer_sym(h, "gguf_get_data_offset");
-    *(void **)&g->ttype = peer_sym(h, "gguf_get_tensor_type");
-    return g->init && g->free_ && g->n_kv && g->n_tensors && g->key && g->kv_type && g->version && g->tname && g->toff &&
-           g->tsize && g->data_off && g->ttype;
+    for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
+        if (!(*(void **)((char *)g + fns[i].off) = peer_sym(h, fns[i].sym))) return 0;
+    return 1;
+}
+
+/* Bytes of one element of a scalar gguf type; 0 for strings and arrays. */
+static size_t vtype_size(int t) {
+    static const size_t size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    return t >= 0 && t < 13 ? size[t] : 0;
+}
+
+/* 1 if our decoded value i equals llama.cpp's value of key i: same type, same bits. */
+static int same_value(const struct peer_gguf *pg, const void *g, int64_t i, const struct gguf_value *v) {
+    const int t = pg->kv_type(g, i);
+    if (t != (int)v->type) return 0;
+    if (t == GGUF_STR) return strlen(pg->val_str(g, i)) == v->v.str.len && !strcmp(pg->val_str(g, i), v->v.str.s);
+    if (t != GGUF_ARR) {
+        uint8_t ours[8];
+        const size_t n = vtype_size(t);
+        if (t == GGUF_F32) {
+            const float x = (float)v->v.f;
+            memcpy(ours, &x, 4);
+        } else if (t == GGUF_F64) {
+            memcpy(ours, &v->v.f, 8);
+        } else {
+            memcpy(ours, &v->v.u, 8); /* little-endian: the low n bytes of the (sign-extended) integer */
+        }
+        return memcmp(ours, pg->val_data(g, i), n) == 0;
+    }
+    if (pg->arr_type(g, i) != (int)v->elem_type || pg->arr_n(g, i) != v->n) return 0;
+    if (v->elem_type == GGUF_STR) {
+        const struct gguf_str *s = v->v.arr;
+        for (uint64_t k = 0; k < v->n; k++)
+            if (strlen(pg->arr_str(g, i, k)) != s[k].len || strcmp(pg->arr_str(g, i, k), s[k].s)) return 0;
+        return 1;
+    }
+    return v->n == 0 || memcmp(pg->arr_data(g, i), v->v.arr, v->n * vtype_size(v->elem_type)) == 0;
 }
 
 static char *run(const char *cmd) {
@@ -90,15 +142,32 @@ static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, 
             "%s: version/keys/tensors %u/%lld/%lld vs ours %u/%lld/%lld", what, pg->version(g), (long long)pg->n_kv(g),
             (long long)pg->n_tensors(g), f->version, (long long)f->n_kv, (long long)f->n_tensors);
     int bad_kv = 0, bad_t = 0;
-    for (int64_t i = 0; i < f->n_kv && i < pg->n_kv(g); i++)
-        bad_kv += strcmp(pg->key(g, i), f->kv[i].key) != 0 || pg->kv_type(g, i) != (int)f->kv[i].val.type;
+    for (int64_t i = 0; i < f->n_kv && i < pg->n_kv(g); i++) {
+        const int ok = !strcmp(pg->key(g, i), f->kv[i].key) && same_value(pg, g, i, &f->kv[i].val);
+        if (!ok && bad_kv++ < 3) printf("  %s: key %lld '%s' differs\n", what, (long long)i, f->kv[i].key);
+    }
     const uint8_t *data0 = f->n_tensors ? (const uint8_t *)f->tensors[0].data - f->tensors[0].offset : NULL;
     for (int64_t i = 0; i < f->n_tensors && i < pg->n_tensors(g); i++) {
         const struct gguf_tensor *t = &f->tensors[i];
-        bad_t += strcmp(pg->tname(g, i), t->name) != 0 || pg->ttype(g, i) != t->type || pg->toff(g, i) != t->offset ||
-                 pg->tsize(g, i) != t->nbytes || (size_t)((const uint8_t *)t->data - data0) != t->offset;
+        const int64_t *ne = pg->tne(g, i);
+        const int ok = !strcmp(pg->tname(g, i), t->name) && pg->ttype(g, i) == t->type && pg->toff(g, i) == t->offset &&
+                       pg->tsize(g, i) == t->nbytes && ne[0] == t->ne[0] && ne[1] == t->ne[1] && ne[2] == t->ne[2] &&
+                       ne[3] == t->ne[3] && (size_t)((const uint8_t *)t->data - data0) == t->offset;
+        if (!ok && bad_t++ < 3) printf("  %s: tensor %lld '%s' differs\n", what, (long long)i, t->name);
     }
-    T_CHECK(bad_kv == 0 && bad_t == 0, "%s: %d keys and %d tensors differ from llama.cpp's reading", what, bad_kv, bad_t);
+    T_CHECK(bad_kv == 0 && bad_t == 0 && pg->alignment(g) == f->alignment,
+            "%s: %d keys and %d tensors (names, types, values, shapes, offsets) differ from llama.cpp's reading", what,
+            bad_kv, bad_t);
+    /* where the data section starts, as llama.cpp computes it, holds our first tensor's bytes */
+    if (f->n_tensors) {
+        FILE *fp = fopen(path, "rb");
+        uint8_t head[64];
+        const size_t n = f->tensors[0].nbytes < sizeof head ? (size_t)f->tensors[0].nbytes : sizeof head;
+        const int same = fp && fseek(fp, (long)pg->data_off(g), SEEK_SET) == 0 && fread(head, 1, n, fp) == n &&
+                         memcmp(head, f->tensors[0].data, n) == 0;
+        T_CHECK(same, "%s: our tensor data starts where llama.cpp's data section does", what);
+        if (fp) fclose(fp);
+    }
 
     /* llm-gguf info --json */
     char cmd[1200];
@@ -147,13 +216,19 @@ static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, 
         free(ours);
         free(ref);
     }
+    int count[INFER_TYPE_COUNT] = {0};
+    for (int64_t i = 0; i < f->n_tensors; i++) count[f->tensors[i].type]++;
+    printf("%s: %lld tensors compared:", what, (long long)f->n_tensors);
+    for (int k = 0; k < INFER_TYPE_COUNT; k++)
+        if (count[k]) printf(" %s x%d", quant_type(k)->name, count[k]);
+    printf("\n");
     T_CHECK(compared == f->n_tensors && mismatched == 0, "%s: dequant of %d of %d tensors differs from ggml", what,
             mismatched, compared);
     pg->free_(g);
     gguf_close(f);
 }
 
-static void check_our_quantize(const struct llama_peer *pe, const char *f32, const char *ftype, int32_t ftype_id) {
+static void check_our_quantize(const struct llama_peer *pe, const char *f32, int mtp, const char *ftype, int32_t ftype_id) {
     char ours[300], theirs[300], cmd[1000];
     snprintf(ours, sizeof ours, "%s/ours-%s.gguf", dir, ftype);
     snprintf(theirs, sizeof theirs, "%s/theirs-%s.gguf", dir, ftype);
@@ -180,7 +255,7 @@ static void check_our_quantize(const struct llama_peer *pe, const char *f32, con
     gguf_close(a);
     gguf_close(b);
     const char *why = NULL;
-    void *model = llama_peer_model_load(pe, ours, 0, NULL, &why);
+    void *model = llama_peer_model_load(pe, ours, mtp, NULL, &why);
     T_CHECK(model != NULL, "llama.cpp loads our %s file: %s", ftype, why);
     if (!model) return;
     void *ctx = llama_peer_context(pe, model, 64, LLAMA_PEER_CTX_DEFAULT, NULL);
@@ -214,26 +289,34 @@ int main(void) {
         return t_done();
     }
     if (!mkdtemp(dir)) return 1;
-    struct synth_params sp;
-    synth_params_default("qwen3", &sp);
-    sp.ftype = "F32", sp.n_layer = 4, sp.seed = 3;
-    char f32[300];
-    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
-    T_CHECK(synth_write(&sp, f32) == INFER_OK, "synth: %s", infer_last_error());
-    static const struct { const char *name; int32_t id; } ftypes[] = {
-        {"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1}, {"BF16", 32}};
-    for (size_t i = 0; i < sizeof ftypes / sizeof *ftypes; i++) {
-        char path[300];
-        snprintf(path, sizeof path, "%s/llama-%s.gguf", dir, ftypes[i].name);
-        uint32_t rc = llama_peer_quantize(&pe, f32, path, ftypes[i].id);
-        T_CHECK(rc == 0, "llama.cpp quantizes to %s", ftypes[i].name);
-        if (rc == 0) check_file(&pe, &pg, path, ftypes[i].name);
+    /* a dense model, and a hybrid MoE one with MTP: 3-D expert tensors, SSM tensors whose short rows
+     * make llama.cpp fall back to Q5_0/Q5_1/Q8_0, and the nextn layer */
+    static const struct { const char *arch; int mtp; } sources[] = {{"qwen3", 0}, {"qwen35moe", 1}};
+    for (size_t s = 0; s < sizeof sources / sizeof *sources; s++) {
+        struct synth_params sp;
+        synth_params_default(sources[s].arch, &sp);
+        sp.ftype = "F32", sp.mtp = sources[s].mtp, sp.seed = 3;
+        if (!sp.mtp) sp.n_layer = 4;
+        char f32[300], what[64];
+        snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
+        T_CHECK(synth_write(&sp, f32) == INFER_OK, "synth: %s", infer_last_error());
+        static const struct { const char *name; int32_t id; } ftypes[] = {
+            {"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1}, {"BF16", 32}};
+        for (size_t i = 0; i < sizeof ftypes / sizeof *ftypes; i++) {
+            char path[300];
+            snprintf(path, sizeof path, "%s/llama-%s.gguf", dir, ftypes[i].name);
+            snprintf(what, sizeof what, "%s %s by llama.cpp", sources[s].arch, ftypes[i].name);
+            uint32_t rc = llama_peer_quantize(&pe, f32, path, ftypes[i].id);
+            T_CHECK(rc == 0, "llama.cpp quantizes %s", what);
+            if (rc == 0) check_file(&pe, &pg, path, what);
+        }
+        snprintf(what, sizeof what, "%s F32 by synth", sources[s].arch);
+        check_file(&pe, &pg, f32, what);
+        check_our_quantize(&pe, f32, sp.mtp, "Q8_0", 7);
+        check_our_quantize(&pe, f32, sp.mtp, "Q4_K_M", 15);
+        check_our_quantize(&pe, f32, sp.mtp, "Q6_K", 18);
+        check_our_quantize(&pe, f32, sp.mtp, "F16", 1);
     }
-    check_file(&pe, &pg, f32, "F32 (ours)");
-    check_our_quantize(&pe, f32, "Q8_0", 7);
-    check_our_quantize(&pe, f32, "Q4_K_M", 15);
-    check_our_quantize(&pe, f32, "Q6_K", 18);
-    check_our_quantize(&pe, f32, "F16", 1);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
