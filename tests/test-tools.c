@@ -1,6 +1,9 @@
 /* test-tools: llm-gguf as a user runs it: usage errors exit 2 with one line naming the problem,
  * failures exit 1 with the library's message, and the outputs have the promised form (a table line
- * per tensor, 4 bytes per element from dequant, valid JSON with arrays over 16 elements summarised). */
+ * per tensor, 4 bytes per element from dequant equal to the F32 data itself, valid JSON with arrays
+ * over 16 elements summarised, even for hostile strings and NaN/Inf values, checked by a strict
+ * RFC 8259 validator below). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gguf.h"
 #include "t.h"
 
 static char tool[512], dir[] = "/tmp/test-tools-XXXXXX";
@@ -24,6 +28,119 @@ static int run(const char *args, char *out, size_t cap) {
     }
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- a strict JSON validator (RFC 8259, strings must be valid UTF-8): returns the end or NULL ---- */
+
+static const char *json_ws(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+static const char *json_string(const char *p) {
+    if (*p++ != '"') return NULL;
+    for (;;) {
+        const unsigned char c = (unsigned char)*p;
+        if (c == '"') return p + 1;
+        if (c < 0x20) return NULL; /* also the end of input */
+        if (c == '\\') {
+            p++;
+            if (*p == 'u') {
+                for (int k = 1; k <= 4; k++)
+                    if (!strchr("0123456789abcdefABCDEF", p[k]) || !p[k]) return NULL;
+                p += 5;
+            } else if (*p && strchr("\"\\/bfnrt", *p)) {
+                p++;
+            } else {
+                return NULL;
+            }
+        } else if (c < 0x80) {
+            p++;
+        } else {
+            const int n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+            if (!n) return NULL;
+            const unsigned char c1 = (unsigned char)p[1];
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90))
+                return NULL;
+            for (int k = 1; k < n; k++)
+                if (((unsigned char)p[k] & 0xC0) != 0x80) return NULL;
+            p += n;
+        }
+    }
+}
+
+static const char *json_value(const char *p, int depth) {
+    p = json_ws(p);
+    if (depth > 64) return NULL;
+    if (*p == '"') return json_string(p);
+    if (*p == '{' || *p == '[') {
+        const char close = *p == '{' ? '}' : ']';
+        p = json_ws(p + 1);
+        if (*p == close) return p + 1;
+        for (;;) {
+            if (close == '}') {
+                if (!(p = json_string(json_ws(p)))) return NULL;
+                p = json_ws(p);
+                if (*p++ != ':') return NULL;
+            }
+            if (!(p = json_value(p, depth + 1))) return NULL;
+            p = json_ws(p);
+            if (*p == close) return p + 1;
+            if (*p++ != ',') return NULL;
+        }
+    }
+    if (!strncmp(p, "true", 4)) return p + 4;
+    if (!strncmp(p, "false", 5)) return p + 5;
+    if (!strncmp(p, "null", 4)) return p + 4;
+    const char *q = p;
+    if (*q == '-') q++;
+    if (*q == '0') q++;
+    else if (*q >= '1' && *q <= '9') while (*q >= '0' && *q <= '9') q++;
+    else return NULL;
+    if (*q == '.') {
+        if (*++q < '0' || *q > '9') return NULL;
+        while (*q >= '0' && *q <= '9') q++;
+    }
+    if (*q == 'e' || *q == 'E') {
+        q++;
+        if (*q == '+' || *q == '-') q++;
+        if (*q < '0' || *q > '9') return NULL;
+        while (*q >= '0' && *q <= '9') q++;
+    }
+    return q;
+}
+
+static int json_valid(const char *s) {
+    const char *end = json_value(s, 0);
+    return end && *json_ws(end) == 0;
+}
+
+/* A file no converter would write: hostile strings, non-finite floats, long and short arrays, and a
+ * tensor of a type llm-gguf has no decoder for (IQ2_XXS, id 16). */
+static int write_hostile(const char *path) {
+    struct gguf_writer *w;
+    if (gguf_writer_create(&w) != INFER_OK) return 0;
+    static const float small[3] = {1.5f, NAN, -INFINITY};
+    float big[17];
+    for (int i = 0; i < 17; i++) big[i] = (float)i;
+    const char *strs[2] = {"tab\there", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"}; /* é € 😀 stay as they are */
+    const int64_t ne_iq2[2] = {256, 2}, ne_f32[2] = {32, 3};
+    static uint8_t iq2[2 * 66];
+    static float f32[96];
+    for (int i = 0; i < 96; i++) f32[i] = (float)i * 0.25f - 3.0f;
+    int ok = gguf_writer_set_str(w, "general.architecture", "gpt9") == INFER_OK &&
+             gguf_writer_set_str(w, "ctl", "a\x01" "b\x1f\"q\"\\\n\x7f") == INFER_OK &&
+             gguf_writer_set_str(w, "bad.utf8", "x\xff\xc3(\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80z") == INFER_OK &&
+             gguf_writer_set_str(w, "k\x02" "ey", "v") == INFER_OK && gguf_writer_set_f32(w, "nan", NAN) == INFER_OK &&
+             gguf_writer_set_f32(w, "inf", INFINITY) == INFER_OK &&
+             gguf_writer_set_arr(w, "small", GGUF_F32, small, 3) == INFER_OK &&
+             gguf_writer_set_arr(w, "big", GGUF_F32, big, 17) == INFER_OK &&
+             gguf_writer_set_str_arr(w, "strs", strs, 2) == INFER_OK &&
+             gguf_writer_add_tensor(w, "iq2", 16, 2, ne_iq2, iq2) == INFER_OK &&
+             gguf_writer_add_tensor(w, "f32", INFER_TYPE_F32, 2, ne_f32, f32) == INFER_OK &&
+             gguf_writer_write(w, path, NULL, NULL) == INFER_OK;
+    gguf_writer_free(w);
+    return ok;
 }
 
 static int count_lines(const char *s) {
@@ -43,6 +160,11 @@ int main(void) {
     char args[2048], model[600];
     snprintf(model, sizeof model, "%s/m.gguf", dir);
 
+    /* the validator itself: it must refuse what a sloppy writer produces */
+    T_CHECK(json_valid("{\"a\":[1,-2.5e3,true,null,\"\\u00e9\\n\"],\"b\":{}}") && !json_valid("{\"a\":1,}") &&
+                !json_valid("[nan]") && !json_valid("[1] x") && !json_valid("[\"\x01\"]") && !json_valid("[\"\xff\"]") &&
+                !json_valid("[\"\xed\xa0\x80\"]") && !json_valid("[\"\\x41\"]") && !json_valid("[01]") && !json_valid("{\"a\"}"),
+            "the JSON validator accepts valid JSON and refuses invalid JSON");
     T_CHECK(run("", out, sizeof out) == 2 && strstr(out, "missing command"), "no command: %s", out);
     T_CHECK(run("frobnicate", out, sizeof out) == 2 && strstr(out, "unknown command 'frobnicate'"), "unknown command");
     T_CHECK(run("help", out, sizeof out) == 0 && strstr(out, "llm-gguf synth"), "help");
@@ -89,6 +211,67 @@ int main(void) {
     snprintf(args, sizeof args, "quantize %s %s/q.gguf Q4_K_M", model, dir);
     T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "Q8_0") && strstr(out, "F32, F16 or BF16"),
             "quantize refuses an already quantised input: %s", out);
+
+    /* every tensor of the synth file appears in the table and in the JSON */
+    struct gguf_file *gf = NULL;
+    static char json[1 << 20];
+    snprintf(args, sizeof args, "info %s", model);
+    run(args, out, sizeof out);
+    snprintf(args, sizeof args, "info --json %s", model);
+    run(args, json, sizeof json);
+    T_CHECK(json_valid(json), "info --json of a synth model is valid JSON");
+    if (gguf_open(model, &gf) == INFER_OK) {
+        int missing = 0;
+        for (int64_t i = 0; i < gf->n_tensors; i++) {
+            char line[128], entry[128];
+            snprintf(line, sizeof line, "\n%s ", gf->tensors[i].name);
+            snprintf(entry, sizeof entry, "{\"name\":\"%s\",", gf->tensors[i].name);
+            missing += !strstr(out, line) || !strstr(json, entry);
+        }
+        T_CHECK(gf->n_tensors > 0 && missing == 0, "info lists all %lld tensors (%d missing)", (long long)gf->n_tensors, missing);
+        gguf_close(gf);
+    }
+    snprintf(args, sizeof args, "info --help");
+    T_CHECK(run(args, out, sizeof out) == 0 && strstr(out, "llm-gguf dequant"), "info --help prints the usage");
+
+    /* hostile metadata: the JSON stays valid; control characters and bad UTF-8 are escaped */
+    char hostile[640], res[700];
+    snprintf(hostile, sizeof hostile, "%s/hostile.gguf", dir);
+    T_CHECK(write_hostile(hostile), "write the hostile file: %s", infer_last_error());
+    snprintf(args, sizeof args, "info --json %s", hostile);
+    T_CHECK(run(args, json, sizeof json) == 0 && json_valid(json), "info --json of hostile metadata is valid JSON: %s", json);
+    T_CHECK(strstr(json, "\"ctl\":\"a\\u0001b\\u001f\\\"q\\\"\\\\\\n\\u007f\"") != NULL, "control characters escaped: %s", json);
+    T_CHECK(strstr(json, "\"bad.utf8\":\"x\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffdz\"") != NULL,
+            "each invalid UTF-8 byte becomes U+FFFD: %s", strstr(json, "bad.utf8"));
+    T_CHECK(strstr(json, "\"k\\u0002ey\":\"v\"") && strstr(json, "\"nan\":null") && strstr(json, "\"inf\":null") &&
+                strstr(json, "\"small\":[1.5,null,null]") && strstr(json, "\"big\":{\"type\":\"f32\",\"length\":17}") &&
+                strstr(json, "\"strs\":[\"tab\\there\",\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"]"),
+            "keys escaped, NaN/Inf as null, arrays summarised past 16, valid UTF-8 kept");
+    T_CHECK(strstr(json, "{\"name\":\"iq2\",\"type\":\"IQ2_XXS\",\"shape\":[256,2],\"offset\":0,\"bytes\":132}") != NULL,
+            "info lists a type it cannot decode: %s", json);
+    snprintf(res, sizeof res, "%s/iq2.f32", dir);
+    snprintf(args, sizeof args, "dequant %s iq2 %s", hostile, res);
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "tensor 'iq2'") && strstr(out, "IQ2_XXS") &&
+                strstr(out, "no decoder") && count_lines(out) == 1 && access(res, F_OK) != 0,
+            "dequant refuses IQ2_XXS with the library's message and writes nothing: %s", out);
+    /* dequant of an F32 tensor gives back its bytes */
+    snprintf(args, sizeof args, "dequant %s f32 %s", hostile, res);
+    float back[97];
+    FILE *fp = run(args, out, sizeof out) == 0 ? fopen(res, "rb") : NULL;
+    size_t got = fp ? fread(back, sizeof(float), 97, fp) : 0;
+    if (fp) fclose(fp);
+    int same = got == 96;
+    for (int i = 0; same && i < 96; i++) same = back[i] == (float)i * 0.25f - 3.0f;
+    T_CHECK(same, "dequant of an F32 tensor returns its %zu values unchanged", got);
+    /* outputs that would truncate the mapped input are refused */
+    snprintf(args, sizeof args, "dequant %s f32 %s", hostile, hostile);
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "is the input file") && stat(hostile, &sb) == 0 && sb.st_size > 0,
+            "dequant onto its input is refused: %s", out);
+    snprintf(args, sizeof args, "quantize %s %s Q8_0", model, model);
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "is the input file") && stat(model, &sb) == 0 && sb.st_size > 0,
+            "quantize onto its input is refused: %s", out);
+    snprintf(args, sizeof args, "synth --arch qwen3 --seed x1 -o %s", res);
+    T_CHECK(run(args, out, sizeof out) == 2 && strstr(out, "--seed"), "bad seed named: %s", out);
 
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     if (system(args) != 0) printf("note: could not remove %s\n", dir);

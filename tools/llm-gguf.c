@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "arch.h"
 #include "ftype.h"
@@ -52,6 +53,12 @@ static int usage(const char *msg) {
     return msg ? 2 : 0;
 }
 
+/* 1 if b names the file a already is: writing it would truncate the input under its mapping. */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /* ---- info ---- */
 
 static void json_shape(FILE *o, const struct gguf_tensor *t) {
@@ -68,7 +75,8 @@ static const char *type_name(int32_t type) {
 
 static int info_text(const struct gguf_file *f) {
     char buf[1024];
-    printf("%s: GGUF v%" PRIu32 ", %" PRId64 " keys, %" PRId64 " tensors", f->path, f->version, f->n_kv, f->n_tensors);
+    printf("%s: GGUF v%" PRIu32 ", %" PRId64 " keys, %" PRId64 " tensors, alignment %" PRIu32, f->path, f->version, f->n_kv,
+           f->n_tensors, f->alignment);
     if (f->n_splits > 1) printf(", %d parts", f->n_splits);
     printf("\n\n");
     for (int64_t i = 0; i < f->n_kv; i++) {
@@ -84,8 +92,9 @@ static int info_text(const struct gguf_file *f) {
         char shape[64];
         int n = t->n_dims > 0 ? t->n_dims : 1, k = 0;
         for (int d = 0; d < n; d++) k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%" PRId64, d ? " x " : "", t->ne[d]);
-        printf("%-40s %-7s %-28s %14" PRIu64 " %14" PRIu64 "%s\n", t->name, type_name(t->type), shape, t->nbytes, t->offset,
-               t->split ? " (part)" : "");
+        printf("%-40s %-7s %-28s %14" PRIu64 " %14" PRIu64, t->name, type_name(t->type), shape, t->nbytes, t->offset);
+        if (f->n_splits > 1) printf("  part %d", t->split + 1);
+        printf("\n");
         total += t->nbytes;
     }
     printf("\n%" PRId64 " tensors, %.2f MiB of weights\n", f->n_tensors, (double)total / (1 << 20));
@@ -123,8 +132,9 @@ static void json_str(FILE *o, const char *s, uint64_t len) {
     fputc('"', o);
 }
 
-static void json_number(FILE *o, double v) {
-    if (isfinite(v)) fprintf(o, "%.17g", v);
+/* JSON has no NaN or Inf: they become null. 9 significant digits round-trip a float, 17 a double. */
+static void json_number(FILE *o, double v, int digits) {
+    if (isfinite(v)) fprintf(o, "%.*g", digits, v);
     else fputs("null", o);
 }
 
@@ -132,7 +142,8 @@ static void json_scalar(FILE *o, enum gguf_vtype t, const struct gguf_value *v) 
     switch (t) {
     case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64: fprintf(o, "%" PRIu64, v->v.u); break;
     case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64: fprintf(o, "%" PRId64, v->v.i); break;
-    case GGUF_F32: case GGUF_F64: json_number(o, v->v.f); break;
+    case GGUF_F32: json_number(o, v->v.f, 9); break;
+    case GGUF_F64: json_number(o, v->v.f, 17); break;
     case GGUF_BOOL: fputs(v->v.u ? "true" : "false", o); break;
     case GGUF_STR: json_str(o, v->v.str.s, v->v.str.len); break;
     default: fputs("null", o);
@@ -224,16 +235,25 @@ static int cmd_dequant(int argc, char **argv) {
         infer_fail(INFER_E_ARG, "%s: no tensor named '%s'", argv[0], argv[1]);
         goto done;
     }
-    const struct quant_type *q = quant_type(t->type);
-    if (!q->dequant) {
-        infer_fail(INFER_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which llm-gguf cannot dequantise", argv[0], t->name, q->name);
-        goto done;
-    }
     const size_t rb = quant_row_bytes(t->type, t->ne[0]);
     const int64_t rows = t->ne[0] ? (int64_t)(t->nbytes / (rb ? rb : 1)) : 0;
     row = malloc(sizeof(float) * (size_t)(t->ne[0] ? t->ne[0] : 1));
-    if (!row || !(o = fopen(argv[2], "wb"))) {
-        infer_fail(INFER_E_IO, "%s: cannot create: %s", argv[2], row ? strerror(errno) : "out of memory");
+    if (!row) {
+        infer_fail(INFER_E_OOM, "out of memory for a row of %" PRId64 " floats", t->ne[0]);
+        goto done;
+    }
+    /* the first row goes through the decoder before OUT exists, so an undecodable type (the
+     * library names it) leaves no empty file behind */
+    if (quant_dequant_row(t->type, rows > 0 ? t->data : (const void *)row, row, rows > 0 ? t->ne[0] : 0) != INFER_OK) {
+        infer_fail_context(INFER_E_UNSUPPORTED, "%s: tensor '%s'", argv[0], t->name);
+        goto done;
+    }
+    if (same_file(argv[0], argv[2])) {
+        infer_fail(INFER_E_ARG, "%s: is the input file; choose another output", argv[2]);
+        goto done;
+    }
+    if (!(o = fopen(argv[2], "wb"))) {
+        infer_fail(INFER_E_IO, "%s: cannot create: %s", argv[2], strerror(errno));
         goto done;
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -246,9 +266,10 @@ static int cmd_dequant(int argc, char **argv) {
     rc = 0;
 done:
     if (o && fclose(o) != 0 && rc == 0) rc = (infer_fail(INFER_E_IO, "%s: write failed", argv[2]), 1);
+    if (rc) fail();
     free(row);
     gguf_close(f);
-    return rc ? fail() : 0;
+    return rc;
 }
 
 /* ---- quantize ---- */
@@ -281,6 +302,10 @@ static int cmd_quantize(int argc, char **argv) {
     if (argc != 3) return usage("quantize needs IN OUT TYPE");
     const int32_t ftype = ftype_by_name(argv[2]);
     if (ftype < 0) return usage("quantize TYPE must be one of Q8_0 Q4_K_M Q6_K F16 BF16 F32");
+    if (same_file(argv[0], argv[1])) {
+        fprintf(stderr, "llm-gguf: %s: is the input file; choose another output\n", argv[1]);
+        return 1;
+    }
     struct gguf_file *f;
     if (gguf_open(argv[0], &f) != INFER_OK) return fail();
     infer_status st = INFER_OK;
@@ -383,7 +408,15 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--type")) type = argv[++i];
         else if (!strcmp(a, "--preset")) preset = argv[++i];
         else if (!strcmp(a, "-o")) out = argv[++i];
-        else if (!strcmp(a, "--seed")) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            seed = strtoull(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i] || argv[i][0] == '-') {
+                fprintf(stderr, "llm-gguf: --seed wants a non-negative integer, got '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else {
             size_t k = 0;
             while (k < sizeof dim_flags / sizeof *dim_flags && strcmp(a, dim_flags[k].flag)) k++;
@@ -424,14 +457,13 @@ int main(int argc, char **argv) {
     if (argc < 2) return usage("missing command");
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) return usage(NULL);
+    const int known = !strcmp(cmd, "info") || !strcmp(cmd, "dequant") || !strcmp(cmd, "quantize") || !strcmp(cmd, "synth");
+    for (int i = 2; known && i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(NULL);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 2, argv + 2);
     if (!strcmp(cmd, "dequant")) return cmd_dequant(argc - 2, argv + 2);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 2, argv + 2);
-    if (!strcmp(cmd, "synth")) {
-        for (int i = 2; i < argc; i++)
-            if (!strcmp(argv[i], "--help")) return usage(NULL);
-        return cmd_synth(argc - 2, argv + 2);
-    }
+    if (!strcmp(cmd, "synth")) return cmd_synth(argc - 2, argv + 2);
     fprintf(stderr, "llm-gguf: unknown command '%s'\n", cmd);
     return usage("run llm-gguf help for the commands");
 }
