@@ -21,16 +21,18 @@ status=0
     echo '```'
 } > "$log"
 run() { # title, command...
-    t=$1; shift
-    echo "== $t" | tee -a "$log"
-    "$@" >> "$log" 2>&1 || { echo "FAILED: $t" | tee -a "$log"; status=1; }
+    title=$1; shift
+    echo "== $title" | tee -a "$log"
+    "$@" >> "$log" 2>&1 || { echo "FAILED: $title" | tee -a "$log"; status=1; }
 }
 run "build" make -j"$(nproc)" BUILD="$B" CUDA_ARCHS="$arch"
 run "tests" make test BUILD="$B" CUDA_ARCHS="$arch" FUZZ_TIME=5
-for t in "$B"/tests/test-cuda-*; do
-    [ -x "$t" ] || continue
-    run "compute-sanitizer memcheck $(basename "$t")" compute-sanitizer --tool memcheck --error-exitcode 1 "$t"
-    run "compute-sanitizer racecheck $(basename "$t")" compute-sanitizer --tool racecheck --error-exitcode 1 "$t"
+for gpu_test in "$B"/tests/test-cuda-*; do
+    case "$gpu_test" in *.o|*.d) continue ;; esac
+    [ -x "$gpu_test" ] || continue
+    name=$(basename "$gpu_test")
+    run "compute-sanitizer memcheck $name" compute-sanitizer --tool memcheck --error-exitcode 1 "$gpu_test"
+    run "compute-sanitizer racecheck $name" compute-sanitizer --tool racecheck --error-exitcode 1 "$gpu_test"
 done
 run "bench-ops smoke (Q4_K)" "$B/bench-ops" -t q4_K -r 20
 echo '```' >> "$log"

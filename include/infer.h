@@ -169,6 +169,75 @@ INFER_API int32_t infer_token_eos(const infer_model *m); /* -1 if none */
 /* 1 if id ends generation (EOS, EOT, <|im_end|>, ... as llama.cpp's EOG set). */
 INFER_API int infer_token_is_eog(const infer_model *m, int32_t id);
 
+/* ---- contexts: caches + scratch for running a model ---- */
+
+typedef struct infer_ctx infer_ctx; /* one thread at a time; the model must outlive it */
+
+typedef struct {
+    int32_t n_ctx;     /* positions each sequence's KV cache holds; 0: min(training context, 4096) */
+    int32_t n_batch;   /* most tokens one infer_decode call takes (default 512) */
+    int32_t n_seq;     /* independent sequences (default 1) */
+    int32_t n_threads; /* CPU threads; 0: all online cores */
+    int32_t kv_type;   /* INFER_TYPE_F16 (default) or INFER_TYPE_F32 */
+} infer_ctx_params;
+
+INFER_API infer_ctx_params infer_ctx_params_default(void);
+/* Gives *out; INFER_E_OOM (with the sizes) when the caches do not fit. */
+INFER_API infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out);
+/* Takes c. NULL is a no-op. */
+INFER_API void infer_ctx_free(infer_ctx *c);
+
+/* A batch of tokens to append. Token i goes to sequence seq_id[i] (NULL: all to sequence 0) at
+ * position pos[i] (NULL: each sequence continues where it ends). logits[i] != 0 asks for token i's
+ * logits (NULL: only the last token's). Positions of one sequence must be consecutive and continue
+ * that sequence. Borrowed for the call. */
+typedef struct {
+    int32_t n_tokens;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const int8_t *logits;
+} infer_batch;
+
+/* Runs the model over the batch, appending to the caches. INFER_E_CTX_FULL (nothing appended) when
+ * a sequence would pass n_ctx; INFER_E_ARG for a token id outside the vocabulary, a bad sequence or
+ * position, or more than n_batch tokens. */
+INFER_API infer_status infer_decode(infer_ctx *c, const infer_batch *b);
+/* Logits (n_vocab floats) of token i of the last batch (-1: its last token); NULL if they were not
+ * asked for. Borrowed until the next infer_decode on c. */
+INFER_API const float *infer_logits(const infer_ctx *c, int32_t i);
+/* Removes positions [p0, p1) of sequence seq from the caches (p1 < 0: to the end). Only a suffix
+ * can be removed (truncation), or the whole sequence; INFER_E_ARG otherwise. */
+INFER_API infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1);
+/* The last position held for seq, -1 when it is empty. */
+INFER_API int32_t infer_seq_pos_max(const infer_ctx *c, int32_t seq);
+
+/* ---- sampling ---- */
+
+typedef struct infer_sampler infer_sampler;
+
+typedef struct {
+    float temp;              /* <= 0: greedy (default 0.8) */
+    int32_t top_k;           /* <= 0: off (default 40) */
+    float top_p;             /* >= 1: off (default 0.95) */
+    float min_p;             /* <= 0: off (default 0.05) */
+    float repeat_penalty;    /* 1: off (default 1) */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    int32_t penalty_last_n;  /* tokens the penalties look back over (default 64) */
+    uint64_t seed;           /* the same seed and inputs give the same tokens */
+} infer_sampler_params;
+
+INFER_API infer_sampler_params infer_sampler_params_default(void);
+/* Gives *out. Order as llama.cpp's default chain: penalties, top-k, top-p, min-p, temperature, draw. */
+INFER_API infer_status infer_sampler_create(const infer_sampler_params *p, int32_t n_vocab, infer_sampler **out);
+INFER_API void infer_sampler_free(infer_sampler *s); /* NULL is a no-op */
+/* Picks a token from n_vocab logits (not modified) and records it for the penalties. */
+INFER_API int32_t infer_sampler_sample(infer_sampler *s, const float *logits);
+/* Records a token (e.g. of the prompt) for the penalties without sampling. */
+INFER_API void infer_sampler_accept(infer_sampler *s, int32_t token);
+INFER_API void infer_sampler_reset(infer_sampler *s);
+
 #ifdef __cplusplus
 }
 #endif

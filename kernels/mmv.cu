@@ -13,6 +13,7 @@
  */
 #include "blocks.h"
 #include "common.cuh"
+#include "quant.h"
 
 enum { MMV_WARPS = 4, MMV_THREADS = MMV_WARPS * WARP_SIZE };
 
@@ -187,13 +188,6 @@ template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n
     else return (size_t)(n / (Q8_SPLIT_BLOCK * unit_dot<T>::PER_BLOCK)) * unit_bytes<T>::value;
 }
 
-/* Units a lane handles per step, their loads issued before any is used. Measured on H100
- * (bench/results/2026-11-23-h100-mmv.md): 2, 4 and 8 were no faster than 1 for one token and Q4_K
- * lost 10 points, so 1 it is; the structure stays for the next attempt at more loads in flight. */
-template <int NT> struct mmv_unroll {
-    static constexpr int value = 1;
-};
-
 /* sum over the unit of w * x for token t, from a decoded weight unit and that token's activations */
 static __device__ __forceinline__ float unit_times_x(const wunit &wu, const int4 xv[2], float2 xd) {
     int s0 = 0, s1 = 0;
@@ -204,25 +198,21 @@ static __device__ __forceinline__ float unit_times_x(const wunit &wu, const int4
     return xd.x * (wu.scale[0] * (float)s0 + wu.scale[1] * (float)s1) - wu.min * xd.y;
 }
 
-/* Units u .. u + 32*(U-1) of the row (one per step of the warp) against all tokens. */
-template <int T, int NT, int U>
-static __device__ __forceinline__ void units_dot(const struct mmv_args &a, const uint8_t *row, int64_t u,
-                                                 float acc[NT]) {
+/* Unit u of the row against all tokens. note: unrolling this over 2-8 units per step, loads issued
+ * first, measured no faster on H100 (bench/results/2026-11-23-h100-mmv.md). */
+template <int T, int NT>
+static __device__ __forceinline__ void unit_dot_tokens(const struct mmv_args &a, const uint8_t *row, int64_t u,
+                                                       float acc[NT]) {
     const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
     const int8_t *xq = (const int8_t *)a.xq;
     const float2 *ds = (const float2 *)((const char *)a.xq + q8_split_ds_offset(a.n_in, a.n_tokens));
-    wunit wu[U];
+    wunit wu;
+    unit_dot<T>::load(row, u, wu);
 #pragma unroll
-    for (int k = 0; k < U; k++) unit_dot<T>::load(row, u + (int64_t)k * WARP_SIZE, wu[k]);
-#pragma unroll
-    for (int k = 0; k < U; k++) {
-        const int64_t uk = u + (int64_t)k * WARP_SIZE;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int4 *xp = (const int4 *)(xq + (int64_t)t * a.n_in + uk * Q8_SPLIT_BLOCK);
-            const int4 xv[2] = {xp[0], xp[1]};
-            acc[t] += unit_times_x(wu[k], xv, ds[(int64_t)t * n_units + uk]);
-        }
+    for (int t = 0; t < NT; t++) {
+        const int4 *xp = (const int4 *)(xq + (int64_t)t * a.n_in + u * Q8_SPLIT_BLOCK);
+        const int4 xv[2] = {xp[0], xp[1]};
+        acc[t] += unit_times_x(wu, xv, ds[(int64_t)t * n_units + u]);
     }
 }
 
@@ -239,12 +229,7 @@ static __device__ __forceinline__ void row_dots(const struct mmv_args &a, const 
             for (int t = 0; t < NT; t++) acc[t] += wv * a.x[(int64_t)t * a.n_in + c];
         }
     } else {
-        constexpr int U = mmv_unroll<NT>::value;
-        const int64_t n_units = a.n_in / Q8_SPLIT_BLOCK;
-        const int64_t n_full = n_units / (WARP_SIZE * U) * (WARP_SIZE * U);
-        int64_t u = lane;
-        for (; u < n_full; u += WARP_SIZE * U) units_dot<T, NT, U>(a, row, u, acc); /* no guards inside */
-        for (; u < n_units; u += WARP_SIZE) units_dot<T, NT, 1>(a, row, u, acc);
+        for (int64_t u = lane; u < a.n_in / Q8_SPLIT_BLOCK; u += WARP_SIZE) unit_dot_tokens<T, NT>(a, row, u, acc);
     }
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
@@ -294,8 +279,8 @@ extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
 }
 
 extern "C" cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s) {
-    const int64_t blck = a->type == INFER_TYPE_F32 || a->type == INFER_TYPE_F16 || a->type == INFER_TYPE_BF16 ? 1
-                       : a->type == INFER_TYPE_Q8_0 || a->type == INFER_TYPE_Q4_0 || a->type == INFER_TYPE_IQ4_NL ? 32 : 256;
+    const struct quant_type *qt = quant_type(a->type);
+    const int64_t blck = qt ? qt->blck : 1;
     if (a->n_in <= 0 || a->n_out <= 0 || a->n_in % blck != 0 || (blck > 1 && a->n_in % Q8_SPLIT_BLOCK != 0))
         return cudaErrorInvalidValue;
     if ((a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add)) return cudaErrorInvalidValue;

@@ -17,6 +17,10 @@
 
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct quant_type {
     const char *name;   /* "Q4_K" */
     int32_t blck;       /* elements per block (1 for float types) */
@@ -43,4 +47,7 @@ uint16_t quant_f32_to_f16(float f);
 float quant_bf16_to_f32(uint16_t h);
 uint16_t quant_f32_to_bf16(float f);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
