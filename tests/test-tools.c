@@ -33,7 +33,8 @@ static int run(const char *args, char *out, size_t cap) {
 /* ---- a strict JSON validator (RFC 8259, strings must be valid UTF-8): returns the end or NULL ---- */
 
 static const char *json_ws(const char *p) {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
     return p;
 }
 
@@ -57,10 +58,14 @@ static const char *json_string(const char *p) {
         } else if (c < 0x80) {
             p++;
         } else {
-            const int n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+            const int n = c >= 0xF0 && c <= 0xF4   ? 4
+                          : c >= 0xE0 && c <= 0xEF ? 3
+                          : c >= 0xC2 && c <= 0xDF ? 2
+                                                   : 0;
             if (!n) return NULL;
             const unsigned char c1 = (unsigned char)p[1];
-            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90))
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) ||
+                (c == 0xF4 && c1 >= 0x90))
                 return NULL;
             for (int k = 1; k < n; k++)
                 if (((unsigned char)p[k] & 0xC0) != 0x80) return NULL;
@@ -94,18 +99,24 @@ static const char *json_value(const char *p, int depth) {
     if (!strncmp(p, "null", 4)) return p + 4;
     const char *q = p;
     if (*q == '-') q++;
-    if (*q == '0') q++;
-    else if (*q >= '1' && *q <= '9') while (*q >= '0' && *q <= '9') q++;
-    else return NULL;
+    if (*q == '0')
+        q++;
+    else if (*q >= '1' && *q <= '9')
+        while (*q >= '0' && *q <= '9')
+            q++;
+    else
+        return NULL;
     if (*q == '.') {
         if (*++q < '0' || *q > '9') return NULL;
-        while (*q >= '0' && *q <= '9') q++;
+        while (*q >= '0' && *q <= '9')
+            q++;
     }
     if (*q == 'e' || *q == 'E') {
         q++;
         if (*q == '+' || *q == '-') q++;
         if (*q < '0' || *q > '9') return NULL;
-        while (*q >= '0' && *q <= '9') q++;
+        while (*q >= '0' && *q <= '9')
+            q++;
     }
     return q;
 }
@@ -122,30 +133,40 @@ static int write_hostile(const char *path) {
     if (gguf_writer_create(&w) != INFER_OK) return 0;
     static const float small[3] = {1.5f, NAN, -INFINITY};
     float big[17];
-    for (int i = 0; i < 17; i++) big[i] = (float)i;
+    for (int i = 0; i < 17; i++)
+        big[i] = (float)i;
     const char *strs[2] = {"tab\there", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"}; /* é € 😀 stay as they are */
     const int64_t ne_iq2[2] = {256, 2}, ne_f32[2] = {32, 3};
     static uint8_t iq2[2 * 66];
     static float f32[96];
-    for (int i = 0; i < 96; i++) f32[i] = (float)i * 0.25f - 3.0f;
-    int ok = gguf_writer_set_str(w, "general.architecture", "gpt9") == INFER_OK &&
-             gguf_writer_set_str(w, "ctl", "a\x01" "b\x1f\"q\"\\\n\x7f") == INFER_OK &&
-             gguf_writer_set_str(w, "bad.utf8", "x\xff\xc3(\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80z") == INFER_OK &&
-             gguf_writer_set_str(w, "k\x02" "ey", "v") == INFER_OK && gguf_writer_set_f32(w, "nan", NAN) == INFER_OK &&
-             gguf_writer_set_f32(w, "inf", INFINITY) == INFER_OK &&
-             gguf_writer_set_arr(w, "small", GGUF_F32, small, 3) == INFER_OK &&
-             gguf_writer_set_arr(w, "big", GGUF_F32, big, 17) == INFER_OK &&
-             gguf_writer_set_str_arr(w, "strs", strs, 2) == INFER_OK &&
-             gguf_writer_add_tensor(w, "iq2", 16, 2, ne_iq2, iq2) == INFER_OK &&
-             gguf_writer_add_tensor(w, "f32", INFER_TYPE_F32, 2, ne_f32, f32) == INFER_OK &&
-             gguf_writer_write(w, path, NULL, NULL) == INFER_OK;
+    for (int i = 0; i < 96; i++)
+        f32[i] = (float)i * 0.25f - 3.0f;
+    int ok =
+        gguf_writer_set_str(w, "general.architecture", "gpt9") == INFER_OK &&
+        gguf_writer_set_str(w, "ctl",
+                            "a\x01"
+                            "b\x1f\"q\"\\\n\x7f") == INFER_OK &&
+        gguf_writer_set_str(w, "bad.utf8", "x\xff\xc3(\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80z") == INFER_OK &&
+        gguf_writer_set_str(w,
+                            "k\x02"
+                            "ey",
+                            "v") == INFER_OK &&
+        gguf_writer_set_f32(w, "nan", NAN) == INFER_OK &&
+        gguf_writer_set_f32(w, "inf", INFINITY) == INFER_OK &&
+        gguf_writer_set_arr(w, "small", GGUF_F32, small, 3) == INFER_OK &&
+        gguf_writer_set_arr(w, "big", GGUF_F32, big, 17) == INFER_OK &&
+        gguf_writer_set_str_arr(w, "strs", strs, 2) == INFER_OK &&
+        gguf_writer_add_tensor(w, "iq2", 16, 2, ne_iq2, iq2) == INFER_OK &&
+        gguf_writer_add_tensor(w, "f32", INFER_TYPE_F32, 2, ne_f32, f32) == INFER_OK &&
+        gguf_writer_write(w, path, NULL, NULL) == INFER_OK;
     gguf_writer_free(w);
     return ok;
 }
 
 static int count_lines(const char *s) {
     int n = 0;
-    for (; *s; s++) n += *s == '\n';
+    for (; *s; s++)
+        n += *s == '\n';
     return n;
 }
 
@@ -162,15 +183,17 @@ int main(void) {
 
     /* the validator itself: it must refuse what a sloppy writer produces */
     T_CHECK(json_valid("{\"a\":[1,-2.5e3,true,null,\"\\u00e9\\n\"],\"b\":{}}") && !json_valid("{\"a\":1,}") &&
-                !json_valid("[nan]") && !json_valid("[1] x") && !json_valid("[\"\x01\"]") && !json_valid("[\"\xff\"]") &&
-                !json_valid("[\"\xed\xa0\x80\"]") && !json_valid("[\"\\x41\"]") && !json_valid("[01]") && !json_valid("{\"a\"}"),
+                !json_valid("[nan]") && !json_valid("[1] x") && !json_valid("[\"\x01\"]") &&
+                !json_valid("[\"\xff\"]") && !json_valid("[\"\xed\xa0\x80\"]") &&
+                !json_valid("[\"\\x41\"]") && !json_valid("[01]") && !json_valid("{\"a\"}"),
             "the JSON validator accepts valid JSON and refuses invalid JSON");
     T_CHECK(run("", out, sizeof out) == 2 && strstr(out, "missing command"), "no command: %s", out);
-    T_CHECK(run("frobnicate", out, sizeof out) == 2 && strstr(out, "unknown command 'frobnicate'"), "unknown command");
+    T_CHECK(run("frobnicate", out, sizeof out) == 2 && strstr(out, "unknown command 'frobnicate'"),
+            "unknown command");
     T_CHECK(run("help", out, sizeof out) == 0 && strstr(out, "llm-gguf synth"), "help");
     T_CHECK(run("info", out, sizeof out) == 2 && strstr(out, "info needs a FILE"), "info without file");
-    T_CHECK(run("info /nonexistent.gguf", out, sizeof out) == 1 && strstr(out, "llm-gguf: /nonexistent.gguf: cannot open") &&
-                count_lines(out) == 1,
+    T_CHECK(run("info /nonexistent.gguf", out, sizeof out) == 1 &&
+                strstr(out, "llm-gguf: /nonexistent.gguf: cannot open") && count_lines(out) == 1,
             "missing file is one line: %s", out);
     T_CHECK(run("synth --arch qwen3", out, sizeof out) == 2 && strstr(out, "-o OUT"), "synth without -o");
     snprintf(args, sizeof args, "synth --arch gpt9 -o %s", model);
@@ -187,7 +210,8 @@ int main(void) {
                 strstr(out, "qwen3.block_count") && !strstr(out, "blk.3."),
             "info lists the tensors and keys");
     snprintf(args, sizeof args, "info --json %s", model);
-    T_CHECK(run(args, out, sizeof out) == 0 && out[0] == '{' && strstr(out, "\"tokenizer.ggml.tokens\":{\"type\":\"str\",\"length\":") &&
+    T_CHECK(run(args, out, sizeof out) == 0 && out[0] == '{' &&
+                strstr(out, "\"tokenizer.ggml.tokens\":{\"type\":\"str\",\"length\":") &&
                 strstr(out, "\"blk.0.attn_q.weight\",\"type\":\"Q8_0\",\"shape\":["),
             "info --json summarises long arrays");
 
@@ -201,9 +225,11 @@ int main(void) {
     const char *q = strstr(out, "\"blk.0.attn_q.weight\",\"type\":\"Q8_0\",\"shape\":[");
     long ne0 = 0, ne1 = 0;
     if (q) sscanf(q + strlen("\"blk.0.attn_q.weight\",\"type\":\"Q8_0\",\"shape\":["), "%ld,%ld", &ne0, &ne1);
-    T_CHECK(ne0 > 0 && sb.st_size == 4 * ne0 * ne1, "dequant wrote %lld bytes for %ld x %ld", (long long)sb.st_size, ne0, ne1);
+    T_CHECK(ne0 > 0 && sb.st_size == 4 * ne0 * ne1, "dequant wrote %lld bytes for %ld x %ld",
+            (long long)sb.st_size, ne0, ne1);
     snprintf(args, sizeof args, "dequant %s no.such.tensor %s", model, f32);
-    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "no tensor named 'no.such.tensor'"), "missing tensor: %s", out);
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "no tensor named 'no.such.tensor'"),
+            "missing tensor: %s", out);
     snprintf(args, sizeof args, "dequant %s", model);
     T_CHECK(run(args, out, sizeof out) == 2, "dequant with missing arguments");
     snprintf(args, sizeof args, "quantize %s %s/q.gguf Q3_K", model, dir);
@@ -228,26 +254,34 @@ int main(void) {
             snprintf(entry, sizeof entry, "{\"name\":\"%s\",", gf->tensors[i].name);
             missing += !strstr(out, line) || !strstr(json, entry);
         }
-        T_CHECK(gf->n_tensors > 0 && missing == 0, "info lists all %lld tensors (%d missing)", (long long)gf->n_tensors, missing);
+        T_CHECK(gf->n_tensors > 0 && missing == 0, "info lists all %lld tensors (%d missing)",
+                (long long)gf->n_tensors, missing);
         gguf_close(gf);
     }
     snprintf(args, sizeof args, "info --help");
-    T_CHECK(run(args, out, sizeof out) == 0 && strstr(out, "llm-gguf dequant"), "info --help prints the usage");
+    T_CHECK(run(args, out, sizeof out) == 0 && strstr(out, "llm-gguf dequant"),
+            "info --help prints the usage");
 
     /* hostile metadata: the JSON stays valid; control characters and bad UTF-8 are escaped */
     char hostile[640], res[700];
     snprintf(hostile, sizeof hostile, "%s/hostile.gguf", dir);
     T_CHECK(write_hostile(hostile), "write the hostile file: %s", infer_last_error());
     snprintf(args, sizeof args, "info --json %s", hostile);
-    T_CHECK(run(args, json, sizeof json) == 0 && json_valid(json), "info --json of hostile metadata is valid JSON: %s", json);
-    T_CHECK(strstr(json, "\"ctl\":\"a\\u0001b\\u001f\\\"q\\\"\\\\\\n\\u007f\"") != NULL, "control characters escaped: %s", json);
-    T_CHECK(strstr(json, "\"bad.utf8\":\"x\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffdz\"") != NULL,
+    T_CHECK(run(args, json, sizeof json) == 0 && json_valid(json),
+            "info --json of hostile metadata is valid JSON: %s", json);
+    T_CHECK(strstr(json, "\"ctl\":\"a\\u0001b\\u001f\\\"q\\\"\\\\\\n\\u007f\"") != NULL,
+            "control characters escaped: %s", json);
+    T_CHECK(strstr(json, "\"bad.utf8\":\"x\\ufffd\\ufffd("
+                         "\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffdz\"") != NULL,
             "each invalid UTF-8 byte becomes U+FFFD: %s", strstr(json, "bad.utf8"));
-    T_CHECK(strstr(json, "\"k\\u0002ey\":\"v\"") && strstr(json, "\"nan\":null") && strstr(json, "\"inf\":null") &&
-                strstr(json, "\"small\":[1.5,null,null]") && strstr(json, "\"big\":{\"type\":\"f32\",\"length\":17}") &&
+    T_CHECK(strstr(json, "\"k\\u0002ey\":\"v\"") && strstr(json, "\"nan\":null") &&
+                strstr(json, "\"inf\":null") && strstr(json, "\"small\":[1.5,null,null]") &&
+                strstr(json, "\"big\":{\"type\":\"f32\",\"length\":17}") &&
                 strstr(json, "\"strs\":[\"tab\\there\",\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"]"),
             "keys escaped, NaN/Inf as null, arrays summarised past 16, valid UTF-8 kept");
-    T_CHECK(strstr(json, "{\"name\":\"iq2\",\"type\":\"IQ2_XXS\",\"shape\":[256,2],\"offset\":0,\"bytes\":132}") != NULL,
+    T_CHECK(strstr(json,
+                   "{\"name\":\"iq2\",\"type\":\"IQ2_XXS\",\"shape\":[256,2],\"offset\":0,\"bytes\":132}") !=
+                NULL,
             "info lists a type it cannot decode: %s", json);
     snprintf(res, sizeof res, "%s/iq2.f32", dir);
     snprintf(args, sizeof args, "dequant %s iq2 %s", hostile, res);
@@ -261,14 +295,17 @@ int main(void) {
     size_t got = fp ? fread(back, sizeof(float), 97, fp) : 0;
     if (fp) fclose(fp);
     int same = got == 96;
-    for (int i = 0; same && i < 96; i++) same = back[i] == (float)i * 0.25f - 3.0f;
+    for (int i = 0; same && i < 96; i++)
+        same = back[i] == (float)i * 0.25f - 3.0f;
     T_CHECK(same, "dequant of an F32 tensor returns its %zu values unchanged", got);
     /* outputs that would truncate the mapped input are refused */
     snprintf(args, sizeof args, "dequant %s f32 %s", hostile, hostile);
-    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "is the input file") && stat(hostile, &sb) == 0 && sb.st_size > 0,
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "is the input file") && stat(hostile, &sb) == 0 &&
+                sb.st_size > 0,
             "dequant onto its input is refused: %s", out);
     snprintf(args, sizeof args, "quantize %s %s Q8_0", model, model);
-    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "is the input file") && stat(model, &sb) == 0 && sb.st_size > 0,
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "is the input file") && stat(model, &sb) == 0 &&
+                sb.st_size > 0,
             "quantize onto its input is refused: %s", out);
     snprintf(args, sizeof args, "synth --arch qwen3 --seed x1 -o %s", res);
     T_CHECK(run(args, out, sizeof out) == 2 && strstr(out, "--seed"), "bad seed named: %s", out);

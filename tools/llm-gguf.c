@@ -33,23 +33,24 @@ static int fail(void) {
 
 static int usage(const char *msg) {
     if (msg) fprintf(stderr, "llm-gguf: %s\n", msg);
-    fprintf(msg ? stderr : stdout,
-            "usage:\n"
-            "  llm-gguf info [--json] FILE          metadata and tensor table (name, type, shape, bytes, offset)\n"
-            "  llm-gguf dequant FILE TENSOR OUT     the tensor as raw little-endian f32\n"
-            "  llm-gguf quantize IN OUT TYPE        TYPE: Q8_0 Q4_K_M Q6_K F16 BF16 F32 (from an F32/F16/BF16 file)\n"
-            "  llm-gguf synth --arch ARCH [options] -o OUT\n"
-            "      --arch      llama qwen3 qwen3moe qwen3next qwen35 qwen35moe\n"
-            "      --type      F32 F16 Q8_0 Q4_K_M (default F32)\n"
-            "      --preset    real shapes: llama3-8b qwen3-0.6b qwen3-8b qwen3-30b-a3b qwen35-0.8b qwen35-9b\n"
-            "                  qwen35-27b qwen35-35b-a3b qwen3next-80b-a3b\n"
-            "      --mtp       add the MTP (nextn) layer (qwen3next, qwen35, qwen35moe)\n"
-            "      --tied      no output.weight (LM head tied to token_embd)\n"
-            "      --random-blocks  random valid quantised blocks (fast for 8B-27B shapes)\n"
-            "      --seed N    (default 1)\n"
-            "      --n-vocab --n-embd --n-layer --n-head --n-head-kv --head-dim --n-ff --n-expert\n"
-            "      --n-expert-used --n-ff-exp --n-ff-shexp --ssm-d-state --ssm-n-group --ssm-dt-rank\n"
-            "      --ssm-d-conv --full-attention-interval --n-ctx-train N   override one dimension\n");
+    fprintf(
+        msg ? stderr : stdout,
+        "usage:\n"
+        "  llm-gguf info [--json] FILE          metadata; tensors: name, type, shape, bytes, offset\n"
+        "  llm-gguf dequant FILE TENSOR OUT     the tensor as raw little-endian f32\n"
+        "  llm-gguf quantize IN OUT TYPE        from an F32/F16/BF16 file to Q8_0 Q4_K_M Q6_K F16 BF16 F32\n"
+        "  llm-gguf synth --arch ARCH [options] -o OUT\n"
+        "      --arch      llama qwen3 qwen3moe qwen3next qwen35 qwen35moe\n"
+        "      --type      F32 F16 Q8_0 Q4_K_M (default F32)\n"
+        "      --preset    real shapes: llama3-8b qwen3-0.6b qwen3-8b qwen3-30b-a3b qwen35-0.8b qwen35-9b\n"
+        "                  qwen35-27b qwen35-35b-a3b qwen3next-80b-a3b\n"
+        "      --mtp       add the MTP (nextn) layer (qwen3next, qwen35, qwen35moe)\n"
+        "      --tied      no output.weight (LM head tied to token_embd)\n"
+        "      --random-blocks  random valid quantised blocks (fast for 8B-27B shapes)\n"
+        "      --seed N    (default 1)\n"
+        "      --n-vocab --n-embd --n-layer --n-head --n-head-kv --head-dim --n-ff --n-expert\n"
+        "      --n-expert-used --n-ff-exp --n-ff-shexp --ssm-d-state --ssm-n-group --ssm-dt-rank\n"
+        "      --ssm-d-conv --full-attention-interval --n-ctx-train N   override one dimension\n");
     return msg ? 2 : 0;
 }
 
@@ -64,7 +65,8 @@ static int same_file(const char *a, const char *b) {
 static void json_shape(FILE *o, const struct gguf_tensor *t) {
     int n = t->n_dims > 0 ? t->n_dims : 1;
     fputc('[', o);
-    for (int d = 0; d < n; d++) fprintf(o, "%s%" PRId64, d ? "," : "", t->ne[d]);
+    for (int d = 0; d < n; d++)
+        fprintf(o, "%s%" PRId64, d ? "," : "", t->ne[d]);
     fputc(']', o);
 }
 
@@ -75,15 +77,17 @@ static const char *type_name(int32_t type) {
 
 static int info_text(const struct gguf_file *f) {
     char buf[1024];
-    printf("%s: GGUF v%" PRIu32 ", %" PRId64 " keys, %" PRId64 " tensors, alignment %" PRIu32, f->path, f->version, f->n_kv,
-           f->n_tensors, f->alignment);
+    printf("%s: GGUF v%" PRIu32 ", %" PRId64 " keys, %" PRId64 " tensors, alignment %" PRIu32, f->path,
+           f->version, f->n_kv, f->n_tensors, f->alignment);
     if (f->n_splits > 1) printf(", %d parts", f->n_splits);
     printf("\n\n");
     for (int64_t i = 0; i < f->n_kv; i++) {
         const struct gguf_value *v = &f->kv[i].val;
         gguf_value_format(v, buf, sizeof buf, JSON_MAX_ARRAY);
-        if (v->type == GGUF_ARR) printf("%-48s %s[%" PRIu64 "] = %s\n", f->kv[i].key, gguf_vtype_name(v->elem_type), v->n, buf);
-        else printf("%-48s %s = %s\n", f->kv[i].key, gguf_vtype_name(v->type), buf);
+        if (v->type == GGUF_ARR)
+            printf("%-48s %s[%" PRIu64 "] = %s\n", f->kv[i].key, gguf_vtype_name(v->elem_type), v->n, buf);
+        else
+            printf("%-48s %s = %s\n", f->kv[i].key, gguf_vtype_name(v->type), buf);
     }
     printf("\n%-40s %-7s %-28s %14s %14s\n", "tensor", "type", "shape", "bytes", "offset");
     uint64_t total = 0;
@@ -91,8 +95,10 @@ static int info_text(const struct gguf_file *f) {
         const struct gguf_tensor *t = &f->tensors[i];
         char shape[64];
         int n = t->n_dims > 0 ? t->n_dims : 1, k = 0;
-        for (int d = 0; d < n; d++) k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%" PRId64, d ? " x " : "", t->ne[d]);
-        printf("%-40s %-7s %-28s %14" PRIu64 " %14" PRIu64, t->name, type_name(t->type), shape, t->nbytes, t->offset);
+        for (int d = 0; d < n; d++)
+            k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%" PRId64, d ? " x " : "", t->ne[d]);
+        printf("%-40s %-7s %-28s %14" PRIu64 " %14" PRIu64, t->name, type_name(t->type), shape, t->nbytes,
+               t->offset);
         if (f->n_splits > 1) printf("  part %d", t->split + 1);
         printf("\n");
         total += t->nbytes;
@@ -107,16 +113,23 @@ static void json_str(FILE *o, const char *s, uint64_t len) {
     fputc('"', o);
     for (uint64_t i = 0; i < len;) {
         const uint8_t c = (uint8_t)s[i];
-        if (c == '"' || c == '\\') fprintf(o, "\\%c", c), i++;
-        else if (c == '\n') fputs("\\n", o), i++;
-        else if (c == '\t') fputs("\\t", o), i++;
-        else if (c == '\r') fputs("\\r", o), i++;
-        else if (c < 0x20 || c == 0x7f) fprintf(o, "\\u%04x", c), i++;
-        else if (c < 0x80) fputc(c, o), i++;
+        if (c == '"' || c == '\\')
+            fprintf(o, "\\%c", c), i++;
+        else if (c == '\n')
+            fputs("\\n", o), i++;
+        else if (c == '\t')
+            fputs("\\t", o), i++;
+        else if (c == '\r')
+            fputs("\\r", o), i++;
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(o, "\\u%04x", c), i++;
+        else if (c < 0x80)
+            fputc(c, o), i++;
         else {
             int n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
             int ok = n > 0 && i + (uint64_t)n <= len;
-            for (int k = 1; ok && k < n; k++) ok = ((uint8_t)s[i + (uint64_t)k] & 0xC0) == 0x80;
+            for (int k = 1; ok && k < n; k++)
+                ok = ((uint8_t)s[i + (uint64_t)k] & 0xC0) == 0x80;
             if (ok && n == 3) { /* no overlongs or surrogates */
                 const uint8_t c1 = (uint8_t)s[i + 1];
                 ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
@@ -125,8 +138,10 @@ static void json_str(FILE *o, const char *s, uint64_t len) {
                 const uint8_t c1 = (uint8_t)s[i + 1];
                 ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
             }
-            if (ok) fwrite(s + i, 1, (size_t)n, o), i += (uint64_t)n;
-            else fputs("\\ufffd", o), i++;
+            if (ok)
+                fwrite(s + i, 1, (size_t)n, o), i += (uint64_t)n;
+            else
+                fputs("\\ufffd", o), i++;
         }
     }
     fputc('"', o);
@@ -134,19 +149,40 @@ static void json_str(FILE *o, const char *s, uint64_t len) {
 
 /* JSON has no NaN or Inf: they become null. 9 significant digits round-trip a float, 17 a double. */
 static void json_number(FILE *o, double v, int digits) {
-    if (isfinite(v)) fprintf(o, "%.*g", digits, v);
-    else fputs("null", o);
+    if (isfinite(v))
+        fprintf(o, "%.*g", digits, v);
+    else
+        fputs("null", o);
 }
 
 static void json_scalar(FILE *o, enum gguf_vtype t, const struct gguf_value *v) {
     switch (t) {
-    case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64: fprintf(o, "%" PRIu64, v->v.u); break;
-    case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64: fprintf(o, "%" PRId64, v->v.i); break;
-    case GGUF_F32: json_number(o, v->v.f, 9); break;
-    case GGUF_F64: json_number(o, v->v.f, 17); break;
-    case GGUF_BOOL: fputs(v->v.u ? "true" : "false", o); break;
-    case GGUF_STR: json_str(o, v->v.str.s, v->v.str.len); break;
-    default: fputs("null", o);
+    case GGUF_U8:
+    case GGUF_U16:
+    case GGUF_U32:
+    case GGUF_U64:
+        fprintf(o, "%" PRIu64, v->v.u);
+        break;
+    case GGUF_I8:
+    case GGUF_I16:
+    case GGUF_I32:
+    case GGUF_I64:
+        fprintf(o, "%" PRId64, v->v.i);
+        break;
+    case GGUF_F32:
+        json_number(o, v->v.f, 9);
+        break;
+    case GGUF_F64:
+        json_number(o, v->v.f, 17);
+        break;
+    case GGUF_BOOL:
+        fputs(v->v.u ? "true" : "false", o);
+        break;
+    case GGUF_STR:
+        json_str(o, v->v.str.s, v->v.str.len);
+        break;
+    default:
+        fputs("null", o);
     }
 }
 
@@ -154,19 +190,44 @@ static void json_array_elem(FILE *o, const struct gguf_value *v, uint64_t i) {
     struct gguf_value e;
     memset(&e, 0, sizeof e);
     switch (v->elem_type) {
-    case GGUF_U8: e.v.u = ((const uint8_t *)v->v.arr)[i]; break;
-    case GGUF_I8: e.v.i = ((const int8_t *)v->v.arr)[i]; break;
-    case GGUF_U16: e.v.u = ((const uint16_t *)v->v.arr)[i]; break;
-    case GGUF_I16: e.v.i = ((const int16_t *)v->v.arr)[i]; break;
-    case GGUF_U32: e.v.u = ((const uint32_t *)v->v.arr)[i]; break;
-    case GGUF_I32: e.v.i = ((const int32_t *)v->v.arr)[i]; break;
-    case GGUF_F32: e.v.f = ((const float *)v->v.arr)[i]; break;
-    case GGUF_BOOL: e.v.u = ((const uint8_t *)v->v.arr)[i]; break;
-    case GGUF_U64: e.v.u = ((const uint64_t *)v->v.arr)[i]; break;
-    case GGUF_I64: e.v.i = ((const int64_t *)v->v.arr)[i]; break;
-    case GGUF_F64: e.v.f = ((const double *)v->v.arr)[i]; break;
-    case GGUF_STR: e.v.str = ((const struct gguf_str *)v->v.arr)[i]; break;
-    default: break;
+    case GGUF_U8:
+        e.v.u = ((const uint8_t *)v->v.arr)[i];
+        break;
+    case GGUF_I8:
+        e.v.i = ((const int8_t *)v->v.arr)[i];
+        break;
+    case GGUF_U16:
+        e.v.u = ((const uint16_t *)v->v.arr)[i];
+        break;
+    case GGUF_I16:
+        e.v.i = ((const int16_t *)v->v.arr)[i];
+        break;
+    case GGUF_U32:
+        e.v.u = ((const uint32_t *)v->v.arr)[i];
+        break;
+    case GGUF_I32:
+        e.v.i = ((const int32_t *)v->v.arr)[i];
+        break;
+    case GGUF_F32:
+        e.v.f = ((const float *)v->v.arr)[i];
+        break;
+    case GGUF_BOOL:
+        e.v.u = ((const uint8_t *)v->v.arr)[i];
+        break;
+    case GGUF_U64:
+        e.v.u = ((const uint64_t *)v->v.arr)[i];
+        break;
+    case GGUF_I64:
+        e.v.i = ((const int64_t *)v->v.arr)[i];
+        break;
+    case GGUF_F64:
+        e.v.f = ((const double *)v->v.arr)[i];
+        break;
+    case GGUF_STR:
+        e.v.str = ((const struct gguf_str *)v->v.arr)[i];
+        break;
+    default:
+        break;
     }
     json_scalar(o, v->elem_type, &e);
 }
@@ -209,9 +270,12 @@ static int cmd_info(int argc, char **argv) {
     int json = 0;
     const char *path = NULL;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!path) path = argv[i];
-        else return usage("info takes one FILE");
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!path)
+            path = argv[i];
+        else
+            return usage("info takes one FILE");
     }
     if (!path) return usage("info needs a FILE");
     struct gguf_file *f;
@@ -244,7 +308,8 @@ static int cmd_dequant(int argc, char **argv) {
     }
     /* the first row goes through the decoder before OUT exists, so an undecodable type (the
      * library names it) leaves no empty file behind */
-    if (quant_dequant_row(t->type, rows > 0 ? t->data : (const void *)row, row, rows > 0 ? t->ne[0] : 0) != INFER_OK) {
+    if (quant_dequant_row(t->type, rows > 0 ? t->data : (const void *)row, row, rows > 0 ? t->ne[0] : 0) !=
+        INFER_OK) {
         infer_fail_context(INFER_E_UNSUPPORTED, "%s: tensor '%s'", argv[0], t->name);
         goto done;
     }
@@ -257,7 +322,8 @@ static int cmd_dequant(int argc, char **argv) {
         goto done;
     }
     for (int64_t r = 0; r < rows; r++) {
-        if (quant_dequant_row(t->type, (const uint8_t *)t->data + (size_t)r * rb, row, t->ne[0]) != INFER_OK) goto done;
+        if (quant_dequant_row(t->type, (const uint8_t *)t->data + (size_t)r * rb, row, t->ne[0]) != INFER_OK)
+            goto done;
         if (fwrite(row, sizeof(float), (size_t)t->ne[0], o) != (size_t)t->ne[0]) {
             infer_fail(INFER_E_IO, "%s: write failed: %s", argv[2], strerror(errno));
             goto done;
@@ -291,7 +357,8 @@ static infer_status quantize_fill(void *user, int64_t index, void *dst, size_t n
         return INFER_OK;
     }
     for (int64_t r = 0; r < rows; r++) {
-        infer_status st = quant_dequant_row(t->type, (const uint8_t *)t->data + (size_t)r * rin, j->row, t->ne[0]);
+        infer_status st =
+            quant_dequant_row(t->type, (const uint8_t *)t->data + (size_t)r * rin, j->row, t->ne[0]);
         if (st == INFER_OK) st = quant_quantize_row(to, j->row, (uint8_t *)dst + (size_t)r * rout, t->ne[0]);
         if (st) return infer_fail_context(st, "tensor '%s'", t->name);
     }
@@ -315,31 +382,36 @@ static int cmd_quantize(int argc, char **argv) {
     TRY(gguf_get_str(f, "general.architecture", &arch_name));
     const struct arch_row *a = arch_find(arch_name);
     if (!a) {
-        st = infer_fail(INFER_E_UNSUPPORTED, "%s: architecture '%s' has no type rules here", argv[0], arch_name);
+        st = infer_fail(INFER_E_UNSUPPORTED, "%s: architecture '%s' has no type rules here", argv[0],
+                        arch_name);
         goto fail;
     }
     struct arch_hparams hp;
     TRY(model_read_hparams(f, a, &hp));
-    const struct ftype_model fm = {(int32_t)hp.n_layer_all, (int32_t)(hp.n_head_kv ? hp.n_head / hp.n_head_kv : 1),
+    const struct ftype_model fm = {(int32_t)hp.n_layer_all,
+                                   (int32_t)(hp.n_head_kv ? hp.n_head / hp.n_head_kv : 1),
                                    (int32_t)hp.n_expert, gguf_find_tensor(f, "output.weight") == NULL};
     job.types = calloc((size_t)f->n_tensors + 1, sizeof *job.types);
     int64_t max_ne0 = 1;
-    for (int64_t i = 0; i < f->n_tensors; i++) max_ne0 = f->tensors[i].ne[0] > max_ne0 ? f->tensors[i].ne[0] : max_ne0;
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        max_ne0 = f->tensors[i].ne[0] > max_ne0 ? f->tensors[i].ne[0] : max_ne0;
     job.row = malloc(sizeof(float) * (size_t)max_ne0);
     if (!job.types || !job.row) {
         st = INFER_OOM("the quantize buffers");
         goto fail;
     }
     TRY(gguf_writer_create(&w));
-    for (int64_t i = 0; i < f->n_kv; i++) TRY(gguf_writer_set(w, f->kv[i].key, &f->kv[i].val));
+    for (int64_t i = 0; i < f->n_kv; i++)
+        TRY(gguf_writer_set(w, f->kv[i].key, &f->kv[i].val));
     TRY(gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
     TRY(gguf_writer_set_u32(w, "general.quantization_version", 2));
     for (int64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
         const struct quant_type *in = quant_type(t->type);
         if (in->blck != 1 || !in->dequant) {
-            st = infer_fail(INFER_E_UNSUPPORTED, "%s: tensor '%s' is %s; quantize reads F32, F16 or BF16 files", argv[0],
-                            t->name, in->name);
+            st = infer_fail(INFER_E_UNSUPPORTED,
+                            "%s: tensor '%s' is %s; quantize reads F32, F16 or BF16 files", argv[0], t->name,
+                            in->name);
             goto fail;
         }
         job.types[i] = ftype_tensor_type(ftype, t->name, t->n_dims, t->ne, &fm);
@@ -398,16 +470,23 @@ static int cmd_synth(int argc, char **argv) {
     int dim_set[sizeof dim_flags / sizeof *dim_flags] = {0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--mtp")) mtp = 1;
-        else if (!strcmp(a, "--tied")) tied = 1;
-        else if (!strcmp(a, "--random-blocks")) random_blocks = 1;
+        if (!strcmp(a, "--mtp"))
+            mtp = 1;
+        else if (!strcmp(a, "--tied"))
+            tied = 1;
+        else if (!strcmp(a, "--random-blocks"))
+            random_blocks = 1;
         else if (!next) {
             fprintf(stderr, "llm-gguf: %s needs a value\n", a);
             return 2;
-        } else if (!strcmp(a, "--arch")) arch = argv[++i];
-        else if (!strcmp(a, "--type")) type = argv[++i];
-        else if (!strcmp(a, "--preset")) preset = argv[++i];
-        else if (!strcmp(a, "-o")) out = argv[++i];
+        } else if (!strcmp(a, "--arch"))
+            arch = argv[++i];
+        else if (!strcmp(a, "--type"))
+            type = argv[++i];
+        else if (!strcmp(a, "--preset"))
+            preset = argv[++i];
+        else if (!strcmp(a, "-o"))
+            out = argv[++i];
         else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -416,10 +495,10 @@ static int cmd_synth(int argc, char **argv) {
                 fprintf(stderr, "llm-gguf: --seed wants a non-negative integer, got '%s'\n", argv[i]);
                 return 2;
             }
-        }
-        else {
+        } else {
             size_t k = 0;
-            while (k < sizeof dim_flags / sizeof *dim_flags && strcmp(a, dim_flags[k].flag)) k++;
+            while (k < sizeof dim_flags / sizeof *dim_flags && strcmp(a, dim_flags[k].flag))
+                k++;
             if (k == sizeof dim_flags / sizeof *dim_flags) {
                 fprintf(stderr, "llm-gguf: unknown synth option %s\n", a);
                 return 2;
@@ -457,7 +536,8 @@ int main(int argc, char **argv) {
     if (argc < 2) return usage("missing command");
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) return usage(NULL);
-    const int known = !strcmp(cmd, "info") || !strcmp(cmd, "dequant") || !strcmp(cmd, "quantize") || !strcmp(cmd, "synth");
+    const int known =
+        !strcmp(cmd, "info") || !strcmp(cmd, "dequant") || !strcmp(cmd, "quantize") || !strcmp(cmd, "synth");
     for (int i = 2; known && i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(NULL);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 2, argv + 2);

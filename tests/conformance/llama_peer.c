@@ -15,20 +15,21 @@ static void quiet(int level, const char *text, void *user) { (void)level, (void)
 static const char *check_layouts(const struct llama_peer *p) {
     const struct llama_peer_model_params m = p->model_default_params();
     if (m.devices || m.tensor_buft_overrides || m.n_gpu_layers != -1 || m.main_gpu != 0 || m.tensor_split ||
-        m.progress_callback || m.kv_overrides || m.vocab_only || m.check_tensors || !m.use_extra_bufts || m.no_host ||
-        m.no_alloc || m.load_mtp)
+        m.progress_callback || m.kv_overrides || m.vocab_only || m.check_tensors || !m.use_extra_bufts ||
+        m.no_host || m.no_alloc || m.load_mtp)
         return "llama_model_params layout differs from llama.cpp v0.5.0's";
     const struct llama_peer_context_params c = p->context_default_params();
     if (c.n_ctx != 512 || c.n_batch != 2048 || c.n_ubatch != 512 || c.n_seq_max != 1 || c.n_rs_seq != 0 ||
         c.n_outputs_max != 0 || c.n_outputs_max_per_seq != 1 || c.ctx_type != 0 || c.rope_freq_base != 0.0f ||
-        c.yarn_ext_factor != -1.0f || c.yarn_beta_slow != -1.0f || c.yarn_orig_ctx != 0 || c.defrag_thold != -1.0f ||
-        c.cb_eval || c.type_k != 1 || c.type_v != 1 || c.abort_callback || c.embeddings || !c.offload_kqv || !c.no_perf ||
-        !c.op_offload || !c.swa_full || c.kv_unified || c.samplers || c.n_samplers || c.ctx_other)
+        c.yarn_ext_factor != -1.0f || c.yarn_beta_slow != -1.0f || c.yarn_orig_ctx != 0 ||
+        c.defrag_thold != -1.0f || c.cb_eval || c.type_k != 1 || c.type_v != 1 || c.abort_callback ||
+        c.embeddings || !c.offload_kqv || !c.no_perf || !c.op_offload || !c.swa_full || c.kv_unified ||
+        c.samplers || c.n_samplers || c.ctx_other)
         return "llama_context_params layout differs from llama.cpp v0.5.0's";
     const struct llama_peer_quantize_params q = p->quantize_default_params();
-    if (q.nthread != 0 || q.ftype != 7 || q.output_tensor_type != 43 || q.token_embedding_type != 43 || q.allow_requantize ||
-        !q.quantize_output_tensor || q.only_copy || q.pure || q.keep_split || q.dry_run || q.imatrix || q.kv_overrides ||
-        q.tt_overrides || q.prune_layers || q.max_buf_size == 0)
+    if (q.nthread != 0 || q.ftype != 7 || q.output_tensor_type != 43 || q.token_embedding_type != 43 ||
+        q.allow_requantize || !q.quantize_output_tensor || q.only_copy || q.pure || q.keep_split ||
+        q.dry_run || q.imatrix || q.kv_overrides || q.tt_overrides || q.prune_layers || q.max_buf_size == 0)
         return "llama_model_quantize_params layout differs from llama.cpp v0.5.0's";
     int32_t tok[3] = {1, 2, 3};
     const struct llama_peer_batch b = p->batch_get_one(tok, 3);
@@ -38,36 +39,45 @@ static const char *check_layouts(const struct llama_peer *p) {
 }
 
 int llama_peer_load(struct llama_peer *p, const char **why) {
-    static const struct { int id; const char *sym; } dq[] = {
-        {1, "ggml_fp16_to_fp32_row"},  {2, "dequantize_row_q4_0"},   {3, "dequantize_row_q4_1"},
-        {6, "dequantize_row_q5_0"},    {7, "dequantize_row_q5_1"},   {8, "dequantize_row_q8_0"},
-        {10, "dequantize_row_q2_K"},   {11, "dequantize_row_q3_K"},  {12, "dequantize_row_q4_K"},
-        {13, "dequantize_row_q5_K"},   {14, "dequantize_row_q6_K"},  {15, "dequantize_row_q8_K"},
-        {20, "dequantize_row_iq4_nl"}, {23, "dequantize_row_iq4_xs"}, {30, "ggml_bf16_to_fp32_row"}};
+    static const struct {
+        int id;
+        const char *sym;
+    } dq[] = {{1, "ggml_fp16_to_fp32_row"},  {2, "dequantize_row_q4_0"},    {3, "dequantize_row_q4_1"},
+              {6, "dequantize_row_q5_0"},    {7, "dequantize_row_q5_1"},    {8, "dequantize_row_q8_0"},
+              {10, "dequantize_row_q2_K"},   {11, "dequantize_row_q3_K"},   {12, "dequantize_row_q4_K"},
+              {13, "dequantize_row_q5_K"},   {14, "dequantize_row_q6_K"},   {15, "dequantize_row_q8_K"},
+              {20, "dequantize_row_iq4_nl"}, {23, "dequantize_row_iq4_xs"}, {30, "ggml_bf16_to_fp32_row"}};
     memset(p, 0, sizeof *p);
     void *base = peer_open("libggml-base.so", why);
     void *ggml = base ? peer_open("libggml.v0.5.0.so", why) : NULL;
     void *llama = ggml ? peer_open("libllama.v0.5.0.so", why) : NULL;
     if (!llama) return 0;
-    void (*load_all)(const char *) = (void (*)(const char *))peer_sym(ggml, "ggml_backend_load_all_from_path");
+    void (*load_all)(const char *) =
+        (void (*)(const char *))peer_sym(ggml, "ggml_backend_load_all_from_path");
     void (*backend_init)(void) = (void (*)(void))peer_sym(llama, "llama_backend_init");
     void (*log_set)(void (*)(int, const char *, void *), void *) =
         (void (*)(void (*)(int, const char *, void *), void *))peer_sym(llama, "llama_log_set");
     if (!load_all || !backend_init || !log_set || !BIND(llama, model_load, "llama_model_load_from_file") ||
-        !BIND(llama, model_free, "llama_model_free") || !BIND(llama, model_default_params, "llama_model_default_params") ||
+        !BIND(llama, model_free, "llama_model_free") ||
+        !BIND(llama, model_default_params, "llama_model_default_params") ||
         !BIND(llama, context_default_params, "llama_context_default_params") ||
         !BIND(llama, quantize_default_params, "llama_model_quantize_default_params") ||
         !BIND(llama, init_from_model, "llama_init_from_model") || !BIND(llama, ctx_free, "llama_free") ||
         !BIND(llama, n_ctx, "llama_n_ctx") || !BIND(llama, batch_get_one, "llama_batch_get_one") ||
         !BIND(llama, decode, "llama_decode") || !BIND(llama, get_logits_ith, "llama_get_logits_ith") ||
-        !BIND(llama, model_get_vocab, "llama_model_get_vocab") || !BIND(llama, vocab_n_tokens, "llama_vocab_n_tokens") ||
-        !BIND(llama, model_n_embd, "llama_model_n_embd") || !BIND(llama, model_n_layer, "llama_model_n_layer") ||
-        !BIND(llama, model_n_head, "llama_model_n_head") || !BIND(llama, model_n_head_kv, "llama_model_n_head_kv") ||
-        !BIND(llama, model_n_layer_nextn, "llama_model_n_layer_nextn") || !BIND(llama, quantize, "llama_model_quantize")) {
+        !BIND(llama, model_get_vocab, "llama_model_get_vocab") ||
+        !BIND(llama, vocab_n_tokens, "llama_vocab_n_tokens") ||
+        !BIND(llama, model_n_embd, "llama_model_n_embd") ||
+        !BIND(llama, model_n_layer, "llama_model_n_layer") ||
+        !BIND(llama, model_n_head, "llama_model_n_head") ||
+        !BIND(llama, model_n_head_kv, "llama_model_n_head_kv") ||
+        !BIND(llama, model_n_layer_nextn, "llama_model_n_layer_nextn") ||
+        !BIND(llama, quantize, "llama_model_quantize")) {
         *why = "the llama.cpp peer lacks a symbol we need (not llama.cpp v0.5.0?)";
         return -1;
     }
-    for (size_t i = 0; i < sizeof dq / sizeof *dq; i++) *(void **)&p->dequantize_row[dq[i].id] = peer_sym(base, dq[i].sym);
+    for (size_t i = 0; i < sizeof dq / sizeof *dq; i++)
+        *(void **)&p->dequantize_row[dq[i].id] = peer_sym(base, dq[i].sym);
     log_set(quiet, NULL);
     static int initialised;
     if (!initialised) load_all(peer_bin_dir()), backend_init(), initialised = 1;
@@ -99,23 +109,32 @@ void *llama_peer_model_load(const struct llama_peer *p, const char *path, int lo
         *why = "llama_model_load_from_file failed";
         return NULL;
     }
-    const struct llama_peer_expect got = {p->model_n_embd(m), p->model_n_layer(m), p->model_n_head(m),
-                                          p->model_n_head_kv(m), p->vocab_n_tokens(p->model_get_vocab(m)),
+    const struct llama_peer_expect got = {p->model_n_embd(m),
+                                          p->model_n_layer(m),
+                                          p->model_n_head(m),
+                                          p->model_n_head_kv(m),
+                                          p->vocab_n_tokens(p->model_get_vocab(m)),
                                           p->model_n_layer_nextn(m)};
     const struct llama_peer_expect want = e ? *e : (struct llama_peer_expect){0};
-    if (calls == 0) snprintf(msg, sizeof msg, "the progress callback never ran: llama_model_params arrived garbled");
+    if (calls == 0)
+        snprintf(msg, sizeof msg, "the progress callback never ran: llama_model_params arrived garbled");
     else if ((want.n_embd && want.n_embd != got.n_embd) || (want.n_layer && want.n_layer != got.n_layer) ||
-             (want.n_head && want.n_head != got.n_head) || (want.n_head_kv && want.n_head_kv != got.n_head_kv) ||
-             (want.n_vocab && want.n_vocab != got.n_vocab) || (want.n_layer_nextn && want.n_layer_nextn != got.n_layer_nextn))
-        snprintf(msg, sizeof msg, "llama.cpp sees n_embd %d n_layer %d n_head %d n_head_kv %d n_vocab %d nextn %d", got.n_embd,
+             (want.n_head && want.n_head != got.n_head) ||
+             (want.n_head_kv && want.n_head_kv != got.n_head_kv) ||
+             (want.n_vocab && want.n_vocab != got.n_vocab) ||
+             (want.n_layer_nextn && want.n_layer_nextn != got.n_layer_nextn))
+        snprintf(msg, sizeof msg,
+                 "llama.cpp sees n_embd %d n_layer %d n_head %d n_head_kv %d n_vocab %d nextn %d", got.n_embd,
                  got.n_layer, got.n_head, got.n_head_kv, got.n_vocab, got.n_layer_nextn);
-    else return m;
+    else
+        return m;
     p->model_free(m);
     *why = msg;
     return NULL;
 }
 
-void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type, void *other) {
+void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type,
+                         void *other) {
     struct llama_peer_context_params cp = p->context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = cp.n_ubatch = n_ctx;
@@ -130,7 +149,8 @@ void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx
     return c;
 }
 
-int32_t llama_peer_eval(const struct llama_peer *p, void *ctx, int32_t *tokens, int32_t n, float *out, int32_t n_vocab) {
+int32_t llama_peer_eval(const struct llama_peer *p, void *ctx, int32_t *tokens, int32_t n, float *out,
+                        int32_t n_vocab) {
     const int32_t rc = p->decode(ctx, p->batch_get_one(tokens, n));
     if (rc != 0) return rc;
     const float *logits = p->get_logits_ith(ctx, -1);

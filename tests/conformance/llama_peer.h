@@ -79,10 +79,12 @@ struct llama_peer {
     float *(*get_logits_ith)(void *ctx, int32_t i);
     const void *(*model_get_vocab)(const void *model);
     int32_t (*vocab_n_tokens)(const void *vocab);
-    int32_t (*model_n_embd)(const void *model), (*model_n_layer)(const void *model), (*model_n_head)(const void *model),
-        (*model_n_head_kv)(const void *model), (*model_n_layer_nextn)(const void *model);
+    int32_t (*model_n_embd)(const void *model), (*model_n_layer)(const void *model),
+        (*model_n_head)(const void *model), (*model_n_head_kv)(const void *model),
+        (*model_n_layer_nextn)(const void *model);
     uint32_t (*quantize)(const char *in, const char *out, const struct llama_peer_quantize_params *params);
-    /* libggml-base: ggml's row decoders by ggml type id (F16/BF16: the fp16/bf16 row converters); NULL if absent */
+    /* libggml-base: ggml's row decoders by ggml type id (F16/BF16: the fp16/bf16 row converters); NULL if
+     * absent */
     void (*dequantize_row[43])(const void *x, float *y, int64_t k);
 };
 
@@ -101,10 +103,12 @@ void *llama_peer_model_load(const struct llama_peer *p, const char *path, int lo
                             const struct llama_peer_expect *e, const char **why);
 /* A context of n_ctx cells, 2 threads; ctx_type LLAMA_PEER_CTX_*; other: the main context for MTP
  * (or NULL). Checks llama_n_ctx so the passed struct is known to have arrived intact. */
-void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type, void *other);
+void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type,
+                         void *other);
 /* Decodes n tokens as one batch and copies the last position's logits to out (n_vocab floats).
  * Returns llama_decode's status, or -100 if no logits came back. */
-int32_t llama_peer_eval(const struct llama_peer *p, void *ctx, int32_t *tokens, int32_t n, float *out, int32_t n_vocab);
+int32_t llama_peer_eval(const struct llama_peer *p, void *ctx, int32_t *tokens, int32_t n, float *out,
+                        int32_t n_vocab);
 /* llama_model_quantize with 1 thread and the given llama_ftype; 0 on success. */
 uint32_t llama_peer_quantize(const struct llama_peer *p, const char *in, const char *out, int32_t ftype);
 

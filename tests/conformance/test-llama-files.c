@@ -9,8 +9,8 @@
  * the type llama.cpp chose and byte-identical data (both run the reference quantisers), and
  * llama.cpp loads and decodes the result. */
 #include <math.h>
-#include <stddef.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +50,10 @@ struct peer_gguf {
 };
 
 static int bind_gguf(struct peer_gguf *g) {
-    static const struct { size_t off; const char *sym; } fns[] = {
+    static const struct {
+        size_t off;
+        const char *sym;
+    } fns[] = {
         {offsetof(struct peer_gguf, init), "gguf_init_from_file"},
         {offsetof(struct peer_gguf, free_), "gguf_free"},
         {offsetof(struct peer_gguf, n_kv), "gguf_get_n_kv"},
@@ -88,7 +91,8 @@ static size_t vtype_size(int t) {
 static int same_value(const struct peer_gguf *pg, const void *g, int64_t i, const struct gguf_value *v) {
     const int t = pg->kv_type(g, i);
     if (t != (int)v->type) return 0;
-    if (t == GGUF_STR) return strlen(pg->val_str(g, i)) == v->v.str.len && !strcmp(pg->val_str(g, i), v->v.str.s);
+    if (t == GGUF_STR)
+        return strlen(pg->val_str(g, i)) == v->v.str.len && !strcmp(pg->val_str(g, i), v->v.str.s);
     if (t != GGUF_ARR) {
         uint8_t ours[8];
         const size_t n = vtype_size(t);
@@ -125,7 +129,8 @@ static char *run(const char *cmd) {
     return out;
 }
 
-static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, const char *path, const char *what) {
+static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, const char *path,
+                       const char *what) {
     struct gguf_file *f;
     if (gguf_open(path, &f) != INFER_OK) {
         T_CHECK(0, "%s: we cannot read llama.cpp's file: %s", what, infer_last_error());
@@ -139,8 +144,9 @@ static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, 
         return;
     }
     T_CHECK(pg->version(g) == f->version && pg->n_kv(g) == f->n_kv && pg->n_tensors(g) == f->n_tensors,
-            "%s: version/keys/tensors %u/%lld/%lld vs ours %u/%lld/%lld", what, pg->version(g), (long long)pg->n_kv(g),
-            (long long)pg->n_tensors(g), f->version, (long long)f->n_kv, (long long)f->n_tensors);
+            "%s: version/keys/tensors %u/%lld/%lld vs ours %u/%lld/%lld", what, pg->version(g),
+            (long long)pg->n_kv(g), (long long)pg->n_tensors(g), f->version, (long long)f->n_kv,
+            (long long)f->n_tensors);
     int bad_kv = 0, bad_t = 0;
     for (int64_t i = 0; i < f->n_kv && i < pg->n_kv(g); i++) {
         const int ok = !strcmp(pg->key(g, i), f->kv[i].key) && same_value(pg, g, i, &f->kv[i].val);
@@ -150,21 +156,23 @@ static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, 
     for (int64_t i = 0; i < f->n_tensors && i < pg->n_tensors(g); i++) {
         const struct gguf_tensor *t = &f->tensors[i];
         const int64_t *ne = pg->tne(g, i);
-        const int ok = !strcmp(pg->tname(g, i), t->name) && pg->ttype(g, i) == t->type && pg->toff(g, i) == t->offset &&
-                       pg->tsize(g, i) == t->nbytes && ne[0] == t->ne[0] && ne[1] == t->ne[1] && ne[2] == t->ne[2] &&
-                       ne[3] == t->ne[3] && (size_t)((const uint8_t *)t->data - data0) == t->offset;
+        const int ok = !strcmp(pg->tname(g, i), t->name) && pg->ttype(g, i) == t->type &&
+                       pg->toff(g, i) == t->offset && pg->tsize(g, i) == t->nbytes && ne[0] == t->ne[0] &&
+                       ne[1] == t->ne[1] && ne[2] == t->ne[2] && ne[3] == t->ne[3] &&
+                       (size_t)((const uint8_t *)t->data - data0) == t->offset;
         if (!ok && bad_t++ < 3) printf("  %s: tensor %lld '%s' differs\n", what, (long long)i, t->name);
     }
-    T_CHECK(bad_kv == 0 && bad_t == 0 && pg->alignment(g) == f->alignment,
-            "%s: %d keys and %d tensors (names, types, values, shapes, offsets) differ from llama.cpp's reading", what,
-            bad_kv, bad_t);
+    T_CHECK(
+        bad_kv == 0 && bad_t == 0 && pg->alignment(g) == f->alignment,
+        "%s: %d keys and %d tensors (names, types, values, shapes, offsets) differ from llama.cpp's reading",
+        what, bad_kv, bad_t);
     /* where the data section starts, as llama.cpp computes it, holds our first tensor's bytes */
     if (f->n_tensors) {
         FILE *fp = fopen(path, "rb");
         uint8_t head[64];
         const size_t n = f->tensors[0].nbytes < sizeof head ? (size_t)f->tensors[0].nbytes : sizeof head;
-        const int same = fp && fseek(fp, (long)pg->data_off(g), SEEK_SET) == 0 && fread(head, 1, n, fp) == n &&
-                         memcmp(head, f->tensors[0].data, n) == 0;
+        const int same = fp && fseek(fp, (long)pg->data_off(g), SEEK_SET) == 0 &&
+                         fread(head, 1, n, fp) == n && memcmp(head, f->tensors[0].data, n) == 0;
         T_CHECK(same, "%s: our tensor data starts where llama.cpp's data section does", what);
         if (fp) fclose(fp);
     }
@@ -179,8 +187,10 @@ static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, 
         char want[512];
         int k = snprintf(want, sizeof want, "{\"name\":\"%s\",\"type\":\"%s\",\"shape\":[%lld", t->name,
                          quant_type(t->type)->name, (long long)t->ne[0]);
-        for (int d = 1; d < t->n_dims; d++) k += snprintf(want + k, sizeof want - (size_t)k, ",%lld", (long long)t->ne[d]);
-        snprintf(want + k, sizeof want - (size_t)k, "],\"offset\":%zu,\"bytes\":%zu}", pg->toff(g, i), pg->tsize(g, i));
+        for (int d = 1; d < t->n_dims; d++)
+            k += snprintf(want + k, sizeof want - (size_t)k, ",%lld", (long long)t->ne[d]);
+        snprintf(want + k, sizeof want - (size_t)k, "],\"offset\":%zu,\"bytes\":%zu}", pg->toff(g, i),
+                 pg->tsize(g, i));
         missing += strstr(json, want) == NULL;
     }
     T_CHECK(json && json[0] == '{' && missing == 0, "%s: info --json misses %d tensors", what, missing);
@@ -194,8 +204,10 @@ static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, 
         const struct gguf_tensor *t = &f->tensors[i];
         const int64_t nel = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
         float *ref = malloc(sizeof(float) * (size_t)nel);
-        if (t->type == INFER_TYPE_F32) memcpy(ref, t->data, sizeof(float) * (size_t)nel);
-        else if (pe->dequantize_row[t->type]) pe->dequantize_row[t->type](t->data, ref, nel);
+        if (t->type == INFER_TYPE_F32)
+            memcpy(ref, t->data, sizeof(float) * (size_t)nel);
+        else if (pe->dequantize_row[t->type])
+            pe->dequantize_row[t->type](t->data, ref, nel);
         else {
             T_CHECK(0, "%s: no ggml decoder for %s", what, quant_type(t->type)->name);
             free(ref);
@@ -217,18 +229,20 @@ static void check_file(const struct llama_peer *pe, const struct peer_gguf *pg, 
         free(ref);
     }
     int count[INFER_TYPE_COUNT] = {0};
-    for (int64_t i = 0; i < f->n_tensors; i++) count[f->tensors[i].type]++;
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        count[f->tensors[i].type]++;
     printf("%s: %lld tensors compared:", what, (long long)f->n_tensors);
     for (int k = 0; k < INFER_TYPE_COUNT; k++)
         if (count[k]) printf(" %s x%d", quant_type(k)->name, count[k]);
     printf("\n");
-    T_CHECK(compared == f->n_tensors && mismatched == 0, "%s: dequant of %d of %d tensors differs from ggml", what,
-            mismatched, compared);
+    T_CHECK(compared == f->n_tensors && mismatched == 0, "%s: dequant of %d of %d tensors differs from ggml",
+            what, mismatched, compared);
     pg->free_(g);
     gguf_close(f);
 }
 
-static void check_our_quantize(const struct llama_peer *pe, const char *f32, int mtp, const char *ftype, int32_t ftype_id) {
+static void check_our_quantize(const struct llama_peer *pe, const char *f32, const struct synth_params *sp,
+                               const char *ftype, int32_t ftype_id) {
     char ours[300], theirs[300], cmd[1000];
     snprintf(ours, sizeof ours, "%s/ours-%s.gguf", dir, ftype);
     snprintf(theirs, sizeof theirs, "%s/theirs-%s.gguf", dir, ftype);
@@ -236,26 +250,32 @@ static void check_our_quantize(const struct llama_peer *pe, const char *f32, int
     T_CHECK(system(cmd) == 0, "llm-gguf quantize %s", ftype);
     T_CHECK(llama_peer_quantize(pe, f32, theirs, ftype_id) == 0, "llama.cpp quantize %s", ftype);
     struct gguf_file *a = NULL, *b = NULL;
-    if (gguf_open(ours, &a) == INFER_OK && gguf_open(theirs, &b) == INFER_OK && a->n_tensors == b->n_tensors) {
+    if (gguf_open(ours, &a) == INFER_OK && gguf_open(theirs, &b) == INFER_OK &&
+        a->n_tensors == b->n_tensors) {
         int types = 0, bytes = 0;
         for (int64_t i = 0; i < a->n_tensors; i++) {
             const struct gguf_tensor *x = &a->tensors[i], *y = gguf_find_tensor(b, x->name);
             if (!y || x->type != y->type) {
-                if (types++ < 3) printf("  %s: %s is %s here, %s in llama.cpp's\n", ftype, x->name, quant_type(x->type)->name,
-                                        y ? quant_type(y->type)->name : "absent");
+                if (types++ < 3)
+                    printf("  %s: %s is %s here, %s in llama.cpp's\n", ftype, x->name,
+                           quant_type(x->type)->name, y ? quant_type(y->type)->name : "absent");
             } else if (x->nbytes != y->nbytes || memcmp(x->data, y->data, x->nbytes) != 0) {
-                if (bytes++ < 3) printf("  %s: %s (%s) bytes differ\n", ftype, x->name, quant_type(x->type)->name);
+                if (bytes++ < 3)
+                    printf("  %s: %s (%s) bytes differ\n", ftype, x->name, quant_type(x->type)->name);
             }
         }
-        T_CHECK(types == 0 && bytes == 0, "llm-gguf quantize %s: %d tensor types and %d tensor contents differ from llama.cpp",
-                ftype, types, bytes);
+        T_CHECK(types == 0 && bytes == 0,
+                "llm-gguf quantize %s: %d tensor types and %d tensor contents differ from llama.cpp", ftype,
+                types, bytes);
     } else {
         T_CHECK(0, "%s: cannot compare the two quantised files: %s", ftype, infer_last_error());
     }
     gguf_close(a);
     gguf_close(b);
     const char *why = NULL;
-    void *model = llama_peer_model_load(pe, ours, mtp, NULL, &why);
+    const struct llama_peer_expect want = {sp->n_embd,    sp->n_layer, sp->n_head,
+                                           sp->n_head_kv, sp->n_vocab, sp->mtp};
+    void *model = llama_peer_model_load(pe, ours, sp->mtp, &want, &why);
     T_CHECK(model != NULL, "llama.cpp loads our %s file: %s", ftype, why);
     if (!model) return;
     void *ctx = llama_peer_context(pe, model, 64, LLAMA_PEER_CTX_DEFAULT, NULL);
@@ -263,7 +283,8 @@ static void check_our_quantize(const struct llama_peer *pe, const char *f32, int
     float logits[1024];
     const int32_t n_vocab = pe->vocab_n_tokens(pe->model_get_vocab(model));
     const int ok = ctx && n_vocab <= 1024 && llama_peer_eval(pe, ctx, tokens, 8, logits, n_vocab) == 0;
-    T_CHECK(ok && isfinite(logits[0]) && isfinite(logits[n_vocab - 1]), "llama.cpp decodes our %s file", ftype);
+    T_CHECK(ok && isfinite(logits[0]) && isfinite(logits[n_vocab - 1]), "llama.cpp decodes our %s file",
+            ftype);
     if (ctx) pe->ctx_free(ctx);
     pe->model_free(model);
 }
@@ -274,8 +295,10 @@ int main(void) {
     const char *why = NULL;
     const int ready = llama_peer_load(&pe, &why);
     if (ready <= 0) {
-        if (ready == 0) T_SKIP("llama.cpp peer: %s", why);
-        else T_CHECK(0, "llama.cpp peer: %s", why);
+        if (ready == 0)
+            T_SKIP("llama.cpp peer: %s", why);
+        else
+            T_CHECK(0, "llama.cpp peer: %s", why);
         return t_done();
     }
     if (!bind_gguf(&pg)) {
@@ -291,17 +314,26 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     /* a dense model, and a hybrid MoE one with MTP: 3-D expert tensors, SSM tensors whose short rows
      * make llama.cpp fall back to Q5_0/Q5_1/Q8_0, and the nextn layer */
-    static const struct { const char *arch; int mtp; } sources[] = {{"qwen3", 0}, {"qwen35moe", 1}};
+    static const struct {
+        const char *arch;
+        int mtp;
+    } sources[] = {{"qwen3", 0}, {"qwen35moe", 1}};
     for (size_t s = 0; s < sizeof sources / sizeof *sources; s++) {
         struct synth_params sp;
         synth_params_default(sources[s].arch, &sp);
         sp.ftype = "F32", sp.mtp = sources[s].mtp, sp.seed = 3;
         if (!sp.mtp) sp.n_layer = 4;
-        char f32[300], what[64];
+        char f32[300], what[64], cmd[1200];
         snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
-        T_CHECK(synth_write(&sp, f32) == INFER_OK, "synth: %s", infer_last_error());
-        static const struct { const char *name; int32_t id; } ftypes[] = {
-            {"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1}, {"BF16", 32}};
+        /* written through the command line, so its flags reach synth_params as they should */
+        snprintf(cmd, sizeof cmd, "%s synth --arch %s --type F32 --seed 3 --n-layer %d %s -o '%s'", tool,
+                 sp.arch, (int)sp.n_layer, sp.mtp ? "--mtp" : "", f32);
+        T_CHECK(system(cmd) == 0, "%s", cmd);
+        static const struct {
+            const char *name;
+            int32_t id;
+        } ftypes[] = {{"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25},
+                      {"IQ4_XS", 30}, {"F16", 1},  {"BF16", 32}};
         for (size_t i = 0; i < sizeof ftypes / sizeof *ftypes; i++) {
             char path[300];
             snprintf(path, sizeof path, "%s/llama-%s.gguf", dir, ftypes[i].name);
@@ -312,10 +344,10 @@ int main(void) {
         }
         snprintf(what, sizeof what, "%s F32 by synth", sources[s].arch);
         check_file(&pe, &pg, f32, what);
-        check_our_quantize(&pe, f32, sp.mtp, "Q8_0", 7);
-        check_our_quantize(&pe, f32, sp.mtp, "Q4_K_M", 15);
-        check_our_quantize(&pe, f32, sp.mtp, "Q6_K", 18);
-        check_our_quantize(&pe, f32, sp.mtp, "F16", 1);
+        check_our_quantize(&pe, f32, &sp, "Q8_0", 7);
+        check_our_quantize(&pe, f32, &sp, "Q4_K_M", 15);
+        check_our_quantize(&pe, f32, &sp, "Q6_K", 18);
+        check_our_quantize(&pe, f32, &sp, "F16", 1);
     }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,10 +1,11 @@
 /* test-llama-synth: every synthetic architecture written by synth loads AND evaluates in the real
- * llama.cpp. For each arch (the hybrids also with the MTP layer, every arch also with a tied LM
- * head) and each file type F32 F16 Q8_0 Q4_K_M, llama.cpp loads the file (with load_mtp, so its
- * loader checks the MTP tensors too), reports our dims, decodes a 16-token prompt and returns
- * finite, non-constant logits over our vocabulary; with MTP it also builds its MTP draft context
- * over the model. llama.cpp's loader checks every tensor name, shape and key type against its own
- * tables, so this is the test that synth (and therefore our arch table) names and shapes things right. */
+ * llama.cpp. For each arch (the hybrids also with the MTP layer; every arch also with a tied LM head,
+ * and as random valid Q4_K_M/Q8_0 blocks) and each file type F32 F16 Q8_0 Q4_K_M, llama.cpp loads
+ * the file (with load_mtp, so its loader checks the MTP tensors too), reports our dims, decodes a
+ * 16-token prompt and returns finite, non-constant logits over our vocabulary; with MTP it also
+ * builds its MTP draft context over the model. llama.cpp's loader checks every tensor name, shape and
+ * key type against its own tables, so this is the test that synth (and therefore our arch table)
+ * names and shapes things right. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +17,14 @@
 
 static char dir[] = "/tmp/test-llama-synth-XXXXXX";
 
-static void eval_one(const struct llama_peer *pe, const char *arch, const char *ftype, int mtp, int tied) {
+static void eval_one(const struct llama_peer *pe, const char *arch, const char *ftype, int mtp, int tied,
+                     int random_blocks) {
     struct synth_params sp;
     synth_params_default(arch, &sp);
-    sp.ftype = ftype, sp.mtp = mtp, sp.seed = 7;
+    sp.ftype = ftype, sp.mtp = mtp, sp.seed = 7, sp.random_blocks = random_blocks;
     if (tied) sp.tied = 1;
     char path[256];
-    snprintf(path, sizeof path, "%s/%s-%s-%d%d.gguf", dir, arch, ftype, mtp, tied);
+    snprintf(path, sizeof path, "%s/%s-%s-%d%d%d.gguf", dir, arch, ftype, mtp, tied, random_blocks);
     if (synth_write(&sp, path) != INFER_OK) {
         T_CHECK(0, "synth %s %s: %s", arch, ftype, infer_last_error());
         return;
@@ -31,13 +33,15 @@ static void eval_one(const struct llama_peer *pe, const char *arch, const char *
     const struct llama_peer_expect want = {sp.n_embd, sp.n_layer, sp.n_head, sp.n_head_kv, sp.n_vocab, mtp};
     const char *why = NULL;
     void *model = llama_peer_model_load(pe, path, mtp, &want, &why);
-    T_CHECK(model != NULL, "llama.cpp loads %s %s mtp=%d tied=%d: %s", arch, ftype, mtp, tied, why);
+    T_CHECK(model != NULL, "llama.cpp loads %s %s mtp=%d tied=%d rb=%d: %s", arch, ftype, mtp, tied,
+            random_blocks, why);
     if (!model) return;
     void *ctx = llama_peer_context(pe, model, 64, LLAMA_PEER_CTX_DEFAULT, NULL);
     T_CHECK(ctx != NULL, "llama.cpp context for %s %s", arch, ftype);
     if (ctx) {
         int32_t tokens[16];
-        for (int i = 0; i < 16; i++) tokens[i] = (int32_t)((i * 37 + 11) % (sp.n_vocab - 8));
+        for (int i = 0; i < 16; i++)
+            tokens[i] = (int32_t)((i * 37 + 11) % (sp.n_vocab - 8));
         float *logits = malloc(sizeof(float) * (size_t)sp.n_vocab);
         const int32_t rc = llama_peer_eval(pe, ctx, tokens, 16, logits, sp.n_vocab);
         int finite = rc == 0, varied = 0;
@@ -45,8 +49,8 @@ static void eval_one(const struct llama_peer *pe, const char *arch, const char *
             finite &= isfinite(logits[i]) != 0;
             varied |= logits[i] != logits[0];
         }
-        T_CHECK(rc == 0 && finite && varied, "%s %s mtp=%d tied=%d: decode rc %d, finite %d, varied %d", arch, ftype, mtp,
-                tied, rc, finite, varied);
+        T_CHECK(rc == 0 && finite && varied, "%s %s mtp=%d tied=%d rb=%d: decode rc %d, finite %d, varied %d",
+                arch, ftype, mtp, tied, random_blocks, rc, finite, varied);
         free(logits);
         if (mtp) {
             void *draft = llama_peer_context(pe, model, 64, LLAMA_PEER_CTX_MTP, ctx);
@@ -64,8 +68,10 @@ int main(void) {
     const char *why = NULL;
     const int ready = llama_peer_load(&pe, &why);
     if (ready <= 0) {
-        if (ready == 0) T_SKIP("llama.cpp peer: %s", why);
-        else T_CHECK(0, "llama.cpp peer: %s", why);
+        if (ready == 0)
+            T_SKIP("llama.cpp peer: %s", why);
+        else
+            T_CHECK(0, "llama.cpp peer: %s", why);
         return t_done();
     }
     if (!mkdtemp(dir)) return 1;
@@ -74,10 +80,12 @@ int main(void) {
     for (int a = 0; a < 6; a++) {
         const int hybrid = a >= 3;
         for (int f = 0; f < 4; f++) {
-            eval_one(&pe, archs[a], ftypes[f], 0, 0);
-            if (hybrid) eval_one(&pe, archs[a], ftypes[f], 1, 0);
+            eval_one(&pe, archs[a], ftypes[f], 0, 0, 0);
+            if (hybrid) eval_one(&pe, archs[a], ftypes[f], 1, 0, 0);
         }
-        eval_one(&pe, archs[a], "Q8_0", hybrid, 1);
+        eval_one(&pe, archs[a], "Q8_0", hybrid, 1, 0);
+        eval_one(&pe, archs[a], "Q4_K_M", hybrid, 0, 1); /* random valid blocks, as for the big presets */
+        eval_one(&pe, archs[a], "Q8_0", 0, 0, 1);
     }
     rmdir(dir);
     return t_done();
