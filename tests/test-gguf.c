@@ -19,17 +19,9 @@
 #include "gguf.h"
 #include "peer.h"
 #include "quant.h"
+#include "scratch.h"
 #include "t.h"
 
-static char tmpdir[256];
-
-static const char *tmp_path(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 static uint8_t *read_file(const char *path, size_t *size) {
     FILE *fp = fopen(path, "rb");

@@ -14,17 +14,9 @@
 #include "gguf.h"
 #include "model.h"
 #include "quant.h"
+#include "scratch.h"
 #include "t.h"
 
-static char tmpdir[256];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 /* ---- one-change copies ---- */
 

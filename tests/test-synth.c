@@ -18,17 +18,9 @@
 #include "model.h"
 #include "peer.h"
 #include "quant.h"
+#include "scratch.h"
 #include "t.h"
 
-static char tmpdir[256];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 static int files_equal(const char *a, const char *b) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
