@@ -32,7 +32,10 @@ static void eval_params(const struct llama_peer *pe, const struct synth_params *
     const char *why = NULL;
     void *model = llama_peer_model_load(pe, path, mtp, &want, &why);
     T_CHECK(model != NULL, "llama.cpp loads %s: %s", label, why);
-    if (!model) return;
+    if (!model) {
+        unlink(path);
+        return;
+    }
     void *ctx = llama_peer_context(pe, model, 64, LLAMA_PEER_CTX_DEFAULT, NULL);
     T_CHECK(ctx != NULL, "llama.cpp context for %s", label);
     if (ctx) {
