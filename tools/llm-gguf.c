@@ -401,8 +401,8 @@ static int cmd_quantize(int argc, char **argv) {
         goto fail;
     }
     TRY(gguf_writer_create(&w));
-    for (int64_t i = 0; i < f->n_kv; i++)
-        TRY(gguf_writer_set(w, f->kv[i].key, &f->kv[i].val));
+    for (int64_t i = 0; i < f->n_kv; i++) /* all but split.*: the output is one file */
+        if (strncmp(f->kv[i].key, "split.", 6) != 0) TRY(gguf_writer_set(w, f->kv[i].key, &f->kv[i].val));
     TRY(gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
     TRY(gguf_writer_set_u32(w, "general.quantization_version", 2));
     for (int64_t i = 0; i < f->n_tensors; i++) {
