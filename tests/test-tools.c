@@ -163,6 +163,50 @@ static int write_hostile(const char *path) {
     return ok;
 }
 
+/* Writes src as two parts <prefix>-0000{1,2}-of-00002.gguf the way gguf-split does: every key in part
+ * one, the split.* keys in both, the tensors halved. */
+static int write_split(const char *src, const char *prefix) {
+    struct gguf_file *f;
+    if (gguf_open(src, &f) != INFER_OK) return 0;
+    int ok = 1;
+    const int64_t half = f->n_tensors / 2;
+    for (int part = 0; part < 2 && ok; part++) {
+        struct gguf_writer *w;
+        if (gguf_writer_create(&w) != INFER_OK) break;
+        for (int64_t i = 0; part == 0 && ok && i < f->n_kv; i++)
+            ok = gguf_writer_set(w, f->kv[i].key, &f->kv[i].val) == INFER_OK;
+        struct gguf_value no = {.type = GGUF_U16, .elem_type = GGUF_U16, .n = 1, .v.u = (uint64_t)part};
+        struct gguf_value count = {.type = GGUF_U16, .elem_type = GGUF_U16, .n = 1, .v.u = 2};
+        ok = ok && gguf_writer_set(w, "split.no", &no) == INFER_OK &&
+             gguf_writer_set(w, "split.count", &count) == INFER_OK &&
+             gguf_writer_set_i32(w, "split.tensors.count", (int32_t)f->n_tensors) == INFER_OK;
+        for (int64_t i = part ? half : 0; ok && i < (part ? f->n_tensors : half); i++) {
+            const struct gguf_tensor *t = &f->tensors[i];
+            ok = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data) == INFER_OK;
+        }
+        char path[700];
+        snprintf(path, sizeof path, "%s-%05d-of-00002.gguf", prefix, part + 1);
+        ok = ok && gguf_writer_write(w, path, NULL, NULL) == INFER_OK;
+        gguf_writer_free(w);
+    }
+    gguf_close(f);
+    return ok;
+}
+
+/* 1 if the two files hold the same tensors (names, types, shapes, bytes) in the same order. */
+static int same_tensors(const char *a, const char *b) {
+    struct gguf_file *x = NULL, *y = NULL;
+    int same = gguf_open(a, &x) == INFER_OK && gguf_open(b, &y) == INFER_OK && x->n_tensors == y->n_tensors;
+    for (int64_t i = 0; same && i < x->n_tensors; i++) {
+        const struct gguf_tensor *p = &x->tensors[i], *q = &y->tensors[i];
+        same = !strcmp(p->name, q->name) && p->type == q->type && !memcmp(p->ne, q->ne, sizeof p->ne) &&
+               p->nbytes == q->nbytes && !memcmp(p->data, q->data, p->nbytes);
+    }
+    gguf_close(x);
+    gguf_close(y);
+    return same;
+}
+
 static int count_lines(const char *s) {
     int n = 0;
     for (; *s; s++)
@@ -309,6 +353,30 @@ int main(void) {
             "quantize onto its input is refused: %s", out);
     snprintf(args, sizeof args, "synth --arch qwen3 --seed x1 -o %s", res);
     T_CHECK(run(args, out, sizeof out) == 2 && strstr(out, "--seed"), "bad seed named: %s", out);
+
+    /* a split F32 model: info shows which part holds a tensor; quantize reads all parts and writes
+     * one file, without split.* keys, whose tensors equal those quantised from the unsplit model */
+    char f32model[640], prefix[640], part1[700], q1[700], q2[700];
+    snprintf(f32model, sizeof f32model, "%s/f32.gguf", dir);
+    snprintf(prefix, sizeof prefix, "%s/split", dir);
+    snprintf(part1, sizeof part1, "%s-00001-of-00002.gguf", prefix);
+    snprintf(q1, sizeof q1, "%s/q-whole.gguf", dir);
+    snprintf(q2, sizeof q2, "%s/q-split.gguf", dir);
+    snprintf(args, sizeof args, "synth --arch llama --n-layer 2 -o %s", f32model);
+    T_CHECK(run(args, out, sizeof out) == 0 && write_split(f32model, prefix), "write a split model: %s", out);
+    snprintf(args, sizeof args, "info %s", part1);
+    T_CHECK(run(args, out, sizeof out) == 0 && strstr(out, ", 2 parts") && strstr(out, "part 2\n") &&
+                strstr(out, "output.weight"),
+            "info of a split model: %s", out);
+    snprintf(args, sizeof args, "quantize %s %s Q8_0", f32model, q1);
+    const int whole = run(args, out, sizeof out);
+    snprintf(args, sizeof args, "quantize %s %s Q8_0", part1, q2);
+    T_CHECK(whole == 0 && run(args, out, sizeof out) == 0 && same_tensors(q1, q2),
+            "quantize of a split model: %s", out);
+    snprintf(args, sizeof args, "info --json %s", q2);
+    T_CHECK(run(args, json, sizeof json) == 0 && !strstr(json, "\"split.") &&
+                strstr(json, "\"general.file_type\":7"),
+            "the quantised split model is one file with file_type 7");
 
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     if (system(args) != 0) printf("note: could not remove %s\n", dir);
