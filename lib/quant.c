@@ -24,8 +24,8 @@ static const struct quant_type quant_types[INFER_TYPE_COUNT] = {
     [1] = T("F16", 1, 2, 1, 1, 1),
     [2] = T("Q4_0", 32, 18, 1, 1, 1),
     [3] = T("Q4_1", 32, 20, 1, 0, 0),
-    [6] = T("Q5_0", 32, 22, 1, 0, 0),
-    [7] = T("Q5_1", 32, 24, 1, 0, 0),
+    [6] = T("Q5_0", 32, 22, 1, 1, 0),
+    [7] = T("Q5_1", 32, 24, 1, 1, 0),
     [8] = T("Q8_0", 32, 34, 1, 1, 1),
     [9] = T("Q8_1", 32, 36, 0, 1, 0),
     [10] = T("Q2_K", 256, 84, 1, 0, 0),
@@ -140,6 +140,41 @@ static void quant_q4_0(const float *x, block_q4_0 *y) {
         const int q1 = quant_min_i(15, (int)(x[j + 16] * id + 8.5f));
         y->qs[j] = (uint8_t)(q0 | q1 << 4);
     }
+}
+
+/* The 5th bits of 32 codes, bit j for code j (Q5_0 / Q5_1 qh, little-endian). */
+static void quant_put_qh(const int *q, uint8_t qh[4]) {
+    uint32_t h = 0;
+    for (int j = 0; j < 32; j++) h |= (uint32_t)((q[j] >> 4) & 1) << j;
+    for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> (8 * k));
+}
+
+/* quantize_row_q5_0_ref: d = max/-16, q = min(31, trunc(x/d + 16.5)). llama-quantize's fallback for
+ * Q4_K rows that 256 does not divide. */
+static void quant_q5_0(const float *x, block_q5_0 *y) {
+    float amax;
+    const float max = quant_absmax(x, 32, &amax);
+    const float d = max / -16;
+    const float id = d ? 1.0f / d : 0.0f;
+    int q[32];
+    y->d = blocks_f32_to_f16(d);
+    for (int j = 0; j < 32; j++) q[j] = quant_min_i(31, (int)(int8_t)(x[j] * id + 16.5f));
+    for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)((q[j] & 0xF) | (q[j + 16] & 0xF) << 4);
+    quant_put_qh(q, y->qh);
+}
+
+/* quantize_row_q5_1_ref: d = (max - min)/31, m = min, q = trunc((x - min)/d + 0.5). */
+static void quant_q5_1(const float *x, block_q5_1 *y) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < 32; j++) lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+    const float d = (hi - lo) / ((1 << 5) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    int q[32];
+    y->d = blocks_f32_to_f16(d);
+    y->m = blocks_f32_to_f16(lo);
+    for (int j = 0; j < 32; j++) q[j] = (int)(uint8_t)((x[j] - lo) * id + 0.5f);
+    for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)((q[j] & 0xF) | (q[j + 16] & 0xF) << 4);
+    quant_put_qh(q, y->qh);
 }
 
 /* quantize_row_q8_0_ref: d = amax/127, q = roundf(x * (1/d)) (half away from zero, f32 d). */
@@ -511,6 +546,8 @@ infer_status quant_quantize_row(int32_t type, const float *src, void *dst, int64
     case INFER_TYPE_F16: for (int64_t i = 0; i < n; i++) h[i] = blocks_f32_to_f16(src[i]); break;
     case INFER_TYPE_BF16: for (int64_t i = 0; i < n; i++) h[i] = blocks_f32_to_bf16(src[i]); break;
     case INFER_TYPE_Q4_0: QUANT_QUANTIZE(block_q4_0, quant_q4_0);
+    case INFER_TYPE_Q5_0: QUANT_QUANTIZE(block_q5_0, quant_q5_0);
+    case INFER_TYPE_Q5_1: QUANT_QUANTIZE(block_q5_1, quant_q5_1);
     case INFER_TYPE_Q8_0: QUANT_QUANTIZE(block_q8_0, quant_q8_0);
     case INFER_TYPE_Q8_1: QUANT_QUANTIZE(block_q8_1, quant_q8_1);
     case INFER_TYPE_Q4_K: QUANT_QUANTIZE(block_q4_K, quant_q4_K);

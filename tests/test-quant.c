@@ -376,7 +376,8 @@ static void test_quantize(void) {
         {INFER_TYPE_Q8_K, "quantize_row_q8_K_ref", 0, 0.008},   {INFER_TYPE_Q4_0, "quantize_row_q4_0_ref", 0, 0.095},
         {INFER_TYPE_Q4_K, "quantize_row_q4_K_ref", 0, 0.077},   {INFER_TYPE_Q5_K, "quantize_row_q5_K_ref", 0, 0.040},
         {INFER_TYPE_Q6_K, "quantize_row_q6_K_ref", 0, 0.023},   {INFER_TYPE_IQ4_NL, "quantize_iq4_nl", 1, 0.083},
-        {INFER_TYPE_IQ4_XS, "quantize_iq4_xs", 1, 0.086},
+        {INFER_TYPE_IQ4_XS, "quantize_iq4_xs", 1, 0.086},   {INFER_TYPE_Q5_0, "quantize_row_q5_0_ref", 0, 0.046},
+        {INFER_TYPE_Q5_1, "quantize_row_q5_1_ref", 0, 0.042},
     };
     enum { ROWS = 42 };
     static float x[QN], y[QN], yp[QN];

@@ -316,18 +316,20 @@ int main(void) {
      * make llama.cpp fall back to Q5_0/Q5_1/Q8_0, and the nextn layer */
     static const struct {
         const char *arch;
-        int mtp;
-    } sources[] = {{"qwen3", 0}, {"qwen35moe", 1}};
+        int mtp, odd; /* odd: rows of 96 and 160 values, which fall back from K-quants to Q5_0/Q8_0 */
+    } sources[] = {{"qwen3", 0, 0}, {"qwen35moe", 1, 0}, {"qwen3", 0, 1}};
     for (size_t s = 0; s < sizeof sources / sizeof *sources; s++) {
         struct synth_params sp;
         synth_params_default(sources[s].arch, &sp);
         sp.ftype = "F32", sp.mtp = sources[s].mtp, sp.seed = 3;
         if (!sp.mtp) sp.n_layer = 4;
+        if (sources[s].odd) sp.n_embd = 96, sp.n_head = 3, sp.n_head_kv = 1, sp.head_dim = 32, sp.n_ff = 160;
         char f32[300], what[64], cmd[1200];
         snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
         /* written through the command line, so its flags reach synth_params as they should */
-        snprintf(cmd, sizeof cmd, "%s synth --arch %s --type F32 --seed 3 --n-layer %d %s -o '%s'", tool,
-                 sp.arch, (int)sp.n_layer, sp.mtp ? "--mtp" : "", f32);
+        snprintf(cmd, sizeof cmd, "%s synth --arch %s --type F32 --seed 3 --n-layer %d %s %s -o '%s'", tool,
+                 sp.arch, (int)sp.n_layer, sp.mtp ? "--mtp" : "",
+                 sources[s].odd ? "--n-embd 96 --n-head 3 --n-head-kv 1 --head-dim 32 --n-ff 160" : "", f32);
         T_CHECK(system(cmd) == 0, "%s", cmd);
         static const struct {
             const char *name;
