@@ -139,12 +139,12 @@ static struct cmp compare(const float *a, const float *ref, int n_vocab, int fro
     return r;
 }
 
-static void check_one(const struct llama_peer *pe, const char *arch, const char *ftype) {
+static void check_one(const struct llama_peer *pe, const char *arch, const char *ftype, int tied) {
     struct synth_params sp;
     synth_params_default(arch, &sp);
-    sp.ftype = ftype, sp.seed = 11;
+    sp.ftype = ftype, sp.seed = 11, sp.tied = tied;
     char path[256];
-    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, arch, ftype);
+    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", dir, arch, ftype, tied ? "-tied" : "");
     if (synth_write(&sp, path) != INFER_OK) {
         T_CHECK(0, "synth %s %s: %s", arch, ftype, infer_last_error());
         return;
@@ -174,8 +174,8 @@ static void check_one(const struct llama_peer *pe, const char *arch, const char 
     struct cmp pp = compare(ours, ref, n_vocab, 0, N_PROMPT), dec = compare(ours, ref, n_vocab, N_PROMPT, N_ALL);
     const int is_float = !strcmp(ftype, "F32") || !strcmp(ftype, "F16");
     if (is_float) {
-        printf("  %-8s %-6s prompt: max rel L2 %.2e mean %.2e argmax %d/%d | decode: max %.2e mean %.2e argmax %d/%d "
-               "| llama.cpp flash on vs off: max %.2e\n", arch, ftype, pp.max_rel, pp.mean_rel, pp.agree, N_PROMPT,
+        printf("  %-8s %-6s%s prompt: max rel L2 %.2e mean %.2e argmax %d/%d | decode: max %.2e mean %.2e argmax %d/%d "
+               "| llama.cpp flash on vs off: max %.2e\n", arch, ftype, tied ? " tied" : "", pp.max_rel, pp.mean_rel, pp.agree, N_PROMPT,
                dec.max_rel, dec.mean_rel, dec.agree, N_GEN, self.max_rel);
         T_CHECK(pp.max_rel <= 1e-3 && pp.agree == N_PROMPT, "%s %s prompt: max rel L2 %.3g (<= 1e-3), argmax %d/%d",
                 arch, ftype, pp.max_rel, pp.agree, N_PROMPT);
@@ -185,8 +185,8 @@ static void check_one(const struct llama_peer *pe, const char *arch, const char 
         struct cmp all = compare(ours, ref, n_vocab, 0, N_ALL);
         double bound = 2 * self.mean_rel > 1e-3 ? 2 * self.mean_rel : 1e-3;
         double self_pct = 100.0 * self.agree / N_ALL, our_pct = 100.0 * all.agree / N_ALL;
-        printf("  %-8s %-6s ours: mean rel L2 %.2e (max %.2e) argmax %.1f%% | llama.cpp flash on vs off: mean %.2e "
-               "(max %.2e) argmax %.1f%%\n", arch, ftype, all.mean_rel, all.max_rel, our_pct, self.mean_rel,
+        printf("  %-8s %-6s%s ours: mean rel L2 %.2e (max %.2e) argmax %.1f%% | llama.cpp flash on vs off: mean %.2e "
+               "(max %.2e) argmax %.1f%%\n", arch, ftype, tied ? " tied" : "", all.mean_rel, all.max_rel, our_pct, self.mean_rel,
                self.max_rel, self_pct);
         T_CHECK(all.mean_rel <= bound, "%s %s: mean rel L2 %.3g within max(2 x llama.cpp's spread %.3g, 1e-3)", arch,
                 ftype, all.mean_rel, self.mean_rel);
@@ -211,7 +211,9 @@ int main(void) {
     static const char *const archs[] = {"llama", "qwen3", "qwen3moe"};
     static const char *const ftypes[] = {"F32", "F16", "Q8_0", "Q4_K_M"};
     for (int a = 0; a < 3; a++)
-        for (int f = 0; f < 4; f++) check_one(&pe, archs[a], ftypes[f]);
+        for (int f = 0; f < 4; f++) check_one(&pe, archs[a], ftypes[f], 0);
+    check_one(&pe, "qwen3", "F32", 1); /* LM head tied to token_embd */
+    check_one(&pe, "llama", "Q8_0", 1);
     rmdir(dir);
     return t_done();
 }
