@@ -63,6 +63,15 @@ static void run_arch(const char *arch, const char *dir) {
     T_CHECK(infer_decode(c, &bl) == INFER_OK && infer_seq_rm(c, 0, N_P, -1) == INFER_OK, "%s long prompt", arch);
     T_CHECK(steps(c, gen, N_D, again, nv) && !memcmp(fresh, again, (size_t)N_D * nv * sizeof(float)),
             "%s longer prompt truncated + resume is bit-identical", arch);
+    /* the prompt in pieces of 5 and 7 (the few-token mmv path) with explicit positions: same logits */
+    infer_ctx *cs = mk(m, 64, 1);
+    int32_t pos7[7];
+    for (int i = 0; i < 7; i++) pos7[i] = 5 + i;
+    infer_batch p5 = {5, prompt, NULL, NULL, NULL}, p7 = {7, prompt + 5, pos7, NULL, NULL};
+    T_CHECK(infer_decode(cs, &p5) == INFER_OK && infer_decode(cs, &p7) == INFER_OK && steps(cs, gen, N_D, again, nv) &&
+                !memcmp(fresh, again, (size_t)N_D * nv * sizeof(float)),
+            "%s prompt in batches of 5 + 7 gives the same logits as one batch", arch);
+    infer_ctx_free(cs);
     T_CHECK(infer_seq_rm(c, 0, 2, 5) == INFER_E_ARG, "%s removing from the middle is INFER_E_ARG", arch);
     T_CHECK(infer_seq_rm(c, 7, 0, -1) == INFER_E_ARG, "%s seq_rm of a bad sequence", arch);
 
