@@ -1,0 +1,210 @@
+/* context: the public context API (include/infer.h "contexts") — creation with every buffer sized
+ * up front, batch validation, decode, logits and sequence truncation.
+ *
+ * Why validate first: infer_decode checks the whole batch (ids, sequences, positions, room) before
+ * anything is written, so INFER_E_ARG and INFER_E_CTX_FULL leave the context exactly as it was. The
+ * sequence lengths (the only state that says which cells are live) change only after the forward pass
+ * succeeded; a failed pass may have written cells past a sequence's end, which nothing reads.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "forward.h"
+#include "quant.h"
+
+infer_ctx_params infer_ctx_params_default(void) {
+    infer_ctx_params p = {0, 512, 1, 0, INFER_TYPE_F16};
+    return p;
+}
+
+/* The architectures this forward pass runs, and the tensor types it expects where it reads floats. */
+static infer_status ctx_check_model(const struct infer_model *m) {
+    const struct arch_row *a = m->arch;
+    if ((a->id != ARCH_LLAMA && a->id != ARCH_QWEN3 && a->id != ARCH_QWEN3MOE) || (a->flags & ARCH_F_HYBRID))
+        return infer_fail(INFER_E_UNSUPPORTED, "context: architecture %s: the forward pass runs llama, qwen3 and "
+                          "qwen3moe only", a->name);
+    if (m->rope_freqs)
+        return infer_fail(INFER_E_UNSUPPORTED, "context: %s: rope_freqs.weight (frequency factors) is not supported",
+                          a->name);
+    if (m->hp.n_embd % 32 || m->hp.head_dim % 2 || m->hp.n_rot > m->hp.head_dim)
+        return infer_fail(INFER_E_UNSUPPORTED, "context: n_embd %lld head_dim %lld n_rot %lld: expected n_embd a "
+                          "multiple of 32, head_dim even, n_rot <= head_dim", (long long)m->hp.n_embd,
+                          (long long)m->hp.head_dim, (long long)m->hp.n_rot);
+    if (m->output_norm->type != INFER_TYPE_F32)
+        return infer_fail(INFER_E_UNSUPPORTED, "context: output_norm.weight is %s: expected F32",
+                          infer_type_name(m->output_norm->type));
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *L = &m->layers[il];
+        const struct gguf_tensor *f32s[] = {L->attn_norm, L->ffn_norm, L->attn_q_norm, L->attn_k_norm, L->ffn_gate_inp};
+        for (size_t i = 0; i < sizeof f32s / sizeof *f32s; i++)
+            if (f32s[i] && f32s[i]->type != INFER_TYPE_F32)
+                return infer_fail(INFER_E_UNSUPPORTED, "context: %s is %s: expected F32", f32s[i]->name,
+                                  infer_type_name(f32s[i]->type));
+        if (L->ffn_gate && L->ffn_gate->type != L->ffn_up->type)
+            return infer_fail(INFER_E_UNSUPPORTED, "context: blk.%lld: ffn_gate %s and ffn_up %s: the fused gate/up "
+                              "product needs one type", (long long)il, infer_type_name(L->ffn_gate->type),
+                              infer_type_name(L->ffn_up->type));
+        if (L->ffn_gate_exps && L->ffn_gate_exps->type != L->ffn_up_exps->type)
+            return infer_fail(INFER_E_UNSUPPORTED, "context: blk.%lld: ffn_gate_exps %s and ffn_up_exps %s: expected "
+                              "one type", (long long)il, infer_type_name(L->ffn_gate_exps->type),
+                              infer_type_name(L->ffn_up_exps->type));
+    }
+    return INFER_OK;
+}
+
+static infer_status ctx_alloc(infer_ctx *c, size_t count, size_t size, void *out) {
+    if (count == 0) count = 1;
+    infer_status st = c->be->ops->alloc(c->be, count * size, (void **)out);
+    return st == INFER_OK ? st : infer_fail(INFER_E_OOM, "context: %zu bytes of scratch do not fit", count * size);
+}
+
+static infer_status ctx_host(size_t count, size_t size, void *out) {
+    *(void **)out = xcalloc(count ? count : 1, size);
+    return *(void **)out ? INFER_OK : INFER_OOM("context batch arrays");
+}
+
+static int64_t ctx_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
+    infer_status st = INFER_OK;
+    if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
+    *out = NULL;
+    if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
+    infer_ctx_params d = infer_ctx_params_default();
+    if (!p) p = &d;
+    if (p->n_ctx < 0 || p->n_batch < 0 || p->n_seq < 0 || p->n_threads < 0 || p->n_seq > 256)
+        return infer_fail(INFER_E_ARG, "infer_ctx_create: n_ctx %d n_batch %d n_seq %d n_threads %d: expected "
+                          "n_ctx, n_batch, n_threads >= 0 and n_seq 0..256", p->n_ctx, p->n_batch, p->n_seq,
+                          p->n_threads);
+    if (p->kv_type == INFER_TYPE_F32)
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type F32: the attention op reads f16 caches only");
+    if (p->kv_type != INFER_TYPE_F16)
+        return infer_fail(INFER_E_ARG, "infer_ctx_create: kv_type %d: expected F16 (%d)", p->kv_type, INFER_TYPE_F16);
+    if ((st = ctx_check_model(m)) != INFER_OK) return st;
+    const struct arch_hparams *hp = &m->hp;
+    infer_ctx *c = xcalloc(1, sizeof *c);
+    if (!c) return INFER_OOM("context");
+    c->m = m;
+    c->n_ctx = p->n_ctx ? p->n_ctx : (int32_t)(hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    c->n_batch = p->n_batch ? p->n_batch : 512;
+    c->n_seq = p->n_seq ? p->n_seq : 1;
+    int n_threads = p->n_threads;
+    if (n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int)(n < 64 ? n : 64) : 1;
+    }
+    const size_t T = (size_t)c->n_batch;
+    const int64_t hd = hp->head_dim, nq = hp->n_head * hd, nk = hp->n_head_kv * hd;
+    const int64_t n_h = m->arch->ffn == ARCH_FFN_MOE ? hp->n_embd : hp->n_ff;
+    const int64_t n_in_max = ctx_max(ctx_max(hp->n_embd, nq), ctx_max(hp->n_ff, hp->n_ff_exp));
+    const int64_t n_e = hp->n_expert > 0 ? hp->n_expert : 1, n_used = hp->n_expert_used > 0 ? hp->n_expert_used : 1;
+    TRY(backend_cpu_create(n_threads, &c->be));
+    TRY(kv_cache_create(c->be, (int32_t)hp->n_layer, c->n_seq, c->n_ctx, nk, &c->kv));
+    TRY(ctx_alloc(c, T * (size_t)hp->n_embd, sizeof(float), &c->x));
+    TRY(ctx_alloc(c, T * (size_t)ctx_max(hp->n_embd, nq), sizeof(float), &c->xn));
+    TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->q));
+    TRY(ctx_alloc(c, T * (size_t)nk, sizeof(float), &c->k));
+    TRY(ctx_alloc(c, T * (size_t)nk, sizeof(float), &c->v));
+    TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->att));
+    TRY(ctx_alloc(c, T * (size_t)n_h, sizeof(float), &c->h));
+    TRY(ctx_alloc(c, T * (size_t)n_in_max, sizeof(float), &c->xq));
+    TRY(ctx_alloc(c, T * (size_t)n_e, sizeof(float), &c->router));
+    TRY(ctx_alloc(c, T * (size_t)n_used, sizeof(int32_t), &c->moe_ids));
+    TRY(ctx_alloc(c, T * (size_t)n_used, sizeof(float), &c->moe_w));
+    TRY(ctx_alloc(c, T * (size_t)hp->n_vocab, sizeof(float), &c->logits));
+    TRY(ctx_host(T, sizeof(int32_t), &c->pos));
+    TRY(ctx_host(T, sizeof(int32_t), &c->seq));
+    TRY(ctx_host(T, sizeof(int32_t), &c->out_row));
+    TRY(ctx_host((size_t)c->n_seq, sizeof(int32_t), &c->next));
+    *out = c;
+    return INFER_OK;
+fail:
+    infer_ctx_free(c);
+    return st;
+}
+
+void infer_ctx_free(infer_ctx *c) {
+    if (!c) return;
+    if (c->be) {
+        void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->att, c->h, c->xq, c->router, c->moe_ids, c->moe_w, c->logits};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) c->be->ops->free(c->be, bufs[i]);
+        kv_cache_free(c->kv);
+        backend_free(c->be);
+    }
+    xfree(c->pos);
+    xfree(c->seq);
+    xfree(c->out_row);
+    xfree(c->next);
+    xfree(c);
+}
+
+/* Fills c->pos / c->seq / c->out_row for b, or fails leaving the sequences as they were. */
+static infer_status ctx_validate(infer_ctx *c, const infer_batch *b, int32_t *n_out) {
+    const int32_t n = b->n_tokens, n_vocab = (int32_t)c->m->hp.n_vocab;
+    if (n < 1 || n > c->n_batch || !b->token)
+        return infer_fail(INFER_E_ARG, "infer_decode: n_tokens %d%s: expected 1..n_batch (%d) tokens", n,
+                          b->token ? "" : " with token NULL", c->n_batch);
+    memcpy(c->next, c->kv->len, (size_t)c->n_seq * sizeof(int32_t));
+    int32_t full = -1;
+    *n_out = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t s = b->seq_id ? b->seq_id[i] : 0;
+        if (b->token[i] < 0 || b->token[i] >= n_vocab)
+            return infer_fail(INFER_E_ARG, "infer_decode: token[%d] = %d: expected an id in 0..%d", i, b->token[i],
+                              n_vocab - 1);
+        if (s < 0 || s >= c->n_seq)
+            return infer_fail(INFER_E_ARG, "infer_decode: seq_id[%d] = %d: expected 0..%d", i, s, c->n_seq - 1);
+        if (b->pos && b->pos[i] != c->next[s])
+            return infer_fail(INFER_E_ARG, "infer_decode: pos[%d] = %d for sequence %d: expected %d (positions of a "
+                              "sequence are consecutive and continue it)", i, b->pos[i], s, c->next[s]);
+        if (c->next[s] >= c->n_ctx && full < 0) full = s;
+        c->seq[i] = s;
+        c->pos[i] = c->next[s]++;
+        const int want = b->logits ? b->logits[i] != 0 : i == n - 1;
+        c->out_row[i] = want ? (*n_out)++ : -1;
+    }
+    if (full >= 0)
+        return infer_fail(INFER_E_CTX_FULL, "infer_decode: sequence %d would pass n_ctx (%d positions) with this "
+                          "batch", full, c->n_ctx);
+    return INFER_OK;
+}
+
+infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
+    infer_status st = INFER_OK;
+    int32_t n_out = 0;
+    if (!c || !b) return infer_fail(INFER_E_ARG, "infer_decode: %s is NULL", c ? "batch" : "context");
+    c->n_tokens = 0; /* logits of the previous batch are gone whatever happens */
+    TRY(ctx_validate(c, b, &n_out));
+    TRY(forward_run(c, b->token, b->n_tokens, n_out));
+    memcpy(c->kv->len, c->next, (size_t)c->n_seq * sizeof(int32_t));
+    c->n_tokens = b->n_tokens;
+fail:
+    return st;
+}
+
+const float *infer_logits(const infer_ctx *c, int32_t i) {
+    if (!c || c->n_tokens == 0) return NULL;
+    if (i < 0) i = c->n_tokens + i;
+    if (i < 0 || i >= c->n_tokens || c->out_row[i] < 0) return NULL;
+    return c->logits + (size_t)c->out_row[i] * (size_t)c->m->hp.n_vocab;
+}
+
+infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {
+    if (!c) return infer_fail(INFER_E_ARG, "infer_seq_rm: context is NULL");
+    if (seq < 0 || seq >= c->n_seq)
+        return infer_fail(INFER_E_ARG, "infer_seq_rm: sequence %d: expected 0..%d", seq, c->n_seq - 1);
+    int32_t *len = &c->kv->len[seq];
+    if (p0 < 0) p0 = 0;
+    if (p1 >= 0 && p1 <= p0) return INFER_OK; /* empty range */
+    if (p0 >= *len) return INFER_OK;          /* nothing held there */
+    if (p1 >= 0 && p1 < *len)
+        return infer_fail(INFER_E_ARG, "infer_seq_rm: [%d, %d) of sequence %d (%d positions): only a suffix or the "
+                          "whole sequence can be removed", p0, p1, seq, *len);
+    *len = p0;
+    return INFER_OK;
+}
+
+int32_t infer_seq_pos_max(const infer_ctx *c, int32_t seq) {
+    if (!c || seq < 0 || seq >= c->n_seq) return -1;
+    return c->kv->len[seq] - 1;
+}

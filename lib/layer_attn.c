@@ -1,0 +1,64 @@
+/* layer_attn: the self-attention block of llama / qwen3 / qwen3moe:
+ *   n = RMSNorm(x) * attn_norm;  q, k, v = Wq n, Wk n, Wv n
+ *   qwen3: q, k = per-head RMSNorm(q) * attn_q_norm, (k) * attn_k_norm
+ *   q, k = RoPE(q, k) at each token's position (llama: adjacent pairs; qwen3: NeoX halves)
+ *   K/V cells at those positions <- k, v (f16);  o = softmax(q K^T / sqrt(head_dim)) V
+ *   x += Wo o   (residual fused in the epilogue)
+ * Every token's K/V is stored before any attention runs, so a token attends to the earlier tokens
+ * of its own batch through the cache. Attention runs once per run of consecutive tokens of one
+ * sequence (the op attends over one sequence's cells), so sequences in one batch never mix. */
+#include <math.h>
+
+#include "forward.h"
+#include "quant.h"
+
+/* cells pos[t] of seq[t] <- rows of src (n_tokens, row) as f16 */
+static void layer_attn_store(struct infer_ctx *c, int32_t il, const float *src, int is_v, int32_t n_tokens) {
+    const int64_t row = c->kv->row;
+    for (int32_t t = 0; t < n_tokens; t++) {
+        uint16_t *dst = (is_v ? kv_cache_v(c->kv, il, c->seq[t]) : kv_cache_k(c->kv, il, c->seq[t])) +
+                        (size_t)c->pos[t] * (size_t)row;
+        const float *s = src + (size_t)t * (size_t)row;
+        for (int64_t i = 0; i < row; i++) dst[i] = quant_f32_to_f16(s[i]);
+    }
+}
+
+infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    const struct infer_model *m = c->m;
+    const struct model_layer *L = &m->layers[il];
+    const struct arch_hparams *hp = &m->hp;
+    const int32_t hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head, nkv = (int32_t)hp->n_head_kv;
+    const int64_t n_embd = hp->n_embd, nq = (int64_t)nh * hd, nk = (int64_t)nkv * hd;
+    struct infer_backend *be = c->be;
+    int32_t xq_type = -2;
+
+    TRY(forward_norm(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens));
+    TRY(forward_matmul(c, L->attn_q, NULL, c->xn, n_tokens, c->q, NULL, MMV_PLAIN, &xq_type));
+    TRY(forward_matmul(c, L->attn_k, NULL, c->xn, n_tokens, c->k, NULL, MMV_PLAIN, &xq_type));
+    TRY(forward_matmul(c, L->attn_v, NULL, c->xn, n_tokens, c->v, NULL, MMV_PLAIN, &xq_type));
+    if (m->arch->flags & ARCH_F_QK_NORM) {
+        TRY(forward_norm(c, c->q, L->attn_q_norm, c->q, hd, n_tokens * nh));
+        TRY(forward_norm(c, c->k, L->attn_k_norm, c->k, hd, n_tokens * nkv));
+    }
+    const int32_t mode = m->arch->rope == ARCH_ROPE_NEOX ? ROPE_NEOX : ROPE_NORMAL;
+    struct rope_args rq = {c->q, c->pos, n_tokens, nh, hd, (int32_t)hp->n_rot, nq, hd, mode, hp->rope_freq_base, 1.0f};
+    TRY(be->ops->rope(be, &rq));
+    struct rope_args rk = {c->k, c->pos, n_tokens, nkv, hd, (int32_t)hp->n_rot, nk, hd, mode, hp->rope_freq_base, 1.0f};
+    TRY(be->ops->rope(be, &rk));
+    layer_attn_store(c, il, c->k, 0, n_tokens);
+    layer_attn_store(c, il, c->v, 1, n_tokens);
+
+    for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
+        for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
+        int32_t s = c->seq[t0], n_kv = c->pos[t1 - 1] + 1; /* positions rise within a run */
+        struct attn_args a = {c->q + (size_t)t0 * nq, kv_cache_k(c->kv, il, s), kv_cache_v(c->kv, il, s),
+                              c->att + (size_t)t0 * nq, c->pos + t0, t1 - t0, nh, nkv, hd, n_kv, nq, nk, nq,
+                              1.0f / sqrtf((float)hd)};
+        TRY(be->ops->attn(be, &a));
+    }
+    xq_type = -2;
+    TRY(forward_matmul(c, L->attn_out, NULL, c->att, n_tokens, c->x, c->x, MMV_ADD, &xq_type));
+fail:
+    return st;
+}

@@ -1,0 +1,219 @@
+/* test-llama-logits: our forward pass against llama.cpp's on synthetic models.
+ *
+ * For llama, qwen3 and qwen3moe in F32 and F16: a 56-token prompt in one batch with logits at every
+ * position, then 16 greedy decode steps (tokens picked from our logits, fed to both), each position
+ * compared with llama.cpp without flash attention (its f32 attention math, like ours): relative L2
+ * error <= 1e-3 and the same argmax. For Q8_0 and Q4_K_M the bound is llama.cpp's own spread, its
+ * flash-attention-on logits against its flash-off ones: ours against flash-off must stay within 2x
+ * that mean relative L2 error (or 1e-3, whichever is larger) and the argmax agreement no more than 3
+ * points below llama.cpp's self-agreement. The measured numbers are printed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../tools/synth.h"
+#include "../t.h"
+#include "llama_peer.h"
+
+enum { N_PROMPT = 56, N_GEN = 16, N_ALL = N_PROMPT + N_GEN };
+
+static char dir[] = "/tmp/test-llama-logits-XXXXXX";
+
+/* llama_batch {int32 n_tokens; token*; embd*; pos*; n_seq_id*; seq_id**; int8 *logits} (v0.5.0) */
+enum { BATCH_LOGITS_OFF = 48 };
+/* llama_context_params offsets in v0.5.0 as shipped by node-llama-cpp (checked against the defaults at
+ * run time): n_threads, n_threads_batch (default 4) and flash_attn_type (default -1, auto). */
+enum { CPARAMS_THREADS_OFF = 28, CPARAMS_THREADS_BATCH_OFF = 32, CPARAMS_FLASH_ATTN_OFF = 52 };
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static double rel_l2(const float *a, const float *ref, int n) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d, den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* llama.cpp's logits for tokens[0..N_PROMPT) in one batch (every position) then one token at a time
+ * for the rest: out (N_ALL, n_vocab). flash: llama.cpp's flash attention on (1) or off (0). One thread:
+ * the test machine is small and shared, and its pool spins. 0 on failure. */
+static int llama_run(const struct llama_peer *pe, void *model, const int32_t *tokens, int n_vocab, int flash,
+                     float *out) {
+    llama_blob cp = pe->context_default_params();
+    int32_t th, thb, fa;
+    memcpy(&th, cp.bytes + CPARAMS_THREADS_OFF, 4), memcpy(&thb, cp.bytes + CPARAMS_THREADS_BATCH_OFF, 4);
+    memcpy(&fa, cp.bytes + CPARAMS_FLASH_ATTN_OFF, 4);
+    if (th != 4 || thb != 4 || fa != -1) {
+        T_CHECK(0, "llama_context_params layout: n_threads %d/%d at %d/%d (expected 4), flash_attn_type %d at %d "
+                "(expected -1)", th, thb, CPARAMS_THREADS_OFF, CPARAMS_THREADS_BATCH_OFF, fa, CPARAMS_FLASH_ATTN_OFF);
+        return 0;
+    }
+    const int32_t one = 1;
+    memcpy(cp.bytes + CPARAMS_THREADS_OFF, &one, 4), memcpy(cp.bytes + CPARAMS_THREADS_BATCH_OFF, &one, 4);
+    memcpy(cp.bytes + CPARAMS_FLASH_ATTN_OFF, &flash, 4);
+    void *ctx = pe->init_from_model(model, cp);
+    if (!ctx) {
+        T_CHECK(0, "llama.cpp context");
+        return 0;
+    }
+    int ok = 1;
+    int32_t tok[N_ALL];
+    memcpy(tok, tokens, sizeof tok);
+    int8_t flags[N_PROMPT];
+    memset(flags, 1, sizeof flags);
+    llama_blob b = pe->batch_get_one(tok, N_PROMPT);
+    int8_t *fp = flags;
+    memcpy(b.bytes + BATCH_LOGITS_OFF, &fp, sizeof fp);
+    if (pe->decode(ctx, b) != 0) ok = 0;
+    for (int i = 0; ok && i < N_PROMPT; i++) {
+        const float *l = pe->get_logits_ith(ctx, i);
+        if (!l) ok = 0;
+        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
+    }
+    for (int i = N_PROMPT; ok && i < N_ALL; i++) {
+        if (pe->decode(ctx, pe->batch_get_one(tok + i, 1)) != 0) ok = 0;
+        const float *l = ok ? pe->get_logits_ith(ctx, -1) : NULL;
+        if (!l) ok = 0;
+        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
+    }
+    pe->ctx_free(ctx);
+    T_CHECK(ok, "llama.cpp decodes the prompt and %d steps", N_GEN);
+    return ok;
+}
+
+/* Ours: the prompt in one batch with every position's logits, then greedy steps whose tokens are
+ * written into tokens[N_PROMPT..]. 0 on failure. */
+static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, float *out) {
+    infer_ctx_params p = infer_ctx_params_default();
+    p.n_ctx = 128, p.n_batch = 64, p.n_threads = 2;
+    infer_ctx *c = NULL;
+    infer_status st = infer_ctx_create(m, &p, &c);
+    if (st != INFER_OK) {
+        T_CHECK(0, "infer_ctx_create: %s", infer_last_error());
+        return 0;
+    }
+    int8_t flags[N_PROMPT];
+    memset(flags, 1, sizeof flags);
+    infer_batch b = {N_PROMPT, tokens, NULL, NULL, flags};
+    int ok = infer_decode(c, &b) == INFER_OK;
+    for (int i = 0; ok && i < N_PROMPT; i++) {
+        const float *l = infer_logits(c, i);
+        if (!l) ok = 0;
+        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
+    }
+    for (int i = N_PROMPT; ok && i < N_ALL; i++) {
+        tokens[i] = argmax(out + (size_t)(i - 1) * n_vocab, n_vocab);
+        infer_batch s = {1, tokens + i, NULL, NULL, NULL};
+        ok = infer_decode(c, &s) == INFER_OK;
+        const float *l = ok ? infer_logits(c, -1) : NULL;
+        if (!l) ok = 0;
+        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
+    }
+    T_CHECK(ok, "our decode: %s", infer_last_error());
+    infer_ctx_free(c);
+    return ok;
+}
+
+struct cmp {
+    double max_rel, mean_rel;
+    int agree; /* positions with the same argmax */
+};
+
+static struct cmp compare(const float *a, const float *ref, int n_vocab, int from, int to) {
+    struct cmp r = {0, 0, 0};
+    for (int i = from; i < to; i++) {
+        double e = rel_l2(a + (size_t)i * n_vocab, ref + (size_t)i * n_vocab, n_vocab);
+        r.max_rel = e > r.max_rel ? e : r.max_rel;
+        r.mean_rel += e / (to - from);
+        r.agree += argmax(a + (size_t)i * n_vocab, n_vocab) == argmax(ref + (size_t)i * n_vocab, n_vocab);
+    }
+    return r;
+}
+
+static void check_one(const struct llama_peer *pe, const char *arch, const char *ftype, int tied) {
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = ftype, sp.seed = 11, sp.tied = tied;
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", dir, arch, ftype, tied ? "-tied" : "");
+    if (synth_write(&sp, path) != INFER_OK) {
+        T_CHECK(0, "synth %s %s: %s", arch, ftype, infer_last_error());
+        return;
+    }
+    infer_model *m = NULL;
+    void *lm = NULL;
+    float *ours = NULL, *ref = NULL, *refon = NULL;
+    if (infer_model_load(path, NULL, &m) != INFER_OK) {
+        T_CHECK(0, "load %s: %s", path, infer_last_error());
+        goto done;
+    }
+    const int n_vocab = infer_vocab_size(m);
+    ours = malloc((size_t)N_ALL * n_vocab * sizeof(float));
+    ref = malloc((size_t)N_ALL * n_vocab * sizeof(float));
+    refon = malloc((size_t)N_ALL * n_vocab * sizeof(float));
+    lm = pe->model_load(path, pe->model_default_params());
+    if (!ours || !ref || !refon || !lm) {
+        T_CHECK(0, "%s %s: llama.cpp loads the model, buffers", arch, ftype);
+        goto done;
+    }
+    int32_t tokens[N_ALL];
+    for (int i = 0; i < N_PROMPT; i++) tokens[i] = (int32_t)((i * 37 + 11) % (n_vocab - 8));
+    if (!ours_run(m, tokens, n_vocab, ours) || !llama_run(pe, lm, tokens, n_vocab, 0, ref) ||
+        !llama_run(pe, lm, tokens, n_vocab, 1, refon))
+        goto done;
+    struct cmp self = compare(refon, ref, n_vocab, 0, N_ALL);
+    struct cmp pp = compare(ours, ref, n_vocab, 0, N_PROMPT), dec = compare(ours, ref, n_vocab, N_PROMPT, N_ALL);
+    const int is_float = !strcmp(ftype, "F32") || !strcmp(ftype, "F16");
+    if (is_float) {
+        printf("  %-8s %-6s%s prompt: max rel L2 %.2e mean %.2e argmax %d/%d | decode: max %.2e mean %.2e argmax %d/%d "
+               "| llama.cpp flash on vs off: max %.2e\n", arch, ftype, tied ? " tied" : "", pp.max_rel, pp.mean_rel, pp.agree, N_PROMPT,
+               dec.max_rel, dec.mean_rel, dec.agree, N_GEN, self.max_rel);
+        T_CHECK(pp.max_rel <= 1e-3 && pp.agree == N_PROMPT, "%s %s prompt: max rel L2 %.3g (<= 1e-3), argmax %d/%d",
+                arch, ftype, pp.max_rel, pp.agree, N_PROMPT);
+        T_CHECK(dec.max_rel <= 1e-3 && dec.agree == N_GEN, "%s %s decode: max rel L2 %.3g (<= 1e-3), argmax %d/%d",
+                arch, ftype, dec.max_rel, dec.agree, N_GEN);
+    } else {
+        struct cmp all = compare(ours, ref, n_vocab, 0, N_ALL);
+        double bound = 2 * self.mean_rel > 1e-3 ? 2 * self.mean_rel : 1e-3;
+        double self_pct = 100.0 * self.agree / N_ALL, our_pct = 100.0 * all.agree / N_ALL;
+        printf("  %-8s %-6s%s ours: mean rel L2 %.2e (max %.2e) argmax %.1f%% | llama.cpp flash on vs off: mean %.2e "
+               "(max %.2e) argmax %.1f%%\n", arch, ftype, tied ? " tied" : "", all.mean_rel, all.max_rel, our_pct, self.mean_rel,
+               self.max_rel, self_pct);
+        T_CHECK(all.mean_rel <= bound, "%s %s: mean rel L2 %.3g within max(2 x llama.cpp's spread %.3g, 1e-3)", arch,
+                ftype, all.mean_rel, self.mean_rel);
+        T_CHECK(our_pct >= self_pct - 3, "%s %s: argmax agreement %.1f%% >= llama.cpp's self-agreement %.1f%% - 3",
+                arch, ftype, our_pct, self_pct);
+    }
+done:
+    if (lm) pe->model_free(lm);
+    infer_model_free(m);
+    free(ours), free(ref), free(refon);
+    unlink(path);
+}
+
+int main(void) {
+    struct llama_peer pe;
+    const char *why = NULL;
+    if (!llama_peer_load(&pe, &why)) {
+        T_SKIP("llama.cpp peer: %s", why);
+        return t_done();
+    }
+    if (!mkdtemp(dir)) return 1;
+    static const char *const archs[] = {"llama", "qwen3", "qwen3moe"};
+    static const char *const ftypes[] = {"F32", "F16", "Q8_0", "Q4_K_M"};
+    for (int a = 0; a < 3; a++)
+        for (int f = 0; f < 4; f++) check_one(&pe, archs[a], ftypes[f], 0);
+    check_one(&pe, "qwen3", "F32", 1); /* LM head tied to token_embd */
+    check_one(&pe, "llama", "Q8_0", 1);
+    rmdir(dir);
+    return t_done();
+}
