@@ -21,12 +21,6 @@ enum { N_PROMPT = 56, N_GEN = 16, N_ALL = N_PROMPT + N_GEN };
 
 static char dir[] = "/tmp/test-llama-logits-XXXXXX";
 
-/* llama_batch {int32 n_tokens; token*; embd*; pos*; n_seq_id*; seq_id**; int8 *logits} (v0.5.0) */
-enum { BATCH_LOGITS_OFF = 48 };
-/* llama_context_params offsets in v0.5.0 as shipped by node-llama-cpp (checked against the defaults at
- * run time): n_threads, n_threads_batch (default 4) and flash_attn_type (default -1, auto). */
-enum { CPARAMS_THREADS_OFF = 28, CPARAMS_THREADS_BATCH_OFF = 32, CPARAMS_FLASH_ATTN_OFF = 52 };
-
 static int argmax(const float *x, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)
@@ -48,18 +42,9 @@ static double rel_l2(const float *a, const float *ref, int n) {
  * the test machine is small and shared, and its pool spins. 0 on failure. */
 static int llama_run(const struct llama_peer *pe, void *model, const int32_t *tokens, int n_vocab, int flash,
                      float *out) {
-    llama_blob cp = pe->context_default_params();
-    int32_t th, thb, fa;
-    memcpy(&th, cp.bytes + CPARAMS_THREADS_OFF, 4), memcpy(&thb, cp.bytes + CPARAMS_THREADS_BATCH_OFF, 4);
-    memcpy(&fa, cp.bytes + CPARAMS_FLASH_ATTN_OFF, 4);
-    if (th != 4 || thb != 4 || fa != -1) {
-        T_CHECK(0, "llama_context_params layout: n_threads %d/%d at %d/%d (expected 4), flash_attn_type %d at %d "
-                "(expected -1)", th, thb, CPARAMS_THREADS_OFF, CPARAMS_THREADS_BATCH_OFF, fa, CPARAMS_FLASH_ATTN_OFF);
-        return 0;
-    }
-    const int32_t one = 1;
-    memcpy(cp.bytes + CPARAMS_THREADS_OFF, &one, 4), memcpy(cp.bytes + CPARAMS_THREADS_BATCH_OFF, &one, 4);
-    memcpy(cp.bytes + CPARAMS_FLASH_ATTN_OFF, &flash, 4);
+    struct llama_peer_context_params cp = pe->context_default_params(); /* layout checked by llama_peer_load */
+    cp.n_threads = cp.n_threads_batch = 1;
+    cp.flash_attn_type = flash;
     void *ctx = pe->init_from_model(model, cp);
     if (!ctx) {
         T_CHECK(0, "llama.cpp context");
@@ -70,9 +55,8 @@ static int llama_run(const struct llama_peer *pe, void *model, const int32_t *to
     memcpy(tok, tokens, sizeof tok);
     int8_t flags[N_PROMPT];
     memset(flags, 1, sizeof flags);
-    llama_blob b = pe->batch_get_one(tok, N_PROMPT);
-    int8_t *fp = flags;
-    memcpy(b.bytes + BATCH_LOGITS_OFF, &fp, sizeof fp);
+    struct llama_peer_batch b = pe->batch_get_one(tok, N_PROMPT);
+    b.logits = flags;
     if (pe->decode(ctx, b) != 0) ok = 0;
     for (int i = 0; ok && i < N_PROMPT; i++) {
         const float *l = pe->get_logits_ith(ctx, i);
