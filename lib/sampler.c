@@ -1,0 +1,244 @@
+/* sampler: picks the next token from a row of logits (include/infer.h "sampling").
+ *
+ * The stages and their rules are llama.cpp's default chain, in its order:
+ *   penalties  over the last penalty_last_n accepted tokens: a token seen c > 0 times has its logit
+ *              divided by repeat_penalty when positive (multiplied when <= 0), then lowered by
+ *              c * frequency_penalty + presence_penalty;
+ *   top-k      keeps the k largest logits;
+ *   top-p      softmax over what is left, sorted descending; keeps the shortest prefix whose
+ *              cumulative probability reaches top_p;
+ *   min-p      keeps the tokens with logit >= max logit + log(min_p) (probability >= min_p * max);
+ *   temp       divides the logits by temp; then one draw from their softmax.
+ * temp <= 0 is greedy: the argmax of the penalised logits (the filters always keep the maximum).
+ * Ties go to the lowest id everywhere, so results do not depend on the sort's stability.
+ *
+ * Why this shape: the candidates are {id, logit} pairs filtered in place. top-k selects with a
+ * quickselect and sorts only k entries; without top-k, min-p (a threshold on the logit, which depends
+ * only on the maximum) drops the tail before sorting, with top-p's normaliser taken over the set
+ * before that drop, which gives exactly the sequential result (both keep a prefix of one order).
+ * The draw uses a private xoshiro256** seeded with splitmix64: the same seed gives the same tokens
+ * on every platform, and nothing else in the process can disturb the sequence.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+struct sampler_cand {
+    int32_t id;
+    float logit;
+};
+
+struct infer_sampler {
+    infer_sampler_params p;
+    int32_t n_vocab;
+    struct sampler_cand *cand; /* (n_vocab) working set */
+    int32_t *count;            /* (n_vocab) occurrences of each token in the ring */
+    int32_t *ring;             /* (penalty_last_n) last accepted tokens */
+    int32_t ring_head, ring_len;
+    uint64_t rng[4];
+};
+
+infer_sampler_params infer_sampler_params_default(void) {
+    infer_sampler_params p = {0.8f, 40, 0.95f, 0.05f, 1.0f, 0.0f, 0.0f, 64, 0};
+    return p;
+}
+
+static uint64_t sampler_splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t sampler_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t sampler_next(uint64_t *s) {
+    const uint64_t r = sampler_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = sampler_rotl(s[3], 45);
+    return r;
+}
+
+void infer_sampler_reset(infer_sampler *s) {
+    if (!s) return;
+    uint64_t x = s->p.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = sampler_splitmix(&x);
+    memset(s->count, 0, (size_t)s->n_vocab * sizeof *s->count);
+    s->ring_head = s->ring_len = 0;
+}
+
+infer_status infer_sampler_create(const infer_sampler_params *p, int32_t n_vocab, infer_sampler **out) {
+    if (!out) return infer_fail(INFER_E_ARG, "infer_sampler_create: out is NULL");
+    *out = NULL;
+    infer_sampler_params d = infer_sampler_params_default();
+    if (!p) p = &d;
+    if (n_vocab < 1) return infer_fail(INFER_E_ARG, "infer_sampler_create: n_vocab %d: expected >= 1", n_vocab);
+    if (isnan(p->temp) || isnan(p->top_p) || isnan(p->min_p) || !isfinite(p->repeat_penalty) ||
+        p->repeat_penalty <= 0 || !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return infer_fail(INFER_E_ARG, "infer_sampler_create: temp %g top_p %g min_p %g repeat_penalty %g presence %g "
+                          "frequency %g: expected numbers, repeat_penalty > 0", (double)p->temp, (double)p->top_p,
+                          (double)p->min_p, (double)p->repeat_penalty, (double)p->presence_penalty,
+                          (double)p->frequency_penalty);
+    if (p->penalty_last_n < 0)
+        return infer_fail(INFER_E_ARG, "infer_sampler_create: penalty_last_n %d: expected >= 0", p->penalty_last_n);
+    infer_sampler *s = xcalloc(1, sizeof *s);
+    if (!s) return INFER_OOM("sampler");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cand = xmalloc((size_t)n_vocab * sizeof *s->cand);
+    s->count = xcalloc((size_t)n_vocab, sizeof *s->count);
+    s->ring = xmalloc((size_t)(p->penalty_last_n ? p->penalty_last_n : 1) * sizeof *s->ring);
+    if (!s->cand || !s->count || !s->ring) {
+        infer_sampler_free(s);
+        return INFER_OOM("sampler arrays");
+    }
+    infer_sampler_reset(s);
+    *out = s;
+    return INFER_OK;
+}
+
+void infer_sampler_free(infer_sampler *s) {
+    if (!s) return;
+    xfree(s->cand);
+    xfree(s->count);
+    xfree(s->ring);
+    xfree(s);
+}
+
+void infer_sampler_accept(infer_sampler *s, int32_t token) {
+    if (!s || token < 0 || token >= s->n_vocab || s->p.penalty_last_n == 0) return;
+    const int32_t n = s->p.penalty_last_n;
+    if (s->ring_len == n) {
+        s->count[s->ring[s->ring_head]]--;
+    } else {
+        s->ring_len++;
+    }
+    s->ring[s->ring_head] = token;
+    s->ring_head = (s->ring_head + 1) % n;
+    s->count[token]++;
+}
+
+/* Descending logit, then ascending id: a total order, so every sort and selection is deterministic. */
+static int sampler_before(const struct sampler_cand *a, const struct sampler_cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int sampler_cmp(const void *x, const void *y) {
+    const struct sampler_cand *a = x, *b = y;
+    return sampler_before(a, b) ? -1 : sampler_before(b, a) ? 1 : 0;
+}
+
+/* Moves the k first entries of the order to c[0..k) (unsorted): Hoare quickselect, median of three. */
+static void sampler_select(struct sampler_cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        struct sampler_cand a = c[lo], b = c[mid], d = c[hi], piv;
+        if (sampler_before(&a, &b))
+            piv = sampler_before(&b, &d) ? b : sampler_before(&a, &d) ? d : a;
+        else
+            piv = sampler_before(&a, &d) ? a : sampler_before(&b, &d) ? d : b;
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (sampler_before(&c[i], &piv)) i++;
+            while (sampler_before(&piv, &c[j])) j--;
+            if (i <= j) {
+                struct sampler_cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
+static void sampler_penalties(infer_sampler *s) {
+    const infer_sampler_params *p = &s->p;
+    if (p->penalty_last_n == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f &&
+                                   p->presence_penalty == 0.0f))
+        return;
+    for (int32_t i = 0; i < s->ring_len; i++) {
+        const int32_t t = s->ring[i], c = s->count[t];
+        if (c <= 0) continue; /* already applied: counts are negated below until the loop ends */
+        float *l = &s->cand[t].logit;
+        *l = *l <= 0 ? *l * p->repeat_penalty : *l / p->repeat_penalty;
+        *l -= (float)c * p->frequency_penalty + p->presence_penalty;
+        s->count[t] = -c;
+    }
+    for (int32_t i = 0; i < s->ring_len; i++)
+        if (s->count[s->ring[i]] < 0) s->count[s->ring[i]] = -s->count[s->ring[i]];
+}
+
+int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    const infer_sampler_params *p = &s->p;
+    struct sampler_cand *c = s->cand;
+    int32_t n = s->n_vocab;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].id = i;
+        c[i].logit = isnan(logits[i]) ? -INFINITY : logits[i]; /* NaN would break the total order */
+    }
+    sampler_penalties(s);
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (c[i].logit > c[best].logit) best = i;
+    if (p->temp <= 0 || c[best].logit == -INFINITY) {
+        infer_sampler_accept(s, best);
+        return best;
+    }
+    const float max = c[best].logit;
+    int sorted = 0;
+    if (p->top_k > 0 && p->top_k < n) {
+        sampler_select(c, n, p->top_k);
+        n = p->top_k;
+        qsort(c, (size_t)n, sizeof *c, sampler_cmp);
+        sorted = 1;
+    }
+    /* top-p's probabilities are normalised over the set it receives (after top-k) */
+    float z = 0.0f;
+    for (int32_t i = 0; i < n; i++) z += expf(c[i].logit - max);
+    if (p->min_p > 0.0f) {
+        const float min_logit = max + logf(p->min_p);
+        int32_t k = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].logit >= min_logit) c[k++] = c[i];
+        n = k;
+    }
+    if (p->top_p < 1.0f) {
+        if (!sorted) qsort(c, (size_t)n, sizeof *c, sampler_cmp);
+        float cum = 0.0f;
+        for (int32_t i = 0; i < n; i++) {
+            cum += expf(c[i].logit - max) / z;
+            if (cum >= p->top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    /* the draw: softmax(logit / temp) over the survivors, inverse CDF in double */
+    double total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += exp((double)(c[i].logit - max) / (double)p->temp);
+    const double u = (double)(sampler_next(s->rng) >> 11) * 0x1.0p-53 * total;
+    double cum = 0.0;
+    int32_t pick = c[n - 1].id;
+    for (int32_t i = 0; i < n; i++) {
+        cum += exp((double)(c[i].logit - max) / (double)p->temp);
+        if (u < cum) {
+            pick = c[i].id;
+            break;
+        }
+    }
+    infer_sampler_accept(s, pick);
+    return pick;
+}
