@@ -1,0 +1,167 @@
+/* args: strict llama.cpp-style flag parsing for llm-run and llm-bench (see args.h). */
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int args_bad(const struct args *a, const char *flag, const char *val, const char *what) {
+    fprintf(stderr, "%s: %s: '%s' %s\n", a->tool, flag, val, what);
+    return 2;
+}
+
+static int args_int(const struct args *a, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno) return args_bad(a, flag, s, "is not an integer");
+    if (v < lo || v > hi) {
+        fprintf(stderr, "%s: %s: %lld is out of range [%lld, %lld]\n", a->tool, flag, v, (long long)lo, (long long)hi);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+static int args_i32(const struct args *a, const char *flag, const char *s, int32_t lo, int32_t *out) {
+    int64_t v;
+    if (args_int(a, flag, s, lo, INT32_MAX, &v)) return 2;
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int args_float(const struct args *a, const char *flag, const char *s, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (!*s || *end || errno || !isfinite(v)) return args_bad(a, flag, s, "is not a finite number");
+    *out = v;
+    return 0;
+}
+
+/* "1,2,3" into out (at most cap); lo is the smallest value allowed. */
+static int args_list(const struct args *a, const char *flag, const char *s, int32_t lo, int32_t *out, int cap,
+                     int *n) {
+    char buf[64];
+    *n = 0;
+    for (const char *p = s;;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len >= sizeof buf) return args_bad(a, flag, s, "has an element that is too long");
+        if (*n == cap) {
+            fprintf(stderr, "%s: %s: more than %d values\n", a->tool, flag, cap);
+            return 2;
+        }
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        if (args_i32(a, flag, buf, lo, &out[(*n)++])) return 2;
+        if (!c) return 0;
+        p = c + 1;
+    }
+}
+
+int args_parse(struct args *a, int argc, char **argv, int bench) {
+    const char *tool = a->tool;
+    memset(a, 0, sizeof *a);
+    a->tool = tool;
+    a->n_predict = 32;
+    a->seed = -1;
+    a->sp = infer_sampler_params_default();
+    a->repeat_last_n = a->sp.penalty_last_n;
+    a->reps = 5;
+    a->output = "md";
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            a->help = 1;
+            continue;
+        }
+        if (!strcmp(f, "--chat")) {
+            a->chat = 1;
+            continue;
+        }
+        if (!strcmp(f, "--print-ids")) {
+            a->print_ids = 1;
+            continue;
+        }
+        if (f[0] != '-') {
+            fprintf(stderr, "%s: unexpected argument '%s'\n", tool, f);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "%s: %s needs a value (or is unknown: see --help)\n", tool, f);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int64_t x;
+        int rc = 0;
+        if (!strcmp(f, "-m") || !strcmp(f, "--model")) {
+            if (a->n_model == ARGS_MAX_MODELS || (a->n_model == 1 && !bench)) {
+                fprintf(stderr, "%s: -m: %s\n", tool, bench ? "too many models" : "one model only");
+                return 2;
+            }
+            a->model[a->n_model++] = v;
+        } else if (bench && (!strcmp(f, "-p") || !strcmp(f, "--n-prompt"))) {
+            rc = args_list(a, f, v, 0, a->pp, ARGS_MAX_LIST, &a->n_pp);
+        } else if (bench && (!strcmp(f, "-n") || !strcmp(f, "--n-gen"))) {
+            rc = args_list(a, f, v, 0, a->tg, ARGS_MAX_LIST, &a->n_tg);
+        } else if (bench && (!strcmp(f, "-d") || !strcmp(f, "--n-depth"))) {
+            rc = args_list(a, f, v, 0, a->depth, ARGS_MAX_LIST, &a->n_depth);
+        } else if (bench && (!strcmp(f, "-r") || !strcmp(f, "--repetitions"))) {
+            rc = args_i32(a, f, v, 1, &a->reps);
+        } else if (bench && (!strcmp(f, "-o") || !strcmp(f, "--output"))) {
+            if (strcmp(v, "md") && strcmp(v, "csv") && strcmp(v, "json")) return args_bad(a, f, v, "is not md, csv or json");
+            a->output = v;
+        } else if (!bench && (!strcmp(f, "-p") || !strcmp(f, "--prompt"))) {
+            a->prompt = v;
+        } else if (!bench && (!strcmp(f, "-f") || !strcmp(f, "--file"))) {
+            a->prompt_file = v;
+        } else if (!bench && (!strcmp(f, "-n") || !strcmp(f, "--n-predict"))) {
+            rc = args_i32(a, f, v, -1, &a->n_predict);
+        } else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) {
+            rc = args_i32(a, f, v, 0, &a->n_ctx);
+        } else if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) {
+            rc = args_i32(a, f, v, 1, &a->n_batch);
+        } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
+            rc = args_i32(a, f, v, 0, &a->n_threads);
+        } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {
+            rc = args_i32(a, f, v, 0, &a->n_gpu_layers);
+            if (!rc && a->n_gpu_layers > 0) {
+                fprintf(stderr, "%s: -ngl %d: the CUDA backend is not available yet; only -ngl 0 (CPU) runs\n", tool,
+                        a->n_gpu_layers);
+                return 2;
+            }
+        } else if (!bench && (!strcmp(f, "-s") || !strcmp(f, "--seed"))) {
+            rc = args_int(a, f, v, -1, INT64_MAX, &x);
+            a->seed = x;
+        } else if (!bench && !strcmp(f, "--temp")) {
+            rc = args_float(a, f, v, &a->sp.temp);
+        } else if (!bench && !strcmp(f, "--top-k")) {
+            rc = args_i32(a, f, v, 0, &a->sp.top_k);
+        } else if (!bench && !strcmp(f, "--top-p")) {
+            rc = args_float(a, f, v, &a->sp.top_p);
+        } else if (!bench && !strcmp(f, "--min-p")) {
+            rc = args_float(a, f, v, &a->sp.min_p);
+        } else if (!bench && !strcmp(f, "--repeat-penalty")) {
+            rc = args_float(a, f, v, &a->sp.repeat_penalty);
+            if (!rc && a->sp.repeat_penalty <= 0) return args_bad(a, f, v, "must be > 0");
+        } else if (!bench && !strcmp(f, "--presence-penalty")) {
+            rc = args_float(a, f, v, &a->sp.presence_penalty);
+        } else if (!bench && !strcmp(f, "--frequency-penalty")) {
+            rc = args_float(a, f, v, &a->sp.frequency_penalty);
+        } else if (!bench && !strcmp(f, "--repeat-last-n")) {
+            rc = args_i32(a, f, v, -1, &a->repeat_last_n);
+        } else if (!bench && !strcmp(f, "--ids")) {
+            rc = args_list(a, f, v, 0, a->ids, (int)(sizeof a->ids / sizeof *a->ids), &a->n_ids);
+        } else if (!bench && !strcmp(f, "--logits-out")) {
+            a->logits_out = v;
+        } else {
+            fprintf(stderr, "%s: unknown option '%s' (see --help)\n", tool, f);
+            return 2;
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* args: the llama.cpp-style command line shared by llm-run and llm-bench.
+ *
+ * One parser for both tools so a flag means the same thing everywhere. Parsing is strict: a value
+ * that is not entirely a number in range, a missing value or an unknown flag is one line on stderr
+ * ("llm-run: -n: 'x' is not an integer") and args_parse returns 2 (the usage exit status). Flags that
+ * only one tool uses are unknown to the other. */
+#ifndef INFER_TOOLS_ARGS_H
+#define INFER_TOOLS_ARGS_H
+
+#include <stdint.h>
+
+#include "../include/infer.h"
+
+#define ARGS_MAX_MODELS 16
+#define ARGS_MAX_LIST 64
+
+struct args {
+    const char *tool;                       /* program name for messages */
+    const char *model[ARGS_MAX_MODELS];     /* -m, repeatable in llm-bench */
+    int n_model;
+    const char *prompt, *prompt_file;       /* -p, -f */
+    int32_t n_predict;                      /* -n (default 32; -1: until EOG or the context is full) */
+    int32_t n_ctx, n_batch, n_threads;      /* -c, -b, -t (0: library defaults) */
+    int64_t seed;                           /* -s (-1: from the clock) */
+    infer_sampler_params sp;                /* --temp --top-k --top-p --min-p --repeat-* penalties */
+    int32_t repeat_last_n;                  /* --repeat-last-n (-1: the context size) */
+    int32_t n_gpu_layers;                   /* -ngl: only 0 until the CUDA backend exists */
+    int chat, print_ids;                    /* --chat, --print-ids */
+    int32_t ids[4096];                      /* --ids 1,2,3 */
+    int n_ids;
+    const char *logits_out;                 /* --logits-out FILE */
+    /* llm-bench */
+    int32_t pp[ARGS_MAX_LIST], tg[ARGS_MAX_LIST], depth[ARGS_MAX_LIST];
+    int n_pp, n_tg, n_depth;
+    int32_t reps;                           /* -r */
+    const char *output;                     /* -o md|csv|json */
+    int help;
+};
+
+/* Parses argv into a (defaults first). bench = 1 gives -p/-n llm-bench's meaning (lists of token
+ * counts) and accepts -r -d -o. Returns 0, or 2 after printing one line. */
+int args_parse(struct args *a, int argc, char **argv, int bench);
+
+#endif

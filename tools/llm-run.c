@@ -1,0 +1,314 @@
+/* llm-run: generate text with a GGUF model on the CPU.
+ *
+ *   llm-run -m MODEL -p PROMPT [-n N] [--chat] [sampling flags]   streams the generated text to stdout
+ *
+ * The prompt (-p, -f FILE, or token ids with --ids) is tokenised with the special tokens the model's
+ * metadata asks for, run through the context in chunks of n_batch, then tokens are sampled one at a
+ * time until -n tokens, an end-of-generation token or a full context. Only the generated text goes
+ * to stdout (UTF-8 safe through a token stream); loading progress, the seed and the speeds go to
+ * stderr. --print-ids prints the generated ids on one line instead of the text. --logits-out writes
+ * the logits of every prompt position, [n_prompt][n_vocab] little-endian f32, for comparisons.
+ * Errors are one line on stderr and exit status 1; usage errors exit 2.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+
+#define PROGRESS_MIN_BYTES (256ll << 20) /* below this a load is too quick for a progress line */
+
+static int usage(const char *tool, int to_err) {
+    fprintf(to_err ? stderr : stdout,
+            "usage: %s -m MODEL (-p PROMPT | -f FILE | --ids 1,2,3) [options]\n"
+            "  -n N                  tokens to generate (default 32; -1: until end of generation or a full context)\n"
+            "  -c N                  context size (default min(training context, 4096))\n"
+            "  -b N                  tokens per decode call while reading the prompt (default 512)\n"
+            "  -t N                  threads (default: all cores)\n"
+            "  -s SEED               sampling seed (default -1: from the clock; printed on stderr)\n"
+            "  --temp T              temperature (default 0.8; <= 0: greedy)\n"
+            "  --top-k K             (default 40; 0: off)      --top-p P   (default 0.95; 1: off)\n"
+            "  --min-p P             (default 0.05; 0: off)\n"
+            "  --repeat-penalty F    (default 1: off)  --presence-penalty F  --frequency-penalty F (default 0)\n"
+            "  --repeat-last-n N     tokens the penalties look back over (default 64; -1: the context size)\n"
+            "  --chat                wrap the prompt in the model's chat template (ChatML for qwen3*, Llama 3)\n"
+            "  --ids 1,2,3           the prompt as token ids (no tokenisation)\n"
+            "  --print-ids           print the generated token ids on one line instead of the text\n"
+            "  --logits-out FILE     logits of every prompt position, [n_prompt][n_vocab] little-endian f32\n"
+            "  -ngl N                GPU layers: reserved, only 0 until the CUDA backend exists\n",
+            tool);
+    return to_err ? 2 : 0;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int progress(float x, void *user) {
+    fprintf(stderr, "\rloading %s: %3.0f%%%s", (const char *)user, 100.0 * x, x >= 1.0f ? "\n" : "");
+    return 0;
+}
+
+/* The whole file as a NUL-terminated string (xmalloc'd), or NULL with errno set. */
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, cap);
+            if (!nb) break;
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int err = ferror(f) || !buf;
+    fclose(f);
+    if (err) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* The chat template around prompt for the model's family (malloc'd), or NULL for an unknown family. */
+static char *chat_wrap(const char *arch, const char *prompt, size_t len) {
+    const char *pre, *post;
+    if (!strncmp(arch, "qwen3", 5) || !strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe")) {
+        pre = "<|im_start|>user\n";
+        post = "<|im_end|>\n<|im_start|>assistant\n";
+    } else if (!strcmp(arch, "llama")) {
+        pre = "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n";
+        post = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+    } else {
+        return NULL;
+    }
+    size_t n = strlen(pre) + len + strlen(post);
+    char *s = malloc(n + 1);
+    if (!s) return NULL;
+    memcpy(s, pre, strlen(pre));
+    memcpy(s + strlen(pre), prompt, len);
+    memcpy(s + strlen(pre) + len, post, strlen(post) + 1);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    struct args a = {.tool = "llm-run"};
+    int rc = args_parse(&a, argc, argv, 0);
+    if (rc) return rc;
+    if (a.help) return usage(a.tool, 0);
+    if (a.n_model != 1) {
+        fprintf(stderr, "llm-run: -m MODEL is required\n");
+        return usage(a.tool, 1);
+    }
+    if (!!a.prompt + !!a.prompt_file + !!a.n_ids != 1) {
+        fprintf(stderr, "llm-run: give exactly one of -p PROMPT, -f FILE, --ids 1,2,3\n");
+        return 2;
+    }
+    if (a.chat && a.n_ids) {
+        fprintf(stderr, "llm-run: --chat needs text (-p or -f), not --ids\n");
+        return 2;
+    }
+    int ret = 1;
+    infer_model *m = NULL;
+    infer_ctx *c = NULL;
+    infer_sampler *smp = NULL;
+    char *text = NULL, *chat = NULL;
+    int32_t *ids = NULL, *gen = NULL;
+    FILE *lf = NULL;
+    size_t text_len = 0;
+    infer_status st;
+
+    /* ---- model and context ---- */
+    struct stat sb;
+    infer_model_params mp = infer_model_params_default();
+    if (stat(a.model[0], &sb) == 0 && sb.st_size >= PROGRESS_MIN_BYTES) {
+        mp.progress = progress;
+        mp.progress_user = (void *)a.model[0];
+    }
+    if ((st = infer_model_load(a.model[0], &mp, &m)) != INFER_OK) goto lib_fail;
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = a.n_ctx;
+    if (a.n_batch) cp.n_batch = a.n_batch;
+    cp.n_threads = a.n_threads;
+    if ((st = infer_ctx_create(m, &cp, &c)) != INFER_OK) goto lib_fail;
+    const int32_t n_vocab = infer_vocab_size(m), n_batch = cp.n_batch;
+
+    /* ---- prompt ---- */
+    int32_t n_prompt;
+    if (a.n_ids) {
+        ids = malloc((size_t)a.n_ids * sizeof *ids);
+        if (!ids) goto oom;
+        for (int i = 0; i < a.n_ids; i++) {
+            if (a.ids[i] >= n_vocab) {
+                fprintf(stderr, "llm-run: --ids: token %d is outside the vocabulary of %d\n", a.ids[i], n_vocab);
+                goto out;
+            }
+            ids[i] = a.ids[i];
+        }
+        n_prompt = a.n_ids;
+    } else {
+        if (a.prompt_file) {
+            text = read_file(a.prompt_file, &text_len);
+            if (!text) {
+                fprintf(stderr, "llm-run: %s: cannot read the prompt file\n", a.prompt_file);
+                goto out;
+            }
+        } else {
+            text_len = strlen(a.prompt);
+        }
+        const char *src = text ? text : a.prompt;
+        uint32_t flags = INFER_TOKENIZE_ADD_SPECIAL;
+        if (a.chat) {
+            chat = chat_wrap(infer_model_arch(m), src, text_len);
+            if (!chat) {
+                fprintf(stderr, "llm-run: --chat: no chat template for architecture %s\n", infer_model_arch(m));
+                goto out;
+            }
+            src = chat, text_len = strlen(chat), flags |= INFER_TOKENIZE_PARSE_SPECIAL;
+        }
+        n_prompt = infer_tokenize(m, src, text_len, NULL, 0, flags);
+        if (n_prompt < 0) goto lib_fail_tok;
+        ids = malloc((size_t)(n_prompt ? n_prompt : 1) * sizeof *ids);
+        if (!ids) goto oom;
+        if (infer_tokenize(m, src, text_len, ids, n_prompt, flags) != n_prompt) goto lib_fail_tok;
+        /* the Llama 3 template writes <|begin_of_text|> itself; ADD_SPECIAL may have added it too */
+        const int32_t bos = infer_token_bos(m);
+        if (a.chat && n_prompt >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos)
+            memmove(ids, ids + 1, (size_t)--n_prompt * sizeof *ids);
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "llm-run: the prompt is empty after tokenisation\n");
+        goto out;
+    }
+
+    /* ---- sampler ---- */
+    infer_sampler_params sp = a.sp;
+    sp.seed = a.seed >= 0 ? (uint64_t)a.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    sp.penalty_last_n = a.repeat_last_n >= 0 ? a.repeat_last_n : (a.n_ctx ? a.n_ctx : 4096);
+    if ((st = infer_sampler_create(&sp, n_vocab, &smp)) != INFER_OK) goto lib_fail;
+    if (a.seed < 0) fprintf(stderr, "llm-run: seed %llu\n", (unsigned long long)sp.seed);
+    for (int32_t i = 0; i < n_prompt; i++) infer_sampler_accept(smp, ids[i]);
+
+    /* ---- prompt in chunks of n_batch ---- */
+    if (a.logits_out && !(lf = fopen(a.logits_out, "wb"))) {
+        fprintf(stderr, "llm-run: %s: cannot open for writing\n", a.logits_out);
+        goto out;
+    }
+    int8_t *want = calloc((size_t)n_batch, 1);
+    if (!want) goto oom;
+    const double t0 = now_s();
+    for (int32_t i0 = 0; i0 < n_prompt; i0 += n_batch) {
+        const int32_t n = n_prompt - i0 < n_batch ? n_prompt - i0 : n_batch;
+        for (int32_t i = 0; i < n; i++) want[i] = lf || (i0 + i == n_prompt - 1);
+        infer_batch b = {n, ids + i0, NULL, NULL, want};
+        if ((st = infer_decode(c, &b)) != INFER_OK) {
+            free(want);
+            if (st == INFER_E_CTX_FULL)
+                fprintf(stderr, "llm-run: the prompt of %d tokens does not fit the context (-c): %s\n", n_prompt,
+                        infer_last_error());
+            else
+                fprintf(stderr, "llm-run: %s\n", infer_last_error());
+            goto out;
+        }
+        for (int32_t i = 0; lf && i < n; i++)
+            if (fwrite(infer_logits(c, i), sizeof(float), (size_t)n_vocab, lf) != (size_t)n_vocab) {
+                free(want);
+                fprintf(stderr, "llm-run: %s: write failed\n", a.logits_out);
+                goto out;
+            }
+    }
+    free(want);
+    if (lf) {
+        int bad = fclose(lf) != 0;
+        lf = NULL;
+        if (bad) {
+            fprintf(stderr, "llm-run: %s: write failed\n", a.logits_out);
+            goto out;
+        }
+    }
+    const double t1 = now_s();
+
+    /* ---- generation ---- */
+    const int32_t n_max = a.n_predict >= 0 ? a.n_predict : INT32_MAX;
+    int32_t n_gen = 0, cap_gen = 256;
+    gen = malloc((size_t)cap_gen * sizeof *gen);
+    if (!gen) goto oom;
+    infer_token_stream ts = {{0}, 0};
+    char piece[512];
+    const char *stop = NULL;
+    while (n_gen < n_max) {
+        const int32_t t = infer_sampler_sample(smp, infer_logits(c, -1));
+        if (t < 0 || infer_token_is_eog(m, t)) {
+            stop = "end of generation";
+            break;
+        }
+        if (n_gen == cap_gen) {
+            int32_t *ng = realloc(gen, (size_t)(cap_gen *= 2) * sizeof *gen);
+            if (!ng) goto oom;
+            gen = ng;
+        }
+        gen[n_gen++] = t;
+        if (!a.print_ids) {
+            int32_t k = infer_token_stream_put(m, &ts, t, 0, piece, (int32_t)sizeof piece);
+            if (k > 0 && k <= (int32_t)sizeof piece) fwrite(piece, 1, (size_t)k, stdout);
+            fflush(stdout);
+        }
+        if (n_gen == n_max) break;
+        infer_batch b = {1, &t, NULL, NULL, NULL};
+        if ((st = infer_decode(c, &b)) == INFER_E_CTX_FULL) {
+            stop = "context full";
+            break;
+        }
+        if (st != INFER_OK) {
+            fprintf(stderr, "\nllm-run: %s\n", infer_last_error());
+            goto out;
+        }
+    }
+    const double t2 = now_s();
+    if (a.print_ids) {
+        for (int32_t i = 0; i < n_gen; i++) printf("%s%d", i ? " " : "", gen[i]);
+        printf("\n");
+    } else {
+        int32_t k = infer_token_stream_flush(&ts, piece, (int32_t)sizeof piece);
+        if (k > 0) fwrite(piece, 1, (size_t)k, stdout);
+        printf("\n");
+    }
+    fflush(stdout);
+    fprintf(stderr, "llm-run: prompt %d tokens in %.3f s (%.2f t/s); generation %d tokens in %.3f s (%.2f t/s)%s%s\n",
+            n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 0 ? n_gen / (t2 - t1) : 0.0,
+            stop ? "; stopped: " : "", stop ? stop : "");
+    ret = 0;
+    goto out;
+
+lib_fail_tok:
+    fprintf(stderr, "llm-run: tokenising the prompt: %s\n", infer_last_error());
+    goto out;
+oom:
+    fprintf(stderr, "llm-run: out of memory\n");
+    goto out;
+lib_fail:
+    fprintf(stderr, "llm-run: %s\n", infer_last_error());
+    (void)st;
+out:
+    if (lf) fclose(lf);
+    free(gen);
+    free(ids);
+    free(text);
+    free(chat);
+    infer_sampler_free(smp);
+    infer_ctx_free(c);
+    infer_model_free(m);
+    return ret;
+}
