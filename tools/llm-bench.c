@@ -1,0 +1,285 @@
+/* llm-bench: prompt-processing and generation speed, llama-bench style.
+ *
+ *   llm-bench -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-o md|csv|json]
+ *
+ * Tests: ppP reads P random tokens as one batch; tgN decodes N tokens one at a time. With -d D the
+ * sequence is first filled to D positions (untimed), so the test measures attention over a deep
+ * context too. Each test runs once to warm up, then -r times; t/s is mean ± standard deviation.
+ *
+ * For tg the table also gives what bounds it on a CPU: the weight bytes one decode step reads (every
+ * layer's weights and the LM head; not token_embd, of which one row is read, unless it is the tied LM
+ * head; for MoE layers the routed experts count for n_expert_used / n_expert of their bytes; MTP
+ * layers are not run), the rate that implies, and that rate as a share of the memory bandwidth this
+ * run measured with a threaded memcpy of a 1 GiB buffer (read + write bytes per second).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "ftype.h"
+#include "model.h"
+
+#define BW_BYTES ((size_t)1 << 30)
+
+static int usage(int to_err) {
+    fprintf(to_err ? stderr : stdout,
+            "usage: llm-bench -m MODEL [-m MODEL ...] [options]\n"
+            "  -p N[,N...]   prompt sizes, one batch each (default 512; 0 skips)\n"
+            "  -n N[,N...]   tokens generated one at a time (default 128; 0 skips)\n"
+            "  -d N[,N...]   context depth filled before each test (default 0)\n"
+            "  -r N          repetitions (default 5)\n"
+            "  -t N          threads (default: all cores)\n"
+            "  -o FMT        md (default), csv or json\n"
+            "  -ngl N        GPU layers: reserved, only 0 until the CUDA backend exists\n");
+    return to_err ? 2 : 0;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- memory bandwidth ---- */
+
+struct bw_job {
+    char *dst;
+    const char *src;
+    size_t n;
+};
+
+static void *bw_copy(void *p) {
+    struct bw_job *j = p;
+    memcpy(j->dst, j->src, j->n);
+    return NULL;
+}
+
+/* Best of 3 threaded copies of a 1 GiB buffer, in (read + write) bytes per second; 0 if it cannot run. */
+static double bw_measure(int n_threads) {
+    char *src = malloc(BW_BYTES), *dst = malloc(BW_BYTES);
+    double best = 0;
+    if (!src || !dst) goto out;
+    memset(src, 1, BW_BYTES);
+    memset(dst, 0, BW_BYTES); /* fault the pages in before timing */
+    if (n_threads > 64) n_threads = 64;
+    pthread_t th[64];
+    struct bw_job job[64];
+    const size_t per = BW_BYTES / (size_t)n_threads;
+    for (int rep = 0; rep < 3; rep++) {
+        const double t0 = now_s();
+        int ok[64] = {0};
+        for (int i = 0; i < n_threads; i++)
+            job[i] = (struct bw_job){dst + per * (size_t)i, src + per * (size_t)i,
+                                     i == n_threads - 1 ? BW_BYTES - per * (size_t)i : per};
+        for (int i = 1; i < n_threads; i++) ok[i] = pthread_create(&th[i], NULL, bw_copy, &job[i]) == 0;
+        for (int i = 0; i < n_threads; i++)
+            if (i == 0 || !ok[i]) bw_copy(&job[i]); /* a thread that did not start: its share runs here */
+        for (int i = 1; i < n_threads; i++)
+            if (ok[i]) pthread_join(th[i], NULL);
+        const double r = 2.0 * (double)BW_BYTES / (now_s() - t0);
+        if (r > best) best = r;
+    }
+out:
+    free(src);
+    free(dst);
+    return best;
+}
+
+/* ---- model facts ---- */
+
+struct bench_model {
+    const char *path;
+    char name[96];
+    double size, params, tg_bytes; /* bytes of weights, elements, bytes read per decode step */
+};
+
+static void model_facts(const infer_model *m, const char *path, struct bench_model *bm) {
+    const struct arch_hparams *hp = &m->hp;
+    char ft[32];
+    bm->path = path;
+    if (infer_model_meta_str(m, "general.file_type", ft, sizeof ft) > 0 && ftype_name(atoi(ft)))
+        snprintf(bm->name, sizeof bm->name, "%s %s", infer_model_arch(m), ftype_name(atoi(ft)));
+    else
+        snprintf(bm->name, sizeof bm->name, "%s", infer_model_arch(m));
+    bm->size = bm->params = bm->tg_bytes = 0;
+    for (int64_t i = 0; i < infer_model_tensor_count(m); i++) {
+        infer_tensor_info t;
+        if (infer_model_tensor(m, i, &t) != INFER_OK) continue;
+        bm->size += (double)t.nbytes;
+        bm->params += (double)t.ne[0] * (double)t.ne[1] * (double)t.ne[2] * (double)t.ne[3];
+        long layer = -1;
+        if (sscanf(t.name, "blk.%ld.", &layer) == 1 && layer >= hp->n_layer) continue; /* MTP: not run */
+        if (!strcmp(t.name, "token_embd.weight") && !m->tied) continue;
+        double share = 1.0;
+        if (strstr(t.name, "_exps.") && hp->n_expert > 0) share = (double)hp->n_expert_used / (double)hp->n_expert;
+        bm->tg_bytes += share * (double)t.nbytes;
+    }
+}
+
+/* ---- one test ---- */
+
+struct bench_result {
+    const struct bench_model *bm;
+    int threads;
+    int32_t n_prompt, n_gen, depth;
+    double mean, sd; /* tokens per second */
+};
+
+/* Appends n random tokens to sequence 0 in chunks of n_batch. */
+static infer_status feed(infer_ctx *c, const int32_t *tok, int32_t n, int32_t n_batch) {
+    for (int32_t i = 0; i < n; i += n_batch) {
+        infer_batch b = {n - i < n_batch ? n - i : n_batch, tok + i, NULL, NULL, NULL};
+        infer_status st = infer_decode(c, &b);
+        if (st != INFER_OK) return st;
+    }
+    return INFER_OK;
+}
+
+static infer_status run_test(const infer_model *m, const struct args *a, struct bench_result *r) {
+    const int32_t n_tok = r->depth + (r->n_prompt ? r->n_prompt : r->n_gen);
+    const int32_t n_vocab = infer_vocab_size(m);
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = n_tok + 1;
+    cp.n_batch = r->n_prompt > 512 ? r->n_prompt : 512;
+    cp.n_threads = a->n_threads;
+    infer_ctx *c = NULL;
+    infer_status st = infer_ctx_create(m, &cp, &c);
+    if (st != INFER_OK) return st;
+    int32_t *tok = malloc((size_t)n_tok * sizeof *tok);
+    double *tps = malloc((size_t)(a->reps + 1) * sizeof *tps);
+    if (!tok || !tps) {
+        st = infer_fail(INFER_E_OOM, "llm-bench: token buffers");
+        goto out;
+    }
+    uint64_t x = 88172645463325252ull;
+    for (int32_t i = 0; i < n_tok; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        tok[i] = (int32_t)(x % (uint64_t)n_vocab);
+    }
+    for (int rep = 0; rep <= a->reps; rep++) { /* rep 0 warms up */
+        if ((st = infer_seq_rm(c, 0, 0, -1)) != INFER_OK) goto out;
+        if ((st = feed(c, tok, r->depth, cp.n_batch)) != INFER_OK) goto out;
+        const double t0 = now_s();
+        if (r->n_prompt) {
+            st = feed(c, tok + r->depth, r->n_prompt, cp.n_batch);
+        } else {
+            for (int32_t i = 0; i < r->n_gen && st == INFER_OK; i++) st = feed(c, tok + r->depth + i, 1, 1);
+        }
+        if (st != INFER_OK) goto out;
+        tps[rep] = (r->n_prompt ? r->n_prompt : r->n_gen) / (now_s() - t0);
+    }
+    double s = 0, s2 = 0;
+    for (int rep = 1; rep <= a->reps; rep++) s += tps[rep];
+    r->mean = s / a->reps;
+    for (int rep = 1; rep <= a->reps; rep++) s2 += (tps[rep] - r->mean) * (tps[rep] - r->mean);
+    r->sd = a->reps > 1 ? sqrt(s2 / (a->reps - 1)) : 0;
+out:
+    free(tok);
+    free(tps);
+    infer_ctx_free(c);
+    return st;
+}
+
+/* ---- output ---- */
+
+static void test_name(const struct bench_result *r, char *buf, size_t cap) {
+    int k = snprintf(buf, cap, "%s%d", r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen);
+    if (r->depth) snprintf(buf + k, cap - (size_t)k, " @ d%d", r->depth);
+}
+
+static void print_row(const struct args *a, const struct bench_result *r, double bw, int first) {
+    const struct bench_model *bm = r->bm;
+    char test[64], size[32], params[32], mbt[32] = "-", gbs[32] = "-", pct[32] = "-";
+    test_name(r, test, sizeof test);
+    if (bm->size >= (1 << 30))
+        snprintf(size, sizeof size, "%.2f GiB", bm->size / (1 << 30));
+    else
+        snprintf(size, sizeof size, "%.2f MiB", bm->size / (1 << 20));
+    if (bm->params >= 1e9)
+        snprintf(params, sizeof params, "%.2f B", bm->params / 1e9);
+    else
+        snprintf(params, sizeof params, "%.2f M", bm->params / 1e6);
+    const double rate = r->n_gen ? bm->tg_bytes * r->mean : 0;
+    if (r->n_gen) {
+        snprintf(mbt, sizeof mbt, "%.2f", bm->tg_bytes / 1e6);
+        snprintf(gbs, sizeof gbs, "%.2f", rate / 1e9);
+        if (bw > 0) snprintf(pct, sizeof pct, "%.1f%%", 100.0 * rate / bw);
+    }
+    if (!strcmp(a->output, "md")) {
+        if (first)
+            printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s | %% of memcpy |\n"
+                   "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", bm->name, size, params, r->threads,
+               test, r->mean, r->sd, mbt, gbs, pct);
+    } else if (!strcmp(a->output, "csv")) {
+        if (first)
+            printf("model,model_path,size_bytes,params,backend,threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,"
+                   "bytes_per_token,gb_s,memcpy_gb_s\n");
+        printf("\"%s\",\"%s\",%.0f,%.0f,CPU,%d,%d,%d,%d,%.4f,%.4f,%.0f,%.4f,%.4f\n", bm->name, bm->path, bm->size,
+               bm->params, r->threads, r->n_prompt, r->n_gen, r->depth, r->mean, r->sd,
+               r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9);
+    } else {
+        printf("%s  {\"model\": \"%s\", \"model_path\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
+               "\"backend\": \"CPU\", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+               "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"bytes_per_token\": %.0f, \"gb_s\": %.4f, "
+               "\"memcpy_gb_s\": %.4f}",
+               first ? "[\n" : ",\n", bm->name, bm->path, bm->size, bm->params, r->threads, r->n_prompt, r->n_gen,
+               r->depth, r->mean, r->sd, r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9);
+    }
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    struct args a = {.tool = "llm-bench"};
+    int rc = args_parse(&a, argc, argv, 1);
+    if (rc) return rc;
+    if (a.help) return usage(0);
+    if (a.n_model == 0) {
+        fprintf(stderr, "llm-bench: -m MODEL is required\n");
+        return usage(1);
+    }
+    for (int i = 0; i < a.n_model; i++) /* paths are checked before minutes of benchmarking */
+        if (access(a.model[i], R_OK) != 0) {
+            fprintf(stderr, "llm-bench: %s: cannot open\n", a.model[i]);
+            return 1;
+        }
+    if (!a.n_pp) a.pp[a.n_pp++] = 512;
+    if (!a.n_tg) a.tg[a.n_tg++] = 128;
+    if (!a.n_depth) a.depth[a.n_depth++] = 0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = a.n_threads ? a.n_threads : (int)(ncpu > 0 ? (ncpu < 64 ? ncpu : 64) : 1);
+    const double bw = bw_measure(threads);
+    fprintf(stderr, "llm-bench: memcpy of 1 GiB with %d threads: %.2f GB/s (read + write)\n", threads, bw / 1e9);
+    int first = 1, ret = 0;
+    for (int mi = 0; mi < a.n_model; mi++) {
+        infer_model *m = NULL;
+        struct bench_model bm;
+        if (infer_model_load(a.model[mi], NULL, &m) != INFER_OK) {
+            fprintf(stderr, "llm-bench: %s\n", infer_last_error());
+            ret = 1;
+            continue;
+        }
+        model_facts(m, a.model[mi], &bm);
+        for (int di = 0; di < a.n_depth; di++)
+            for (int k = 0; k < a.n_pp + a.n_tg; k++) {
+                struct bench_result r = {&bm, threads, k < a.n_pp ? a.pp[k] : 0, k < a.n_pp ? 0 : a.tg[k - a.n_pp],
+                                         a.depth[di], 0, 0};
+                if (r.n_prompt == 0 && r.n_gen == 0) continue;
+                if (run_test(m, &a, &r) != INFER_OK) {
+                    fprintf(stderr, "llm-bench: %s: %s\n", a.model[mi], infer_last_error());
+                    ret = 1;
+                    break;
+                }
+                print_row(&a, &r, bw, first);
+                first = 0;
+            }
+        infer_model_free(m);
+    }
+    if (!strcmp(a.output, "json") && !first) printf("\n]\n");
+    return ret;
+}
