@@ -6,7 +6,7 @@
  * metadata asks for, run through the context in chunks of n_batch, then tokens are sampled one at a
  * time until -n tokens, an end-of-generation token or a full context. Only the generated text goes
  * to stdout (UTF-8 safe through a token stream); loading progress, the seed and the speeds go to
- * stderr. --print-ids prints the generated ids on one line instead of the text. --logits-out writes
+ * stderr (the seed so that a run with -s -1 can be repeated). --print-ids prints the generated ids on one line instead of the text. --logits-out writes
  * the logits of every prompt position, [n_prompt][n_vocab] little-endian f32, for comparisons.
  * Errors are one line on stderr and exit status 1; usage errors exit 2.
  */
@@ -198,7 +198,6 @@ int main(int argc, char **argv) {
     sp.seed = a.seed >= 0 ? (uint64_t)a.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     sp.penalty_last_n = a.repeat_last_n >= 0 ? a.repeat_last_n : (a.n_ctx ? a.n_ctx : 4096);
     if ((st = infer_sampler_create(&sp, n_vocab, &smp)) != INFER_OK) goto lib_fail;
-    if (a.seed < 0) fprintf(stderr, "llm-run: seed %llu\n", (unsigned long long)sp.seed);
     for (int32_t i = 0; i < n_prompt; i++) infer_sampler_accept(smp, ids[i]);
 
     /* ---- prompt in chunks of n_batch ---- */
@@ -286,8 +285,8 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     fflush(stdout);
-    fprintf(stderr, "llm-run: prompt %d tokens in %.3f s (%.2f t/s); generation %d tokens in %.3f s (%.2f t/s)%s%s\n",
-            n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 0 ? n_gen / (t2 - t1) : 0.0,
+    fprintf(stderr, "llm-run: seed %llu; prompt %d tokens in %.3f s (%.2f t/s); generation %d tokens in %.3f s (%.2f t/s)%s%s\n",
+            (unsigned long long)sp.seed, n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 0 ? n_gen / (t2 - t1) : 0.0,
             stop ? "; stopped: " : "", stop ? stop : "");
     ret = 0;
     goto out;
