@@ -5,10 +5,10 @@
  * The prompt (-p, -f FILE, or token ids with --ids) is tokenised with the special tokens the model's
  * metadata asks for, run through the context in chunks of n_batch, then tokens are sampled one at a
  * time until -n tokens, an end-of-generation token or a full context. Only the generated text goes
- * to stdout (UTF-8 safe through a token stream); loading progress, the seed and the speeds go to
- * stderr (the seed so that a run with -s -1 can be repeated). --print-ids prints the generated ids on one line instead of the text. --logits-out writes
- * the logits of every prompt position, [n_prompt][n_vocab] little-endian f32, for comparisons.
- * Errors are one line on stderr and exit status 1; usage errors exit 2.
+ * to stdout (UTF-8 safe through a token stream); loading progress, the seed (so that a run with
+ * -s -1 can be repeated) and the speeds go to stderr. --print-ids prints the generated ids on one
+ * line instead of the text. --logits-out writes the logits of every prompt position,
+ * [n_prompt][n_vocab] little-endian f32, for comparisons. Errors are one line on stderr and exit status 1; usage errors exit 2.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +88,9 @@ static char *chat_wrap(const char *arch, const char *prompt, size_t len) {
     if (!strncmp(arch, "qwen3", 5) || !strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe")) {
         pre = "<|im_start|>user\n";
         post = "<|im_end|>\n<|im_start|>assistant\n";
-    } else if (!strcmp(arch, "llama")) {
+    } else if (!strcmp(arch, "llama")) { /* llama.cpp's Llama 3 template trims the message */
+        while (len && strchr(" \t\n\r", prompt[0])) prompt++, len--;
+        while (len && strchr(" \t\n\r", prompt[len - 1])) len--;
         pre = "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n";
         post = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
     } else {
