@@ -23,12 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-
-struct sampler_cand {
-    int32_t id;
-    float logit;
-};
+#include "sampler.h"
 
 struct infer_sampler {
     infer_sampler_params p;
@@ -180,11 +175,11 @@ static void sampler_penalties(infer_sampler *s) {
         if (s->count[s->ring[i]] < 0) s->count[s->ring[i]] = -s->count[s->ring[i]];
 }
 
-int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
-    if (!s || !logits) return -1;
+int32_t sampler_filter(infer_sampler *s, const float *logits, const struct sampler_cand **out) {
     const infer_sampler_params *p = &s->p;
     struct sampler_cand *c = s->cand;
     int32_t n = s->n_vocab;
+    *out = c;
     for (int32_t i = 0; i < n; i++) {
         c[i].id = i;
         c[i].logit = isnan(logits[i]) ? -INFINITY : logits[i]; /* NaN would break the total order */
@@ -194,8 +189,8 @@ int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
     for (int32_t i = 1; i < n; i++)
         if (c[i].logit > c[best].logit) best = i;
     if (p->temp <= 0 || c[best].logit == -INFINITY) {
-        infer_sampler_accept(s, best);
-        return best;
+        c[0] = c[best];
+        return 1;
     }
     const float max = c[best].logit;
     int sorted = 0;
@@ -226,17 +221,30 @@ int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
             }
         }
     }
-    /* the draw: softmax(logit / temp) over the survivors, inverse CDF in double */
-    double total = 0.0;
-    for (int32_t i = 0; i < n; i++) total += exp((double)(c[i].logit - max) / (double)p->temp);
-    const double u = (double)(sampler_next(s->rng) >> 11) * 0x1.0p-53 * total;
-    double cum = 0.0;
-    int32_t pick = c[n - 1].id;
-    for (int32_t i = 0; i < n; i++) {
-        cum += exp((double)(c[i].logit - max) / (double)p->temp);
-        if (u < cum) {
-            pick = c[i].id;
-            break;
+    if (p->temp != 1.0f)
+        for (int32_t i = 0; i < n; i++) c[i].logit /= p->temp;
+    return n;
+}
+
+int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    const struct sampler_cand *c;
+    const int32_t n = sampler_filter(s, logits, &c);
+    int32_t pick = c[0].id;
+    if (n > 1) { /* softmax over the survivors, inverse CDF in double */
+        float max = c[0].logit;
+        for (int32_t i = 1; i < n; i++)
+            if (c[i].logit > max) max = c[i].logit;
+        double total = 0.0, cum = 0.0;
+        for (int32_t i = 0; i < n; i++) total += exp((double)c[i].logit - max);
+        const double u = (double)(sampler_next(s->rng) >> 11) * 0x1.0p-53 * total;
+        pick = c[n - 1].id;
+        for (int32_t i = 0; i < n; i++) {
+            cum += exp((double)c[i].logit - max);
+            if (u < cum) {
+                pick = c[i].id;
+                break;
+            }
         }
     }
     infer_sampler_accept(s, pick);

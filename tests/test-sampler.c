@@ -1,12 +1,17 @@
 /* test-sampler: each stage of the sampler against hand-worked cases (llama.cpp's rules), and the draw
  * against the softmax computed here in double: with 20,000 draws every token's frequency must lie
  * within 5 standard deviations of its expected probability, and filtered tokens must never appear.
- * Greedy picks the lowest id among equal maxima; the same seed gives the same sequence. */
+ * Greedy picks the lowest id among equal maxima; the same seed gives the same sequence. With the peer
+ * installed, llama.cpp's own samplers (penalties, top-k, top-p, min-p, temp applied in that order
+ * through llama_sampler_apply) must leave the same candidates with the same logits as our chain. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include <stdbool.h>
+
+#include "peer.h"
+#include "sampler.h"
 #include "t.h"
 
 #define N_DRAW 20000
@@ -60,6 +65,107 @@ static void check_dist(const char *what, infer_sampler_params p, const float *l,
             T_CHECK(fabs(f - q) <= 5 * sd + 1e-9, "%s: token %d frequency %.4f, expected %.4f (sd %.4f)", what, i, f,
                     q, sd);
     }
+}
+
+/* ---- llama.cpp's samplers (layouts of llama.h: llama_token_data, llama_token_data_array) ----
+ * In this release llama_sampler_init_penalties takes n_vocab first (found by its window: with the
+ * four-argument form the window is whatever the register holds). */
+struct peer_tok {
+    int32_t id;
+    float logit, p;
+};
+struct peer_arr {
+    struct peer_tok *data;
+    size_t size;
+    int64_t selected;
+    bool sorted;
+};
+static struct {
+    void *(*penalties)(int32_t, int32_t, float, float, float); /* n_vocab, last_n, repeat, freq, present */
+    void *(*top_k)(int32_t);
+    void *(*top_p)(float, size_t);
+    void *(*min_p)(float, size_t);
+    void *(*temp)(float);
+    void (*apply)(void *, struct peer_arr *);
+    void (*accept)(void *, int32_t);
+    void (*free)(void *);
+} lp;
+
+static int peer_bind(void) {
+    const char *why = NULL;
+    void *h = peer_open("libggml-base.so", &why);
+    h = h ? peer_open("libggml.v0.5.0.so", &why) : NULL;
+    h = h ? peer_open("libllama.v0.5.0.so", &why) : NULL;
+    if (!h) {
+        T_SKIP("llama.cpp peer: %s", why ? why : "not installed");
+        return 0;
+    }
+    *(void **)&lp.penalties = peer_sym(h, "llama_sampler_init_penalties");
+    *(void **)&lp.top_k = peer_sym(h, "llama_sampler_init_top_k");
+    *(void **)&lp.top_p = peer_sym(h, "llama_sampler_init_top_p");
+    *(void **)&lp.min_p = peer_sym(h, "llama_sampler_init_min_p");
+    *(void **)&lp.temp = peer_sym(h, "llama_sampler_init_temp");
+    *(void **)&lp.apply = peer_sym(h, "llama_sampler_apply");
+    *(void **)&lp.accept = peer_sym(h, "llama_sampler_accept");
+    *(void **)&lp.free = peer_sym(h, "llama_sampler_free");
+    T_CHECK(lp.penalties && lp.top_k && lp.top_p && lp.min_p && lp.temp && lp.apply && lp.accept && lp.free,
+            "llama_sampler_* symbols");
+    return lp.free != NULL;
+}
+
+static int by_id(const void *x, const void *y) {
+    return ((const struct peer_tok *)x)->id - ((const struct peer_tok *)y)->id;
+}
+
+/* One configuration on n random logits with a history: llama.cpp's stages one by one, then ours. */
+static void peer_compare(const infer_sampler_params *p, int n, uint64_t seed) {
+    float *l = malloc(sizeof(float) * (size_t)n);
+    struct peer_tok *d = malloc(sizeof *d * (size_t)n);
+    int32_t hist[48];
+    uint64_t x = seed * 2654435761u + 1;
+    for (int i = 0; i < n; i++) { /* roughly normal, sd 2: sums of uniforms */
+        double u = 0;
+        for (int k = 0; k < 4; k++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, u += (double)(x >> 11) * 0x1.0p-53;
+        l[i] = (float)((u - 2.0) * 3.5);
+        d[i] = (struct peer_tok){i, l[i], 0};
+    }
+    for (int i = 0; i < 48; i++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, hist[i] = (int32_t)(x % 40);
+    void *st[5];
+    int ns = 0;
+    st[ns++] = lp.penalties(n, p->penalty_last_n, p->repeat_penalty, p->frequency_penalty, p->presence_penalty);
+    if (p->top_k > 0) st[ns++] = lp.top_k(p->top_k);
+    if (p->top_p < 1) st[ns++] = lp.top_p(p->top_p, 0);
+    if (p->min_p > 0) st[ns++] = lp.min_p(p->min_p, 0);
+    st[ns++] = lp.temp(p->temp);
+    for (int i = 0; i < 48; i++) lp.accept(st[0], hist[i]);
+    struct peer_arr a = {d, (size_t)n, -1, false};
+    for (int i = 0; i < ns; i++) lp.apply(st[i], &a);
+    for (int i = 0; i < ns; i++) lp.free(st[i]);
+
+    infer_sampler *s = NULL;
+    const struct sampler_cand *c = NULL;
+    infer_sampler_create(p, n, &s);
+    for (int i = 0; i < 48; i++) infer_sampler_accept(s, hist[i]);
+    int32_t k = s ? sampler_filter(s, l, &c) : 0;
+    struct peer_tok *ours = malloc(sizeof *ours * (size_t)(k ? k : 1));
+    for (int32_t i = 0; i < k; i++) ours[i] = (struct peer_tok){c[i].id, c[i].logit, 0};
+    qsort(ours, (size_t)k, sizeof *ours, by_id);
+    qsort(a.data, a.size, sizeof *a.data, by_id);
+    int same = (size_t)k == a.size;
+    float worst = 0;
+    for (int32_t i = 0; same && i < k; i++) {
+        same = ours[i].id == a.data[i].id;
+        float e = fabsf(ours[i].logit - a.data[i].logit) / (1 + fabsf(a.data[i].logit));
+        if (e > worst) worst = e;
+    }
+    T_CHECK(same && worst <= 1e-6f, "llama.cpp chain (k %d p %.2f min_p %.2f temp %.2f rep %.2f freq %.2f pres %.2f "
+            "last_n %d) keeps %zu, ours %d, worst logit error %g", p->top_k, (double)p->top_p, (double)p->min_p,
+            (double)p->temp, (double)p->repeat_penalty, (double)p->frequency_penalty, (double)p->presence_penalty,
+            p->penalty_last_n, a.size, k, (double)worst);
+    infer_sampler_free(s);
+    free(ours);
+    free(l);
+    free(d);
 }
 
 int main(void) {
@@ -188,6 +294,28 @@ int main(void) {
         }
         T_CHECK(memcmp(a, b, sizeof a) == 0, "same seed, same tokens");
         T_CHECK(memcmp(a, c, sizeof a) != 0, "another seed, other tokens");
+    }
+
+    /* ---- against llama.cpp's samplers ---- */
+    if (peer_bind()) {
+        const struct {
+            int32_t k, last_n;
+            float top_p, min_p, temp, rep, freq, pres;
+        } cfg[] = {
+            {40, 64, 0.95f, 0.05f, 0.8f, 1.0f, 0, 0},   {0, 64, 1.0f, 0.0f, 1.0f, 1.3f, 0, 0},
+            {0, 16, 1.0f, 0.0f, 0.7f, 1.1f, 0.2f, 0.5f}, {10, 64, 1.0f, 0.0f, 1.5f, 1.0f, 0, 0},
+            {0, 64, 0.9f, 0.0f, 1.0f, 1.0f, 0, 0},     {0, 64, 1.0f, 0.1f, 1.0f, 1.0f, 0, 0},
+            {0, 64, 0.5f, 0.02f, 0.6f, 1.2f, 0.1f, 0.3f}, {100, 8, 0.7f, 0.05f, 1.2f, 0.9f, -0.1f, -0.2f},
+            {5, 64, 0.99f, 0.0f, 2.0f, 1.0f, 0, 0},    {0, 0, 0.8f, 0.1f, 1.0f, 1.5f, 1, 1},
+        };
+        for (size_t i = 0; i < sizeof cfg / sizeof *cfg; i++)
+            for (int rep = 0; rep < 3; rep++) {
+                p = base();
+                p.top_k = cfg[i].k, p.penalty_last_n = cfg[i].last_n, p.top_p = cfg[i].top_p, p.min_p = cfg[i].min_p;
+                p.temp = cfg[i].temp, p.repeat_penalty = cfg[i].rep, p.frequency_penalty = cfg[i].freq;
+                p.presence_penalty = cfg[i].pres;
+                peer_compare(&p, rep == 2 ? 32000 : 500, i * 10 + (size_t)rep);
+            }
     }
     return t_done();
 }
