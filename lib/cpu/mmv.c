@@ -546,24 +546,20 @@ MMV_AVX512 static float dot_iq4_nl_avx512(int64_t n, const void *w, const void *
 MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *x) {
     const block_iq4_xs *a = w;
     const block_q8_K *b = x;
-    const __m512i zero = _mm512_setzero_si512(), kv = mmv_iq4_table_u8();
-    float s = 0;
+    const __m512i zero = _mm512_setzero_si512(), kv = mmv_iq4_table_u8(), k128 = _mm512_set1_epi8((char)128);
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sc[8], corr = 0;
-        for (int ib = 0; ib < 8; ib++) {
-            sc[ib] = mmv_iq4_xs_scale(&a[i], ib);
-            corr += sc[ib] * (b[i].bsums[2 * ib] + b[i].bsums[2 * ib + 1]);
-        }
         __m512i sumi = _mm512_setzero_si512();
         for (int k = 0; k < 4; k++) { /* sub-blocks 2k and 2k+1 */
             __m512i q = _mm512_shuffle_epi8(kv, mmv_nib2(a[i].qs + 32 * k, a[i].qs + 32 * k + 16));
             __m512i y = _mm512_loadu_si512((const void *)(b[i].qs + 64 * k));
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_dpbusd_epi32(zero, q, y), mmv_set2(sc[2 * k], sc[2 * k + 1])));
+            __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, k128, y));
+            __m512i sc = mmv_set2(mmv_iq4_xs_scale(&a[i], 2 * k), mmv_iq4_xs_scale(&a[i], 2 * k + 1));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(p, sc));
         }
-        /* the +128 of the table is Σ_ib sc·128·Σy; the block total is exact in int32 (|.| < 2^31) */
-        s += _cvtsh_ss(a[i].d) * b[i].d * (float)(_mm512_reduce_add_epi32(sumi) - 128 * corr);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm512_cvtepi32_ps(sumi), acc);
     }
-    return s;
+    return _mm512_reduce_add_ps(acc);
 }
 
 MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x) {
