@@ -67,6 +67,8 @@ static const struct tcase tops_cases[] = {
     /* mmv: {n_in, n_out, n_tokens}, param[0] = epilogue; n_in with a tail block for 32-blocks */
     {"mmv", ALL_W, {256 * 3, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl", {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
+    /* float rows whose length leaves a tail for each SIMD width (32, then 16, then 1 at a time) */
+    {"mmv", "f32,f16,bf16", {256 * 3 + 32 + 16 + 5, 11, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", ALL_W, {512, 64, 3}, {MMV_ADD}, -2, 2, 0, 0},
     {"mmv", ALL_W, {512, 40, 8}, {MMV_SWIGLU}, -1, 1, 0, 0},
     {"mmv", ALL_W, {4096, 4096, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
@@ -319,7 +321,8 @@ static void run_matmul(struct tctx *x, int mmv) {
     for (int variant = 0; variant < n_var; variant++) {
         if (n_var == CPU_ISA_N && !cpu_isa_has(variant) && variant != CPU_ISA_BEST) {
             static int skipped[CPU_ISA_N];
-            if (!skipped[variant]++) T_SKIP("this CPU (or INFER_CPU_ISA) lacks ISA level %d: its kernels untested", variant);
+            static const char *names[CPU_ISA_N] = {"best", "scalar", "avx2", "avx512vnni"};
+            if (!skipped[variant]++) T_SKIP("this CPU (or INFER_CPU_ISA) lacks %s: its kernels untested", names[variant]);
             continue;
         }
         float *y = tops_nan(n_out * nt);

@@ -6,10 +6,11 @@
  * take f32 activations, rounded to f16 (F16) or bf16 (BF16) first as ggml does, and multiply in f32.
  * Layout: w rows are n_in/blck blocks packed; activation rows likewise in the partner type.
  *
- * Variants: the scalar functions are the reference; AVX2 versions (maddubs/madd on 32 bytes) are picked
- * at run time with __builtin_cpu_supports, compiled with per-function target attributes so the library
- * builds for any x86-64; other architectures get the scalar code. SIMD variants keep the integer
- * sums and change only the f32 summation order.
+ * Variants (enum cpu_isa_level): the scalar functions are the reference; AVX2 versions (maddubs/madd on
+ * 32 bytes) and AVX-512 F/BW/VL + VNNI versions (dpbusd on 64 bytes, two 32-element groups at a time)
+ * are picked at run time with __builtin_cpu_supports, compiled with per-function target attributes so
+ * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
+ * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -475,6 +476,60 @@ MMV_AVX512 static inline __m512i mmv_load_2x32(const int8_t *p0, const int8_t *p
     return mmv_cat(_mm256_loadu_si256((const __m256i *)p0), _mm256_loadu_si256((const __m256i *)p1));
 }
 
+MMV_AVX512 static float dot_f32_avx512(int64_t n, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return s + (i < n ? dot_f32_avx2(n - i, a + i, b + i) : 0.0f);
+}
+
+MMV_AVX512 static float dot_f16_avx512(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i)));
+        __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i + 16)));
+        __m512 x0 = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(b + i), _MM_FROUND_TO_NEAREST_INT));
+        __m512 x1 = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(b + i + 16), _MM_FROUND_TO_NEAREST_INT));
+        acc0 = _mm512_fmadd_ps(w0, x0, acc0);
+        acc1 = _mm512_fmadd_ps(w1, x1, acc1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return s + (i < n ? dot_f16_avx2(n - i, a + i, b + i) : 0.0f);
+}
+
+/* as mmv_round_bf16 / mmv_load_bf16, 16 lanes */
+MMV_AVX512 static inline __m512 mmv_round_bf16_512(__m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+MMV_AVX512 static inline __m512 mmv_load_bf16_512(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+MMV_AVX512 static float dot_bf16_avx512(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(mmv_load_bf16_512(a + i), mmv_round_bf16_512(_mm512_loadu_ps(b + i)), acc0);
+        acc1 = _mm512_fmadd_ps(mmv_load_bf16_512(a + i + 16), mmv_round_bf16_512(_mm512_loadu_ps(b + i + 16)), acc1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return s + (i < n ? dot_bf16_avx2(n - i, a + i, b + i) : 0.0f);
+}
+
 MMV_AVX512 static float dot_q8_0_avx512(int64_t n, const void *w, const void *x) {
     const block_q8_0 *a = w, *b = x;
     const int64_t nb = n / QK8_0;
@@ -691,9 +746,9 @@ struct mmv_type {
 #define MMV_FNS(s, f2, f5) {NULL, s, MMV_SIMD(f2), MMV_SIMD(f5)}
 
 static const struct mmv_type mmv_types[] = {
-    {INFER_TYPE_F32, -1, 1, MMV_FNS(dot_f32, dot_f32_avx2, NULL)},
-    {INFER_TYPE_F16, -1, 1, MMV_FNS(dot_f16, dot_f16_avx2, NULL)},
-    {INFER_TYPE_BF16, -1, 1, MMV_FNS(dot_bf16, dot_bf16_avx2, NULL)},
+    {INFER_TYPE_F32, -1, 1, MMV_FNS(dot_f32, dot_f32_avx2, dot_f32_avx512)},
+    {INFER_TYPE_F16, -1, 1, MMV_FNS(dot_f16, dot_f16_avx2, dot_f16_avx512)},
+    {INFER_TYPE_BF16, -1, 1, MMV_FNS(dot_bf16, dot_bf16_avx2, dot_bf16_avx512)},
     {INFER_TYPE_Q8_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q8_0, dot_q8_0_avx2, dot_q8_0_avx512)},
     {INFER_TYPE_Q4_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q4_0, dot_q4_0_avx2, dot_q4_0_avx512)},
     {INFER_TYPE_IQ4_NL, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_iq4_nl, dot_iq4_nl_avx2, dot_iq4_nl_avx512)},
