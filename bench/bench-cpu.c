@@ -102,13 +102,14 @@ int main(int argc, char **argv) {
         for (int nth = 1; nth <= max_threads; nth++) {
             struct infer_backend *be;
             if (backend_cpu_create(nth, &be) != INFER_OK) return 1;
-            /* round robin over the levels, one call each, until every level has had 1 s and 10 calls */
+            /* round robin over the levels, one call each, until every level has had 1 s and 10 calls;
+             * every call takes the next matrix, so no level finds its weights left in cache by another */
             int iters[CPU_ISA_N] = {0};
             double spent[CPU_ISA_N] = {0}, total = 0;
             for (int it = 0; total < 1.0 * n_levels || it < 10; it++) {
                 total = 0;
                 for (int k = 0; k < n_levels; k++) {
-                    struct mmv_args a = {t, w[it % n_mat], NULL, n_in, n_out, 1, xq, x, y, NULL, MMV_PLAIN, levels[k]};
+                    struct mmv_args a = {t, w[(it * n_levels + k) % n_mat], NULL, n_in, n_out, 1, xq, x, y, NULL, MMV_PLAIN, levels[k]};
                     double t0 = bench_now();
                     be->ops->mmv(be, &a);
                     spent[k] += bench_now() - t0;
