@@ -209,9 +209,15 @@ static void *tops_peer_cpu(void) {
     if (tried) return h;
     tried = 1;
     if (!peer_open("libggml-base.so", NULL)) return NULL;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        h = peer_open("libggml-cpu-haswell.so", NULL);
+    /* the most capable CPU variant this machine runs (zen4/icelake: AVX-512 VNNI), as
+     * ggml_backend_load_best would pick: each variant library scores the CPU, 0 = cannot run here */
+    static const char *variants[] = {"libggml-cpu-zen4.so", "libggml-cpu-icelake.so", "libggml-cpu-skylakex.so",
+                                     "libggml-cpu-haswell.so"};
+    for (size_t i = 0; !h && i < sizeof variants / sizeof variants[0]; i++) {
+        void *v = peer_open(variants[i], NULL);
+        int (*score)(void) = (int (*)(void))peer_sym(v, "ggml_backend_score");
+        if (v && score && score() > 0) h = v;
+    }
     if (!h) h = peer_open("libggml-cpu-x64.so", NULL);
     /* ggml_cpu_init fills the f16 tables the vec_dot functions read; without it every scale is 0 */
     void (*init)(void) = (void (*)(void))peer_sym(h, "ggml_cpu_init");
