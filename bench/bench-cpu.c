@@ -4,7 +4,10 @@
  * weight type a decode-sized mmv (n_in x n_out, 1 token) on 1..N threads: µs per call, weight GB/s
  * and % of the copy bandwidth. Weights are random bits with sane scales (values do not matter for
  * speed); the weight set is larger than the last-level cache so every call streams from DRAM.
- * Usage: bench-cpu [-t q4_K,q8_0] [-n max_threads] [-s n_in,n_out]
+ * -l all also times every ISA level the CPU has (scalar, avx2, avx512vnni: cpu_vec_dot variants),
+ * interleaved call by call so a shared machine's load hits them alike; -c keeps one weight matrix hot in
+ * cache instead (the kernels' compute speed rather than DRAM's).
+ * Usage: bench-cpu [-t q4_K,q8_0] [-n max_threads] [-s n_in,n_out] [-l all] [-c]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +44,19 @@ static int bench_in(const char *list, const char *s) {
 
 int main(int argc, char **argv) {
     const char *types = "q4_K,q6_K,q8_0";
-    int max_threads = 2;
+    int max_threads = 2, all_levels = 0, hot = 0;
     int64_t n_in = 4096, n_out = 4096;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-t")) types = argv[i + 1];
-        else if (!strcmp(argv[i], "-n")) max_threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-s")) sscanf(argv[i + 1], "%lld,%lld", (long long *)&n_in, (long long *)&n_out);
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(argv[i], "-c")) {
+            hot = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "-l")) all_levels = !strcmp(v, "all");
+        else if (!strcmp(argv[i], "-t")) types = v;
+        else if (!strcmp(argv[i], "-n")) max_threads = atoi(v);
+        else if (!strcmp(argv[i], "-s")) sscanf(v, "%lld,%lld", (long long *)&n_in, (long long *)&n_out);
+        i++; /* the option's value */
     }
     size_t cb = (size_t)256 << 20;
     char *src = malloc(cb), *dst = malloc(cb);
@@ -62,14 +72,19 @@ int main(int argc, char **argv) {
     double copy_gbs = 2.0 * cb / best / 1e9; /* read + write */
     free(src);
     free(dst);
-    printf("cpu %s, memcpy %.1f GB/s (read+write), mmv %lldx%lld, 1 token\n", cpu_isa(), copy_gbs, (long long)n_in,
-           (long long)n_out);
-    printf("%-8s %7s %10s %8s %9s\n", "type", "threads", "us/call", "GB/s", "%copy");
+    printf("cpu %s, memcpy %.1f GB/s (read+write), mmv %lldx%lld, 1 token, weights %s\n", cpu_isa(), copy_gbs,
+           (long long)n_in, (long long)n_out, hot ? "hot in cache" : "streamed from DRAM");
+    static const char *level_names[CPU_ISA_N] = {"best", "scalar", "avx2", "avx512"};
+    int levels[CPU_ISA_N], n_levels = 0;
+    levels[n_levels++] = CPU_ISA_BEST;
+    for (int l = CPU_ISA_SCALAR; all_levels && l < CPU_ISA_N; l++)
+        if (cpu_isa_has(l)) levels[n_levels++] = l;
+    printf("%-8s %7s %-7s %10s %8s %9s\n", "type", "threads", "isa", "us/call", "GB/s", "%copy");
     for (size_t ti = 0; ti < sizeof bench_types / sizeof bench_types[0]; ti++) {
         if (!bench_in(types, bench_types[ti].name)) continue;
         int32_t t = bench_types[ti].id;
         size_t wbytes = (size_t)(n_in * n_out * bench_types[ti].bpw / 8);
-        int n_mat = (int)((512u << 20) / wbytes) + 1; /* rotate over > 512 MiB so nothing stays cached */
+        int n_mat = hot ? 1 : (int)((512u << 20) / wbytes) + 1; /* rotate over > 512 MiB: nothing stays cached */
         if (n_mat > 16) n_mat = 16;
         uint8_t **w = malloc(sizeof *w * n_mat);
         for (int m = 0; m < n_mat; m++) {
@@ -87,16 +102,26 @@ int main(int argc, char **argv) {
         for (int nth = 1; nth <= max_threads; nth++) {
             struct infer_backend *be;
             if (backend_cpu_create(nth, &be) != INFER_OK) return 1;
-            int iters = 0;
-            double t0 = bench_now(), dt;
-            do {
-                struct mmv_args a = {t, w[iters % n_mat], NULL, n_in, n_out, 1, xq, x, y, NULL, MMV_PLAIN, 0};
-                be->ops->mmv(be, &a);
-                iters++;
-                dt = bench_now() - t0;
-            } while (dt < 1.0 || iters < 10);
-            double us = dt / iters * 1e6, gbs = wbytes / (dt / iters) / 1e9;
-            printf("%-8s %7d %10.1f %8.2f %8.1f%%\n", bench_types[ti].name, nth, us, gbs, 100 * gbs / (copy_gbs / 2));
+            /* round robin over the levels, one call each, until every level has had 1 s and 10 calls;
+             * every call takes the next matrix, so no level finds its weights left in cache by another */
+            int iters[CPU_ISA_N] = {0};
+            double spent[CPU_ISA_N] = {0}, total = 0;
+            for (int it = 0; total < 1.0 * n_levels || it < 10; it++) {
+                total = 0;
+                for (int k = 0; k < n_levels; k++) {
+                    struct mmv_args a = {t, w[(it * n_levels + k) % n_mat], NULL, n_in, n_out, 1, xq, x, y, NULL, MMV_PLAIN, levels[k]};
+                    double t0 = bench_now();
+                    be->ops->mmv(be, &a);
+                    spent[k] += bench_now() - t0;
+                    iters[k]++;
+                    total += spent[k];
+                }
+            }
+            for (int k = 0; k < n_levels; k++) {
+                double us = spent[k] / iters[k] * 1e6, gbs = wbytes / (spent[k] / iters[k]) / 1e9;
+                printf("%-8s %7d %-7s %10.1f %8.2f %8.1f%%\n", bench_types[ti].name, nth, level_names[levels[k]], us, gbs,
+                       100 * gbs / (copy_gbs / 2));
+            }
             backend_free(be);
         }
         for (int m = 0; m < n_mat; m++) free(w[m]);

@@ -67,6 +67,8 @@ static const struct tcase tops_cases[] = {
     /* mmv: {n_in, n_out, n_tokens}, param[0] = epilogue; n_in with a tail block for 32-blocks */
     {"mmv", ALL_W, {256 * 3, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl", {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
+    /* float rows whose length leaves a tail for each SIMD width (32, then 16, then 1 at a time) */
+    {"mmv", "f32,f16,bf16", {256 * 3 + 32 + 16 + 5, 11, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", ALL_W, {512, 64, 3}, {MMV_ADD}, -2, 2, 0, 0},
     {"mmv", ALL_W, {512, 40, 8}, {MMV_SWIGLU}, -1, 1, 0, 0},
     {"mmv", ALL_W, {4096, 4096, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
@@ -207,9 +209,15 @@ static void *tops_peer_cpu(void) {
     if (tried) return h;
     tried = 1;
     if (!peer_open("libggml-base.so", NULL)) return NULL;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        h = peer_open("libggml-cpu-haswell.so", NULL);
+    /* the most capable CPU variant this machine runs (zen4/icelake: AVX-512 VNNI), as
+     * ggml_backend_load_best would pick: each variant library scores the CPU, 0 = cannot run here */
+    static const char *variants[] = {"libggml-cpu-zen4.so", "libggml-cpu-icelake.so", "libggml-cpu-skylakex.so",
+                                     "libggml-cpu-haswell.so"};
+    for (size_t i = 0; !h && i < sizeof variants / sizeof variants[0]; i++) {
+        void *v = peer_open(variants[i], NULL);
+        int (*score)(void) = (int (*)(void))peer_sym(v, "ggml_backend_score");
+        if (v && score && score() > 0) h = v;
+    }
     if (!h) h = peer_open("libggml-cpu-x64.so", NULL);
     /* ggml_cpu_init fills the f16 tables the vec_dot functions read; without it every scale is 0 */
     void (*init)(void) = (void (*)(void))peer_sym(h, "ggml_cpu_init");
@@ -314,7 +322,15 @@ static void run_matmul(struct tctx *x, int mmv) {
     ref_mmv(&a, at, ref, rabs);
     double rel = 1e-6; /* observed <= 3e-8: f32 rounding of the scale products and sums */
     float *y0 = NULL;
-    for (int variant = 0; variant < 2; variant++) {
+    /* CPU: every ISA level (best, scalar, avx2, avx512vnni) the machine runs; a level it lacks is a SKIP */
+    int n_var = strncmp(desc, "cpu ", 4) ? 2 : CPU_ISA_N;
+    for (int variant = 0; variant < n_var; variant++) {
+        if (n_var == CPU_ISA_N && !cpu_isa_has(variant) && variant != CPU_ISA_BEST) {
+            static int skipped[CPU_ISA_N];
+            static const char *names[CPU_ISA_N] = {"best", "scalar", "avx2", "avx512vnni"};
+            if (!skipped[variant]++) T_SKIP("this CPU (or INFER_CPU_ISA) lacks %s: its kernels untested", names[variant]);
+            continue;
+        }
         float *y = tops_nan(n_out * nt);
         a.y = y;
         a.variant = variant;

@@ -40,12 +40,17 @@ infer_status cpu_moe_route(const struct moe_route_args *a, struct pool *p);
 infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p);
 
 /* One quantised (or float) dot product of a weight row with one activation row of n elements:
- * the kernel cpu_mmv uses, exposed for the tests. variant 0 = best for this CPU, 1 = scalar. */
+ * the kernel cpu_mmv uses, exposed for the tests. variant is an enum cpu_isa_level: CPU_ISA_BEST = the
+ * highest this CPU runs, else exactly that level (a type without a kernel of its own at that level gets
+ * the next lower one); NULL when the CPU (or INFER_CPU_ISA) does not allow the level. */
+enum cpu_isa_level { CPU_ISA_BEST, CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_N };
 typedef float (*cpu_vec_dot_fn)(int64_t n, const void *w, const void *x);
 cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant);
+/* Whether this CPU (capped by INFER_CPU_ISA=scalar|avx2) runs the level's kernels. */
+int cpu_isa_has(int level);
 /* Bytes of one activation row of n elements for a weight type (the mmv_act_type_cpu blocks, or f32). */
 size_t cpu_act_row_bytes(int32_t weight_type, int64_t n);
-/* "avx2" or "scalar": what variant 0 picks on this machine (INFER_CPU_SCALAR=1 forces scalar). */
+/* "avx512vnni", "avx2" or "scalar": what variant 0 picks (INFER_CPU_ISA / INFER_CPU_SCALAR=1 cap it). */
 const char *cpu_isa(void);
 
 /* Block layouts (block_<t>), QK4_0 / QK8_0 / QK_K and the f16/bf16 conversions come from

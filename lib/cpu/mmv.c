@@ -6,12 +6,14 @@
  * take f32 activations, rounded to f16 (F16) or bf16 (BF16) first as ggml does, and multiply in f32.
  * Layout: w rows are n_in/blck blocks packed; activation rows likewise in the partner type.
  *
- * Variants: the scalar functions are the reference; AVX2 versions (maddubs/madd on 32 bytes) are picked
- * at run time with __builtin_cpu_supports, compiled with per-function target attributes so the library
- * builds for any x86-64; other architectures get the scalar code. SIMD variants keep the integer
- * sums and change only the f32 summation order.
+ * Variants (enum cpu_isa_level): the scalar functions are the reference; AVX2 versions (maddubs/madd on
+ * 32 bytes) and AVX-512 F/BW/VL + VNNI versions (dpbusd on 64 bytes, two 32-element groups at a time)
+ * are picked at run time with __builtin_cpu_supports, compiled with per-function target attributes so
+ * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
+ * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -448,11 +450,292 @@ MMV_AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *x) {
 }
 #endif
 
+#ifdef MMV_X86
+/* ---------------- AVX-512 (F/BW/VL) + VNNI kernels ----------------
+ * dpbusd sums four u8·s8 products into each int32 lane with no int16 saturation step, so the weight side
+ * is made unsigned: 4/5/6-bit quants already are (their offset, -8 or -32, becomes a multiple of Σy,
+ * from the Q8_K bsums or a second dpbusd with a constant), the IQ4 table is shifted by +128 (then
+ * -128·Σy), and Q8_0 x Q8_0 uses |x| with x's sign moved onto y. Two 32-element groups share one
+ * 512-bit register; the per-group scales multiply the int32 lanes (mullo), the sums stay exact. */
+#define MMV_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+/* two 32-byte halves into one register */
+MMV_AVX512 static inline __m512i mmv_cat(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* int32 lanes 0-7 = a, 8-15 = b */
+MMV_AVX512 static inline __m512i mmv_set2(int a, int b) { return mmv_cat(_mm256_set1_epi32(a), _mm256_set1_epi32(b)); }
+
+MMV_AVX512 static inline __m512 mmv_set2_ps(float a, float b) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_set1_ps(a))),
+                                               _mm256_castps_pd(_mm256_set1_ps(b)), 1));
+}
+
+MMV_AVX512 static inline __m512i mmv_load_2x32(const int8_t *p0, const int8_t *p1) {
+    return mmv_cat(_mm256_loadu_si256((const __m256i *)p0), _mm256_loadu_si256((const __m256i *)p1));
+}
+
+MMV_AVX512 static float dot_f32_avx512(int64_t n, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return s + (i < n ? dot_f32_avx2(n - i, a + i, b + i) : 0.0f);
+}
+
+MMV_AVX512 static float dot_f16_avx512(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i)));
+        __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i + 16)));
+        __m512 x0 = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(b + i), _MM_FROUND_TO_NEAREST_INT));
+        __m512 x1 = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(b + i + 16), _MM_FROUND_TO_NEAREST_INT));
+        acc0 = _mm512_fmadd_ps(w0, x0, acc0);
+        acc1 = _mm512_fmadd_ps(w1, x1, acc1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return s + (i < n ? dot_f16_avx2(n - i, a + i, b + i) : 0.0f);
+}
+
+/* as mmv_round_bf16 / mmv_load_bf16, 16 lanes */
+MMV_AVX512 static inline __m512 mmv_round_bf16_512(__m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+MMV_AVX512 static inline __m512 mmv_load_bf16_512(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+MMV_AVX512 static float dot_bf16_avx512(int64_t n, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(mmv_load_bf16_512(a + i), mmv_round_bf16_512(_mm512_loadu_ps(b + i)), acc0);
+        acc1 = _mm512_fmadd_ps(mmv_load_bf16_512(a + i + 16), mmv_round_bf16_512(_mm512_loadu_ps(b + i + 16)), acc1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return s + (i < n ? dot_bf16_avx2(n - i, a + i, b + i) : 0.0f);
+}
+
+MMV_AVX512 static float dot_q8_0_avx512(int64_t n, const void *w, const void *x) {
+    const block_q8_0 *a = w, *b = x;
+    const int64_t nb = n / QK8_0;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i q = mmv_load_2x32(a[i].qs, a[i + 1].qs), y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
+        __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(q), zero, y); /* y with q's sign */
+        __m512i s = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(q), ys);
+        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+    }
+    float s = _mm512_reduce_add_ps(acc);
+    if (i < nb) s += dot_q8_0_avx2(QK8_0, a + i, b + i);
+    return s;
+}
+
+/* Σ q·y for a 4-bit q in 0..15 stored as 16 bytes of nibbles and a 32-byte y, in 8 int32 lanes, minus off·Σy */
+MMV_AVX512 static inline __m512i mmv_nib2(const uint8_t *q0, const uint8_t *q1) {
+    return mmv_cat(mmv_nibbles(q0), mmv_nibbles(q1));
+}
+
+MMV_AVX512 static float dot_q4_0_avx512(int64_t n, const void *w, const void *x) {
+    const block_q4_0 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK8_0;
+    const __m512i zero = _mm512_setzero_si512(), k8 = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
+        /* (q - 8)·y = q·y - 8·y */
+        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, mmv_nib2(a[i].qs, a[i + 1].qs), y),
+                                     _mm512_dpbusd_epi32(zero, k8, y));
+        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+    }
+    float s = _mm512_reduce_add_ps(acc);
+    if (i < nb) s += dot_q4_0_avx2(QK8_0, a + i, b + i);
+    return s;
+}
+
+/* blocks_kvalues_iq4nl + 128 (all in 1..241) in every 128-bit lane, for shuffle_epi8 */
+MMV_AVX512 static inline __m512i mmv_iq4_table_u8(void) {
+    __m128i t = _mm_add_epi8(_mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl), _mm_set1_epi8((char)128));
+    return _mm512_broadcast_i32x4(t);
+}
+
+MMV_AVX512 static float dot_iq4_nl_avx512(int64_t n, const void *w, const void *x) {
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK8_0;
+    const __m512i zero = _mm512_setzero_si512(), kv = mmv_iq4_table_u8(), k128 = _mm512_set1_epi8((char)128);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
+        __m512i q = _mm512_shuffle_epi8(kv, mmv_nib2(a[i].qs, a[i + 1].qs));
+        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, k128, y));
+        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+    }
+    float s = _mm512_reduce_add_ps(acc);
+    if (i < nb) s += dot_iq4_nl_avx2(QK8_0, a + i, b + i);
+    return s;
+}
+
+MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *x) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const __m512i zero = _mm512_setzero_si512(), kv = mmv_iq4_table_u8(), k128 = _mm512_set1_epi8((char)128);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i sumi = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) { /* sub-blocks 2k and 2k+1 */
+            __m512i q = _mm512_shuffle_epi8(kv, mmv_nib2(a[i].qs + 32 * k, a[i].qs + 32 * k + 16));
+            __m512i y = _mm512_loadu_si512((const void *)(b[i].qs + 64 * k));
+            __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, k128, y));
+            __m512i sc = mmv_set2(mmv_iq4_xs_scale(&a[i], 2 * k), mmv_iq4_xs_scale(&a[i], 2 * k + 1));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(p, sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x) {
+    const block_q4_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t sc4[2], mn[2];
+        mmv_k_unpack(a[i].scales, sc4, mn);
+        const uint8_t *sc = (const uint8_t *)sc4;
+        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
+        __m512i sumi = _mm512_setzero_si512();
+        for (int k = 0; k < 2; k++) {
+            /* 64 bytes of qs = groups p = 2k (bytes 0-31) and 2k+1 (32-63); low nibbles are sub-blocks
+             * 4k and 4k+2 (y 128k+0..31, +64..95), high nibbles 4k+1 and 4k+3 (y +32..63, +96..127) */
+            __m512i q = _mm512_loadu_si512((const void *)(a[i].qs + 64 * k));
+            __m512i y0 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k));
+            __m512i y1 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k + 64));
+            __m512i ylo = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(1, 0, 1, 0));
+            __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
+            __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q, m4), ylo);
+            __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
+        }
+        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
+    }
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+}
+
+MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x) {
+    const block_q5_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    __m512 acc = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t sc4[2], mn[2];
+        mmv_k_unpack(a[i].scales, sc4, mn);
+        const uint8_t *sc = (const uint8_t *)sc4;
+        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
+        __m512i sumi = _mm512_setzero_si512();
+        __m256i qh256 = _mm256_loadu_si256((const __m256i *)a[i].qh);
+        __m512i qh = mmv_cat(qh256, qh256);
+        for (int k = 0; k < 2; k++) {
+            /* as Q4_K; group p takes bit 2p of qh for its low nibbles, 2p+1 for its high ones, so the
+             * lower half (p = 2k) shifts qh by 4k, the upper half (p = 2k+1) by 4k+2 */
+            __m512i sh = mmv_cat(_mm256_set1_epi16((short)(4 * k)), _mm256_set1_epi16((short)(4 * k + 2)));
+            __m512i hlo = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), one), 4);
+            __m512i hhi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, _mm512_add_epi16(sh, _mm512_set1_epi16(1))), one), 4);
+            __m512i q = _mm512_loadu_si512((const void *)(a[i].qs + 64 * k));
+            __m512i y0 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k));
+            __m512i y1 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k + 64));
+            __m512i ylo = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(1, 0, 1, 0));
+            __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
+            __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_or_si512(_mm512_and_si512(q, m4), hlo), ylo);
+            __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), hhi), yhi);
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
+        }
+        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
+    }
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+}
+
+MMV_AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *x) {
+    const block_q6_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    /* int32 lane l of a 64-element group covers elements 4l..4l+3, scale index l/4 */
+    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    /* the two qh shifts of a group pair: lower 32 bytes by s, upper by s + 2 */
+    const __m512i sh0 = mmv_cat(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
+    const __m512i sh1 = mmv_cat(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m128i sc8 = _mm_loadu_si128((const __m128i *)a[i].scales);
+        __m512i sc = _mm512_cvtepi8_epi32(sc8);
+        /* the -32 offset: Σ_j sc_j·32·bsums_j, exact in int */
+        __m256i cm = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)b[i].bsums));
+        __m128i c4 = _mm_add_epi32(_mm256_castsi256_si128(cm), _mm256_extracti128_si256(cm, 1));
+        c4 = _mm_add_epi32(c4, _mm_shuffle_epi32(c4, _MM_SHUFFLE(1, 0, 3, 2)));
+        c4 = _mm_add_epi32(c4, _mm_shuffle_epi32(c4, _MM_SHUFFLE(2, 3, 0, 1)));
+        __m512i sumi = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            /* q0 | q1 (ql low nibbles, qh bits 0-1 | 2-3) and q2 | q3 (high nibbles, bits 4-5 | 6-7) */
+            __m512i l = _mm512_loadu_si512((const void *)(a[i].ql + 64 * h));
+            __m256i hb256 = _mm256_loadu_si256((const __m256i *)(a[i].qh + 32 * h));
+            __m512i hb = mmv_cat(hb256, hb256);
+            __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh0), m2), 4));
+            __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh1), m2), 4));
+            __m512i y01 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * h));
+            __m512i y23 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * h + 64));
+            __m512i s01 = _mm512_permutexvar_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(8 * h)), sc);
+            __m512i s23 = _mm512_permutexvar_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(8 * h + 4)), sc);
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_dpbusd_epi32(zero, q01, y01), s01));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_dpbusd_epi32(zero, q23, y23), s23));
+        }
+        s += _cvtsh_ss(a[i].d) * b[i].d * (float)(_mm512_reduce_add_epi32(sumi) - 32 * _mm_cvtsi128_si32(c4));
+    }
+    return s;
+}
+#endif
+
 /* ---------------- dispatch ---------------- */
 
 struct mmv_type {
     int32_t type, act_type, blck;
-    cpu_vec_dot_fn scalar, avx2;
+    cpu_vec_dot_fn fn[CPU_ISA_N]; /* by enum cpu_isa_level; NULL = not written, a lower level serves */
 };
 
 #ifdef MMV_X86
@@ -460,18 +743,19 @@ struct mmv_type {
 #else
 #define MMV_SIMD(f) NULL
 #endif
+#define MMV_FNS(s, f2, f5) {NULL, s, MMV_SIMD(f2), MMV_SIMD(f5)}
 
 static const struct mmv_type mmv_types[] = {
-    {INFER_TYPE_F32, -1, 1, dot_f32, MMV_SIMD(dot_f32_avx2)},
-    {INFER_TYPE_F16, -1, 1, dot_f16, MMV_SIMD(dot_f16_avx2)},
-    {INFER_TYPE_BF16, -1, 1, dot_bf16, MMV_SIMD(dot_bf16_avx2)},
-    {INFER_TYPE_Q8_0, INFER_TYPE_Q8_0, QK8_0, dot_q8_0, MMV_SIMD(dot_q8_0_avx2)},
-    {INFER_TYPE_Q4_0, INFER_TYPE_Q8_0, QK8_0, dot_q4_0, MMV_SIMD(dot_q4_0_avx2)},
-    {INFER_TYPE_IQ4_NL, INFER_TYPE_Q8_0, QK8_0, dot_iq4_nl, MMV_SIMD(dot_iq4_nl_avx2)},
-    {INFER_TYPE_Q4_K, INFER_TYPE_Q8_K, QK_K, dot_q4_k, MMV_SIMD(dot_q4_k_avx2)},
-    {INFER_TYPE_Q5_K, INFER_TYPE_Q8_K, QK_K, dot_q5_k, MMV_SIMD(dot_q5_k_avx2)},
-    {INFER_TYPE_Q6_K, INFER_TYPE_Q8_K, QK_K, dot_q6_k, MMV_SIMD(dot_q6_k_avx2)},
-    {INFER_TYPE_IQ4_XS, INFER_TYPE_Q8_K, QK_K, dot_iq4_xs, MMV_SIMD(dot_iq4_xs_avx2)},
+    {INFER_TYPE_F32, -1, 1, MMV_FNS(dot_f32, dot_f32_avx2, dot_f32_avx512)},
+    {INFER_TYPE_F16, -1, 1, MMV_FNS(dot_f16, dot_f16_avx2, dot_f16_avx512)},
+    {INFER_TYPE_BF16, -1, 1, MMV_FNS(dot_bf16, dot_bf16_avx2, dot_bf16_avx512)},
+    {INFER_TYPE_Q8_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q8_0, dot_q8_0_avx2, dot_q8_0_avx512)},
+    {INFER_TYPE_Q4_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q4_0, dot_q4_0_avx2, dot_q4_0_avx512)},
+    {INFER_TYPE_IQ4_NL, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_iq4_nl, dot_iq4_nl_avx2, dot_iq4_nl_avx512)},
+    {INFER_TYPE_Q4_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q4_k, dot_q4_k_avx2, dot_q4_k_avx512)},
+    {INFER_TYPE_Q5_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q5_k, dot_q5_k_avx2, dot_q5_k_avx512)},
+    {INFER_TYPE_Q6_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q6_k, dot_q6_k_avx2, dot_q6_k_avx512)},
+    {INFER_TYPE_IQ4_XS, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_iq4_xs, dot_iq4_xs_avx2, dot_iq4_xs_avx512)},
 };
 
 static const struct mmv_type *mmv_find(int32_t type) {
@@ -480,27 +764,43 @@ static const struct mmv_type *mmv_find(int32_t type) {
     return NULL;
 }
 
-static int mmv_has_avx2(void) {
-#ifdef MMV_X86
+/* The highest level this CPU runs, capped by INFER_CPU_ISA=scalar|avx2|avx512 (INFER_CPU_SCALAR=1 is the
+ * older spelling of scalar) so tests and benchmarks can force a lower path. */
+static int mmv_level(void) {
     static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                 __builtin_cpu_supports("f16c") && getenv("INFER_CPU_SCALAR") == NULL;
+    if (cached >= 0) return cached;
+    int l = CPU_ISA_SCALAR;
+#ifdef MMV_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        l = CPU_ISA_AVX2;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+            l = CPU_ISA_AVX512;
     }
-    return cached;
-#else
-    return 0;
 #endif
+    const char *e = getenv("INFER_CPU_ISA");
+    int cap = CPU_ISA_AVX512;
+    if (getenv("INFER_CPU_SCALAR") || (e && !strcmp(e, "scalar"))) cap = CPU_ISA_SCALAR;
+    else if (e && !strcmp(e, "avx2")) cap = CPU_ISA_AVX2;
+    cached = l < cap ? l : cap;
+    return cached;
 }
 
-const char *cpu_isa(void) { return mmv_has_avx2() ? "avx2" : "scalar"; }
+const char *cpu_isa(void) {
+    static const char *names[] = {"scalar", "scalar", "avx2", "avx512vnni"};
+    return names[mmv_level()];
+}
+
+int cpu_isa_has(int level) { return level >= CPU_ISA_SCALAR && level <= mmv_level(); }
 
 cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant) {
     const struct mmv_type *t = mmv_find(weight_type);
-    if (!t) return NULL;
-    if (variant == 0 && t->avx2 && mmv_has_avx2()) return t->avx2;
-    return t->scalar;
+    if (!t || variant < 0 || variant >= CPU_ISA_N) return NULL;
+    if (variant != CPU_ISA_BEST && !cpu_isa_has(variant)) return NULL;
+    for (int l = variant == CPU_ISA_BEST ? mmv_level() : variant; l >= CPU_ISA_SCALAR; l--)
+        if (t->fn[l]) return t->fn[l];
+    return NULL;
 }
 
 int32_t mmv_act_type_cpu(int32_t weight_type) {
