@@ -36,7 +36,9 @@ static double bench_now(void) {
 }
 
 /* Token ids for the runs: spread over the vocabulary, deterministic (values do not change the speed). */
-static int32_t bench_token(int i, int32_t n_vocab) { return (int32_t)(((uint32_t)i * 2654435761u) % (uint32_t)n_vocab); }
+static int32_t bench_token(int i, int32_t n_vocab) {
+    return (int32_t)(((uint32_t)i * 2654435761u) % (uint32_t)n_vocab);
+}
 
 struct bench_run {
     const struct llama_peer *pe;
@@ -62,7 +64,8 @@ static double bench_once(const struct bench_run *b, void **ctx, int p, int n) {
     if (!bench_reset(b, ctx)) return -1;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(p > 0 ? p : 1));
     if (!tok) return -1;
-    for (int i = 0; i < (p > 0 ? p : 1); i++) tok[i] = bench_token(i, b->n_vocab);
+    for (int i = 0; i < (p > 0 ? p : 1); i++)
+        tok[i] = bench_token(i, b->n_vocab);
     double t0 = bench_now();
     int rc = 0;
     if (p > 0) rc = b->pe->decode(*ctx, b->pe->batch_get_one(tok, p));
@@ -110,20 +113,28 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return bench_usage();
         const char *o = argv[i], *v = argv[++i];
-        if (!strcmp(o, "-m")) path = v;
-        else if (!strcmp(o, "-p")) p = atoi(v);
-        else if (!strcmp(o, "-n")) n = atoi(v);
-        else if (!strcmp(o, "-r")) r = atoi(v);
-        else if (!strcmp(o, "-t")) threads = atoi(v);
-        else if (!strcmp(o, "-fa")) fa = atoi(v);
-        else return bench_usage();
+        if (!strcmp(o, "-m"))
+            path = v;
+        else if (!strcmp(o, "-p"))
+            p = atoi(v);
+        else if (!strcmp(o, "-n"))
+            n = atoi(v);
+        else if (!strcmp(o, "-r"))
+            r = atoi(v);
+        else if (!strcmp(o, "-t"))
+            threads = atoi(v);
+        else if (!strcmp(o, "-fa"))
+            fa = atoi(v);
+        else
+            return bench_usage();
     }
-    if (!path || p < 0 || n < 0 || p + n == 0 || r < 1 || threads < 1 || fa < -1 || fa > 1) return bench_usage();
+    if (!path || p < 0 || n < 0 || p + n == 0 || r < 1 || threads < 1 || fa < -1 || fa > 1)
+        return bench_usage();
 
     struct llama_peer pe;
     const char *why = NULL;
     if (llama_peer_load(&pe, &why) != 1) {
-        fprintf(stderr, "bench-peer: llama.cpp peer: %s (set INFER_PEER_DIR or run `make peer`)\n", why);
+        fprintf(stderr, "bench-peer: llama.cpp peer: %s; INFER_PEER_DIR names its folder\n", why);
         return 1;
     }
     void *lib = peer_open("libllama.v0.5.0.so", &why);
@@ -140,7 +151,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-peer: %s: %s\n", path, why);
         return 1;
     }
-    struct bench_run b = {&pe, &ex, model, pe.context_default_params(), pe.vocab_n_tokens(pe.model_get_vocab(model))};
+    struct bench_run b = {&pe, &ex, model, pe.context_default_params(),
+                          pe.vocab_n_tokens(pe.model_get_vocab(model))};
     b.cp.n_ctx = (uint32_t)(p + n + 1); /* + the tg warmup token is cleared before each run; 1 spare */
     b.cp.n_batch = b.cp.n_ubatch = (uint32_t)(p > 512 ? p : 512);
     b.cp.n_threads = b.cp.n_threads_batch = threads;
@@ -157,18 +169,23 @@ int main(int argc, char **argv) {
     if (ex.model_desc) ex.model_desc(model, desc, sizeof desc);
     if (ex.model_size) {
         double s = (double)ex.model_size(model);
-        if (s < 1024.0 * 1024 * 1024) snprintf(size, sizeof size, "%.2f MiB", s / (1024.0 * 1024));
-        else snprintf(size, sizeof size, "%.2f GiB", s / (1024.0 * 1024 * 1024));
+        if (s < 1024.0 * 1024 * 1024)
+            snprintf(size, sizeof size, "%.2f MiB", s / (1024.0 * 1024));
+        else
+            snprintf(size, sizeof size, "%.2f GiB", s / (1024.0 * 1024 * 1024));
     }
     if (ex.model_n_params) {
         double q = (double)ex.model_n_params(model);
-        if (q < 1e9) snprintf(params, sizeof params, "%.2f M", q / 1e6);
-        else snprintf(params, sizeof params, "%.2f B", q / 1e9);
+        if (q < 1e9)
+            snprintf(params, sizeof params, "%.2f M", q / 1e6);
+        else
+            snprintf(params, sizeof params, "%.2f B", q / 1e9);
     }
     snprintf(model_col, sizeof model_col, "| %-30s | %10s | %10s |", desc, size, params);
-    printf("| %-30s | %10s | %10s | %-13s | %7s | %15s | %20s |\n", "model", "size", "params", "backend", "threads",
-           "test", "t/s");
-    printf("| ------------------------------ | ---------: | ---------: | ------------- | ------: | --------------: | "
+    printf("| %-30s | %10s | %10s | %-13s | %7s | %15s | %20s |\n", "model", "size", "params", "backend",
+           "threads", "test", "t/s");
+    printf("| ------------------------------ | ---------: | ---------: | ------------- | ------: | "
+           "--------------: | "
            "-------------------: |\n");
     int ok = 1;
     if (p > 0) ok = bench_test(&b, &ctx, model_col, threads, p, 0, r);

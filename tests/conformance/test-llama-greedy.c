@@ -41,7 +41,8 @@ static int top2(const float *x, int n, double *gap) {
  * into tokens[n_prompt..] and its top-2 gap into gaps[0..N_GEN). 0 on failure. */
 static int llama_greedy(const struct llama_peer *pe, void *model, int32_t *tokens, int n_prompt, int n_vocab,
                         double *gaps) {
-    struct llama_peer_context_params cp = pe->context_default_params(); /* layout checked by llama_peer_load */
+    struct llama_peer_context_params cp =
+        pe->context_default_params(); /* layout checked by llama_peer_load */
     cp.n_ctx = 256, cp.n_batch = cp.n_ubatch = 256;
     cp.n_threads = cp.n_threads_batch = 1; /* the test machine is small and shared, and its pool spins */
     cp.flash_attn_type = 0;
@@ -68,7 +69,8 @@ static int llama_greedy(const struct llama_peer *pe, void *model, int32_t *token
 /* Ours, the same way: tokens[n_prompt..n_prompt + N_GEN) are written. 0 on failure. */
 static int ours_greedy(infer_model *m, int32_t *tokens, int n_prompt, int n_vocab) {
     infer_ctx_params p = infer_ctx_params_default();
-    p.n_ctx = 256, p.n_batch = 64, p.n_threads = 1, p.kv_type = INFER_TYPE_F16; /* llama.cpp's default KV type */
+    p.n_ctx = 256, p.n_batch = 64, p.n_threads = 1,
+    p.kv_type = INFER_TYPE_F16; /* llama.cpp's default KV type */
     infer_ctx *c = NULL;
     if (infer_ctx_create(m, &p, &c) != INFER_OK) {
         T_CHECK(0, "infer_ctx_create: %s", infer_last_error());
@@ -133,19 +135,23 @@ static void check_model(const struct llama_peer *pe, const char *arch, uint64_t 
         if (!llama_greedy(pe, lm, ref, np, n_vocab, gaps) || !ours_greedy(m, ours, np, n_vocab)) continue;
         n_streams++;
         int d = 0;
-        while (d < N_GEN && ref[np + d] == ours[np + d]) d++;
-        for (int i = 0; i < d && i < N_GEN; i++) min_gap = gaps[i] < min_gap ? gaps[i] : min_gap;
+        while (d < N_GEN && ref[np + d] == ours[np + d])
+            d++;
+        for (int i = 0; i < d && i < N_GEN; i++)
+            min_gap = gaps[i] < min_gap ? gaps[i] : min_gap;
         if (d == N_GEN) {
             n_matched++;
-            printf("  %-8s seed %llu prompt %2d: %d/%d tokens identical\n", arch, (unsigned long long)seed, np,
-                   N_GEN, N_GEN);
+            printf("  %-8s seed %llu prompt %2d: %d/%d tokens identical\n", arch, (unsigned long long)seed,
+                   np, N_GEN, N_GEN);
             continue;
         }
-        printf("  %-8s seed %llu prompt %2d: diverges at step %d (llama.cpp %d, ours %d), llama.cpp top-2 gap %.3g\n",
+        printf("  %-8s seed %llu prompt %2d: diverges at step %d (llama.cpp %d, ours %d), llama.cpp top-2 "
+               "gap %.3g\n",
                arch, (unsigned long long)seed, np, d, ref[np + d], ours[np + d], gaps[d]);
         n_ties += gaps[d] < TIE_GAP;
-        T_CHECK(gaps[d] < TIE_GAP, "%s seed %llu prompt %d: divergence at step %d is a near-tie (gap %.3g < %g)",
-                arch, (unsigned long long)seed, np, d, gaps[d], TIE_GAP);
+        T_CHECK(gaps[d] < TIE_GAP,
+                "%s seed %llu prompt %d: divergence at step %d is a near-tie (gap %.3g < %g)", arch,
+                (unsigned long long)seed, np, d, gaps[d], TIE_GAP);
     }
 done:
     if (lm) pe->model_free(lm);
@@ -166,10 +172,13 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     static const char *const archs[] = {"llama", "qwen3", "qwen3moe"};
     for (int a = 0; a < 3; a++)
-        for (uint64_t s = 1; s <= 2; s++) check_model(&pe, archs[a], s * 7 + 3);
+        for (uint64_t s = 1; s <= 2; s++)
+            check_model(&pe, archs[a], s * 7 + 3);
     rmdir(dir);
-    printf("  %d/%d greedy streams of %d tokens identical to llama.cpp's; %d diverged at a near-tie (gap < %g); "
-           "smallest llama.cpp top-2 gap on an agreed step %.3g\n", n_matched, n_streams, N_GEN, n_ties, TIE_GAP, min_gap);
+    printf(
+        "  %d/%d greedy streams of %d tokens identical to llama.cpp's; %d diverged at a near-tie (gap < %g); "
+        "smallest llama.cpp top-2 gap on an agreed step %.3g\n",
+        n_matched, n_streams, N_GEN, n_ties, TIE_GAP, min_gap);
     T_CHECK(n_streams == 18, "all 18 streams ran (%d)", n_streams);
     return t_done();
 }
