@@ -67,6 +67,10 @@ $(BUILD)/llm-%: $(BUILD)/tools/llm-%.o $(TOOL_AUX:%.c=$(BUILD)/%.o) $(BUILD)/lib
 $(BUILD)/bench-%: $(BUILD)/bench/bench-%.o $(BUILD)/libinfer.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench-peer times llama.cpp itself, through the test suite's binding of the npm peer
+$(BUILD)/bench-peer: $(BUILD)/bench/bench-peer.o $(BUILD)/tests/peer.o $(BUILD)/tests/conformance/llama_peer.o $(BUILD)/libinfer.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 bench-ops: $(BUILD)/bench-ops
 	$(BUILD)/bench-ops
 
