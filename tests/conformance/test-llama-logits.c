@@ -187,10 +187,13 @@ done:
 int main(void) {
     struct llama_peer pe;
     const char *why = NULL;
-    if (!llama_peer_load(&pe, &why)) {
+    const int got = llama_peer_load(&pe, &why);
+    if (got == 0) {
         T_SKIP("llama.cpp peer: %s", why);
         return t_done();
     }
+    T_CHECK(got == 1, "llama.cpp peer: %s", why ? why : ""); /* a layout mismatch fails, never skips */
+    if (got != 1) return t_done();
     if (!mkdtemp(dir)) return 1;
     static const char *const archs[] = {"llama", "qwen3", "qwen3moe"};
     static const char *const ftypes[] = {"F32", "F16", "Q8_0", "Q4_K_M"};
