@@ -4,8 +4,16 @@
  * j = 0..pos[t] (cell j holds position j of the sequence). One (token, head) pair per work item; the
  * softmax is the online (flash) form — running max and sum, accumulator rescaled — so no n_kv-sized
  * scratch is needed. f16 K/V are widened exactly; dots and sums are f32.
+ * note: the AVX2 + F16C path widens 8 halves per instruction and runs the q.k dot and the v update
+ * as fused multiply-adds over the head dimension; in prefill this op was 69% of the time (perf, 512
+ * tokens, Qwen3-0.6B shape) with the scalar widening.
  */
 #include "cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ATTN_X86 1
+#endif
 
 enum { ATTN_MAX_HEAD_DIM = 512 };
 
@@ -43,6 +51,54 @@ static void attn_items(void *ctx, int64_t i0, int64_t i1, int ith) {
     }
 }
 
+#ifdef ATTN_X86
+__attribute__((target("avx2,fma,f16c"))) static inline float attn_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The same computation with head_dim a multiple of 8. */
+__attribute__((target("avx2,fma,f16c"))) static void attn_items_avx2(void *ctx, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const struct attn_args *a = ctx;
+    const int group = a->n_head / a->n_head_kv, d = a->head_dim;
+    float acc[ATTN_MAX_HEAD_DIM];
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t t = it / a->n_head;
+        int h = (int)(it % a->n_head), g = h / group;
+        const float *q = a->q + t * a->q_stride + (int64_t)h * d;
+        int32_t last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
+        float m = -INFINITY, l = 0;
+        for (int i = 0; i < d; i++) acc[i] = 0;
+        for (int32_t j = 0; j <= last; j++) {
+            const uint16_t *k = a->k + j * a->kv_stride + (int64_t)g * d;
+            const uint16_t *v = a->v + j * a->kv_stride + (int64_t)g * d;
+            __m256 sv = _mm256_setzero_ps();
+            for (int i = 0; i < d; i += 8)
+                sv = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), sv);
+            const float s = attn_hsum(sv) * a->scale;
+            if (s > m) { /* new max: rescale what was accumulated */
+                const __m256 c = _mm256_set1_ps(expf(m - s));
+                l *= _mm256_cvtss_f32(c);
+                for (int i = 0; i < d; i += 8) _mm256_storeu_ps(acc + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), c));
+                m = s;
+            }
+            const float e = expf(s - m);
+            const __m256 ev = _mm256_set1_ps(e);
+            l += e;
+            for (int i = 0; i < d; i += 8)
+                _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(ev, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))),
+                                                          _mm256_loadu_ps(acc + i)));
+        }
+        float *o = a->out + t * a->out_stride + (int64_t)h * d;
+        const float inv = l > 0 ? 1.0f / l : 0.0f;
+        for (int i = 0; i < d; i++) o[i] = acc[i] * inv;
+    }
+}
+#endif
+
 infer_status cpu_attn(const struct attn_args *a, struct pool *p) {
     if (!a->q || !a->k || !a->v || !a->out || !a->pos || a->n_tokens < 0 || a->n_head_kv < 1 ||
         a->n_head % a->n_head_kv || a->head_dim < 1 || a->head_dim > ATTN_MAX_HEAD_DIM || a->n_kv < 1)
@@ -52,6 +108,10 @@ infer_status cpu_attn(const struct attn_args *a, struct pool *p) {
     for (int32_t t = 0; t < a->n_tokens; t++)
         if (a->pos[t] < 0)
             return infer_fail(INFER_E_ARG, "cpu_attn: pos[%d] = %d: expected >= 0", t, a->pos[t]);
-    pool_for(p, (int64_t)a->n_tokens * a->n_head, 1, attn_items, (void *)a);
+    void (*items)(void *, int64_t, int64_t, int) = attn_items;
+#ifdef ATTN_X86
+    if (a->head_dim % 8 == 0 && cpu_isa_has(CPU_ISA_AVX2) && __builtin_cpu_supports("f16c")) items = attn_items_avx2;
+#endif
+    pool_for(p, (int64_t)a->n_tokens * a->n_head, 1, items, (void *)a);
     return INFER_OK;
 }
