@@ -16,8 +16,8 @@
 #include "../tools/synth.h"
 #include "gguf.h"
 #include "model.h"
-#include "peer.h"
 #include "quant.h"
+#include "conformance/llama_peer.h"
 #include "scratch.h"
 #include "t.h"
 
@@ -79,67 +79,23 @@ static void check_vocab(const char *path) {
 
 /* ---- the peer ---- */
 
-/* llama_model_quantize_params is returned in memory (larger than 16 bytes, x86-64 SysV), so a bigger
- * stand-in is safe; we only touch its first two fields, stable across versions: nthread, ftype. */
-typedef struct { unsigned char bytes[512]; } peer_qparams;
-
-struct peer {
-    void (*backend_load_all_from_path)(const char *dir);
-    void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
-    peer_qparams (*default_qparams)(void);
-    uint32_t (*quantize)(const char *in, const char *out, const void *params);
-    peer_qparams (*model_default_params)(void); /* llama_model_params, also passed in memory */
-    void *(*model_load)(const char *path, peer_qparams params);
-    void (*model_free)(void *model);
-    int32_t (*model_n_layer)(const void *model);
-    int32_t (*model_n_embd)(const void *model);
-};
-
-static void peer_quiet(int level, const char *text, void *user) { (void)level, (void)text, (void)user; }
-
-static int peer_load(struct peer *p, const char **why) {
-    void *base = peer_open("libggml-base.so", why);
-    void *ggml = base ? peer_open("libggml.v0.5.0.so", why) : NULL;
-    void *llama = ggml ? peer_open("libllama.v0.5.0.so", why) : NULL;
-    if (!llama) return 0;
-    p->backend_load_all_from_path = (void (*)(const char *))peer_sym(ggml, "ggml_backend_load_all_from_path");
-    p->log_set = (void (*)(void (*)(int, const char *, void *), void *))peer_sym(llama, "llama_log_set");
-    p->quantize = (uint32_t(*)(const char *, const char *, const void *))peer_sym(llama, "llama_model_quantize");
-    void *dq = peer_sym(llama, "llama_model_quantize_default_params");
-    *(void **)&p->model_default_params = peer_sym(llama, "llama_model_default_params");
-    *(void **)&p->model_load = peer_sym(llama, "llama_model_load_from_file");
-    *(void **)&p->model_free = peer_sym(llama, "llama_model_free");
-    *(void **)&p->model_n_layer = peer_sym(llama, "llama_model_n_layer");
-    *(void **)&p->model_n_embd = peer_sym(llama, "llama_model_n_embd");
-    if (!p->backend_load_all_from_path || !p->log_set || !p->quantize || !dq || !p->model_default_params ||
-        !p->model_load || !p->model_free || !p->model_n_layer || !p->model_n_embd) {
-        *why = "llama.cpp peer lacks a needed symbol";
-        return 0;
-    }
-    *(void **)&p->default_qparams = dq;
-    p->log_set(peer_quiet, NULL);
-    p->backend_load_all_from_path(peer_bin_dir());
-    return 1;
-}
-
 /* llama.cpp loads our file: its loader checks every tensor name and shape against its own tables. */
-static void peer_load_model(struct peer *pe, const char *arch, int tied, int mtp, const char *ftype) {
+static void peer_load_model(const struct llama_peer *pe, const char *arch, int tied, int mtp, const char *ftype) {
     struct synth_params p;
     synth_params_default(arch, &p);
     p.tied = tied, p.mtp = mtp, p.ftype = ftype;
     const char *path = tmp_path("peer-load.gguf");
     T_CHECK(synth_write(&p, path) == INFER_OK, "synth %s: %s", arch, infer_last_error());
-    void *m = pe->model_load(path, pe->model_default_params());
-    T_CHECK(m != NULL, "llama.cpp refuses our %s %s model (tied=%d mtp=%d)", arch, ftype, tied, mtp);
-    if (!m) return;
-    T_CHECK(pe->model_n_embd(m) == p.n_embd, "llama.cpp n_embd %d", pe->model_n_embd(m));
     /* llama_model_n_layer counts the trunk: block_count - nextn_predict_layers */
-    T_CHECK(pe->model_n_layer(m) == p.n_layer, "%s: llama.cpp n_layer %d", arch, pe->model_n_layer(m));
-    pe->model_free(m);
+    const struct llama_peer_expect e = {p.n_embd, p.n_layer, 0, 0, 0, 0};
+    const char *why = "";
+    void *m = llama_peer_model_load(pe, path, mtp, &e, &why);
+    T_CHECK(m != NULL, "llama.cpp refuses our %s %s model (tied=%d mtp=%d): %s", arch, ftype, tied, mtp, why);
+    if (m) pe->model_free(m);
 }
 
 /* odd: rows of 96 and 160 values, which no K-quant block divides: llama.cpp's fallback types */
-static void peer_compare(struct peer *pe, const char *arch, int tied, int mtp, int32_t ftype, int32_t n_layer, int odd) {
+static void peer_compare(const struct llama_peer *pe, const char *arch, int tied, int mtp, int32_t ftype, int32_t n_layer, int odd) {
     struct synth_params p;
     synth_params_default(arch, &p);
     if (n_layer) p.n_layer = n_layer;
@@ -148,11 +104,7 @@ static void peer_compare(struct peer *pe, const char *arch, int tied, int mtp, i
     p.mtp = mtp;
     const char *in = tmp_path("peer-in.gguf"), *out = tmp_path("peer-out.gguf");
     T_CHECK(synth_write(&p, in) == INFER_OK, "synth %s: %s", arch, infer_last_error());
-    peer_qparams qp = pe->default_qparams();
-    int32_t nthread = 1;
-    memcpy(qp.bytes, &nthread, 4);
-    memcpy(qp.bytes + 4, &ftype, 4);
-    uint32_t rc = pe->quantize(in, out, &qp);
+    uint32_t rc = llama_peer_quantize(pe, in, out, ftype);
     T_CHECK(rc == 0, "%s %s: llama_model_quantize failed (%u)", arch, ftype_name(ftype), rc);
     if (rc) return;
     struct gguf_file *f = NULL;
@@ -241,11 +193,13 @@ int main(void) {
     T_CHECK(synth_preset("gpt-5", &(struct synth_params){0}) == INFER_E_ARG, "bad preset");
 
     /* 3. llama.cpp */
-    struct peer pe;
+    struct llama_peer pe;
     const char *why = NULL;
-    if (!peer_load(&pe, &why)) {
+    const int got = llama_peer_load(&pe, &why);
+    T_CHECK(got >= 0, "llama.cpp peer: %s", why ? why : ""); /* a layout mismatch fails, never skips */
+    if (got == 0) {
         T_SKIP("%s", why ? why : "llama.cpp peer unavailable");
-    } else {
+    } else if (got == 1) {
         static const int32_t qtypes[] = {FTYPE_Q4_K_M, FTYPE_Q8_0, FTYPE_Q6_K, FTYPE_F16, FTYPE_BF16};
         for (int i = 0; i < 6; i++)
             for (int q = 0; q < 5; q++) peer_compare(&pe, archs[i], q == 0, q == 0 && i >= 3, qtypes[q], 0, 0);
