@@ -96,7 +96,9 @@ struct mm_args {
     int32_t variant;
 };
 
-/* ---- norm: RMSNorm  y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight) ---- */
+/* ---- norm: RMSNorm  y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight)
+ * gated (gate not NULL, the GDN output norm): y = RMSNorm(x) * w * silu(gate), gate rows gate_stride
+ * floats apart (llama.cpp build_norm_gated: norm, weight multiply, then the SiLU product). ---- */
 struct norm_args {
     const float *x;      /* (n_rows, n), rows x_stride floats apart */
     const float *w;      /* (n) or NULL */
@@ -105,6 +107,8 @@ struct norm_args {
     int32_t n_rows;
     int64_t x_stride, y_stride;
     float eps;
+    const float *gate;   /* (n_rows, n), rows gate_stride floats apart, or NULL */
+    int64_t gate_stride;
 };
 
 /* ---- rope: rotate the first n_rot dims of each head in place, ggml's rope_f32 math.
@@ -121,19 +125,79 @@ struct rope_args {
 };
 
 /* ---- act: elementwise activations and row softmax ----
- *   ACT_SILU     y = x * sigmoid(x)
- *   ACT_SWIGLU   y = silu(x) * x2                  (x = gate, x2 = up)
- *   ACT_SOFTMAX  y = softmax(scale * x) per row, max-subtracted ---- */
-enum { ACT_SILU = 0, ACT_SWIGLU = 1, ACT_SOFTMAX = 2 };
+ *   ACT_SILU             y = x * sigmoid(x)
+ *   ACT_SWIGLU           y = silu(x) * x2                  (x = gate, x2 = up)
+ *   ACT_SOFTMAX          y = softmax(scale * x) per row, max-subtracted
+ *   ACT_SIGMOID_MUL      y = x * sigmoid(x2)               (the gated-attention output gate)
+ *   ACT_SIGMOID_MUL_ROW  y[r][i] = x[r][i] * sigmoid(x2[r * x2_stride])   (shared-expert gate: one
+ *                        scalar per row)
+ *   ACT_ADD              y = x + x2                        (residual adds)
+ * x2 rows are x2_stride floats apart (0: n, packed); x and y rows are packed. ---- */
+enum { ACT_SILU = 0, ACT_SWIGLU = 1, ACT_SOFTMAX = 2, ACT_SIGMOID_MUL = 3, ACT_SIGMOID_MUL_ROW = 4, ACT_ADD = 5 };
 struct act_args {
     int32_t op;
     const float *x;      /* (n_rows, n), rows packed */
-    const float *x2;     /* ACT_SWIGLU: (n_rows, n); else NULL */
+    const float *x2;     /* SWIGLU, SIGMOID_MUL(_ROW), ADD: second input; else NULL. May alias y. */
     float *y;            /* (n_rows, n); may alias x */
     int64_t n;
     int32_t n_rows;
     float scale;         /* ACT_SOFTMAX */
+    int64_t x2_stride;   /* floats between x2 rows; 0 means n */
 };
+
+/* ---- ssm_conv: the causal depthwise conv1d of a Gated DeltaNet layer, with its carried window, then
+ * SiLU (llama.cpp ggml_ssm_conv + silu). With X = the d_conv-1 state rows followed by the n_tokens
+ * input rows:  y[t][ch] = silu( sum_{i<d_conv} w[ch][i] * X[t + i][ch] )  (taps summed in float in
+ * order i = 0..d_conv-1; tap d_conv-1 multiplies the current token), and afterwards state = the last
+ * d_conv-1 rows of X (pre-conv inputs, oldest first).
+ * Snapshots (speculative rollback): token t >= snap_from also writes the window as it stands after
+ * token t to snap + ((snap_pos0 + t) % snap_ring) * snap_stride; snap NULL: none. ---- */
+struct ssm_conv_args {
+    const float *x;      /* (n_tokens, n_ch), rows x_stride floats apart */
+    float *state;        /* (d_conv - 1, n_ch) f32, read then replaced */
+    const float *w;      /* (n_ch, d_conv) f32: ssm_conv1d.weight */
+    float *y;            /* (n_tokens, n_ch) packed; must not alias x */
+    int64_t n_ch, x_stride;
+    int32_t n_tokens, d_conv;
+    float *snap;         /* ring of (d_conv - 1, n_ch) windows, or NULL */
+    int64_t snap_stride; /* floats between ring slots */
+    int32_t snap_ring, snap_pos0, snap_from;
+};
+
+/* ---- gdn: the gated delta rule of a Gated DeltaNet layer over n_tokens of one sequence
+ * (../shared/specs/qwen35.md §4.4 steps 2, 5-7). Per token t and value head j, with key head
+ * g(j) = grouped ? j / (n_vhead / n_group) : j % n_group:
+ *   beta = sigmoid(b[t][j]);  gdecay = softplus(a[t][j] + dt_bias[j]) * ssm_a[j]   (softplus(x) = x for x > 20)
+ *   q, k = L2-normalised q[t][g], k[t][g]   (x / max(||x||, eps), sum of squares in double)
+ *   S = exp(gdecay) S;  u = beta (v[t][j] - S^T k);  S += k u^T;  out[t][j] = (S^T q) / sqrt(d_state)
+ * S is (d_state [k] x d_state [v]) per head, stored column-major like llama.cpp: element S[i][c] (key
+ * index i, value index c) at state[j][c][i]. a/b index: head j reads a[t*ab_stride + idx(j)] with
+ * idx(j) = j, or for ab_group = r > 0 (qwen3next's fused ssm_ba, grouped by key head, b then a per
+ * group: pass b = ba, a = ba + r) idx(j) = (j / r) * 2r + j % r.
+ * Variants: GDN_RECURRENT steps token by token; GDN_CHUNKED is the WY/UT chunked form (chunk 64,
+ * §5.2); GDN_AUTO (0) picks. Both must agree with a float64 recurrence to f32 rounding.
+ * Snapshots as in ssm_conv: token t >= snap_from writes S after token t to
+ * snap + ((snap_pos0 + t) % snap_ring) * snap_stride (n_vhead * d_state^2 floats). ---- */
+enum { GDN_AUTO = 0, GDN_RECURRENT = 1, GDN_CHUNKED = 2 };
+struct gdn_args {
+    const float *q, *k;  /* (n_tokens, n_group, d_state) conv outputs, not yet normalised; rows qk_stride apart */
+    const float *v;      /* (n_tokens, n_vhead, d_state), rows v_stride apart */
+    const float *a, *b;  /* raw alpha / beta projections, rows ab_stride apart (see idx above) */
+    const float *dt_bias;/* (n_vhead) */
+    const float *ssm_a;  /* (n_vhead): -exp(A_log) */
+    float *state;        /* (n_vhead, d_state [v], d_state [k]) f32, read then replaced */
+    float *out;          /* (n_tokens, n_vhead, d_state) packed */
+    int32_t n_tokens, n_group, n_vhead, d_state;
+    int64_t qk_stride, v_stride, ab_stride;
+    int32_t grouped;     /* value-head order: 0 tiled (qwen35*), 1 grouped (qwen3next) */
+    int32_t ab_group;    /* 0, or r = n_vhead / n_group for a fused grouped ssm_ba */
+    float eps;           /* of the L2 norm (the model's rms eps) */
+    int32_t variant;     /* GDN_* */
+    float *snap;         /* ring of states, or NULL */
+    int64_t snap_stride;
+    int32_t snap_ring, snap_pos0, snap_from;
+};
+struct op_cost gdn_cost(const struct gdn_args *a);
 
 /* ---- attn: softmax(scale * q k^T) v over an f16 KV cache, GQA (head h reads kv head
  * h / (n_head / n_head_kv)), causal: query t sees cells 0..pos[t] (cell j holds position j). ---- */

@@ -36,6 +36,8 @@ struct infer_backend_ops {
     infer_status (*attn)(struct infer_backend *b, const struct attn_args *a);
     infer_status (*moe_route)(struct infer_backend *b, const struct moe_route_args *a);
     infer_status (*moe_ffn)(struct infer_backend *b, const struct moe_ffn_args *a);
+    infer_status (*ssm_conv)(struct infer_backend *b, const struct ssm_conv_args *a);
+    infer_status (*gdn)(struct infer_backend *b, const struct gdn_args *a);
 };
 
 struct infer_backend {

@@ -54,6 +54,8 @@ BACKEND_CPU_OP(act, act_args)
 BACKEND_CPU_OP(attn, attn_args)
 BACKEND_CPU_OP(moe_route, moe_route_args)
 BACKEND_CPU_OP(moe_ffn, moe_ffn_args)
+BACKEND_CPU_OP(ssm_conv, ssm_conv_args)
+BACKEND_CPU_OP(gdn, gdn_args)
 
 static const struct infer_backend_ops backend_cpu_ops = {
     .name = "cpu",
@@ -73,6 +75,8 @@ static const struct infer_backend_ops backend_cpu_ops = {
     .attn = backend_cpu_attn,
     .moe_route = backend_cpu_moe_route,
     .moe_ffn = backend_cpu_moe_ffn,
+    .ssm_conv = backend_cpu_ssm_conv,
+    .gdn = backend_cpu_gdn,
 };
 
 infer_status backend_cpu_create(int n_threads, struct infer_backend **out) {

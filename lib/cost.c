@@ -14,3 +14,13 @@ struct op_cost mmv_cost(const struct mmv_args *a) {
     c.flops = 2.0 * n_w * (double)a->n_in * (double)a->n_out * (double)a->n_tokens;
     return c;
 }
+
+struct op_cost gdn_cost(const struct gdn_args *a) {
+    /* the state is read and written once per call; q, k, v, a, b read and out written per token */
+    const double state = (double)a->n_vhead * a->d_state * a->d_state * sizeof(float);
+    const double per_tok = ((double)2 * a->n_group * a->d_state + 2.0 * a->n_vhead * a->d_state + 2.0 * a->n_vhead) *
+                           sizeof(float);
+    struct op_cost c = {state + per_tok * a->n_tokens, state + (double)a->n_tokens * a->n_vhead * a->d_state * 4,
+                        (double)a->n_tokens * a->n_vhead * a->d_state * a->d_state * 8};
+    return c;
+}

@@ -37,7 +37,7 @@ fail:
 
 infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
                           int32_t n_rows) {
-    struct norm_args a = {x, w->data, y, n, n_rows, n, n, c->m->hp.rms_eps};
+    struct norm_args a = {x, w->data, y, n, n_rows, n, n, c->m->hp.rms_eps, NULL, 0};
     return c->be->ops->norm(c->be, &a);
 }
 

@@ -364,7 +364,7 @@ static void run_matmul(struct tctx *x, int mmv) {
             p.w = w2;
             p.y = u;
             tops_matmul(x->be, &p, mmv);
-            struct act_args s = {ACT_SWIGLU, g, u, g, n_out * nt, 1, 0};
+            struct act_args s = {ACT_SWIGLU, g, u, g, n_out * nt, 1, 0, 0};
             x->be->ops->act(x->be, &s);
         } else {
             for (int64_t i = 0; i < n_out * nt; i++) g[i] += add[i];
@@ -432,7 +432,7 @@ static void run_norm(struct tctx *x) {
     float *in = malloc(sizeof(float) * n * rows), *w = malloc(sizeof(float) * n), *y = tops_nan(n * rows);
     tops_fill(in, n * rows, x->c->lo, x->c->hi);
     tops_fill(w, n, 0.5f, 1.5f);
-    struct norm_args a = {in, x->c->param[0] ? w : NULL, y, n, (int32_t)rows, n, n, 1e-6f};
+    struct norm_args a = {in, x->c->param[0] ? w : NULL, y, n, (int32_t)rows, n, n, 1e-6f, NULL, 0};
     double *r = malloc(sizeof(double) * n * rows);
     T_CHECK(x->be->ops->norm(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_norm(&a, r);
@@ -474,7 +474,7 @@ static void run_act(struct tctx *x) {
     float *in = malloc(sizeof(float) * n * rows), *in2 = malloc(sizeof(float) * n * rows), *y = tops_nan(n * rows);
     tops_fill(in, n * rows, x->c->lo, x->c->hi);
     tops_fill(in2, n * rows, -2, 2);
-    struct act_args a = {x->c->param[0], in, x->c->param[0] == ACT_SWIGLU ? in2 : NULL, y, n, (int32_t)rows, x->c->fparam};
+    struct act_args a = {x->c->param[0], in, x->c->param[0] == ACT_SWIGLU ? in2 : NULL, y, n, (int32_t)rows, x->c->fparam, 0};
     double *r = malloc(sizeof(double) * n * rows);
     T_CHECK(x->be->ops->act(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_act(&a, r);
@@ -582,7 +582,7 @@ static void run_moe_ffn(struct tctx *x) {
             m.w = (char *)up + e * F * gb;
             m.y = u;
             be->ops->mm(be, &m);
-            struct act_args s = {ACT_SWIGLU, g, u, g, F, 1, 0};
+            struct act_args s = {ACT_SWIGLU, g, u, g, F, 1, 0, 0};
             be->ops->act(be, &s);
             void *hq = tops_act(be, td, g, F, 1);
             struct mm_args d = {td, (char *)down + e * E * db, NULL, F, E, 1, hq, g, o, NULL, MMV_PLAIN, 0};
