@@ -173,13 +173,22 @@ INFER_API int infer_token_is_eog(const infer_model *m, int32_t id);
 
 typedef struct infer_ctx infer_ctx; /* one thread at a time; the model must outlive it */
 
+#define INFER_MAX_DRAFT 4 /* most tokens infer_spec_step drafts */
+
 typedef struct {
     int32_t n_ctx;     /* positions each sequence's KV cache holds; 0: min(training context, 4096) */
     int32_t n_batch;   /* most tokens one infer_decode call takes (default 512) */
     int32_t n_seq;     /* independent sequences (default 1) */
     int32_t n_threads; /* CPU threads; 0: all online cores */
     int32_t kv_type;   /* INFER_TYPE_F16 (default) or INFER_TYPE_F32 */
+    int32_t n_draft;   /* MTP speculative decoding (infer_spec_step): tokens drafted per step, 0..4 (0: off,
+                        * the default); needs a model with an MTP layer (infer_model_n_mtp). It also keeps
+                        * n_draft + 1 recurrent-state snapshots per sequence, so a hybrid model's sequence
+                        * can be truncated by up to n_draft positions. */
 } infer_ctx_params;
+
+/* MTP (nextn) layers the model carries (0 or 1). */
+INFER_API int32_t infer_model_n_mtp(const infer_model *m);
 
 INFER_API infer_ctx_params infer_ctx_params_default(void);
 /* Gives *out; INFER_E_OOM (with the sizes) when the caches do not fit. */
@@ -207,8 +216,14 @@ INFER_API infer_status infer_decode(infer_ctx *c, const infer_batch *b);
  * asked for. Borrowed until the next infer_decode on c. */
 INFER_API const float *infer_logits(const infer_ctx *c, int32_t i);
 /* Removes positions [p0, p1) of sequence seq from the caches (p1 < 0: to the end). Only a suffix
- * can be removed (truncation), or the whole sequence; INFER_E_ARG otherwise. */
+ * can be removed (truncation), or the whole sequence; INFER_E_ARG otherwise. A hybrid (recurrent)
+ * model cannot forget tokens, so it can be truncated only to a length whose state it kept: the last
+ * n_draft + 1 lengths, the length at its checkpoint (infer_seq_checkpoint), or 0;
+ * INFER_E_UNSUPPORTED (nothing changed) otherwise. */
 INFER_API infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1);
+/* Saves sequence seq's recurrent state at its current length, so that infer_seq_rm can later return
+ * to exactly this point (one checkpoint per sequence; a new one replaces it). */
+INFER_API infer_status infer_seq_checkpoint(infer_ctx *c, int32_t seq);
 /* The last position held for seq, -1 when it is empty. */
 INFER_API int32_t infer_seq_pos_max(const infer_ctx *c, int32_t seq);
 
@@ -237,6 +252,27 @@ INFER_API int32_t infer_sampler_sample(infer_sampler *s, const float *logits);
 /* Records a token (e.g. of the prompt) for the penalties without sampling. */
 INFER_API void infer_sampler_accept(infer_sampler *s, int32_t token);
 INFER_API void infer_sampler_reset(infer_sampler *s);
+
+/* ---- speculative decoding with the model's MTP head (contexts with n_draft > 0) ---- */
+
+/* One step for sequence seq, whose last sampled token `last` is not decoded yet: the MTP head drafts
+ * up to n_draft tokens, the model verifies [last, drafts] in one batch, and the drafts are accepted
+ * while they match what s picks (greedy), or by rejection sampling (temperature > 0: the output keeps
+ * exactly the distribution s samples from). Writes the accepted drafts and then the model's own next
+ * token to out (1..n_draft + 1 tokens; cap must be >= n_draft + 1) and their count to *n_out; the last
+ * one is not decoded yet: pass it as `last` next time. Rejected positions are removed from the caches
+ * and the recurrent state is restored to the last accepted position. Every token written was
+ * recorded in s (infer_sampler_accept). */
+INFER_API infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_t last, int32_t *out,
+                                       int32_t cap, int32_t *n_out);
+
+typedef struct {
+    int64_t n_steps;    /* infer_spec_step calls (= verifying forward passes) */
+    int64_t n_drafted;  /* tokens the MTP head proposed */
+    int64_t n_accepted; /* of those, accepted */
+} infer_spec_stats;
+/* Counters since the context was created. Tokens per forward = (n_accepted + n_steps) / n_steps. */
+INFER_API infer_spec_stats infer_spec_get_stats(const infer_ctx *c);
 
 #ifdef __cplusplus
 }

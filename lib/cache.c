@@ -1,35 +1,71 @@
-/* cache: KV cache storage (see cache.h for the layout and why). */
+/* cache: per-sequence storage of a context (see cache.h for the layout and why). */
 #include "cache.h"
 
 #include <string.h>
 
-infer_status kv_cache_create(struct infer_backend *be, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int64_t row,
-                             struct kv_cache **out) {
+static infer_status kv_cache_buf(struct kv_cache *c, double count, size_t size, const char *what, void *out) {
+    *(void **)out = NULL;
+    if (count <= 0) return INFER_OK;
+    if (count * (double)size > (double)(SIZE_MAX / 4))
+        return infer_fail(INFER_E_OOM, "cache: %.0f bytes for %s: too large", count * (double)size, what);
+    size_t bytes = (size_t)count * size;
+    if (c->be->ops->alloc(c->be, bytes, (void **)out) != INFER_OK)
+        return infer_fail(INFER_E_OOM, "cache: %zu bytes for %s do not fit", bytes, what);
+    memset(*(void **)out, 0, bytes); /* note: host memory; a device backend zeroes with its own op */
+    return INFER_OK;
+}
+
+infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
+                             int32_t n_ring, int mtp, struct kv_cache **out) {
     infer_status st = INFER_OK;
+    const struct arch_hparams *hp = &m->hp;
     *out = NULL;
-    if (n_layer < 1 || n_seq < 1 || n_ctx < 1 || row < 1)
-        return infer_fail(INFER_E_ARG, "kv cache: n_layer %d n_seq %d n_ctx %d row %lld: expected all >= 1", n_layer,
-                          n_seq, n_ctx, (long long)row);
-    /* halves per tensor; doubles so an absurd n_ctx * n_seq is refused instead of wrapping */
-    double halves = (double)n_layer * n_seq * n_ctx * (double)row;
-    if (halves * 2 > (double)(SIZE_MAX / 4))
-        return infer_fail(INFER_E_OOM, "kv cache: %.0f bytes for K and V (n_layer %d x n_seq %d x n_ctx %d x %lld "
-                          "f16): too large", halves * 4, n_layer, n_seq, n_ctx, (long long)row);
+    if (n_seq < 1 || n_ctx < 1 || n_ring < 0)
+        return infer_fail(INFER_E_ARG, "cache: n_seq %d n_ctx %d n_ring %d: expected n_seq, n_ctx >= 1, n_ring >= 0",
+                          n_seq, n_ctx, n_ring);
+    if (mtp && hp->n_layer_nextn < 1)
+        return infer_fail(INFER_E_ARG, "cache: MTP cells asked of a model without an MTP layer");
     struct kv_cache *c = xcalloc(1, sizeof *c);
-    if (!c) return INFER_OOM("kv cache");
-    c->be = be, c->n_layer = n_layer, c->n_seq = n_seq, c->n_ctx = n_ctx, c->row = row;
-    size_t bytes = (size_t)halves * sizeof(uint16_t);
-    c->len = xcalloc((size_t)n_seq, sizeof *c->len);
-    if (!c->len) {
-        st = INFER_OOM("kv cache lengths");
+    if (!c) return INFER_OOM("cache");
+    c->be = be, c->n_seq = n_seq, c->n_ctx = n_ctx, c->n_ring = n_ring;
+    const int32_t n_all = (int32_t)hp->n_layer_all;
+    c->kv_of = xcalloc((size_t)n_all, sizeof(int32_t));
+    c->gdn_of = xcalloc((size_t)n_all, sizeof(int32_t));
+    c->len = xcalloc((size_t)n_seq, sizeof(int32_t));
+    c->mtp_len = xcalloc((size_t)n_seq, sizeof(int32_t));
+    c->ring_lo = xcalloc((size_t)n_seq, sizeof(int32_t));
+    c->ckpt_len = xcalloc((size_t)n_seq, sizeof(int32_t));
+    if (!c->kv_of || !c->gdn_of || !c->len || !c->mtp_len || !c->ring_lo || !c->ckpt_len) {
+        st = INFER_OOM("cache bookkeeping");
         goto fail;
     }
-    if ((st = be->ops->alloc(be, bytes, (void **)&c->k)) != INFER_OK ||
-        (st = be->ops->alloc(be, bytes, (void **)&c->v)) != INFER_OK) {
-        st = infer_fail(INFER_E_OOM, "kv cache: %zu bytes each for K and V (n_layer %d x n_seq %d x n_ctx %d x %lld "
-                        "f16) do not fit", bytes, n_layer, n_seq, n_ctx, (long long)row);
-        goto fail;
+    for (int32_t s = 0; s < n_seq; s++) c->ckpt_len[s] = -1;
+    for (int32_t il = 0; il < n_all; il++) {
+        c->kv_of[il] = c->gdn_of[il] = -1;
+        if (il >= hp->n_layer && (!mtp || il > hp->n_layer)) continue; /* MTP blocks past the first are unused */
+        if (m->layers[il].kind == ARCH_LAYER_GDN)
+            c->gdn_of[il] = c->n_gdn++;
+        else
+            c->kv_of[il] = c->n_kv_layer++;
     }
+    c->row = hp->n_head_kv * hp->head_dim;
+    c->conv_n = c->n_gdn ? (hp->d_conv - 1) * (2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
+    c->ssm_n = c->n_gdn ? hp->d_inner * hp->d_state : 0;
+    c->n_embd_h = mtp ? hp->n_embd : 0;
+    const double cells = (double)c->n_kv_layer * n_seq * n_ctx * (double)c->row;
+    const double conv = (double)c->n_gdn * n_seq * (double)c->conv_n, ssm = (double)c->n_gdn * n_seq * (double)c->ssm_n;
+    const double h = (double)n_seq * (double)c->n_embd_h;
+    TRY(kv_cache_buf(c, cells, sizeof(uint16_t), "the K cells", &c->k));
+    TRY(kv_cache_buf(c, cells, sizeof(uint16_t), "the V cells", &c->v));
+    TRY(kv_cache_buf(c, conv, sizeof(float), "the conv windows", &c->conv));
+    TRY(kv_cache_buf(c, ssm, sizeof(float), "the recurrent states", &c->ssm));
+    TRY(kv_cache_buf(c, h, sizeof(float), "the hidden states", &c->h));
+    TRY(kv_cache_buf(c, conv * n_ring, sizeof(float), "the conv snapshots", &c->ring_conv));
+    TRY(kv_cache_buf(c, ssm * n_ring, sizeof(float), "the recurrent-state snapshots", &c->ring_ssm));
+    TRY(kv_cache_buf(c, h * n_ring, sizeof(float), "the hidden-state snapshots", &c->ring_h));
+    TRY(kv_cache_buf(c, conv, sizeof(float), "the conv checkpoints", &c->ckpt_conv));
+    TRY(kv_cache_buf(c, ssm, sizeof(float), "the recurrent-state checkpoints", &c->ckpt_ssm));
+    TRY(kv_cache_buf(c, h, sizeof(float), "the hidden-state checkpoints", &c->ckpt_h));
     *out = c;
     return INFER_OK;
 fail:
@@ -39,15 +75,117 @@ fail:
 
 void kv_cache_free(struct kv_cache *c) {
     if (!c) return;
-    c->be->ops->free(c->be, c->k);
-    c->be->ops->free(c->be, c->v);
-    xfree(c->len);
+    void *bufs[] = {c->k, c->v, c->conv, c->ssm, c->h, c->ring_conv, c->ring_ssm, c->ring_h, c->ckpt_conv,
+                    c->ckpt_ssm, c->ckpt_h};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) c->be->ops->free(c->be, bufs[i]);
+    xfree(c->kv_of), xfree(c->gdn_of), xfree(c->len), xfree(c->mtp_len), xfree(c->ring_lo), xfree(c->ckpt_len);
     xfree(c);
 }
 
 static size_t kv_cache_off(const struct kv_cache *c, int32_t layer, int32_t seq) {
-    return (((size_t)layer * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_ctx) * (size_t)c->row;
+    return (((size_t)c->kv_of[layer] * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_ctx) * (size_t)c->row;
 }
 
 uint16_t *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq) { return c->k + kv_cache_off(c, layer, seq); }
 uint16_t *kv_cache_v(const struct kv_cache *c, int32_t layer, int32_t seq) { return c->v + kv_cache_off(c, layer, seq); }
+
+float *kv_cache_conv(const struct kv_cache *c, int32_t layer, int32_t seq) {
+    return c->conv + ((size_t)c->gdn_of[layer] * (size_t)c->n_seq + (size_t)seq) * (size_t)c->conv_n;
+}
+float *kv_cache_ssm(const struct kv_cache *c, int32_t layer, int32_t seq) {
+    return c->ssm + ((size_t)c->gdn_of[layer] * (size_t)c->n_seq + (size_t)seq) * (size_t)c->ssm_n;
+}
+int64_t kv_cache_ring_stride_conv(const struct kv_cache *c) { return c->n_gdn * c->conv_n; }
+int64_t kv_cache_ring_stride_ssm(const struct kv_cache *c) { return c->n_gdn * c->ssm_n; }
+float *kv_cache_ring_conv(const struct kv_cache *c, int32_t layer, int32_t seq) {
+    if (!c->ring_conv) return NULL;
+    return c->ring_conv + (size_t)seq * (size_t)c->n_ring * (size_t)kv_cache_ring_stride_conv(c) +
+           (size_t)c->gdn_of[layer] * (size_t)c->conv_n;
+}
+float *kv_cache_ring_ssm(const struct kv_cache *c, int32_t layer, int32_t seq) {
+    if (!c->ring_ssm) return NULL;
+    return c->ring_ssm + (size_t)seq * (size_t)c->n_ring * (size_t)kv_cache_ring_stride_ssm(c) +
+           (size_t)c->gdn_of[layer] * (size_t)c->ssm_n;
+}
+
+void kv_cache_advanced(struct kv_cache *c, int32_t seq, int32_t new_len) {
+    if (new_len - c->n_ring > c->ring_lo[seq]) c->ring_lo[seq] = new_len - c->n_ring;
+    c->len[seq] = new_len;
+}
+
+void kv_cache_put_h(struct kv_cache *c, int32_t seq, int32_t pos, int is_last, const float *h) {
+    const size_t n = (size_t)c->n_embd_h;
+    if (!n) return;
+    if (c->n_ring)
+        memcpy(c->ring_h + ((size_t)seq * (size_t)c->n_ring + (size_t)(pos % c->n_ring)) * n, h, n * sizeof(float));
+    if (is_last) memcpy(c->h + (size_t)seq * n, h, n * sizeof(float));
+}
+
+const float *kv_cache_h(const struct kv_cache *c, int32_t seq) {
+    return c->n_embd_h ? c->h + (size_t)seq * (size_t)c->n_embd_h : NULL;
+}
+
+/* Copies the recurrent state and h of seq between the live buffers and a saved copy: the ring slot
+ * (slot >= 0) or the checkpoint (slot < 0); to_live picks the direction. */
+static void kv_cache_copy_state(struct kv_cache *c, int32_t seq, int32_t slot, int to_live) {
+    const size_t cn = (size_t)c->conv_n, sn = (size_t)c->ssm_n, hn = (size_t)c->n_embd_h;
+    for (int32_t g = 0; g < c->n_gdn; g++) {
+        float *live_c = c->conv + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * cn;
+        float *live_s = c->ssm + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * sn;
+        float *sc, *ss;
+        if (slot >= 0) {
+            size_t base = (size_t)seq * (size_t)c->n_ring + (size_t)slot;
+            sc = c->ring_conv + (base * (size_t)c->n_gdn + (size_t)g) * cn;
+            ss = c->ring_ssm + (base * (size_t)c->n_gdn + (size_t)g) * sn;
+        } else {
+            sc = c->ckpt_conv + ((size_t)seq * (size_t)c->n_gdn + (size_t)g) * cn;
+            ss = c->ckpt_ssm + ((size_t)seq * (size_t)c->n_gdn + (size_t)g) * sn;
+        }
+        memcpy(to_live ? live_c : sc, to_live ? sc : live_c, cn * sizeof(float));
+        memcpy(to_live ? live_s : ss, to_live ? ss : live_s, sn * sizeof(float));
+    }
+    if (hn) {
+        float *live_h = c->h + (size_t)seq * hn;
+        float *sh = slot >= 0 ? c->ring_h + ((size_t)seq * (size_t)c->n_ring + (size_t)slot) * hn
+                              : c->ckpt_h + (size_t)seq * hn;
+        memcpy(to_live ? live_h : sh, to_live ? sh : live_h, hn * sizeof(float));
+    }
+}
+
+infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len) {
+    const int32_t old = c->len[seq];
+    if (len >= old) return INFER_OK;
+    if (len <= 0) {
+        len = 0;
+        for (int32_t g = 0; g < c->n_gdn; g++) {
+            memset(c->conv + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * (size_t)c->conv_n, 0,
+                   (size_t)c->conv_n * sizeof(float));
+            memset(c->ssm + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * (size_t)c->ssm_n, 0,
+                   (size_t)c->ssm_n * sizeof(float));
+        }
+        if (c->n_embd_h) memset(c->h + (size_t)seq * (size_t)c->n_embd_h, 0, (size_t)c->n_embd_h * sizeof(float));
+        c->ring_lo[seq] = 0;
+    } else if (c->n_gdn || c->n_embd_h) {
+        const int32_t p = len - 1; /* the state after position p is wanted */
+        const int32_t lo = c->ring_lo[seq] > old - c->n_ring ? c->ring_lo[seq] : old - c->n_ring;
+        if (c->n_ring > 0 && p >= lo)
+            kv_cache_copy_state(c, seq, p % c->n_ring, 1);
+        else if (c->ckpt_len[seq] == len)
+            kv_cache_copy_state(c, seq, -1, 1);
+        else
+            return infer_fail(INFER_E_UNSUPPORTED, "cache: sequence %d (%d positions) cannot be truncated to %d: a "
+                              "recurrent model keeps its state only for lengths %d..%d (n_draft snapshots), its "
+                              "checkpoint (%d) and 0", seq, old, len, c->n_ring ? lo + 1 : old, old, c->ckpt_len[seq]);
+        if (old - c->n_ring > c->ring_lo[seq]) c->ring_lo[seq] = old - c->n_ring;
+    }
+    if (c->ckpt_len[seq] > len) c->ckpt_len[seq] = -1;
+    if (c->mtp_len[seq] > len) c->mtp_len[seq] = len;
+    c->len[seq] = len;
+    return INFER_OK;
+}
+
+infer_status kv_cache_checkpoint(struct kv_cache *c, int32_t seq) {
+    kv_cache_copy_state(c, seq, -1, 0);
+    c->ckpt_len[seq] = c->len[seq];
+    return INFER_OK;
+}

@@ -1,11 +1,20 @@
-/* cache: the KV cache of a context — per layer, per sequence, n_ctx cells of keys and values.
+/* cache: the per-sequence memory of a context — KV cells for attention layers, the conv window and
+ * recurrent state for Gated DeltaNet layers, and what speculative decoding needs to roll them back.
  *
  * Why this layout: the attention op (kernels.h attn_args) reads cell j as position j of one
  * sequence, so each sequence owns a contiguous block of n_ctx cells and its positions are always
- * 0..len-1 (no cell map, no holes). Truncation (infer_seq_rm) is then just a shorter len, and
- * appending writes cells len.. . Only f16 cells: the attention op takes f16 K/V.
+ * 0..len-1 (no cell map, no holes). Truncation of attention layers is then just a shorter len.
+ * A recurrent layer cannot forget tokens, so truncation restores its state from a snapshot: the
+ * ring holds the state after each of the last n_ring positions (written by the ops themselves,
+ * kernels.h snap_*), the checkpoint one explicitly saved state; position 0 is the zero state.
  *
- * Layout: k[layer][seq][cell][n_head_kv * head_dim] f16, v the same; len[seq] cells in use.
+ * Layout (f16 cells; f32 states):
+ *   k, v      [kv layer][seq][cell][n_head_kv * head_dim]   kv layers: trunk attention layers, then
+ *                                                           the MTP block when the context drafts
+ *   conv      [gdn layer][seq][(d_conv - 1) * conv channels]  ssm [gdn layer][seq][Hv * d_state^2]
+ *   ring_conv [seq][slot][gdn layer][conv_n]   ring_ssm [seq][slot][gdn layer][ssm_n]   slot = pos % n_ring
+ *   h         [seq][n_embd]         the target's post-norm hidden state of the last position (MTP input)
+ *   ring_h    [seq][slot][n_embd]   ckpt_*: [seq][...] one saved copy of conv, ssm and h
  */
 #ifndef INFER_CACHE_H
 #define INFER_CACHE_H
@@ -13,21 +22,56 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "model.h"
 
 struct kv_cache {
-    struct infer_backend *be; /* borrowed: owns k and v */
-    int32_t n_layer, n_seq, n_ctx;
-    int64_t row;              /* n_head_kv * head_dim: halves per cell */
-    uint16_t *k, *v;          /* (n_layer, n_seq, n_ctx, row) f16 */
-    int32_t *len;             /* (n_seq) cells in use */
+    struct infer_backend *be; /* borrowed: owns every buffer below but the host arrays */
+    int32_t n_seq, n_ctx, n_ring;
+    int32_t n_kv_layer, n_gdn;
+    int32_t *kv_of;          /* (n_layer_all) kv layer of a model layer, -1 if none */
+    int32_t *gdn_of;         /* (n_layer_all) gdn layer of a model layer, -1 if none */
+    int64_t row;             /* n_head_kv * head_dim: halves per cell */
+    int64_t conv_n, ssm_n;   /* floats per (gdn layer, seq) */
+    int64_t n_embd_h;        /* n_embd when hidden states are kept (drafting contexts), else 0 */
+    uint16_t *k, *v;
+    float *conv, *ssm, *h;
+    float *ring_conv, *ring_ssm, *ring_h;
+    float *ckpt_conv, *ckpt_ssm, *ckpt_h;
+    int32_t *len;            /* (n_seq) cells in use */
+    int32_t *mtp_len;        /* (n_seq) MTP-block cells in step with the target (drafting contexts) */
+    int32_t *ring_lo;        /* (n_seq) lowest position whose ring snapshot is valid */
+    int32_t *ckpt_len;       /* (n_seq) length at the checkpoint, -1 for none */
 };
 
-/* Gives *out with every sequence empty; INFER_E_OOM (with the byte count) when it does not fit. */
-infer_status kv_cache_create(struct infer_backend *be, int32_t n_layer, int32_t n_seq, int32_t n_ctx, int64_t row,
-                             struct kv_cache **out);
+/* Gives *out with every sequence empty, for model m: n_ring snapshots per sequence (0: none), the MTP
+ * block's cells and hidden states when mtp. INFER_E_OOM (with the byte count) when it does not fit. */
+infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
+                             int32_t n_ring, int mtp, struct kv_cache **out);
 void kv_cache_free(struct kv_cache *c); /* NULL is a no-op */
-/* First cell of (layer, seq) in k / v. */
+/* First cell of (model layer, seq) in k / v; the layer must have cells. */
 uint16_t *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq);
 uint16_t *kv_cache_v(const struct kv_cache *c, int32_t layer, int32_t seq);
+/* State of (model layer, seq) of a GDN layer; the ring base of that layer for seq (slot 0). */
+float *kv_cache_conv(const struct kv_cache *c, int32_t layer, int32_t seq);
+float *kv_cache_ssm(const struct kv_cache *c, int32_t layer, int32_t seq);
+float *kv_cache_ring_conv(const struct kv_cache *c, int32_t layer, int32_t seq);
+float *kv_cache_ring_ssm(const struct kv_cache *c, int32_t layer, int32_t seq);
+/* Floats between ring slots of one layer (the same for every layer). */
+int64_t kv_cache_ring_stride_conv(const struct kv_cache *c);
+int64_t kv_cache_ring_stride_ssm(const struct kv_cache *c);
+
+/* After a batch took seq from old_len to new_len: records which ring snapshots are valid. */
+void kv_cache_advanced(struct kv_cache *c, int32_t seq, int32_t new_len);
+/* Truncates seq to len (< its length): attention cells are dropped, recurrent state and h restored to
+ * what they were after position len - 1 (the zero state for len 0). INFER_E_UNSUPPORTED, nothing
+ * changed, when the model is recurrent and no snapshot holds that position. */
+infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len);
+/* Records h (n_embd_h floats) as the hidden state of position pos of seq: into the ring (when it has
+ * slots) and, for the last position, as the live h. No-op without hidden states. */
+void kv_cache_put_h(struct kv_cache *c, int32_t seq, int32_t pos, int is_last, const float *h);
+/* The live h of seq (zeros for an empty sequence); NULL without hidden states. */
+const float *kv_cache_h(const struct kv_cache *c, int32_t seq);
+/* Saves the recurrent state (and h) of seq at its current length. */
+infer_status kv_cache_checkpoint(struct kv_cache *c, int32_t seq);
 
 #endif

@@ -4,7 +4,10 @@
  * Why validate first: infer_decode checks the whole batch (ids, sequences, positions, room) before
  * anything is written, so INFER_E_ARG and INFER_E_CTX_FULL leave the context exactly as it was. The
  * sequence lengths (the only state that says which cells are live) change only after the forward pass
- * succeeded; a failed pass may have written cells past a sequence's end, which nothing reads.
+ * succeeded; a failed pass may have written cells past a sequence's end, which nothing reads. (A
+ * recurrent layer's state is updated in place, so after a failed pass of a hybrid model the sequences
+ * of that batch must be truncated to a kept state or cleared; the CPU ops fail only on bad shapes,
+ * which context creation rules out.)
  */
 #include <string.h>
 #include <unistd.h>
@@ -13,16 +16,13 @@
 #include "quant.h"
 
 infer_ctx_params infer_ctx_params_default(void) {
-    infer_ctx_params p = {0, 512, 1, 0, INFER_TYPE_F16};
+    infer_ctx_params p = {0, 512, 1, 0, INFER_TYPE_F16, 0};
     return p;
 }
 
-/* The architectures this forward pass runs, and the tensor types it expects where it reads floats. */
+/* The tensor types the forward pass expects where it reads floats, and the shapes its ops take. */
 static infer_status ctx_check_model(const struct infer_model *m) {
     const struct arch_row *a = m->arch;
-    if ((a->id != ARCH_LLAMA && a->id != ARCH_QWEN3 && a->id != ARCH_QWEN3MOE) || (a->flags & ARCH_F_HYBRID))
-        return infer_fail(INFER_E_UNSUPPORTED, "context: architecture %s: the forward pass runs llama, qwen3 and "
-                          "qwen3moe only", a->name);
     if (m->rope_freqs)
         return infer_fail(INFER_E_UNSUPPORTED, "context: %s: rope_freqs.weight (frequency factors) is not supported",
                           a->name);
@@ -33,9 +33,12 @@ static infer_status ctx_check_model(const struct infer_model *m) {
     if (m->output_norm->type != INFER_TYPE_F32)
         return infer_fail(INFER_E_UNSUPPORTED, "context: output_norm.weight is %s: expected F32",
                           infer_type_name(m->output_norm->type));
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+    for (int64_t il = 0; il < m->hp.n_layer_all; il++) {
         const struct model_layer *L = &m->layers[il];
-        const struct gguf_tensor *f32s[] = {L->attn_norm, L->ffn_norm, L->attn_q_norm, L->attn_k_norm, L->ffn_gate_inp};
+        const struct gguf_tensor *f32s[] = {L->attn_norm, L->ffn_norm, L->post_attn_norm, L->attn_q_norm,
+                                            L->attn_k_norm, L->ffn_gate_inp, L->ffn_gate_inp_shexp, L->ssm_conv1d,
+                                            L->ssm_dt_bias, L->ssm_a, L->ssm_norm, L->nextn_enorm, L->nextn_hnorm,
+                                            L->nextn_shared_head_norm};
         for (size_t i = 0; i < sizeof f32s / sizeof *f32s; i++)
             if (f32s[i] && f32s[i]->type != INFER_TYPE_F32)
                 return infer_fail(INFER_E_UNSUPPORTED, "context: %s is %s: expected F32", f32s[i]->name,
@@ -44,6 +47,10 @@ static infer_status ctx_check_model(const struct infer_model *m) {
             return infer_fail(INFER_E_UNSUPPORTED, "context: blk.%lld: ffn_gate %s and ffn_up %s: the fused gate/up "
                               "product needs one type", (long long)il, infer_type_name(L->ffn_gate->type),
                               infer_type_name(L->ffn_up->type));
+        if (L->ffn_gate_shexp && L->ffn_gate_shexp->type != L->ffn_up_shexp->type)
+            return infer_fail(INFER_E_UNSUPPORTED, "context: blk.%lld: ffn_gate_shexp %s and ffn_up_shexp %s: the "
+                              "fused gate/up product needs one type", (long long)il,
+                              infer_type_name(L->ffn_gate_shexp->type), infer_type_name(L->ffn_up_shexp->type));
         if (L->ffn_gate_exps && L->ffn_gate_exps->type != L->ffn_up_exps->type)
             return infer_fail(INFER_E_UNSUPPORTED, "context: blk.%lld: ffn_gate_exps %s and ffn_up_exps %s: expected "
                               "one type", (long long)il, infer_type_name(L->ffn_gate_exps->type),
@@ -80,6 +87,11 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type F32: the attention op reads f16 caches only");
     if (p->kv_type != INFER_TYPE_F16)
         return infer_fail(INFER_E_ARG, "infer_ctx_create: kv_type %d: expected F16 (%d)", p->kv_type, INFER_TYPE_F16);
+    if (p->n_draft < 0 || p->n_draft > INFER_MAX_DRAFT)
+        return infer_fail(INFER_E_ARG, "infer_ctx_create: n_draft %d: expected 0..%d", p->n_draft, INFER_MAX_DRAFT);
+    if (p->n_draft > 0 && m->hp.n_layer_nextn < 1)
+        return infer_fail(INFER_E_ARG, "infer_ctx_create: n_draft %d: the model (%s) has no MTP layer to draft with",
+                          p->n_draft, m->arch->name);
     if ((st = ctx_check_model(m)) != INFER_OK) return st;
     const struct arch_hparams *hp = &m->hp;
     infer_ctx *c = xcalloc(1, sizeof *c);
@@ -93,25 +105,51 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int)(n < 64 ? n : 64) : 1;
     }
+    c->n_draft = p->n_draft;
     const size_t T = (size_t)c->n_batch;
-    const int64_t hd = hp->head_dim, nq = hp->n_head * hd, nk = hp->n_head_kv * hd;
-    const int64_t n_h = m->arch->ffn == ARCH_FFN_MOE ? hp->n_embd : hp->n_ff;
-    const int64_t n_in_max = ctx_max(ctx_max(hp->n_embd, nq), ctx_max(hp->n_ff, hp->n_ff_exp));
+    const int64_t hd = hp->head_dim, nq = hp->n_head * hd, nk = hp->n_head_kv * hd, n_embd = hp->n_embd;
+    const int hybrid = (m->arch->flags & ARCH_F_HYBRID) != 0, moe = hp->n_expert > 0;
+    const int64_t cd = hybrid ? 2 * hp->n_group * hp->d_state + hp->d_inner : 0, vd = hybrid ? hp->d_inner : 0;
+    const int64_t n_h = ctx_max(hp->n_ff, moe ? n_embd : 0);
+    int64_t n_in_max = ctx_max(ctx_max(n_embd, nq), ctx_max(ctx_max(hp->n_ff, hp->n_ff_exp), hp->n_ff_shexp));
+    n_in_max = ctx_max(n_in_max, ctx_max(vd, c->n_draft ? 2 * n_embd : 0));
     const int64_t n_e = hp->n_expert > 0 ? hp->n_expert : 1, n_used = hp->n_expert_used > 0 ? hp->n_expert_used : 1;
+    const int shexp = m->arch->ffn == ARCH_FFN_MOE_SHEXP;
     TRY(backend_cpu_create(n_threads, &c->be));
-    TRY(kv_cache_create(c->be, (int32_t)hp->n_layer, c->n_seq, c->n_ctx, nk, &c->kv));
-    TRY(ctx_alloc(c, T * (size_t)hp->n_embd, sizeof(float), &c->x));
-    TRY(ctx_alloc(c, T * (size_t)ctx_max(hp->n_embd, nq), sizeof(float), &c->xn));
+    TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, &c->kv));
+    TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->x));
+    TRY(ctx_alloc(c, T * (size_t)ctx_max(n_embd, nq), sizeof(float), &c->xn));
     TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->q));
+    if (m->arch->flags & ARCH_F_ATTN_GATE) TRY(ctx_alloc(c, T * (size_t)(2 * nq), sizeof(float), &c->qg));
     TRY(ctx_alloc(c, T * (size_t)nk, sizeof(float), &c->k));
     TRY(ctx_alloc(c, T * (size_t)nk, sizeof(float), &c->v));
     TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->att));
     TRY(ctx_alloc(c, T * (size_t)n_h, sizeof(float), &c->h));
+    if (shexp) {
+        TRY(ctx_alloc(c, T * (size_t)hp->n_ff_shexp, sizeof(float), &c->sh));
+        TRY(ctx_alloc(c, T, sizeof(float), &c->shg));
+    }
     TRY(ctx_alloc(c, T * (size_t)n_in_max, sizeof(float), &c->xq));
     TRY(ctx_alloc(c, T * (size_t)n_e, sizeof(float), &c->router));
     TRY(ctx_alloc(c, T * (size_t)n_used, sizeof(int32_t), &c->moe_ids));
     TRY(ctx_alloc(c, T * (size_t)n_used, sizeof(float), &c->moe_w));
+    if (hybrid) {
+        TRY(ctx_alloc(c, T * (size_t)cd, sizeof(float), &c->g_qkv));
+        TRY(ctx_alloc(c, T * (size_t)cd, sizeof(float), &c->g_conv));
+        TRY(ctx_alloc(c, T * (size_t)vd, sizeof(float), &c->g_z));
+        TRY(ctx_alloc(c, T * (size_t)(2 * hp->dt_rank), sizeof(float), &c->g_ab));
+        TRY(ctx_alloc(c, T * (size_t)vd, sizeof(float), &c->g_out));
+    }
     TRY(ctx_alloc(c, T * (size_t)hp->n_vocab, sizeof(float), &c->logits));
+    if (c->n_draft) {
+        TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->hid));
+        TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->mtp_h));
+        TRY(ctx_alloc(c, T * (size_t)(2 * n_embd), sizeof(float), &c->mtp_in));
+        TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->mtp_hid));
+        TRY(ctx_alloc(c, (size_t)c->n_draft * (size_t)hp->n_vocab, sizeof(float), &c->mtp_logits));
+        TRY(ctx_alloc(c, (size_t)hp->n_vocab, sizeof(float), &c->spec_p));
+        TRY(ctx_alloc(c, (size_t)hp->n_vocab, sizeof(float), &c->spec_r));
+    }
     TRY(ctx_host(T, sizeof(int32_t), &c->pos));
     TRY(ctx_host(T, sizeof(int32_t), &c->seq));
     TRY(ctx_host(T, sizeof(int32_t), &c->out_row));
@@ -126,7 +164,9 @@ fail:
 void infer_ctx_free(infer_ctx *c) {
     if (!c) return;
     if (c->be) {
-        void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->att, c->h, c->xq, c->router, c->moe_ids, c->moe_w, c->logits};
+        void *bufs[] = {c->x, c->xn, c->q, c->qg, c->k, c->v, c->att, c->h, c->sh, c->shg, c->xq, c->router,
+                        c->moe_ids, c->moe_w, c->g_qkv, c->g_conv, c->g_z, c->g_ab, c->g_out, c->logits, c->hid,
+                        c->mtp_h, c->mtp_in, c->mtp_hid, c->mtp_logits, c->spec_p, c->spec_r};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) c->be->ops->free(c->be, bufs[i]);
         kv_cache_free(c->kv);
         backend_free(c->be);
@@ -169,6 +209,33 @@ static infer_status ctx_validate(infer_ctx *c, const infer_batch *b, int32_t *n_
     return INFER_OK;
 }
 
+/* Keeps the MTP block in step with the target after a batch: runs it over the same tokens with the
+ * target's hidden states shifted by one (token t pairs with h of the position before it: the previous
+ * row of its run, or the sequence's last h from the cache), filling its KV cells, then records the
+ * batch's hidden states in the cache (llama.cpp common_speculative draft-mtp process()). */
+static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    struct kv_cache *kv = c->kv;
+    const size_t n_embd = (size_t)c->m->hp.n_embd;
+    for (int32_t t = 0; t < n_tokens; t++) {
+        const int first = t == 0 || c->seq[t - 1] != c->seq[t];
+        if (first && kv->mtp_len[c->seq[t]] != c->pos[t])
+            return infer_fail(INFER_E_INTERNAL, "infer_decode: MTP cells of sequence %d hold %d positions, expected %d",
+                              c->seq[t], kv->mtp_len[c->seq[t]], c->pos[t]);
+        memcpy(c->mtp_h + (size_t)t * n_embd, first ? kv_cache_h(kv, c->seq[t]) : c->hid + (size_t)(t - 1) * n_embd,
+               n_embd * sizeof(float));
+    }
+    TRY(layer_mtp(c, tokens, c->mtp_h, n_tokens, 0, NULL));
+    for (int32_t t = 0; t < n_tokens; t++) {
+        const int32_t s = c->seq[t];
+        if (c->pos[t] >= c->next[s] - kv->n_ring || c->pos[t] == c->next[s] - 1)
+            kv_cache_put_h(kv, s, c->pos[t], c->pos[t] == c->next[s] - 1, c->hid + (size_t)t * n_embd);
+        kv->mtp_len[s] = c->pos[t] + 1;
+    }
+fail:
+    return st;
+}
+
 infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     infer_status st = INFER_OK;
     int32_t n_out = 0;
@@ -176,7 +243,9 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     c->n_tokens = 0; /* logits of the previous batch are gone whatever happens */
     TRY(ctx_validate(c, b, &n_out));
     TRY(forward_run(c, b->token, b->n_tokens, n_out));
-    memcpy(c->kv->len, c->next, (size_t)c->n_seq * sizeof(int32_t));
+    if (c->n_draft) TRY(ctx_mtp_follow(c, b->token, b->n_tokens));
+    for (int32_t s = 0; s < c->n_seq; s++)
+        if (c->next[s] != c->kv->len[s]) kv_cache_advanced(c->kv, s, c->next[s]);
     c->n_tokens = b->n_tokens;
 fail:
     return st;
@@ -193,15 +262,21 @@ infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {
     if (!c) return infer_fail(INFER_E_ARG, "infer_seq_rm: context is NULL");
     if (seq < 0 || seq >= c->n_seq)
         return infer_fail(INFER_E_ARG, "infer_seq_rm: sequence %d: expected 0..%d", seq, c->n_seq - 1);
-    int32_t *len = &c->kv->len[seq];
+    const int32_t len = c->kv->len[seq];
     if (p0 < 0) p0 = 0;
     if (p1 >= 0 && p1 <= p0) return INFER_OK; /* empty range */
-    if (p0 >= *len) return INFER_OK;          /* nothing held there */
-    if (p1 >= 0 && p1 < *len)
+    if (p0 >= len) return INFER_OK;           /* nothing held there */
+    if (p1 >= 0 && p1 < len)
         return infer_fail(INFER_E_ARG, "infer_seq_rm: [%d, %d) of sequence %d (%d positions): only a suffix or the "
-                          "whole sequence can be removed", p0, p1, seq, *len);
-    *len = p0;
-    return INFER_OK;
+                          "whole sequence can be removed", p0, p1, seq, len);
+    return kv_cache_truncate(c->kv, seq, p0);
+}
+
+infer_status infer_seq_checkpoint(infer_ctx *c, int32_t seq) {
+    if (!c) return infer_fail(INFER_E_ARG, "infer_seq_checkpoint: context is NULL");
+    if (seq < 0 || seq >= c->n_seq)
+        return infer_fail(INFER_E_ARG, "infer_seq_checkpoint: sequence %d: expected 0..%d", seq, c->n_seq - 1);
+    return kv_cache_checkpoint(c->kv, seq);
 }
 
 int32_t infer_seq_pos_max(const infer_ctx *c, int32_t seq) {

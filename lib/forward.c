@@ -41,12 +41,12 @@ infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf
     return c->be->ops->norm(c->be, &a);
 }
 
-/* x[t] = row tokens[t] of token_embd, dequantised (ggml_get_rows). */
-static infer_status forward_embed(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
+infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *e, const int32_t *tokens,
+                           int32_t n_tokens) {
     infer_status st = INFER_OK;
-    const struct gguf_tensor *e = c->m->token_embd;
     const int64_t n_embd = c->m->hp.n_embd;
     const size_t row = quant_row_bytes(e->type, n_embd);
+    /* note: a host loop (ggml_get_rows); a device backend needs an embed op here */
     for (int32_t t = 0; t < n_tokens; t++)
         TRY(quant_dequant_row(e->type, (const char *)e->data + (size_t)tokens[t] * row, c->x + (size_t)t * n_embd,
                               n_embd));
@@ -54,25 +54,42 @@ fail:
     return st;
 }
 
+infer_status forward_add(struct infer_ctx *c, float *y, const float *x2, int64_t n, int32_t n_rows) {
+    struct act_args a = {ACT_ADD, y, x2, y, n, n_rows, 0, 0};
+    return c->be->ops->act(c->be, &a);
+}
+
+infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
+    const struct model_layer *L = &c->m->layers[il];
+    if (L->ffn_gate_exps) return layer_moe(c, il, n_tokens);
+    return layer_ffn(c, il, n_tokens);
+}
+
 infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
     const struct infer_model *m = c->m;
     const int64_t n_embd = m->hp.n_embd;
-    TRY(forward_embed(c, tokens, n_tokens));
+    TRY(forward_embed(c, m->token_embd, tokens, n_tokens));
     for (int32_t il = 0; il < (int32_t)m->hp.n_layer; il++) {
-        TRY(layer_attn(c, il, n_tokens));
-        if (m->arch->ffn == ARCH_FFN_MOE)
-            TRY(layer_moe(c, il, n_tokens));
+        if (m->layers[il].kind == ARCH_LAYER_GDN)
+            TRY(layer_gdn(c, il, n_tokens));
         else
-            TRY(layer_ffn(c, il, n_tokens));
+            TRY(layer_attn(c, il, n_tokens));
+        TRY(forward_ffn(c, il, n_tokens));
     }
-    /* the head over the asked rows only: gather, norm in place, project */
+    /* the head over the asked rows only: gather, norm in place, project. A drafting context keeps
+     * every token's normed hidden state (the MTP block's input) and gathers from it. */
+    const float *src = c->x;
+    if (c->hid) {
+        TRY(forward_norm(c, c->x, m->output_norm, c->hid, n_embd, n_tokens));
+        src = c->hid;
+    }
     for (int32_t t = 0; t < n_tokens; t++)
         if (c->out_row[t] >= 0)
-            memcpy(c->xn + (size_t)c->out_row[t] * n_embd, c->x + (size_t)t * n_embd, (size_t)n_embd * sizeof(float));
+            memcpy(c->xn + (size_t)c->out_row[t] * n_embd, src + (size_t)t * n_embd, (size_t)n_embd * sizeof(float));
     if (n_out > 0) {
         int32_t xq_type = -2;
-        TRY(forward_norm(c, c->xn, m->output_norm, c->xn, n_embd, n_out));
+        if (!c->hid) TRY(forward_norm(c, c->xn, m->output_norm, c->xn, n_embd, n_out));
         TRY(forward_matmul(c, m->output, NULL, c->xn, n_out, c->logits, NULL, MMV_PLAIN, &xq_type));
     }
     TRY(c->be->ops->sync(c->be));

@@ -1,9 +1,10 @@
-/* forward: the CPU/backend forward pass of the attention-only architectures (llama, qwen3,
- * qwen3moe) and the context struct it runs in.
+/* forward: the forward pass of every architecture (llama, qwen3, qwen3moe, and the hybrid qwen35,
+ * qwen35moe, qwen3next with their MTP block) and the context struct it runs in.
  *
  * Why one struct: infer_ctx (context.c, the public API) owns the backend, the KV cache and every
  * scratch buffer, all sized at creation for n_batch tokens, so a decode never allocates. The layer
- * files (layer_attn.c, layer_ffn.c, layer_moe.c) each transform the residual stream x in place;
+ * files (layer_attn.c, layer_gdn.c, layer_ffn.c, layer_moe.c, layer_mtp.c) each transform the
+ * residual stream x in place;
  * forward.c strings them together between the embedding lookup and the LM head.
  */
 #ifndef INFER_FORWARD_H
@@ -18,24 +19,42 @@ struct infer_ctx {
     struct infer_backend *be;
     struct kv_cache *kv;
     int32_t n_ctx, n_batch, n_seq;
+    int32_t n_draft;   /* MTP draft length (0: no drafting; then the mtp_* buffers are NULL) */
     /* scratch, T = n_batch tokens; all from be->ops->alloc */
     float *x;          /* (T, n_embd) residual stream */
     float *xn;         /* (T, max(n_embd, n_head*head_dim)) normed input of a block; gathered rows for the head */
     float *q;          /* (T, n_head * head_dim); later the attention output */
+    float *qg;         /* gated attention: (T, n_head * 2 * head_dim) query and gate per head; else NULL */
     float *k, *v;      /* (T, n_head_kv * head_dim) */
     float *att;        /* (T, n_head * head_dim) */
     float *h;          /* (T, n_ff) dense FFN hidden; (T, n_embd) MoE output */
+    float *sh;         /* shared expert: (T, n_ff_shexp) hidden; else NULL */
+    float *shg;        /* shared expert: (T) gate logits */
     void *xq;          /* (T, max n_in) activations in the backend's 8-bit types (<= 4 bytes per value) */
     float *router;     /* (T, n_expert) MoE router logits */
     int32_t *moe_ids;  /* (T, n_expert_used) */
     float *moe_w;      /* (T, n_expert_used) */
+    /* gated deltanet (hybrid archs; else NULL): CD = 2 * n_group * d_state + d_inner conv channels */
+    float *g_qkv;      /* (T, CD) projected q | k | v before the conv */
+    float *g_conv;     /* (T, CD) after the conv and SiLU */
+    float *g_z;        /* (T, d_inner) output-gate projection */
+    float *g_ab;       /* (T, 2 * dt_rank): beta then alpha projections (qwen3next: the fused ssm_ba row) */
+    float *g_out;      /* (T, d_inner) the delta-rule output, then gated-normed */
     float *logits;     /* (T, n_vocab): rows of the tokens that asked, packed */
+    /* MTP drafting (n_draft > 0) */
+    float *hid;        /* (T, n_embd) the target's post-output_norm hidden state of every token */
+    float *mtp_h;      /* (T, n_embd) the h each MTP row pairs with (the hidden state one position back) */
+    float *mtp_in;     /* (T, 2 * n_embd) [RMSNorm(E[x]) * enorm | RMSNorm(h) * hnorm] */
+    float *mtp_hid;    /* (T, n_embd) the MTP block's normed output (the next draft step's h) */
+    float *mtp_logits; /* (n_draft, n_vocab) logits of each MTP draft step (temp > 0: its distribution q) */
+    float *spec_p, *spec_r; /* (n_vocab) a target distribution p and the residual max(0, p - q) */
     /* per batch (host) */
     int32_t *pos, *seq;   /* (T) the position and sequence of each token */
     int32_t *out_row;     /* (T) row of token i in logits, -1 if not asked */
     int32_t *next;        /* (n_seq) scratch for validating positions */
     int32_t n_tokens;     /* of the last successful batch; 0 before any */
     int32_t xq_type;      /* activation type currently in xq for xn / q (-2: stale) */
+    int64_t spec_steps, spec_drafted, spec_accepted; /* infer_spec_step counters */
 };
 
 /* Runs the layers over tokens already validated into c->pos / c->seq / c->out_row (n_out rows asked),
@@ -51,7 +70,24 @@ infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, co
 infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
                           int32_t n_rows);
 
+/* The pre-FFN norm of a block: ffn_norm, or post_attention_norm (hybrid archs). */
+static inline const struct gguf_tensor *forward_ffn_norm(const struct model_layer *L) {
+    return L->ffn_norm ? L->ffn_norm : L->post_attn_norm;
+}
+/* x[t] = row tokens[t] of token_embd (or emb), dequantised. */
+infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *emb, const int32_t *tokens,
+                           int32_t n_tokens);
+/* y = x + y2 (rows of n floats), through the backend's act op. */
+infer_status forward_add(struct infer_ctx *c, float *y, const float *x2, int64_t n, int32_t n_rows);
+/* The FFN block of layer il (dense, MoE, MoE + shared expert), residual included. */
+infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+
 infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+/* The MTP block over n_tokens at c->pos / c->seq: tokens with hidden states h (n_tokens, n_embd);
+ * writes its own KV cells, c->mtp_hid, and logits of the rows with c->out_row >= 0 into out. */
+infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, int32_t n_out,
+                       float *out);
 infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 

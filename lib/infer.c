@@ -114,6 +114,7 @@ fail:
 INFER_API void infer_model_free(infer_model *m) { model_free(m); }
 
 INFER_API const char *infer_model_arch(const infer_model *m) { return m ? m->arch->name : NULL; }
+INFER_API int32_t infer_model_n_mtp(const infer_model *m) { return m ? (int32_t)m->hp.n_layer_nextn : 0; }
 
 INFER_API int64_t infer_model_meta_count(const infer_model *m) { return m ? m->gguf->n_kv : 0; }
 

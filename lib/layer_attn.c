@@ -1,8 +1,12 @@
-/* layer_attn: the self-attention block of llama / qwen3 / qwen3moe:
+/* layer_attn: the self-attention block of llama / qwen3 / qwen3moe and the gated full-attention
+ * block of the hybrid archs (and their MTP block):
  *   n = RMSNorm(x) * attn_norm;  q, k, v = Wq n, Wk n, Wv n
- *   qwen3: q, k = per-head RMSNorm(q) * attn_q_norm, (k) * attn_k_norm
- *   q, k = RoPE(q, k) at each token's position (llama: adjacent pairs; qwen3: NeoX halves)
+ *   gated (qwen35*, qwen3next): Wq n packs [query | gate] per head (2 * head_dim rows each)
+ *   qwen3 / gated: q, k = per-head RMSNorm(q) * attn_q_norm, (k) * attn_k_norm
+ *   q, k = RoPE(q, k) over the first n_rot dims at each token's position (llama: adjacent pairs;
+ *   others NeoX halves; qwen35's IMROPE is NeoX for text, spec §4.1)
  *   K/V cells at those positions <- k, v (f16);  o = softmax(q K^T / sqrt(head_dim)) V
+ *   gated: o *= sigmoid(gate)
  *   x += Wo o   (residual fused in the epilogue)
  * Every token's K/V is stored before any attention runs, so a token attends to the earlier tokens
  * of its own batch through the cache. Attention runs once per run of consecutive tokens of one
@@ -33,15 +37,19 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     struct infer_backend *be = c->be;
     int32_t xq_type = -2;
 
+    const int gated = (m->arch->flags & ARCH_F_ATTN_GATE) != 0;
     TRY(forward_norm(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens));
-    TRY(forward_matmul(c, L->attn_q, NULL, c->xn, n_tokens, c->q, NULL, MMV_PLAIN, &xq_type));
+    TRY(forward_matmul(c, L->attn_q, NULL, c->xn, n_tokens, gated ? c->qg : c->q, NULL, MMV_PLAIN, &xq_type));
     TRY(forward_matmul(c, L->attn_k, NULL, c->xn, n_tokens, c->k, NULL, MMV_PLAIN, &xq_type));
     TRY(forward_matmul(c, L->attn_v, NULL, c->xn, n_tokens, c->v, NULL, MMV_PLAIN, &xq_type));
-    if (m->arch->flags & ARCH_F_QK_NORM) {
-        TRY(forward_norm(c, c->q, L->attn_q_norm, c->q, hd, n_tokens * nh));
+    if (L->attn_q_norm) {
+        /* gated: the norm also packs the query halves of qg into q */
+        struct norm_args nq_ = {gated ? c->qg : c->q, L->attn_q_norm->data, c->q, hd, n_tokens * nh,
+                                gated ? 2 * hd : hd, hd, hp->rms_eps, NULL, 0};
+        TRY(be->ops->norm(be, &nq_));
         TRY(forward_norm(c, c->k, L->attn_k_norm, c->k, hd, n_tokens * nkv));
     }
-    const int32_t mode = m->arch->rope == ARCH_ROPE_NEOX ? ROPE_NEOX : ROPE_NORMAL;
+    const int32_t mode = m->arch->rope == ARCH_ROPE_NORM ? ROPE_NORMAL : ROPE_NEOX;
     struct rope_args rq = {c->q, c->pos, n_tokens, nh, hd, (int32_t)hp->n_rot, nq, hd, mode, hp->rope_freq_base, 1.0f};
     TRY(be->ops->rope(be, &rq));
     struct rope_args rk = {c->k, c->pos, n_tokens, nkv, hd, (int32_t)hp->n_rot, nk, hd, mode, hp->rope_freq_base, 1.0f};
@@ -56,6 +64,10 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
                               c->att + (size_t)t0 * nq, c->pos + t0, t1 - t0, nh, nkv, hd, n_kv, nq, nk, nq,
                               1.0f / sqrtf((float)hd)};
         TRY(be->ops->attn(be, &a));
+    }
+    if (gated) {
+        struct act_args g = {ACT_SIGMOID_MUL, c->att, c->qg + hd, c->att, hd, n_tokens * nh, 0, 2 * hd};
+        TRY(be->ops->act(be, &g));
     }
     xq_type = -2;
     TRY(forward_matmul(c, L->attn_out, NULL, c->att, n_tokens, c->x, c->x, MMV_ADD, &xq_type));

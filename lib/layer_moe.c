@@ -1,9 +1,26 @@
-/* layer_moe: the routed-expert FFN block of qwen3moe (llama.cpp build_moe_ffn with softmax gating,
- * norm_w = true, no weight scale, no shared expert):
- *   n = RMSNorm(x) * ffn_norm;  p = softmax(W_router n) over all experts;  top-k experts by p
+/* layer_moe: the routed-expert FFN block of qwen3moe, qwen35moe and qwen3next (llama.cpp build_moe_ffn
+ * with softmax gating, norm_w = true, no weight scale), plus the sigmoid-gated shared expert of the
+ * hybrid archs (../shared/specs/qwen35.md §4.5):
+ *   n = RMSNorm(x) * ffn_norm (post_attention_norm);  p = softmax(W_router n) over all experts
  *   w = p[top-k] / sum(p[top-k]);  x += sum_k w_k down_e(silu(gate_e n) * up_e n)
- * The router is F32 (never quantised), so its product takes f32 n. */
+ *   shared expert: x += down_s( sigmoid(w_sg . n) * silu(gate_s n) * up_s n )
+ * The scalar gate is applied to the hidden activations before the (linear) down projection, so the
+ * down product adds straight into x. The routers are F32 (never quantised), so they take f32 n. */
 #include "forward.h"
+
+static infer_status layer_moe_shared(struct infer_ctx *c, const struct model_layer *L, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    int32_t xq_type = -2;
+    TRY(forward_matmul(c, L->ffn_gate_inp_shexp, NULL, c->xn, n_tokens, c->shg, NULL, MMV_PLAIN, &xq_type));
+    TRY(forward_matmul(c, L->ffn_gate_shexp, L->ffn_up_shexp, c->xn, n_tokens, c->sh, NULL, MMV_SWIGLU, &xq_type));
+    const int64_t n_ff = L->ffn_gate_shexp->ne[1];
+    struct act_args g = {ACT_SIGMOID_MUL_ROW, c->sh, c->shg, c->sh, n_ff, n_tokens, 0, 1};
+    TRY(c->be->ops->act(c->be, &g));
+    xq_type = -2;
+    TRY(forward_matmul(c, L->ffn_down_shexp, NULL, c->sh, n_tokens, c->x, c->x, MMV_ADD, &xq_type));
+fail:
+    return st;
+}
 
 infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     infer_status st = INFER_OK;
@@ -12,7 +29,7 @@ infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     const int64_t n_embd = hp->n_embd;
     struct infer_backend *be = c->be;
     int32_t xq_type = -2;
-    TRY(forward_norm(c, c->x, L->ffn_norm, c->xn, n_embd, n_tokens));
+    TRY(forward_norm(c, c->x, forward_ffn_norm(L), c->xn, n_embd, n_tokens));
     TRY(forward_matmul(c, L->ffn_gate_inp, NULL, c->xn, n_tokens, c->router, NULL, MMV_PLAIN, &xq_type));
     struct moe_route_args r = {c->router, c->moe_ids, c->moe_w, n_tokens, (int32_t)hp->n_expert,
                                (int32_t)hp->n_expert_used, 1};
@@ -21,9 +38,8 @@ infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
                              L->ffn_up_exps->data, L->ffn_down_exps->data, c->xn, c->moe_ids, c->moe_w, c->h, n_embd,
                              hp->n_ff_exp, (int32_t)hp->n_expert, (int32_t)hp->n_expert_used, n_tokens};
     TRY(be->ops->moe_ffn(be, &f));
-    TRY(be->ops->sync(be));
-    /* note: a host loop (CPU backend memory); a device backend needs an add op here */
-    for (size_t i = 0; i < (size_t)n_tokens * (size_t)n_embd; i++) c->x[i] += c->h[i];
+    TRY(forward_add(c, c->x, c->h, n_embd, n_tokens));
+    if (L->ffn_gate_shexp) TRY(layer_moe_shared(c, L, n_tokens));
 fail:
     return st;
 }

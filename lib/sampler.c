@@ -250,3 +250,34 @@ int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
     infer_sampler_accept(s, pick);
     return pick;
 }
+
+int sampler_is_greedy(const infer_sampler *s) { return s->p.temp <= 0; }
+
+double sampler_uniform(infer_sampler *s) { return (double)(sampler_next(s->rng) >> 11) * 0x1.0p-53; }
+
+void sampler_probs(infer_sampler *s, const float *logits, float *probs) {
+    const struct sampler_cand *c;
+    const int32_t n = sampler_filter(s, logits, &c);
+    memset(probs, 0, (size_t)s->n_vocab * sizeof(float));
+    float max = c[0].logit;
+    for (int32_t i = 1; i < n; i++)
+        if (c[i].logit > max) max = c[i].logit;
+    double total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].logit - max);
+    for (int32_t i = 0; i < n; i++) probs[c[i].id] = (float)(exp((double)c[i].logit - max) / total);
+}
+
+int32_t sampler_draw(infer_sampler *s, const float *probs, double total) {
+    const double u = sampler_uniform(s) * total;
+    double cum = 0.0;
+    int32_t last = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (probs[i] <= 0) continue;
+        cum += probs[i];
+        last = i;
+        if (u < cum) return i;
+    }
+    return last; /* rounding left u at the very top */
+}
+
+int32_t sampler_vocab(const infer_sampler *s) { return s->n_vocab; }

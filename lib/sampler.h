@@ -14,4 +14,17 @@ struct sampler_cand {
  * logits divided by temp; with temp <= 0 the argmax alone. Records nothing for the penalties. */
 int32_t sampler_filter(infer_sampler *s, const float *logits, const struct sampler_cand **out);
 
+/* The vocabulary size s was created for. */
+int32_t sampler_vocab(const infer_sampler *s);
+/* 1 when s is greedy (temp <= 0). */
+int sampler_is_greedy(const infer_sampler *s);
+/* The distribution s draws from for these logits, dense: probs (n_vocab) sums to 1, zero outside the
+ * survivors of the chain (one-hot at the argmax when greedy). Records nothing. */
+void sampler_probs(infer_sampler *s, const float *logits, float *probs);
+/* One draw from a dense distribution (n_vocab probabilities summing to total > 0) with s's generator;
+ * records nothing. */
+int32_t sampler_draw(infer_sampler *s, const float *probs, double total);
+/* A uniform double in [0, 1) from s's generator. */
+double sampler_uniform(infer_sampler *s);
+
 #endif

@@ -124,6 +124,9 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             rc = args_i32(a, f, v, 0, &a->n_ctx);
         } else if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) {
             rc = args_i32(a, f, v, 1, &a->n_batch);
+        } else if (!strcmp(f, "--mtp")) {
+            rc = args_i32(a, f, v, 0, &a->mtp);
+            if (!rc && a->mtp > INFER_MAX_DRAFT) return args_bad(a, f, v, "is more than 4 (INFER_MAX_DRAFT)");
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             rc = args_i32(a, f, v, 0, &a->n_threads);
         } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {

@@ -25,6 +25,7 @@ struct args {
     infer_sampler_params sp;                /* --temp --top-k --top-p --min-p --repeat-* penalties */
     int32_t repeat_last_n;                  /* --repeat-last-n (-1: the context size) */
     int32_t n_gpu_layers;                   /* -ngl: only 0 until the CUDA backend exists */
+    int32_t mtp;                            /* --mtp N: MTP speculative decoding, N drafts per step (0: off) */
     int chat, print_ids;                    /* --chat, --print-ids */
     int32_t ids[4096];                      /* --ids 1,2,3 */
     int n_ids;

@@ -11,6 +11,10 @@
  * head; for MoE layers the routed experts count for n_expert_used / n_expert of their bytes; MTP
  * layers are not run), the rate that implies, and that rate as a share of the memory bandwidth this
  * run measured with a threaded memcpy of a 1 GiB buffer (read + write bytes per second).
+ *
+ * --mtp N adds, after each tgN, the same test generated greedily with MTP speculative decoding (N
+ * drafts per step) from a one-token prompt, with the mean accepted length per step and the tokens per
+ * forward pass of the model; its t/s counts generated tokens.
  */
 #include <math.h>
 #include <pthread.h>
@@ -35,6 +39,7 @@ static int usage(int to_err) {
             "  -r N          repetitions (default 5)\n"
             "  -t N          threads (default: all cores)\n"
             "  -o FMT        md (default), csv or json\n"
+            "  --mtp N       also run each tg test with MTP speculative decoding, N = 1..4 drafts per step\n"
             "  -ngl N        GPU layers: reserved, only 0 until the CUDA backend exists\n");
     return to_err ? 2 : 0;
 }
@@ -126,8 +131,9 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
 struct bench_result {
     const struct bench_model *bm;
     int threads;
-    int32_t n_prompt, n_gen, depth;
-    double mean, sd; /* tokens per second */
+    int32_t n_prompt, n_gen, depth, mtp;
+    double mean, sd;          /* tokens per second */
+    double acc_len, tok_fwd;  /* mtp: mean accepted drafts per step, tokens per forward pass */
 };
 
 /* Appends n random tokens to sequence 0 in chunks of n_batch. */
@@ -140,16 +146,39 @@ static infer_status feed(infer_ctx *c, const int32_t *tok, int32_t n, int32_t n_
     return INFER_OK;
 }
 
+/* Generates n tokens greedily with MTP steps after the one-token prompt tok (untimed prefill). */
+static infer_status spec_gen(infer_ctx *c, infer_sampler *smp, const int32_t *tok, int32_t n, int32_t mtp,
+                             double *seconds) {
+    infer_status st = feed(c, tok, 1, 1);
+    if (st != INFER_OK) return st;
+    int32_t out[INFER_MAX_DRAFT + 1], got = 0, k = 0, last = infer_sampler_sample(smp, infer_logits(c, -1));
+    const double t0 = now_s();
+    while (got < n && st == INFER_OK) {
+        st = infer_spec_step(c, smp, 0, last, out, mtp + 1, &k);
+        got += k, last = out[k > 0 ? k - 1 : 0];
+    }
+    *seconds = now_s() - t0;
+    return st;
+}
+
 static infer_status run_test(const infer_model *m, const struct args *a, struct bench_result *r) {
     const int32_t n_tok = r->depth + (r->n_prompt ? r->n_prompt : r->n_gen);
     const int32_t n_vocab = infer_vocab_size(m);
     infer_ctx_params cp = infer_ctx_params_default();
-    cp.n_ctx = n_tok + 1;
+    cp.n_ctx = n_tok + 2 + r->mtp + INFER_MAX_DRAFT;
     cp.n_batch = r->n_prompt > 512 ? r->n_prompt : 512;
     cp.n_threads = a->n_threads;
+    cp.n_draft = r->mtp;
     infer_ctx *c = NULL;
+    infer_sampler *smp = NULL;
+    infer_sampler_params sp = infer_sampler_params_default();
+    sp.temp = 0;
     infer_status st = infer_ctx_create(m, &cp, &c);
-    if (st != INFER_OK) return st;
+    if (st == INFER_OK && r->mtp) st = infer_sampler_create(&sp, n_vocab, &smp);
+    if (st != INFER_OK) {
+        infer_ctx_free(c);
+        return st;
+    }
     int32_t *tok = malloc((size_t)n_tok * sizeof *tok);
     double *tps = malloc((size_t)(a->reps + 1) * sizeof *tps);
     if (!tok || !tps) {
@@ -165,13 +194,24 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
         if ((st = infer_seq_rm(c, 0, 0, -1)) != INFER_OK) goto out;
         if ((st = feed(c, tok, r->depth, cp.n_batch)) != INFER_OK) goto out;
         const double t0 = now_s();
+        double dt = 0;
+        infer_spec_stats s0 = infer_spec_get_stats(c);
         if (r->n_prompt) {
             st = feed(c, tok + r->depth, r->n_prompt, cp.n_batch);
+        } else if (r->mtp) {
+            infer_sampler_reset(smp);
+            st = spec_gen(c, smp, tok + r->depth, r->n_gen, r->mtp, &dt);
         } else {
             for (int32_t i = 0; i < r->n_gen && st == INFER_OK; i++) st = feed(c, tok + r->depth + i, 1, 1);
         }
         if (st != INFER_OK) goto out;
-        tps[rep] = (r->n_prompt ? r->n_prompt : r->n_gen) / (now_s() - t0);
+        if (!r->mtp) dt = now_s() - t0;
+        tps[rep] = (r->n_prompt ? r->n_prompt : r->n_gen) / dt;
+        if (r->mtp && rep > 0) {
+            infer_spec_stats s1 = infer_spec_get_stats(c);
+            const double steps = (double)(s1.n_steps - s0.n_steps), acc = (double)(s1.n_accepted - s0.n_accepted);
+            r->acc_len += acc / steps / a->reps, r->tok_fwd += (acc + steps) / steps / a->reps;
+        }
     }
     double s = 0, s2 = 0;
     for (int rep = 1; rep <= a->reps; rep++) s += tps[rep];
@@ -181,6 +221,7 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
 out:
     free(tok);
     free(tps);
+    infer_sampler_free(smp);
     infer_ctx_free(c);
     return st;
 }
@@ -189,12 +230,13 @@ out:
 
 static void test_name(const struct bench_result *r, char *buf, size_t cap) {
     int k = snprintf(buf, cap, "%s%d", r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen);
+    if (r->mtp) k += snprintf(buf + k, cap - (size_t)k, " mtp%d", r->mtp);
     if (r->depth) snprintf(buf + k, cap - (size_t)k, " @ d%d", r->depth);
 }
 
 static void print_row(const struct args *a, const struct bench_result *r, double bw, int first) {
     const struct bench_model *bm = r->bm;
-    char test[64], size[32], params[32], mbt[32] = "-", gbs[32] = "-", pct[32] = "-";
+    char test[64], size[32], params[32], mbt[32] = "-", gbs[32] = "-", pct[32] = "-", acc[32] = "-", tf[32] = "-";
     test_name(r, test, sizeof test);
     if (bm->size >= (1 << 30))
         snprintf(size, sizeof size, "%.2f GiB", bm->size / (1 << 30));
@@ -205,6 +247,7 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     else
         snprintf(params, sizeof params, "%.2f M", bm->params / 1e6);
     const double rate = r->n_gen ? bm->tg_bytes * r->mean : 0;
+    if (r->mtp) snprintf(acc, sizeof acc, "%.2f", r->acc_len), snprintf(tf, sizeof tf, "%.2f", r->tok_fwd);
     if (r->n_gen) {
         snprintf(mbt, sizeof mbt, "%.2f", bm->tg_bytes / 1e6);
         snprintf(gbs, sizeof gbs, "%.2f", rate / 1e9);
@@ -212,24 +255,28 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     }
     if (!strcmp(a->output, "md")) {
         if (first)
-            printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s | %% of memcpy |\n"
-                   "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-        printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", bm->name, size, params, r->threads,
+            printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s | %% of memcpy |%s\n"
+                   "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n",
+                   a->mtp ? " accepted/step | tokens/forward |" : "", a->mtp ? " ---: | ---: |" : "");
+        printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %s | %s | %s |", bm->name, size, params, r->threads,
                test, r->mean, r->sd, mbt, gbs, pct);
+        if (a->mtp) printf(" %s | %s |", acc, tf);
+        printf("\n");
     } else if (!strcmp(a->output, "csv")) {
         if (first)
             printf("model,model_path,size_bytes,params,backend,threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,"
-                   "bytes_per_token,gb_s,memcpy_gb_s\n");
-        printf("\"%s\",\"%s\",%.0f,%.0f,CPU,%d,%d,%d,%d,%.4f,%.4f,%.0f,%.4f,%.4f\n", bm->name, bm->path, bm->size,
-               bm->params, r->threads, r->n_prompt, r->n_gen, r->depth, r->mean, r->sd,
-               r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9);
+                   "bytes_per_token,gb_s,memcpy_gb_s,mtp,accepted_per_step,tokens_per_forward\n");
+        printf("\"%s\",\"%s\",%.0f,%.0f,CPU,%d,%d,%d,%d,%.4f,%.4f,%.0f,%.4f,%.4f,%d,%.4f,%.4f\n", bm->name, bm->path,
+               bm->size, bm->params, r->threads, r->n_prompt, r->n_gen, r->depth, r->mean, r->sd,
+               r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9, r->mtp, r->acc_len, r->tok_fwd);
     } else {
         printf("%s  {\"model\": \"%s\", \"model_path\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
                "\"backend\": \"CPU\", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"bytes_per_token\": %.0f, \"gb_s\": %.4f, "
-               "\"memcpy_gb_s\": %.4f}",
+               "\"memcpy_gb_s\": %.4f, \"mtp\": %d, \"accepted_per_step\": %.4f, \"tokens_per_forward\": %.4f}",
                first ? "[\n" : ",\n", bm->name, bm->path, bm->size, bm->params, r->threads, r->n_prompt, r->n_gen,
-               r->depth, r->mean, r->sd, r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9);
+               r->depth, r->mean, r->sd, r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9, r->mtp, r->acc_len,
+               r->tok_fwd);
     }
     fflush(stdout);
 }
@@ -265,11 +312,18 @@ int main(int argc, char **argv) {
             continue;
         }
         model_facts(m, a.model[mi], &bm);
+        if (a.mtp && infer_model_n_mtp(m) < 1) {
+            fprintf(stderr, "llm-bench: --mtp %d: %s has no MTP layer\n", a.mtp, a.model[mi]);
+            infer_model_free(m);
+            ret = 1;
+            continue;
+        }
         for (int di = 0; di < a.n_depth; di++)
-            for (int k = 0; k < a.n_pp + a.n_tg; k++) {
-                struct bench_result r = {&bm, threads, k < a.n_pp ? a.pp[k] : 0, k < a.n_pp ? 0 : a.tg[k - a.n_pp],
-                                         a.depth[di], 0, 0};
-                if (r.n_prompt == 0 && r.n_gen == 0) continue;
+            for (int k = 0; k < a.n_pp + 2 * a.n_tg; k++) { /* pp tests, then each tg plain and (--mtp) drafted */
+                const int tg = k >= a.n_pp, spec = tg && (k - a.n_pp) % 2 == 1;
+                struct bench_result r = {&bm, threads, tg ? 0 : a.pp[k], tg ? a.tg[(k - a.n_pp) / 2] : 0,
+                                         a.depth[di], spec ? a.mtp : 0, 0, 0, 0, 0};
+                if ((r.n_prompt == 0 && r.n_gen == 0) || (spec && !a.mtp)) continue;
                 if (run_test(m, &a, &r) != INFER_OK) {
                     fprintf(stderr, "llm-bench: %s: %s\n", a.model[mi], infer_last_error());
                     ret = 1;

@@ -38,6 +38,7 @@ static int usage(const char *tool, int to_err) {
             "  --ids 1,2,3           the prompt as token ids (no tokenisation)\n"
             "  --print-ids           print the generated token ids on one line instead of the text\n"
             "  --logits-out FILE     logits of every prompt position, [n_prompt][n_vocab] little-endian f32\n"
+            "  --mtp N               speculative decoding with the model's MTP head, N = 1..4 drafts per step\n"
             "  -ngl N                GPU layers: reserved, only 0 until the CUDA backend exists\n",
             tool);
     return to_err ? 2 : 0;
@@ -144,6 +145,11 @@ int main(int argc, char **argv) {
     cp.n_ctx = a.n_ctx;
     if (a.n_batch) cp.n_batch = a.n_batch;
     cp.n_threads = a.n_threads;
+    cp.n_draft = a.mtp;
+    if (a.mtp > 0 && infer_model_n_mtp(m) < 1) {
+        fprintf(stderr, "llm-run: --mtp %d: %s has no MTP layer\n", a.mtp, a.model[0]);
+        goto out;
+    }
     if ((st = infer_ctx_create(m, &cp, &c)) != INFER_OK) goto lib_fail;
     const int32_t n_vocab = infer_vocab_size(m), n_batch = cp.n_batch;
 
@@ -249,8 +255,11 @@ int main(int argc, char **argv) {
     infer_token_stream ts = {{0}, 0};
     char piece[512];
     const char *stop = NULL;
+    /* t is always the next token to print; with --mtp, pend holds the rest of the last step's tokens
+     * (accepted drafts, already decoded, then the model's own token, not decoded yet) */
+    int32_t t = infer_sampler_sample(smp, infer_logits(c, -1)), pend[INFER_MAX_DRAFT + 1];
+    int32_t n_pend = 0, i_pend = 0;
     while (n_gen < n_max) {
-        const int32_t t = infer_sampler_sample(smp, infer_logits(c, -1));
         if (t < 0 || infer_token_is_eog(m, t)) {
             stop = "end of generation";
             break;
@@ -267,8 +276,18 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         if (n_gen == n_max) break;
-        infer_batch b = {1, &t, NULL, NULL, NULL};
-        if ((st = infer_decode(c, &b)) == INFER_E_CTX_FULL) {
+        if (i_pend < n_pend) {
+            t = pend[i_pend++];
+            continue;
+        }
+        if (a.mtp) {
+            st = infer_spec_step(c, smp, 0, t, pend, INFER_MAX_DRAFT + 1, &n_pend);
+            i_pend = 0;
+        } else {
+            infer_batch b = {1, &t, NULL, NULL, NULL};
+            st = infer_decode(c, &b);
+        }
+        if (st == INFER_E_CTX_FULL) {
             stop = "context full";
             break;
         }
@@ -276,6 +295,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "\nllm-run: %s\n", infer_last_error());
             goto out;
         }
+        t = a.mtp ? pend[i_pend++] : infer_sampler_sample(smp, infer_logits(c, -1));
     }
     const double t2 = now_s();
     if (a.print_ids) {
@@ -290,6 +310,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "llm-run: seed %llu; prompt %d tokens in %.3f s (%.2f t/s); generation %d tokens in %.3f s (%.2f t/s)%s%s\n",
             (unsigned long long)sp.seed, n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 0 ? n_gen / (t2 - t1) : 0.0,
             stop ? "; stopped: " : "", stop ? stop : "");
+    if (a.mtp) {
+        infer_spec_stats ss = infer_spec_get_stats(c);
+        fprintf(stderr, "llm-run: mtp %d: %lld steps, %lld of %lld drafts accepted (%.3f), mean accepted length %.3f, "
+                "%.3f tokens per forward\n", a.mtp, (long long)ss.n_steps, (long long)ss.n_accepted,
+                (long long)ss.n_drafted, ss.n_drafted ? (double)ss.n_accepted / (double)ss.n_drafted : 0.0,
+                ss.n_steps ? (double)ss.n_accepted / (double)ss.n_steps : 0.0,
+                ss.n_steps ? (double)(ss.n_accepted + ss.n_steps) / (double)ss.n_steps : 0.0);
+    }
     ret = 0;
     goto out;
 

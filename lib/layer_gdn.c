@@ -1,0 +1,68 @@
+/* layer_gdn: the Gated DeltaNet (linear attention) block of qwen35, qwen35moe and qwen3next
+ * (../shared/specs/qwen35.md §4.4):
+ *   n = RMSNorm(x) * attn_norm
+ *   qkv = W_qkv n  [q (Hk x d) | k (Hk x d) | v (Hv x d)];  z = W_gate n;  b, a = W_beta n, W_alpha n
+ *   (qwen3next: one fused W_ba, grouped by key head; the gdn op reads it in place)
+ *   c = SiLU(causal depthwise conv1d(qkv)) with the sequence's carried window   (ssm_conv op)
+ *   o = gated delta rule over c's q, k, v with beta = sigmoid(b), decay = exp(softplus(a + dt) * A)
+ *       on the sequence's recurrent state                                        (gdn op)
+ *   o = RMSNorm(o per head) * ssm_norm * SiLU(z);  x += W_out o
+ * The conv and the recurrence run once per run of consecutive tokens of one sequence, each on that
+ * sequence's state; with snapshots on (a drafting context) the ops also write the state after each of
+ * the run's last n_ring tokens into the cache's ring, which is what makes rollback exact. */
+#include "forward.h"
+
+infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    const struct infer_model *m = c->m;
+    const struct model_layer *L = &m->layers[il];
+    const struct arch_hparams *hp = &m->hp;
+    struct infer_backend *be = c->be;
+    const int32_t d = (int32_t)hp->d_state, n_group = (int32_t)hp->n_group, n_vhead = (int32_t)hp->dt_rank;
+    const int64_t kd = (int64_t)n_group * d, vd = hp->d_inner, cd = 2 * kd + vd, n_embd = hp->n_embd;
+    const int fused_ba = L->ssm_ba != NULL;
+    struct kv_cache *kv = c->kv;
+    int32_t xq_type = -2;
+
+    TRY(forward_norm(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens));
+    TRY(forward_matmul(c, L->ssm_qkv, NULL, c->xn, n_tokens, c->g_qkv, NULL, MMV_PLAIN, &xq_type));
+    TRY(forward_matmul(c, L->ssm_gate, NULL, c->xn, n_tokens, c->g_z, NULL, MMV_PLAIN, &xq_type));
+    if (fused_ba) {
+        TRY(forward_matmul(c, L->ssm_ba, NULL, c->xn, n_tokens, c->g_ab, NULL, MMV_PLAIN, &xq_type));
+    } else {
+        /* beta rows then alpha rows share one (T, 2 Hv) buffer: two products written side by side
+         * would need a strided output, so each goes to its own half, tokens packed */
+        TRY(forward_matmul(c, L->ssm_beta, NULL, c->xn, n_tokens, c->g_ab, NULL, MMV_PLAIN, &xq_type));
+        TRY(forward_matmul(c, L->ssm_alpha, NULL, c->xn, n_tokens, c->g_ab + (size_t)n_tokens * n_vhead, NULL,
+                           MMV_PLAIN, &xq_type));
+    }
+    for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
+        for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
+        const int32_t s = c->seq[t0], n = t1 - t0, snap_from = n > kv->n_ring ? n - kv->n_ring : 0;
+        struct ssm_conv_args ca = {c->g_qkv + (size_t)t0 * cd, kv_cache_conv(kv, il, s), L->ssm_conv1d->data,
+                                   c->g_conv + (size_t)t0 * cd, cd, cd, n, (int32_t)hp->d_conv,
+                                   kv_cache_ring_conv(kv, il, s), kv_cache_ring_stride_conv(kv), kv->n_ring,
+                                   c->pos[t0], snap_from};
+        TRY(be->ops->ssm_conv(be, &ca));
+        const float *qc = c->g_conv + (size_t)t0 * cd;
+        const float *bp, *ap;
+        int64_t ab_stride;
+        if (fused_ba) {
+            bp = c->g_ab + (size_t)t0 * 2 * n_vhead, ap = bp + n_vhead / n_group, ab_stride = 2 * n_vhead;
+        } else {
+            bp = c->g_ab + (size_t)t0 * n_vhead, ap = bp + (size_t)n_tokens * n_vhead, ab_stride = n_vhead;
+        }
+        struct gdn_args ga = {qc, qc + kd, qc + 2 * kd, ap, bp, L->ssm_dt_bias->data, L->ssm_a->data,
+                              kv_cache_ssm(kv, il, s), c->g_out + (size_t)t0 * vd, n, n_group, n_vhead, d, cd, cd,
+                              ab_stride, m->arch->vheads == ARCH_VHEADS_GROUPED, fused_ba ? n_vhead / n_group : 0,
+                              hp->rms_eps, GDN_AUTO, kv_cache_ring_ssm(kv, il, s), kv_cache_ring_stride_ssm(kv),
+                              kv->n_ring, c->pos[t0], snap_from};
+        TRY(be->ops->gdn(be, &ga));
+    }
+    struct norm_args gn = {c->g_out, L->ssm_norm->data, c->g_out, d, n_tokens * n_vhead, d, d, hp->rms_eps, c->g_z, d};
+    TRY(be->ops->norm(be, &gn));
+    xq_type = -2;
+    TRY(forward_matmul(c, L->ssm_out, NULL, c->g_out, n_tokens, c->x, c->x, MMV_ADD, &xq_type));
+fail:
+    return st;
+}

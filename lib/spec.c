@@ -1,0 +1,145 @@
+/* spec: MTP speculative decoding — draft with the model's MTP head, verify with one batched forward
+ * pass of the model, accept, roll back (include/infer.h infer_spec_step).
+ *
+ * One step for a sequence of length n whose sampled token `last` is not decoded yet:
+ *   draft    MTP(last at n, h_{n-1}) -> d_0;  MTP(d_j at n+j+1, y_j) -> d_{j+1}   (y: the MTP's own output)
+ *   verify   decode [last, d_0..d_{k-1}] at n..n+k with logits for every row; infer_decode also runs
+ *            the MTP block over the batch with the target's hidden states, so its cells hold the values
+ *            a non-speculative run would give them
+ *   accept   greedy: d_i while it is what the sampler picks from row i; then the sampler's own token.
+ *            temp > 0: rejection sampling (Leviathan et al. 2023, Chen et al. 2023): d_i ~ q_i is kept
+ *            with probability min(1, p_i(d_i) / q_i(d_i)); on rejection the token is drawn from
+ *            norm(max(0, p_i - q_i)); after k acceptances one more from p_k. The output then has
+ *            exactly the distribution p of the sampler on the target's logits.
+ *   rollback truncate the sequence to n + (tokens emitted): KV cells past it are dropped, the recurrent
+ *            state and the last hidden state come back from the snapshot ring (cache.c).
+ * The target rows (p) come from the same sampler chain as plain decoding, with the accepted tokens
+ * recorded in order, so penalties see exactly what they would without speculation.
+ */
+#include <string.h>
+
+#include "forward.h"
+#include "sampler.h"
+#include "spec.h"
+
+int32_t spec_accept(infer_sampler *s, const float *p, const float *q, int32_t d, float *resid, int *accepted) {
+    const int32_t n_vocab = sampler_vocab(s);
+    const double pd = p[d], qd = q[d];
+    if (qd > 0 && sampler_uniform(s) * qd < pd) {
+        *accepted = 1;
+        return d;
+    }
+    *accepted = 0;
+    double total = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        const float r = p[i] - q[i];
+        resid[i] = r > 0 ? r : 0;
+        total += resid[i];
+    }
+    if (total <= 0) return sampler_draw(s, p, 1.0); /* p == q up to rounding: p itself */
+    return sampler_draw(s, resid, total);
+}
+
+static int32_t spec_argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* Drafts k tokens after `last` for seq into d; temp > 0 keeps each draft's distribution in q rows. */
+static infer_status spec_draft(infer_ctx *c, infer_sampler *s, int32_t seq, int32_t last, int32_t k, int32_t *d) {
+    infer_status st = INFER_OK;
+    const int32_t n_vocab = (int32_t)c->m->hp.n_vocab, n_past = c->kv->len[seq];
+    const int greedy = sampler_is_greedy(s);
+    const float *h = kv_cache_h(c->kv, seq);
+    int32_t tok = last;
+    c->n_tokens = 0; /* the scratch rows are reused: the last batch's logits are gone */
+    for (int32_t j = 0; j < k; j++) {
+        float *row = c->mtp_logits + (size_t)j * n_vocab;
+        c->pos[0] = n_past + j, c->seq[0] = seq, c->out_row[0] = 0;
+        TRY(layer_mtp(c, &tok, h, 1, 1, row));
+        h = c->mtp_hid;
+        if (greedy) {
+            d[j] = spec_argmax(row, n_vocab);
+        } else {
+            sampler_probs(s, row, c->spec_p); /* q_j, kept for the acceptance test */
+            memcpy(row, c->spec_p, (size_t)n_vocab * sizeof(float));
+            d[j] = sampler_draw(s, row, 1.0);
+        }
+        tok = d[j];
+    }
+fail:
+    return st;
+}
+
+infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_t last, int32_t *out, int32_t cap,
+                             int32_t *n_out) {
+    infer_status st = INFER_OK;
+    if (n_out) *n_out = 0;
+    if (!c || !s || !out || !n_out)
+        return infer_fail(INFER_E_ARG, "infer_spec_step: %s is NULL", !c ? "context" : !s ? "sampler" : "out");
+    if (c->n_draft < 1)
+        return infer_fail(INFER_E_ARG, "infer_spec_step: the context was created with n_draft 0");
+    if (seq < 0 || seq >= c->n_seq)
+        return infer_fail(INFER_E_ARG, "infer_spec_step: sequence %d: expected 0..%d", seq, c->n_seq - 1);
+    const int32_t n_vocab = (int32_t)c->m->hp.n_vocab;
+    if (sampler_vocab(s) != n_vocab)
+        return infer_fail(INFER_E_ARG, "infer_spec_step: the sampler has %d tokens, the model %d",
+                          sampler_vocab(s), n_vocab);
+    if (cap < c->n_draft + 1)
+        return infer_fail(INFER_E_ARG, "infer_spec_step: cap %d: expected at least n_draft + 1 = %d", cap,
+                          c->n_draft + 1);
+    if (last < 0 || last >= n_vocab)
+        return infer_fail(INFER_E_ARG, "infer_spec_step: last token %d: expected an id in 0..%d", last, n_vocab - 1);
+    const int32_t n_past = c->kv->len[seq];
+    if (n_past < 1)
+        return infer_fail(INFER_E_ARG, "infer_spec_step: sequence %d is empty: decode the prompt first", seq);
+    if (n_past >= c->n_ctx)
+        return infer_fail(INFER_E_CTX_FULL, "infer_spec_step: sequence %d holds n_ctx (%d) positions", seq, c->n_ctx);
+    int32_t k = c->n_draft;
+    if (k > c->n_ctx - 1 - n_past) k = c->n_ctx - 1 - n_past;
+    if (k > c->n_batch - 1) k = c->n_batch - 1;
+
+    int32_t tok[INFER_MAX_DRAFT + 1], seqs[INFER_MAX_DRAFT + 1];
+    int8_t want[INFER_MAX_DRAFT + 1];
+    tok[0] = last;
+    TRY(spec_draft(c, s, seq, last, k, tok + 1));
+    for (int32_t i = 0; i <= k; i++) seqs[i] = seq, want[i] = 1;
+    infer_batch b = {k + 1, tok, NULL, seqs, want};
+    TRY(infer_decode(c, &b));
+
+    int32_t n = 0;
+    const int greedy = sampler_is_greedy(s);
+    for (int32_t i = 0; i <= k; i++) {
+        const float *logits = infer_logits(c, i);
+        int32_t t;
+        int accepted = 0;
+        if (greedy) {
+            t = infer_sampler_sample(s, logits); /* records t */
+            accepted = i < k && t == tok[i + 1];
+        } else {
+            sampler_probs(s, logits, c->spec_p);
+            if (i < k) {
+                t = spec_accept(s, c->spec_p, c->mtp_logits + (size_t)i * n_vocab, tok[i + 1], c->spec_r, &accepted);
+            } else {
+                t = sampler_draw(s, c->spec_p, 1.0);
+            }
+            infer_sampler_accept(s, t);
+        }
+        out[n++] = t;
+        if (!accepted) break;
+    }
+    TRY(kv_cache_truncate(c->kv, seq, n_past + n));
+    c->n_tokens = 0; /* the verify rows past the accepted ones no longer match the caches */
+    c->spec_steps++, c->spec_drafted += k, c->spec_accepted += n - 1;
+    *n_out = n;
+fail:
+    return st;
+}
+
+infer_spec_stats infer_spec_get_stats(const infer_ctx *c) {
+    infer_spec_stats r = {0, 0, 0};
+    if (c) r.n_steps = c->spec_steps, r.n_drafted = c->spec_drafted, r.n_accepted = c->spec_accepted;
+    return r;
+}
