@@ -171,7 +171,14 @@ void ref_norm(const struct norm_args *a, double *y) {
         double ss = 0;
         for (int64_t i = 0; i < a->n; i++) ss += (double)x[i] * x[i];
         double sc = 1 / sqrt(ss / a->n + a->eps);
-        for (int64_t i = 0; i < a->n; i++) y[r * a->n + i] = x[i] * sc * (a->w ? a->w[i] : 1.0);
+        for (int64_t i = 0; i < a->n; i++) {
+            double v = x[i] * sc * (a->w ? a->w[i] : 1.0);
+            if (a->gate) {
+                double g = a->gate[r * a->gate_stride + i];
+                v *= g / (1 + exp(-g));
+            }
+            y[r * a->n + i] = v;
+        }
     }
 }
 
@@ -192,10 +199,16 @@ void ref_rope(const struct rope_args *a, const float *x_in, double *y) {
 }
 
 void ref_act(const struct act_args *a, double *y) {
+    int64_t s2 = a->x2_stride ? a->x2_stride : a->n;
     for (int64_t r = 0; r < a->n_rows; r++) {
-        const float *x = a->x + r * a->n;
+        const float *x = a->x + r * a->n, *x2 = a->x2 ? a->x2 + r * s2 : NULL;
         double *o = y + r * a->n;
-        if (a->op == ACT_SOFTMAX) {
+        if (a->op == ACT_SIGMOID_MUL || a->op == ACT_SIGMOID_MUL_ROW || a->op == ACT_ADD) {
+            for (int64_t i = 0; i < a->n; i++) {
+                double g = a->op == ACT_SIGMOID_MUL_ROW ? x2[0] : x2[i];
+                o[i] = a->op == ACT_ADD ? (double)x[i] + g : x[i] / (1 + exp(-g));
+            }
+        } else if (a->op == ACT_SOFTMAX) {
             double m = -INFINITY, s = 0;
             for (int64_t i = 0; i < a->n; i++) m = fmax(m, (double)a->scale * x[i]);
             for (int64_t i = 0; i < a->n; i++) s += exp((double)a->scale * x[i] - m);
@@ -203,7 +216,7 @@ void ref_act(const struct act_args *a, double *y) {
         } else {
             for (int64_t i = 0; i < a->n; i++) {
                 double v = x[i] / (1 + exp(-(double)x[i]));
-                o[i] = a->op == ACT_SWIGLU ? v * a->x2[r * a->n + i] : v;
+                o[i] = a->op == ACT_SWIGLU ? v * x2[i] : v;
             }
         }
     }
@@ -277,4 +290,71 @@ void ref_moe_ffn(const struct moe_ffn_args *a, double *y) {
     free(wu);
     free(wd);
     free(h);
+}
+
+void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *y, double *state_out) {
+    int64_t nc = a->n_ch, nw = a->d_conv - 1, nx = nw + a->n_tokens;
+    double *X = malloc(sizeof(double) * nx * nc);
+    for (int64_t r = 0; r < nx; r++)
+        for (int64_t ch = 0; ch < nc; ch++) X[r * nc + ch] = r < nw ? state_in[r * nc + ch] : a->x[(r - nw) * a->x_stride + ch];
+    for (int64_t t = 0; t < a->n_tokens; t++)
+        for (int64_t ch = 0; ch < nc; ch++) {
+            double s = 0;
+            for (int i = 0; i < a->d_conv; i++) s += (double)a->w[ch * a->d_conv + i] * X[(t + i) * nc + ch];
+            y[t * nc + ch] = s / (1 + exp(-s));
+        }
+    for (int64_t r = 0; r < nw; r++)
+        for (int64_t ch = 0; ch < nc; ch++) state_out[r * nc + ch] = X[(a->n_tokens + r) * nc + ch];
+    free(X);
+}
+
+/* x / max(||x||, eps) in double */
+static void ref_l2(const float *x, double *y, int n, double eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double nrm = fmax(sqrt(ss), eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] / nrm;
+}
+
+void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, double *state_out) {
+    int D = a->d_state, H = a->n_vhead, r = H / a->n_group;
+    double *q = malloc(sizeof(double) * D), *k = malloc(sizeof(double) * D), *u = malloc(sizeof(double) * D);
+    for (int j = 0; j < H; j++) {
+        /* S[i][c] (key i, value c) kept row-major here; the args' layout only at the boundary */
+        double *S = state_out + (size_t)j * D * D;
+        for (int i = 0; i < D; i++)
+            for (int c = 0; c < D; c++) S[i * D + c] = state_in[(size_t)j * D * D + (size_t)c * D + i];
+        int g = a->grouped ? j / r : j % a->n_group;
+        int64_t ab = a->ab_group ? (int64_t)(j / r) * 2 * r + j % r : j;
+        for (int t = 0; t < a->n_tokens; t++) {
+            double beta = 1 / (1 + exp(-(double)a->b[t * a->ab_stride + ab]));
+            double x = (double)a->a[t * a->ab_stride + ab] + a->dt_bias[j];
+            double decay = exp((x > 20 ? x : log1p(exp(x))) * a->ssm_a[j]);
+            ref_l2(a->q + t * a->qk_stride + (int64_t)g * D, q, D, a->eps);
+            ref_l2(a->k + t * a->qk_stride + (int64_t)g * D, k, D, a->eps);
+            const float *v = a->v + t * a->v_stride + (int64_t)j * D;
+            for (int i = 0; i < D * D; i++) S[i] *= decay;
+            for (int c = 0; c < D; c++) {
+                double sk = 0;
+                for (int i = 0; i < D; i++) sk += S[i * D + c] * k[i];
+                u[c] = beta * (v[c] - sk);
+            }
+            for (int i = 0; i < D; i++)
+                for (int c = 0; c < D; c++) S[i * D + c] += k[i] * u[c];
+            for (int c = 0; c < D; c++) {
+                double o = 0;
+                for (int i = 0; i < D; i++) o += S[i * D + c] * q[i];
+                out[((int64_t)t * H + j) * D + c] = o / sqrt((double)D);
+            }
+        }
+        /* back to the args' layout: S[i][c] at [c][i] */
+        double *tmp = malloc(sizeof(double) * D * D);
+        for (int i = 0; i < D; i++)
+            for (int c = 0; c < D; c++) tmp[(size_t)c * D + i] = S[i * D + c];
+        memcpy(S, tmp, sizeof(double) * D * D);
+        free(tmp);
+    }
+    free(q);
+    free(k);
+    free(u);
 }

@@ -24,6 +24,7 @@ size_t ref_row_bytes(int32_t type, int64_t n);
  * sees them (dequantised xq, or x rounded like the weight type); the epilogue applied in double.
  * yabs[t][r] = Σ |W||X| (the scale of the rounding error), may be NULL. act_type: -1 for f32 x. */
 void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs);
+/* RMSNorm, times w, times silu(gate) when gate is set. */
 void ref_norm(const struct norm_args *a, double *y);
 void ref_rope(const struct rope_args *a, const float *x_in, double *y);
 void ref_act(const struct act_args *a, double *y);
@@ -31,5 +32,11 @@ void ref_attn(const struct attn_args *a, double *out);
 void ref_moe_route(const struct moe_route_args *a, double *probs /* (n_tokens, n_expert) */);
 /* MoE FFN in double on dequantised weights and unquantised activations. */
 void ref_moe_ffn(const struct moe_ffn_args *a, double *y);
+/* Depthwise causal conv + SiLU from the window state_in (the args' layout); y (n_tokens, n_ch) and the
+ * final window state_out ((d_conv-1), n_ch). a->state, a->snap are not read. */
+void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *y, double *state_out);
+/* The gated delta rule as a plain double recurrence (qwen35.md §4.4 steps 2, 5-7) from state_in (the
+ * args' layout, S[i][c] at [j][c][i]): out (n_tokens, n_vhead, d_state) and the final state_out. */
+void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, double *state_out);
 
 #endif

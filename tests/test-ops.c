@@ -49,6 +49,7 @@ static int tops_blck(int32_t t) {
 }
 
 /* ---- the case table ---- */
+enum { GDN_T_GROUPED = 1, GDN_T_AB_GROUP = 2, GDN_T_SNAP = 4 }; /* gdn case flags (param[1]) */
 struct tcase {
     const char *op;
     const char *types;  /* weight types ("" for float ops) */
@@ -78,9 +79,11 @@ static const struct tcase tops_cases[] = {
     /* mm: {n_in, n_out, n_tokens} */
     {"mm", ALL_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", "q4_K,q8_0,q6_K", {1024, 70, 64}, {MMV_ADD}, -1, 1, 0, 0},
-    /* norm: {n, rows}, param[0] = with weight */
+    /* norm: {n, rows}, param[0] = with weight, param[1] = gated (gate rows 2n apart, like z slices) */
     {"norm", "", {4096, 3}, {1}, -4, 4, 0, 1e-10},
     {"norm", "", {33, 1}, {0}, -0.01f, 0.01f, 0, 1e-10},
+    {"norm", "", {128, 7}, {1, 1}, -4, 4, 0, 1e-12},
+    {"norm", "", {40, 2}, {0, 1}, -1, 1, 0, 1e-12},
     /* rope: {n_tokens, n_head, head_dim, n_rot}, param[0] = mode, fparam = max position */
     {"rope", "", {5, 4, 128, 128}, {ROPE_NORMAL}, -2, 2, 64, 1e-10},
     {"rope", "", {5, 4, 128, 128}, {ROPE_NEOX}, -2, 2, 64, 1e-10},
@@ -91,6 +94,31 @@ static const struct tcase tops_cases[] = {
     {"act", "", {4097, 2}, {ACT_SWIGLU}, -8, 8, 0, 1e-10},
     {"act", "", {151, 4}, {ACT_SOFTMAX}, -100, 100, 1.0f, 1e-10},
     {"act", "", {64, 1}, {ACT_SOFTMAX}, -3, 3, 0.125f, 1e-10},
+    /* param[1]: x2_stride (0: n); the two-input ops also run in place on x and on x2 */
+    {"act", "", {1000, 3}, {ACT_SIGMOID_MUL}, -8, 8, 0, 1e-12},
+    {"act", "", {256, 5}, {ACT_SIGMOID_MUL, 300}, -8, 8, 0, 1e-12},
+    {"act", "", {300, 4}, {ACT_SIGMOID_MUL_ROW, 1}, -8, 8, 0, 1e-12},
+    {"act", "", {64, 3}, {ACT_SIGMOID_MUL_ROW, 0}, -8, 8, 0, 1e-12},
+    {"act", "", {4097, 2}, {ACT_ADD}, -8, 8, 0, 1e-12},
+    /* ssm_conv: {n_ch, n_tokens, d_conv}, param[0] = snapshot ring size (0: none) */
+    {"ssm_conv", "", {96, 1, 4}, {0}, -2, 2, 0, 1e-12},
+    {"ssm_conv", "", {200, 2, 4}, {3}, -2, 2, 0, 1e-12},
+    {"ssm_conv", "", {1000, 37, 4}, {4}, -2, 2, 0, 1e-12},
+    {"ssm_conv", "", {64, 5, 2}, {5}, -2, 2, 0, 1e-12},
+    /* gdn: {n_tokens, n_group, n_vhead, d_state}, param[0] = variant, param[1] = GDN_T_* flags */
+    {"gdn", "", {1, 2, 4, 128}, {GDN_RECURRENT, 0}, -1, 1, 0, 1e-11},
+    {"gdn", "", {2, 2, 6, 64}, {GDN_RECURRENT, GDN_T_GROUPED}, -1, 1, 0, 1e-11},
+    {"gdn", "", {5, 2, 6, 32}, {GDN_RECURRENT, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
+    {"gdn", "", {37, 2, 4, 128}, {GDN_RECURRENT, GDN_T_SNAP}, -1, 1, 0, 1e-11},
+    {"gdn", "", {65, 1, 3, 128}, {GDN_AUTO, GDN_T_GROUPED}, -1, 1, 0, 1e-11},
+    {"gdn", "", {1, 2, 4, 128}, {GDN_CHUNKED, 0}, -1, 1, 0, 1e-11},
+    {"gdn", "", {2, 2, 6, 64}, {GDN_CHUNKED, GDN_T_GROUPED | GDN_T_AB_GROUP}, -1, 1, 0, 1e-11},
+    {"gdn", "", {63, 2, 4, 128}, {GDN_CHUNKED, 0}, -1, 1, 0, 1e-11},
+    {"gdn", "", {64, 1, 2, 128}, {GDN_CHUNKED, GDN_T_GROUPED}, -1, 1, 0, 1e-11},
+    {"gdn", "", {65, 2, 6, 128}, {GDN_CHUNKED, GDN_T_GROUPED | GDN_T_AB_GROUP}, -1, 1, 0, 1e-11},
+    {"gdn", "", {130, 2, 4, 128}, {GDN_CHUNKED, 0}, -1, 1, 0, 1e-11},
+    {"gdn", "", {130, 1, 2, 64}, {GDN_CHUNKED, GDN_T_SNAP}, -1, 1, 0, 1e-11},
+    {"gdn", "", {70, 2, 4, 32}, {GDN_CHUNKED, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
     /* attn: {n_tokens, n_head, n_head_kv, head_dim}, param[0] = n_kv, fparam = scale (0: 1/sqrt(d)) */
     {"attn", "", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
     {"attn", "", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
@@ -432,11 +460,15 @@ static void run_norm(struct tctx *x) {
     float *in = malloc(sizeof(float) * n * rows), *w = malloc(sizeof(float) * n), *y = tops_nan(n * rows);
     tops_fill(in, n * rows, x->c->lo, x->c->hi);
     tops_fill(w, n, 0.5f, 1.5f);
-    struct norm_args a = {in, x->c->param[0] ? w : NULL, y, n, (int32_t)rows, n, n, 1e-6f, NULL, 0};
+    float *gate = malloc(sizeof(float) * 2 * n * rows);
+    tops_fill(gate, 2 * n * rows, -6, 6);
+    struct norm_args a = {in, x->c->param[0] ? w : NULL, y, n, (int32_t)rows, n, n, 1e-6f,
+                          x->c->param[1] ? gate : NULL, 2 * n};
     double *r = malloc(sizeof(double) * n * rows);
     T_CHECK(x->be->ops->norm(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_norm(&a, r);
     TOPS_NMSE(y, r, n * rows, x->c->tol);
+    free(gate);
     free(in);
     free(w);
     free(y);
@@ -471,18 +503,229 @@ static void run_rope(struct tctx *x) {
 static void run_act(struct tctx *x) {
     const char *desc = x->desc;
     int64_t n = x->c->ne[0], rows = x->c->ne[1];
-    float *in = malloc(sizeof(float) * n * rows), *in2 = malloc(sizeof(float) * n * rows), *y = tops_nan(n * rows);
+    int32_t op = x->c->param[0];
+    int64_t s2 = x->c->param[1] ? x->c->param[1] : n, n2 = s2 * rows; /* x2 rows s2 apart */
+    int two = op != ACT_SILU && op != ACT_SOFTMAX;
+    float *in = malloc(sizeof(float) * n * rows), *in2 = malloc(sizeof(float) * n2), *y = tops_nan(n * rows);
     tops_fill(in, n * rows, x->c->lo, x->c->hi);
-    tops_fill(in2, n * rows, -2, 2);
-    struct act_args a = {x->c->param[0], in, x->c->param[0] == ACT_SWIGLU ? in2 : NULL, y, n, (int32_t)rows, x->c->fparam, 0};
+    tops_fill(in2, n2, op == ACT_SWIGLU ? -2 : x->c->lo, op == ACT_SWIGLU ? 2 : x->c->hi);
+    struct act_args a = {op, in, two ? in2 : NULL, y, n, (int32_t)rows, x->c->fparam, x->c->param[1]};
     double *r = malloc(sizeof(double) * n * rows);
     T_CHECK(x->be->ops->act(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_act(&a, r);
     TOPS_NMSE(y, r, n * rows, x->c->tol);
+    /* in place: y aliasing x, and (packed x2 of a per-element op) y aliasing x2, give the same bits */
+    float *al = malloc(sizeof(float) * (n * rows > n2 ? n * rows : n2));
+    for (int k = 0; k < (two ? 2 : 1); k++) {
+        if (k == 1 && (s2 != n || op == ACT_SIGMOID_MUL_ROW)) break;
+        struct act_args b = a;
+        memcpy(al, k ? in2 : in, sizeof(float) * (size_t)(k ? n2 : n * rows));
+        if (k) b.x2 = al; else b.x = al;
+        b.y = al;
+        T_CHECK(x->be->ops->act(x->be, &b) == INFER_OK && memcmp(al, y, sizeof(float) * (size_t)(n * rows)) == 0,
+                "%s: y aliasing %s differs from the out-of-place result", desc, k ? "x2" : "x");
+    }
+    free(al);
     free(in);
     free(in2);
     free(y);
     free(r);
+}
+
+/* ssm_conv: against ref_ssm_conv (outputs by NMSE, the new window exactly: it is copied inputs), the
+ * window carried over two calls equal to one call bit for bit, and each snapshot equal to the window
+ * of a run stopped after that token. */
+static void run_ssm_conv(struct tctx *x) {
+    const char *desc = x->desc;
+    struct infer_backend *be = x->be;
+    int64_t nc = x->c->ne[0], xs = nc + 3; /* input rows wider than n_ch, as in the qkv projection */
+    int32_t nt = (int32_t)x->c->ne[1], dc = (int32_t)x->c->ne[2], ring = x->c->param[0];
+    int64_t nw = (int64_t)(dc - 1) * nc;
+    float *in = malloc(sizeof(float) * xs * nt), *w = malloc(sizeof(float) * nc * dc), *s0 = malloc(sizeof(float) * nw);
+    float *st = malloc(sizeof(float) * nw), *y = tops_nan(nc * nt), *snap = tops_nan(nw * (ring ? ring : 1));
+    tops_fill(in, xs * nt, x->c->lo, x->c->hi);
+    tops_fill(w, nc * dc, -0.8f, 0.8f);
+    tops_fill(s0, nw, x->c->lo, x->c->hi);
+    memcpy(st, s0, sizeof(float) * nw);
+    int32_t from = ring && nt > ring ? nt - ring : 0, pos0 = 5;
+    struct ssm_conv_args a = {in, st, w, y, nc, xs, nt, dc, ring ? snap : NULL, nw, ring, pos0, from};
+    T_CHECK(be->ops->ssm_conv(be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    double *r = malloc(sizeof(double) * nc * nt), *rs = malloc(sizeof(double) * nw);
+    ref_ssm_conv(&a, s0, r, rs);
+    TOPS_NMSE(y, r, nc * nt, x->c->tol);
+    int same = 1;
+    for (int64_t i = 0; i < nw; i++) same &= st[i] == rs[i];
+    T_CHECK(same, "%s: new window differs from the last d_conv-1 inputs", desc);
+    /* two calls (split after the first token, and in the middle) = one call */
+    for (int32_t n1 = 1; n1 < nt; n1 += (nt - 1) / 2 > 1 ? (nt - 1) / 2 : 1) {
+        float *y2 = tops_nan(nc * nt), *st2 = malloc(sizeof(float) * nw);
+        memcpy(st2, s0, sizeof(float) * nw);
+        struct ssm_conv_args b = {in, st2, w, y2, nc, xs, n1, dc, NULL, 0, 0, 0, 0};
+        be->ops->ssm_conv(be, &b);
+        b.x = in + n1 * xs;
+        b.y = y2 + n1 * nc;
+        b.n_tokens = nt - n1;
+        be->ops->ssm_conv(be, &b);
+        T_CHECK(!memcmp(y2, y, sizeof(float) * nc * nt) && !memcmp(st2, st, sizeof(float) * nw),
+                "%s: split after %d tokens differs from one call", desc, n1);
+        free(y2);
+        free(st2);
+    }
+    /* snapshot of token t = the window of a run of the first t+1 tokens */
+    for (int32_t t = from; ring && t < nt; t++) {
+        float *yt = tops_nan(nc * nt), *stt = malloc(sizeof(float) * nw);
+        memcpy(stt, s0, sizeof(float) * nw);
+        struct ssm_conv_args b = {in, stt, w, yt, nc, xs, t + 1, dc, NULL, 0, 0, 0, 0};
+        be->ops->ssm_conv(be, &b);
+        T_CHECK(!memcmp(snap + ((pos0 + t) % ring) * nw, stt, sizeof(float) * nw), "%s: snapshot of token %d", desc, t);
+        free(yt);
+        free(stt);
+    }
+    free(in);
+    free(w);
+    free(s0);
+    free(st);
+    free(y);
+    free(snap);
+    free(r);
+    free(rs);
+}
+
+/* gdn inputs in physical ranges: q, k, v like SiLU'd conv outputs; ssm_a = -exp(A_log) and a, dt_bias such
+ * that g = softplus(a + dt_bias) * ssm_a lies in (-20, 0); b spread so beta covers (0.02, 0.98). */
+struct gdn_in {
+    float *q, *k, *v, *ab, *dt, *ssm_a, *s0;
+    int64_t qks, vs, abs;
+};
+static void gdn_in_make(struct gdn_in *g, int32_t nt, int32_t ng, int32_t nv, int32_t d, float lo, float hi) {
+    g->qks = (int64_t)ng * d + 7; /* padded rows: q, k and v are slices of the conv output */
+    g->vs = (int64_t)nv * d + 5;
+    g->abs = 2 * (int64_t)nv;     /* b then a, both forms fit */
+    g->q = malloc(sizeof(float) * g->qks * nt);
+    g->k = malloc(sizeof(float) * g->qks * nt);
+    g->v = malloc(sizeof(float) * g->vs * nt);
+    g->ab = malloc(sizeof(float) * g->abs * nt);
+    g->dt = malloc(sizeof(float) * nv);
+    g->ssm_a = malloc(sizeof(float) * nv);
+    g->s0 = malloc(sizeof(float) * nv * d * d);
+    tops_fill(g->q, g->qks * nt, lo, hi);
+    tops_fill(g->k, g->qks * nt, lo, hi);
+    tops_fill(g->v, g->vs * nt, lo, hi);
+    for (int64_t t = 0; t < nt; t++)
+        for (int32_t j = 0; j < 2 * nv; j++) g->ab[t * g->abs + j] = tops_unif(-4, 4);
+    for (int32_t j = 0; j < nv; j++) {
+        g->dt[j] = tops_unif(-1, 1);
+        g->ssm_a[j] = -expf(tops_unif(-2, 1.5f));
+    }
+    tops_fill(g->s0, (int64_t)nv * d * d, -0.3f, 0.3f);
+}
+static void gdn_in_free(struct gdn_in *g) {
+    free(g->q);
+    free(g->k);
+    free(g->v);
+    free(g->ab);
+    free(g->dt);
+    free(g->ssm_a);
+    free(g->s0);
+}
+static struct gdn_args gdn_args_of(const struct gdn_in *g, const struct tcase *c, float *state, float *out, int32_t nt) {
+    int32_t ng = (int32_t)c->ne[1], nv = (int32_t)c->ne[2], d = (int32_t)c->ne[3], fl = c->param[1];
+    int32_t r = nv / ng;
+    struct gdn_args a = {g->q, g->k, g->v, fl & GDN_T_AB_GROUP ? g->ab + r : g->ab + nv, g->ab, g->dt, g->ssm_a,
+                         state, out, nt, ng, nv, d, g->qks, g->vs, g->abs, (fl & GDN_T_GROUPED) != 0,
+                         fl & GDN_T_AB_GROUP ? r : 0, 1e-6f, c->param[0], NULL, 0, 0, 0, 0};
+    return a;
+}
+
+/* gdn: the variant against the float64 recurrence (outputs and final state), chunked against recurrent,
+ * two calls against one, each snapshot bit-exact against a run stopped after its token. */
+static void run_gdn(struct tctx *x) {
+    const char *desc = x->desc;
+    struct infer_backend *be = x->be;
+    const struct tcase *c = x->c;
+    int32_t nt = (int32_t)c->ne[0], nv = (int32_t)c->ne[2], d = (int32_t)c->ne[3];
+    int64_t ns = (int64_t)nv * d * d, no = (int64_t)nt * nv * d;
+    struct gdn_in g;
+    gdn_in_make(&g, nt, (int32_t)c->ne[1], nv, d, c->lo, c->hi);
+    int32_t ring = c->param[1] & GDN_T_SNAP ? (nt < 4 ? nt : 4) : 0, from = nt - ring, pos0 = 3;
+    float *st = malloc(sizeof(float) * ns), *out = tops_nan(no), *snap = tops_nan(ns * (ring ? ring : 1));
+    memcpy(st, g.s0, sizeof(float) * ns);
+    struct gdn_args a = gdn_args_of(&g, c, st, out, nt);
+    if (ring) {
+        a.snap = snap;
+        a.snap_stride = ns;
+        a.snap_ring = ring;
+        a.snap_pos0 = pos0;
+        a.snap_from = from;
+    }
+    T_CHECK(be->ops->gdn(be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    double *r = malloc(sizeof(double) * no), *rs = malloc(sizeof(double) * ns);
+    ref_gdn(&a, g.s0, r, rs);
+    TOPS_NMSE(out, r, no, c->tol);
+    TOPS_NMSE(st, rs, ns, c->tol);
+    /* chunked (or auto) against recurrent on the same inputs: both are the recurrence to f32 rounding */
+    if (c->param[0] != GDN_RECURRENT) {
+        float *st2 = malloc(sizeof(float) * ns), *out2 = tops_nan(no);
+        memcpy(st2, g.s0, sizeof(float) * ns);
+        struct gdn_args b = gdn_args_of(&g, c, st2, out2, nt);
+        b.variant = GDN_RECURRENT;
+        be->ops->gdn(be, &b);
+        double *ro = malloc(sizeof(double) * no), *rst = malloc(sizeof(double) * ns);
+        for (int64_t i = 0; i < no; i++) ro[i] = out2[i];
+        for (int64_t i = 0; i < ns; i++) rst[i] = st2[i];
+        TOPS_NMSE(out, ro, no, c->tol);
+        TOPS_NMSE(st, rst, ns, c->tol);
+        free(st2);
+        free(out2);
+        free(ro);
+        free(rst);
+    }
+    /* two calls = one call: bit for bit token by token; the chunked form regroups its chunks, so NMSE */
+    if (nt > 1) {
+        int32_t n1 = nt / 2;
+        float *st2 = malloc(sizeof(float) * ns), *out2 = tops_nan(no);
+        memcpy(st2, g.s0, sizeof(float) * ns);
+        struct gdn_args b = gdn_args_of(&g, c, st2, out2, n1);
+        be->ops->gdn(be, &b);
+        b.q += n1 * g.qks;
+        b.k += n1 * g.qks;
+        b.v += n1 * g.vs;
+        b.a += n1 * g.abs;
+        b.b += n1 * g.abs;
+        b.out += (int64_t)n1 * nv * d;
+        b.n_tokens = nt - n1;
+        be->ops->gdn(be, &b);
+        if (c->param[0] == GDN_RECURRENT) {
+            T_CHECK(!memcmp(out2, out, sizeof(float) * no) && !memcmp(st2, st, sizeof(float) * ns),
+                    "%s: split after %d tokens differs from one call", desc, n1);
+        } else {
+            TOPS_NMSE(out2, r, no, c->tol);
+            TOPS_NMSE(st2, rs, ns, c->tol);
+        }
+        free(st2);
+        free(out2);
+    }
+    /* snapshot of token t = the state of the same call stopped after token t */
+    for (int32_t t = from; ring && t < nt; t++) {
+        float *st2 = malloc(sizeof(float) * ns), *out2 = tops_nan(no), *sn2 = tops_nan(ns * ring);
+        memcpy(st2, g.s0, sizeof(float) * ns);
+        struct gdn_args b = a;
+        b.state = st2;
+        b.out = out2;
+        b.n_tokens = t + 1;
+        b.snap = sn2;
+        be->ops->gdn(be, &b);
+        T_CHECK(!memcmp(snap + ((pos0 + t) % ring) * ns, st2, sizeof(float) * ns), "%s: snapshot of token %d", desc, t);
+        free(st2);
+        free(out2);
+        free(sn2);
+    }
+    gdn_in_free(&g);
+    free(st);
+    free(out);
+    free(snap);
+    free(r);
+    free(rs);
 }
 
 static void run_attn(struct tctx *x) {
@@ -681,6 +924,8 @@ static void run_case(struct tctx *x) {
     else if (!strcmp(op, "rope")) run_rope(x);
     else if (!strcmp(op, "act")) run_act(x);
     else if (!strcmp(op, "attn")) run_attn(x);
+    else if (!strcmp(op, "ssm_conv")) run_ssm_conv(x);
+    else if (!strcmp(op, "gdn")) run_gdn(x);
     else if (!strcmp(op, "moe_route")) run_moe_route(x);
     else if (!strcmp(op, "moe_ffn")) run_moe_ffn(x);
     else if (!strcmp(op, "errors")) run_errors(x);
