@@ -885,6 +885,28 @@ static void run_errors(struct tctx *x) {
     T_CHECK(be->ops->moe_route(be, &mr) == INFER_E_ARG, "%s: top-5 of 4 experts", desc);
     struct moe_ffn_args mf = {INFER_TYPE_F32, INFER_TYPE_F32, f, f, f, f, ids, f, y, 4, 4, 4, 2, 1};
     T_CHECK(be->ops->moe_ffn(be, &mf) == INFER_E_ARG, "%s: expert id 99 of 4", desc);
+    struct act_args ac = {6, f, f, y, 4, 1, 0, 0};
+    T_CHECK(be->ops->act(be, &ac) == INFER_E_ARG, "%s: act op 6", desc);
+    ac.op = ACT_ADD;
+    ac.x2 = NULL;
+    T_CHECK(be->ops->act(be, &ac) == INFER_E_ARG, "%s: ACT_ADD without x2", desc);
+    struct ssm_conv_args sc = {f, f, f, y, 8, 8, 2, 1, NULL, 0, 0, 0, 0};
+    T_CHECK(be->ops->ssm_conv(be, &sc) == INFER_E_ARG, "%s: ssm_conv d_conv 1", desc);
+    sc.d_conv = 4;
+    sc.snap = y;
+    T_CHECK(be->ops->ssm_conv(be, &sc) == INFER_E_ARG, "%s: ssm_conv snapshot ring 0", desc);
+    struct gdn_args gd = {f, f, f, f, f, f, f, y, y, 1, 2, 3, 4, 8, 12, 6, 0, 0, 1e-6f, GDN_RECURRENT, NULL, 0, 0, 0, 0};
+    T_CHECK(be->ops->gdn(be, &gd) == INFER_E_ARG, "%s: gdn 3 value heads over 2 key heads", desc);
+    gd.n_vhead = 4;
+    gd.v_stride = 16;
+    gd.ab_group = 3;
+    T_CHECK(be->ops->gdn(be, &gd) == INFER_E_ARG, "%s: gdn ab_group 3 for 4 / 2 heads", desc);
+    gd.ab_group = 0;
+    gd.variant = 3;
+    T_CHECK(be->ops->gdn(be, &gd) == INFER_E_ARG, "%s: gdn variant 3", desc);
+    gd.variant = GDN_RECURRENT;
+    gd.d_state = 512;
+    T_CHECK(be->ops->gdn(be, &gd) == INFER_E_ARG, "%s: gdn d_state 512", desc);
     struct pool *p = NULL;
     T_CHECK(pool_create(0, &p) == INFER_E_ARG && p == NULL, "%s: pool of 0 threads", desc);
 }

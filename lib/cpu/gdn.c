@@ -1,7 +1,8 @@
 /* gdn: the gated delta rule of a Gated DeltaNet layer (contract in kernels.h gdn_args, math in
  * ../shared/specs/qwen35.md §4.4 and §5).
  *
- * Recurrent form, llama.cpp's CPU numerics (ggml_compute_forward_gated_delta_net_one_chunk): per token
+ * Recurrent form, llama.cpp's CPU order of operations (ggml_compute_forward_gated_delta_net_one_chunk;
+ * the dot products use eight partial sums like ggml's SIMD vec_dot, not its exact lanes): per token
  * the state is scaled by expf(g), then per value column c (contiguous over the key index i, S[i][c] at
  * state[j][c][i]) d = beta (v_c - S[:,c].k), S[:,c] += k d, o_c = S[:,c].q / sqrt(d_state). A column
  * only depends on itself, so the decay, update and output are fused into one pass over each column.
@@ -23,9 +24,9 @@
 #include "cpu.h"
 
 enum { GDN_MAX_D = 256, GDN_CHUNK = 64 };
-/* GDN_AUTO runs chunked from this many tokens on. Measured here (AMD EPYC, 512 tokens, 16 heads, d_state
- * 128, best of 3): recurrent 217 ms, chunked 370 ms on 1 thread (208 / 351 ms on 2): the chunk does ~25%
- * more flops as short dot products the compiler keeps scalar, so AUTO stays recurrent (like llama.cpp). */
+/* GDN_AUTO runs chunked from this many tokens on. Measured here (AMD EPYC, shared, 512 tokens, 16 heads,
+ * d_state 128, best of 3, 1 thread): recurrent 144 ms, chunked 141-185 ms (2 threads: 145 / 144 ms). The
+ * chunk does ~25% more flops, so it only ties; AUTO stays recurrent, which is also llama.cpp's order. */
 enum { GDN_AUTO_CHUNKED = 1 << 30 };
 
 /* Key head and a/b column of value head j. */
@@ -53,6 +54,16 @@ static inline void gdn_l2(const float *x, float *y, int n, float eps) {
     for (int i = 0; i < n; i++) y[i] = x[i] * sc;
 }
 
+/* Eight partial sums (the compiler turns them into vector lanes; one running sum stays scalar). */
+static inline float gdn_dot(const float *x, const float *y, int n) {
+    float p[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) p[l] += x[i + l] * y[i + l];
+    for (; i < n; i++) s += x[i] * y[i];
+    return s + ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+}
+
 static inline void gdn_snap(const struct gdn_args *a, int64_t t, int j, const float *S) {
     if (!a->snap || t < a->snap_from) return;
     size_t dd = (size_t)a->d_state * (size_t)a->d_state;
@@ -72,17 +83,11 @@ static void gdn_recurrent(const struct gdn_args *a, int j, int64_t t0, int64_t t
         const float *v = a->v + t * a->v_stride + (int64_t)j * D;
         float *out = a->out + (t * a->n_vhead + j) * D;
         for (int c = 0; c < D; c++) {
-            float *col = S + (size_t)c * D, kv = 0, o = 0;
-            for (int i = 0; i < D; i++) {
-                col[i] *= eg;
-                kv += col[i] * k[i];
-            }
-            float d = (v[c] - kv) * beta;
-            for (int i = 0; i < D; i++) {
-                col[i] += k[i] * d;
-                o += col[i] * q[i];
-            }
-            out[c] = o * scale;
+            float *col = S + (size_t)c * D;
+            for (int i = 0; i < D; i++) col[i] *= eg;
+            float d = (v[c] - gdn_dot(col, k, D)) * beta;
+            for (int i = 0; i < D; i++) col[i] += k[i] * d;
+            out[c] = gdn_dot(col, q, D) * scale;
         }
         gdn_snap(a, t, j, S);
     }
@@ -104,11 +109,6 @@ static void gdn_scratch_at(struct gdn_scratch *w, float *base, int D) {
     w->P = w->A + GDN_CHUNK * GDN_CHUNK;
 }
 
-static inline float gdn_dot(const float *x, const float *y, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += x[i] * y[i];
-    return s;
-}
 
 /* Tokens [t0, t0 + L) of head j, L <= GDN_CHUNK, as one chunk on the state block S. */
 static void gdn_chunk(const struct gdn_args *a, int j, int64_t t0, int L, float *S, struct gdn_scratch *w) {
