@@ -168,7 +168,8 @@ struct ssm_conv_args {
  * (../shared/specs/qwen35.md §4.4 steps 2, 5-7). Per token t and value head j, with key head
  * g(j) = grouped ? j / (n_vhead / n_group) : j % n_group:
  *   beta = sigmoid(b[t][j]);  gdecay = softplus(a[t][j] + dt_bias[j]) * ssm_a[j]   (softplus(x) = x for x > 20)
- *   q, k = L2-normalised q[t][g], k[t][g]   (x / max(||x||, eps), sum of squares in double)
+ *   q, k = L2-normalised q[t][g], k[t][g]:  x / sqrt(||x||^2 + eps), computed as llama.cpp 3.22's
+ *          graph does (rms_norm with eps/n, then a scale by 1/sqrt(n); the sum of squares in double)
  *   S = exp(gdecay) S;  u = beta (v[t][j] - S^T k);  S += k u^T;  out[t][j] = (S^T q) / sqrt(d_state)
  * S is (d_state [k] x d_state [v]) per head, stored column-major like llama.cpp: element S[i][c] (key
  * index i, value index c) at state[j][c][i]. a/b index: head j reads a[t*ab_stride + idx(j)] with

@@ -308,11 +308,11 @@ void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *
     free(X);
 }
 
-/* x / max(||x||, eps) in double */
+/* x / sqrt(||x||^2 + eps) in double */
 static void ref_l2(const float *x, double *y, int n, double eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    double nrm = fmax(sqrt(ss), eps);
+    double nrm = sqrt(ss + eps);
     for (int i = 0; i < n; i++) y[i] = x[i] / nrm;
 }
 

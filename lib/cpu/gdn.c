@@ -7,7 +7,9 @@
  * state[j][c][i]) d = beta (v_c - S[:,c].k), S[:,c] += k d, o_c = S[:,c].q / sqrt(d_state). A column
  * only depends on itself, so the decay, update and output are fused into one pass over each column.
  * Gates: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a (softplus(x) = x above 20); q and k are
- * L2-normalised per token (sum of squares in double, x / max(||x||, eps)).
+ * L2-normalised per token: x / sqrt(||x||^2 + eps), as the llama.cpp of our peer builds it (rms_norm with
+ * eps / n, then a scale by 1/sqrt(n); upstream later moved to x / max(||x||, eps)). With the small q, k
+ * of random-weight models the eps term shows at 1e-4, so the form matters for conformance.
  *
  * Chunked form (WY / UT, §5.2), chunks of GDN_CHUNK tokens, the last one partial. With gamma the cumulated
  * g inside the chunk (double: it reaches -1000 and its differences must stay exact to f32 rounding),
@@ -50,8 +52,8 @@ static inline void gdn_gates(const struct gdn_args *a, int64_t t, int j, float *
 static inline void gdn_l2(const float *x, float *y, int n, float eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
-    float sc = 1.0f / fmaxf(sqrtf((float)ss), eps);
-    for (int i = 0; i < n; i++) y[i] = x[i] * sc;
+    const float mean = (float)(ss / n), sc = 1.0f / sqrtf(mean + eps / (float)n), sn = 1.0f / sqrtf((float)n);
+    for (int i = 0; i < n; i++) y[i] = (x[i] * sc) * sn;
 }
 
 /* Eight partial sums (the compiler turns them into vector lanes; one running sum stays scalar). */
