@@ -297,7 +297,10 @@ static void check_agree_file(const char *arch, const char *ftype, int random_blo
         uint64_t s = 7;
         double err = 0;
         double *cat = malloc((size_t)(2 * b.E) * sizeof *cat);
-        for (int64_t c = 0; c < 2 * b.E; c++) s = s * 6364136223846793005ull + 1, cat[c] = (double)(s >> 40) / 16777216.0 - 0.5;
+        for (int64_t c = 0; c < 2 * b.E; c++) {
+            s = s * 6364136223846793005ull + 1;
+            cat[c] = (double)(s >> 40) / 16777216.0 - 0.5;
+        }
         for (int64_t r = 0; r < b.E; r++) {
             double u = 0;
             for (int64_t c = 0; c < 2 * b.E; c++) u += b.eh[r * 2 * b.E + c] * cat[c];
@@ -386,10 +389,13 @@ static void peer_bigram(const struct llama_peer *pe, const char *arch, const cha
             for (int64_t y = 1; y < b.V; y++) theirs = logits[y] > logits[theirs] ? y : theirs;
         }
         same += ours == theirs;
-        if (ours != theirs) printf("  %s: after %d llama.cpp says %lld, the bigram table %lld\n", arch, x, (long long)theirs, (long long)ours);
+        if (ours != theirs)
+            printf("  %s: after %d llama.cpp says %lld, the bigram table %lld\n", arch, x, (long long)theirs,
+                   (long long)ours);
         if (ctx) pe->ctx_free(ctx);
     }
-    T_CHECK(n >= 6 && same == n, "%s: llama.cpp's greedy token = the bigram table's for %d of %d tokens", arch, same, n);
+    T_CHECK(n >= 6 && same == n, "%s: llama.cpp's greedy token = the bigram table's for %d of %d tokens", arch, same,
+            n);
     free(logits), free(hn);
     bigram_free(&b);
 done_b:
