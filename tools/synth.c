@@ -524,9 +524,10 @@ infer_status synth_write(const struct synth_params *params, const char *path) {
         int wanted = t->required || (t->role == ARCH_T_OUTPUT && !p.tied) || t->role == ARCH_T_NEXTN_SHARED_HEAD_NORM;
         if (!wanted) continue;
         int32_t type = ftype_tensor_type(ftype, t->name, t->n_dims, t->ne, &fm);
-        /* mtp_agree: a 4-6 bit type cannot hold the identity closely enough for the MTP's argmax to agree
-         * (Q4_K/Q6_K rows of one 1 among zeros come back with errors of several percent on the 1); F16 holds
-         * 0 and 1 exactly and the noise to 1e-3 relative. */
+        /* mtp_agree: eh_proj is F16 in every quantised file. The bare identity would survive Q4_K (max error
+         * 4e-4), but the noise would not: Q4_K / Q6_K / Q8_0 add errors up to 0.04 / 0.014 / 0.004 to a
+         * sigma 0.19 block, so the agreement a sigma gives would depend on the file type. F16 holds 0 and 1
+         * exactly and that noise to 2e-4. */
         if (p.mtp_agree && t->role == ARCH_T_NEXTN_EH_PROJ && ftype != FTYPE_F32) type = INFER_TYPE_F16;
         if (t->role == ARCH_T_TOKEN_EMBD) job.i_embd = job.n;
         if (t->role == ARCH_T_OUTPUT_NORM) job.i_onorm = job.n;
