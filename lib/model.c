@@ -165,6 +165,9 @@ static infer_status model_check_hparams(const char *P, const struct arch_row *a,
             BAD("%s: key '%s.ssm.inner_size' = %" PRId64 ", expected time_step_rank*state_size = %" PRId64, P, A,
                 hp->d_inner, hp->dt_rank * hp->d_state);
     }
+    if ((a->flags & ARCH_F_ROPE_SECTIONS) &&
+        hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] + hp->rope_sections[3] < 1)
+        BAD("%s: key '%s.rope.dimension_sections' = [0, 0, 0, 0], expected sections summing to at least 1", P, A);
     if (hp->n_vocab < 1 || hp->n_vocab > MODEL_MAX_VOCAB)
         BAD("%s: vocabulary size %" PRId64 ", expected 1..%" PRId64, P, hp->n_vocab, MODEL_MAX_VOCAB);
     return INFER_OK;
@@ -195,7 +198,14 @@ infer_status model_read_hparams(const struct gguf_file *f, const struct arch_row
     const struct gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
     if (tok && tok->val.type == GGUF_ARR) hp->n_vocab = (int64_t)tok->val.n;
     else if (hp->n_vocab == 0 && emb) hp->n_vocab = emb->ne[1];
-    return model_check_hparams(f->path, a, hp);
+    TRY(model_check_hparams(f->path, a, hp));
+    /* MTP tensors with no MTP layer declared: say so, rather than report the last layer's missing tensors */
+    for (int64_t i = 0; hp->n_layer_nextn == 0 && (a->flags & ARCH_F_MTP) && i < f->n_tensors; i++)
+        if (strstr(f->tensors[i].name, ".nextn."))
+            return infer_fail(INFER_E_FORMAT,
+                              "%s: key '%s.nextn_predict_layers' is 0 or absent, but the file holds MTP tensor '%s'",
+                              f->path, a->name, f->tensors[i].name);
+    return INFER_OK;
 fail:
     return st;
 }

@@ -4,7 +4,9 @@
  * against the values we asked for (hand-computed expectations, not the table under test). Broken
  * files are made by copying a good one through the GGUF writer with one change (a key dropped or
  * replaced, a tensor dropped, reshaped, retyped or added), and must fail with the right status and a
- * message naming the item.
+ * message naming the item. For qwen35, qwen35moe and qwen3next (with MTP) this is a sweep: a copy without
+ * each key and each tensor the file holds (refused naming it, or loads where a hand-written list says it
+ * is optional), then a list of inconsistent dims (GDN sizes, kernel, MTP count, layer pattern, rope).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,11 @@ struct edit {
     int new_n_dims;
     const char *extra_tensor;
     const char *nan_tensor; /* F32 tensor whose element 3 becomes NaN */
+    const char *sect_key;   /* replaced by the i32[4] sect[] */
+    const int32_t *sect;
 };
+
+#define EDIT(...) (memset(&e, 0, sizeof e), e = (struct edit){__VA_ARGS__}, &e)
 
 static uint8_t *zero_buf; /* big enough for any replaced tensor here */
 
@@ -56,6 +62,7 @@ static infer_status copy_with_edit(const char *src, const char *dst, const struc
     if (e->set_u32_key) TRY(gguf_writer_set_u32(w, e->set_u32_key, e->set_u32));
     if (e->set_str_key) TRY(gguf_writer_set_str(w, e->set_str_key, e->set_str));
     if (e->arr_key) TRY(gguf_writer_set_arr(w, e->arr_key, GGUF_U32, e->arr, e->arr_n));
+    if (e->sect_key) TRY(gguf_writer_set_arr(w, e->sect_key, GGUF_I32, e->sect, 4));
     for (int64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
         if (e->drop_tensor && strcmp(t->name, e->drop_tensor) == 0) continue;
@@ -100,6 +107,164 @@ static void expect_fail(const char *what, const char *src, const struct edit *e,
     T_CHECK(strstr(infer_last_error(), want_msg) != NULL, "%s: message '%s' lacks '%s'", what, infer_last_error(),
             want_msg);
     if (m) infer_model_free(m);
+}
+
+/* ---- every item of a hybrid file ---- */
+
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+/* Loads a copy of src with edit e: 1 if it loads, 0 if refused (message in msg), -1 if the copy failed. */
+static int try_load(const char *src, const struct edit *e, char *msg, size_t cap) {
+    const char *dst = tmp_path("sweep.gguf");
+    if (copy_with_edit(src, dst, e) != INFER_OK) {
+        snprintf(msg, cap, "making the file: %s", infer_last_error());
+        return -1;
+    }
+    infer_model *m = (infer_model *)0x1;
+    infer_status st = infer_model_load(dst, NULL, &m);
+    snprintf(msg, cap, "%s", st == INFER_OK ? "" : infer_last_error());
+    if (st != INFER_OK && m) return -1; /* *out must be NULL on failure */
+    infer_model_free(m);
+    return st == INFER_OK;
+}
+
+/* Keys a hybrid file may lack, by hand from llama.cpp's loader: 'L' loads (a default that agrees with the
+ * synth dims), 'T' refused naming a tensor whose shape the default contradicts; any other key must be
+ * refused with a message naming it. */
+static char key_absent(const char *arch, const char *key) {
+    static const char *const loads[] = {"general.name", "general.file_type", "general.quantization_version",
+                                        ".attention.key_length", ".attention.value_length", ".rope.dimension_count",
+                                        ".rope.freq_base", ".full_attention_interval", "tokenizer.ggml.token_type",
+                                        "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                        "tokenizer.ggml.padding_token_id", "tokenizer.ggml.add_bos_token"};
+    for (size_t i = 0; i < sizeof loads / sizeof loads[0]; i++)
+        if (ends_with(key, loads[i])) return 'L';
+    const int next = !strcmp(arch, "qwen3next");
+    /* qwen3next: n_ff 512 / 2 used = the 256 of n_ff_exp; n_ff itself only feeds those derivations */
+    if (next && (ends_with(key, ".feed_forward_length") || ends_with(key, ".expert_feed_forward_length")))
+        return 'L';
+    if (ends_with(key, ".attention.head_count_kv")) return 'T';                   /* = head_count: attn_k wider */
+    if (next && ends_with(key, ".expert_shared_feed_forward_length")) return 'T'; /* = n_ff 512 */
+    return 'K';
+}
+
+static int is_optional_tensor(const char *name) {
+    return !strcmp(name, "output.weight") || ends_with(name, ".nextn.shared_head_norm.weight");
+}
+
+/* A hybrid model with MTP: a copy without any one key or tensor is refused naming it (or loads, for what is
+ * optional), and inconsistent dims are refused naming the item. */
+static void hybrid_sweep(const char *arch) {
+    struct synth_params p;
+    synth_params_default(arch, &p);
+    p.mtp = 1;
+    char good[512], msg[1024], want[256];
+    snprintf(good, sizeof good, "%s", tmp_path("sweep-good.gguf"));
+    T_CHECK(synth_write(&p, good) == INFER_OK, "write %s: %s", arch, infer_last_error());
+    struct gguf_file *f = NULL;
+    T_CHECK(gguf_open(good, &f) == INFER_OK, "open %s", arch);
+    if (!f) return;
+    struct edit e;
+    int n_keys = 0, n_tensors = 0, n_optional = 0;
+    for (int64_t i = 0; i < f->n_kv; i++, n_keys++) {
+        const char *key = f->kv[i].key;
+        const char kind = key_absent(arch, key);
+        const int ok = try_load(good, EDIT(.drop_key = key), msg, sizeof msg);
+        if (kind == 'L') T_CHECK(ok == 1, "%s without %s: %s", arch, key, msg);
+        else if (kind == 'T')
+            T_CHECK(ok == 0 && strstr(msg, "tensor 'blk."), "%s without %s: '%s'", arch, key, msg);
+        else T_CHECK(ok == 0 && strstr(msg, key), "%s without %s: '%s' does not name it", arch, key, msg);
+    }
+    for (int64_t i = 0; i < f->n_tensors; i++, n_tensors++) {
+        const char *name = f->tensors[i].name;
+        const int ok = try_load(good, EDIT(.drop_tensor = name), msg, sizeof msg);
+        snprintf(want, sizeof want, "missing tensor '%s' of shape [", name);
+        if (is_optional_tensor(name)) {
+            T_CHECK(ok == 1, "%s without optional %s: %s", arch, name, msg);
+            n_optional++;
+        } else {
+            T_CHECK(ok == 0 && strstr(msg, want), "%s without %s: '%s'", arch, name, msg);
+        }
+    }
+    T_CHECK(n_keys >= 30 && n_tensors >= 60 && n_optional == 2, "%s: %d keys, %d tensors, %d optional", arch, n_keys,
+            n_tensors, n_optional);
+    gguf_close(f);
+
+    /* inconsistent dims; synth's: n_embd 256, 4 layers + MTP, conv 4, d_state 64, groups 2, rank 4, inner 256 */
+    char k_inner[96], k_group[96], k_rank[96], k_state[96], k_conv[96], k_nextn[96], k_fai[96], k_kv[96], k_rot[96],
+        k_sect[96], k_used[96];
+#define KEY(buf, suffix) snprintf(buf, sizeof buf, "%s." suffix, arch)
+    KEY(k_inner, "ssm.inner_size"), KEY(k_group, "ssm.group_count"), KEY(k_rank, "ssm.time_step_rank");
+    KEY(k_state, "ssm.state_size"), KEY(k_conv, "ssm.conv_kernel"), KEY(k_nextn, "nextn_predict_layers");
+    KEY(k_fai, "full_attention_interval"), KEY(k_kv, "attention.head_count_kv");
+    KEY(k_rot, "rope.dimension_count");
+    KEY(k_sect, "rope.dimension_sections"), KEY(k_used, "expert_used_count");
+#undef KEY
+    static const int32_t zero4[4] = {0, 0, 0, 0};
+    const int next = !strcmp(arch, "qwen3next");
+#define U(key, v) {.set_u32_key = (key), .set_u32 = (v)}
+#define R(name, a, b) {.reshape_tensor = (name), .new_ne = {(a), (b), 1, 1}, .new_n_dims = (b) > 1 ? 2 : 1}
+    const struct { const char *what; struct edit e; const char *want; } cases[] = {
+        {"inner != rank*state", U(k_inner, 200), "inner_size' = 200, expected time_step_rank*state_size = 256"},
+        {"groups do not divide rank", U(k_group, 3), "expected a multiple of ssm.group_count (3)"},
+        {"more groups than rank", U(k_group, 8), "expected a multiple of ssm.group_count (8)"},
+        {"zero groups", U(k_group, 0), "ssm.group_count' = 0"},
+        {"zero rank", U(k_rank, 0), "ssm.time_step_rank' = 0"},
+        {"zero state", U(k_state, 0), "ssm.state_size' = 0"},
+        {"state vs inner", U(k_state, 32), "inner_size' = 256, expected time_step_rank*state_size = 128"},
+        {"conv_kernel vs tensor", U(k_conv, 3),
+         "tensor 'blk.0.ssm_conv1d.weight' has shape [4, 512], expected [3, 512] (conv_kernel"},
+        {"conv1d kernel", R("blk.0.ssm_conv1d.weight", 3, 512),
+         "tensor 'blk.0.ssm_conv1d.weight' has shape [3, 512], expected [4, 512]"},
+        {"attn_qkv width", R("blk.1.attn_qkv.weight", 256, 576),
+         "tensor 'blk.1.attn_qkv.weight' has shape [256, 576], expected [256, 512] "
+         "(n_embd, 2*group_count*state_size+inner_size)"},
+        {"ssm_a length", R("blk.2.ssm_a", 8, 1), "tensor 'blk.2.ssm_a' has shape [8], expected [4] (time_step_rank)"},
+        {"ssm_norm length", R("blk.0.ssm_norm.weight", 128, 1),
+         "tensor 'blk.0.ssm_norm.weight' has shape [128], expected [64] (state_size)"},
+        {"eh_proj shape", R("blk.4.nextn.eh_proj.weight", 256, 256),
+         "tensor 'blk.4.nextn.eh_proj.weight' has shape [256, 256], expected [512, 256] (2*n_embd, n_embd)"},
+        {"nextn > block_count", U(k_nextn, 6), "nextn_predict_layers' = 6, expected less than block_count (5)"},
+        {"nextn = block_count", U(k_nextn, 5), "nextn_predict_layers' = 5, expected less than block_count (5)"},
+        {"nextn 0 with MTP tensors", U(k_nextn, 0),
+         "nextn_predict_layers' is 0 or absent, but the file holds MTP tensor 'blk.4.nextn."},
+        {"nextn 2", U(k_nextn, 2), "missing tensor 'blk.3.nextn.eh_proj.weight'"},
+        {"interval 0", U(k_fai, 0), "full_attention_interval' = 0"},
+        {"interval 2", U(k_fai, 2), "missing tensor 'blk.1.attn_q.weight'"},
+        {"kv heads", U(k_kv, 3), "attention.head_count_kv' = 3, expected a divisor of head_count (4)"},
+        {"odd n_rot", U(k_rot, 17), "rope.dimension_count' = 17"},
+        {"n_rot > head_dim", U(k_rot, 128), "rope.dimension_count' = 128"},
+        {"attn_q without gate", R("blk.3.attn_q.weight", 256, 256),
+         "tensor 'blk.3.attn_q.weight' has shape [256, 256], expected [256, 512] (n_embd, 2*n_head*head_dim)"},
+        {"beta/alpha width",
+         next ? (struct edit)R("blk.0.ssm_ba.weight", 256, 4) : (struct edit)R("blk.0.ssm_beta.weight", 256, 8),
+         next ? "tensor 'blk.0.ssm_ba.weight' has shape [256, 4], expected [256, 8] (n_embd, 2*time_step_rank)"
+              : "tensor 'blk.0.ssm_beta.weight' has shape [256, 8], expected [256, 4] (n_embd, time_step_rank)"},
+        {next ? "extra tensor" : "zero sections",
+         next ? (struct edit){.extra_tensor = "blk.0.ssm_bogus"} : (struct edit){.sect_key = k_sect, .sect = zero4},
+         next ? "unexpected tensor 'blk.0.ssm_bogus'" : "rope.dimension_sections' = [0, 0, 0, 0]"},
+    };
+#undef U
+#undef R
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int ok = try_load(good, &cases[i].e, msg, sizeof msg);
+        T_CHECK(ok == 0 && strstr(msg, cases[i].want), "%s %s: '%s' lacks '%s'", arch, cases[i].what, msg,
+                cases[i].want);
+    }
+    if (p.n_expert) {
+        const int ok = try_load(good, EDIT(.set_u32_key = k_used, .set_u32 = 9), msg, sizeof msg);
+        T_CHECK(ok == 0 && strstr(msg, "expert_used_count' = 9, expected 1..expert_count (8)"), "%s used: %s", arch,
+                msg);
+        const int ok2 = try_load(good,
+                                 EDIT(.reshape_tensor = "blk.4.ffn_down_exps.weight", .new_ne = {256, 256, 4, 1},
+                                      .new_n_dims = 3),
+                                 msg, sizeof msg);
+        T_CHECK(ok2 == 0 && strstr(msg, "'blk.4.ffn_down_exps.weight' has shape [256, 256, 4], expected [256, 256, 8]"),
+                "%s experts: %s", arch, msg);
+    }
 }
 
 /* ---- good models ---- */
@@ -212,6 +377,10 @@ int main(void) {
     check_arch("qwen35", 1, 0, "Q8_0");
     check_arch("qwen35moe", 0, 1, "F16");
 
+    hybrid_sweep("qwen35");
+    hybrid_sweep("qwen35moe");
+    hybrid_sweep("qwen3next");
+
     /* broken copies of a good qwen35 (with MTP) and llama file */
     struct synth_params p;
     synth_params_default("qwen35", &p);
@@ -224,7 +393,6 @@ int main(void) {
     T_CHECK(synth_write(&p, good_llama) == INFER_OK, "write llama: %s", infer_last_error());
 
     struct edit e;
-#define EDIT(...) (memset(&e, 0, sizeof e), e = (struct edit){__VA_ARGS__}, &e)
     expect_fail("missing key", good, EDIT(.drop_key = "qwen35.ssm.inner_size"), INFER_E_FORMAT,
                 "missing key 'qwen35.ssm.inner_size'");
     expect_fail("missing sections", good, EDIT(.drop_key = "qwen35.rope.dimension_sections"), INFER_E_FORMAT,

@@ -6,7 +6,13 @@
  * 4. Against the real llama.cpp (peer): an F32 synth model of every arch is quantised by
  *    llama_model_quantize (which reads its hyperparameters) to each file type; every tensor's type in its output must equal
  *    ftype_tensor_type() (which synth uses to write a file of that type directly).
+ * 5. mtp_agree, without our forward pass: the set tensors dequantise to the promised values (zero output
+ *    projections, identity eh_proj, ones, equal norms); a float64 bigram table computed here from the file
+ *    (main: output*RMSNorm(E[x])*output_norm; MTP: spec §6.1 with zero block outputs) has the same argmax
+ *    for every token and is one cycle through the vocabulary; with mtp_noise the agreement falls as
+ *    documented in synth.h; and llama.cpp's greedy token after each single token x is the table's.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +141,269 @@ static void peer_compare(const struct llama_peer *pe, const char *arch, int tied
     infer_model_free(m);
 }
 
+/* ---- mtp_agree ---- */
+
+/* The tensor dequantised to float64, rows of ne[0]; NULL if absent. */
+static double *deq(const struct gguf_file *f, const char *name, int64_t *ne0, int64_t *rows) {
+    const struct gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return NULL;
+    *ne0 = t->ne[0], *rows = t->ne[1] * t->ne[2] * t->ne[3];
+    float *row = malloc((size_t)*ne0 * sizeof *row);
+    double *out = malloc((size_t)(*ne0 * *rows) * sizeof *out);
+    const size_t rb = quant_row_bytes(t->type, *ne0);
+    for (int64_t r = 0; r < *rows; r++) {
+        quant_dequant_row(t->type, (const uint8_t *)t->data + (size_t)r * rb, row, *ne0);
+        for (int64_t i = 0; i < *ne0; i++) out[r * *ne0 + i] = row[i];
+    }
+    free(row);
+    return out;
+}
+
+static void rmsnorm(const double *x, const double *w, double *y, int64_t n, double eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const double s = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s * (w ? w[i] : 1.0);
+}
+
+static int64_t argmax_rows(const double *m, const double *v, int64_t rows, int64_t n, double *margin) {
+    int64_t best = 0;
+    double b1 = -1e300, b2 = -1e300;
+    for (int64_t r = 0; r < rows; r++) {
+        double d = 0;
+        for (int64_t i = 0; i < n; i++) d += m[r * n + i] * v[i];
+        if (d > b1) b2 = b1, b1 = d, best = r;
+        else if (d > b2) b2 = d;
+    }
+    if (margin) *margin = b1 - b2;
+    return best;
+}
+
+struct bigram {
+    int64_t V, E, n_normal;
+    double *emb, *out, *onorm, *eh, *enorm, *hnorm, *shnorm;
+};
+
+static int bigram_open(const struct gguf_file *f, struct bigram *b) {
+    int64_t ne0, rows;
+    memset(b, 0, sizeof *b);
+    b->emb = deq(f, "token_embd.weight", &b->E, &b->V);
+    b->out = deq(f, "output.weight", &ne0, &rows);
+    b->onorm = deq(f, "output_norm.weight", &ne0, &rows);
+    char name[64];
+    const struct gguf_kv *kv = gguf_find_kv(f, "general.architecture");
+    char key[96];
+    snprintf(key, sizeof key, "%s.block_count", kv->val.v.str.s);
+    const int64_t mtp_layer = (int64_t)gguf_find_kv(f, key)->val.v.u - 1;
+#define NEXTN(field, suffix)                                                                                  \
+    snprintf(name, sizeof name, "blk.%lld.nextn.%s", (long long)mtp_layer, suffix), b->field = deq(f, name, &ne0, &rows)
+    NEXTN(eh, "eh_proj.weight");
+    NEXTN(enorm, "enorm.weight");
+    NEXTN(hnorm, "hnorm.weight");
+    NEXTN(shnorm, "shared_head_norm.weight");
+#undef NEXTN
+    const struct gguf_kv *tt = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    for (uint64_t i = 0; tt && i < tt->val.n; i++) b->n_normal += ((const int32_t *)tt->val.v.arr)[i] == 1;
+    return b->emb && b->out && b->onorm && b->eh && b->enorm && b->hnorm && b->shnorm;
+}
+
+static void bigram_free(struct bigram *b) {
+    free(b->emb), free(b->out), free(b->onorm), free(b->eh), free(b->enorm), free(b->hnorm), free(b->shnorm);
+}
+
+/* The main model's next token after x (its post-norm hidden to *hn): zero block outputs leave h = E[x]. */
+static int64_t bigram_main(const struct bigram *b, int64_t x, double *hn, double *margin) {
+    rmsnorm(b->emb + x * b->E, b->onorm, hn, b->E, 1e-6);
+    return argmax_rows(b->out, hn, b->V, b->E, margin);
+}
+
+/* Spec §6.1 with attn_output / ffn_down* zero: u = eh_proj*[RMSNorm(E[x])*enorm; RMSNorm(h)*hnorm], the block
+ * adds nothing, y = RMSNorm(u)*shared_head_norm, logits = output*y. */
+static int64_t bigram_mtp(const struct bigram *b, int64_t x, const double *h) {
+    const int64_t E = b->E;
+    double *cat = malloc((size_t)(3 * E) * sizeof *cat), *u = cat + 2 * E;
+    rmsnorm(b->emb + x * E, b->enorm, cat, E, 1e-6);
+    rmsnorm(h, b->hnorm, cat + E, E, 1e-6);
+    for (int64_t r = 0; r < E; r++) {
+        u[r] = 0;
+        for (int64_t c = 0; c < 2 * E; c++) u[r] += b->eh[r * 2 * E + c] * cat[c];
+    }
+    rmsnorm(u, b->shnorm, cat, E, 1e-6);
+    int64_t y = argmax_rows(b->out, cat, b->V, E, NULL);
+    free(cat);
+    return y;
+}
+
+/* Fraction of the sampled tokens (every stride-th, the MTP's h from the previous sample) on which the MTP's
+ * argmax is the main model's. */
+static double bigram_agreement(const struct bigram *b, int64_t stride) {
+    double *hn = malloc((size_t)b->E * sizeof *hn), *hprev = calloc((size_t)b->E, sizeof *hprev);
+    int64_t n = 0, same = 0;
+    for (int64_t x = 0; x < b->n_normal; x += stride, n++) {
+        int64_t main_next = bigram_main(b, x, hn, NULL);
+        same += bigram_mtp(b, x, hprev) == main_next;
+        memcpy(hprev, hn, (size_t)b->E * sizeof *hn);
+    }
+    free(hn), free(hprev);
+    return n ? (double)same / (double)n : 0;
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+/* (a) the set tensors, (b) the bigram property and the cycle. */
+static void check_agree_file(const char *arch, const char *ftype, int random_blocks) {
+    struct synth_params p;
+    synth_params_default(arch, &p);
+    p.ftype = ftype, p.mtp_agree = 1, p.random_blocks = random_blocks;
+    const char *path = tmp_path("agree.gguf");
+    T_CHECK(synth_write(&p, path) == INFER_OK, "agree %s %s: %s", arch, ftype, infer_last_error());
+    struct gguf_file *f = NULL;
+    T_CHECK(gguf_open(path, &f) == INFER_OK, "open: %s", infer_last_error());
+    if (!f) return;
+    /* (a) every output projection dequantises to zeros */
+    int n_zero = 0, nonzero = 0;
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        const char *nm = f->tensors[i].name;
+        if (!ends_with(nm, "attn_output.weight") && !ends_with(nm, "ssm_out.weight") &&
+            !ends_with(nm, "ffn_down.weight") && !ends_with(nm, "ffn_down_exps.weight") &&
+            !ends_with(nm, "ffn_down_shexp.weight"))
+            continue;
+        int64_t ne0, rows;
+        double *v = deq(f, nm, &ne0, &rows);
+        for (int64_t k = 0; k < ne0 * rows; k++) nonzero += v[k] != 0.0;
+        free(v);
+        n_zero++;
+    }
+    /* per layer (trunk and MTP): the mixer's output, then ffn_down or ffn_down_exps (+ ffn_down_shexp) */
+    const int per_layer = 1 + 1 + (p.n_ff_shexp ? 1 : 0);
+    T_CHECK(n_zero == (p.n_layer + 1) * per_layer && nonzero == 0, "%s %s: %d output projections, %d nonzero values",
+            arch, ftype, n_zero, nonzero);
+    struct bigram b;
+    T_CHECK(bigram_open(f, &b), "%s: bigram tensors", arch);
+    const struct gguf_tensor *eht = gguf_find_tensor(f, "blk.4.nextn.eh_proj.weight");
+    T_CHECK(eht && eht->type == (strcmp(ftype, "F32") ? INFER_TYPE_F16 : INFER_TYPE_F32), "%s %s: eh_proj type", arch,
+            ftype);
+    int bad_eh = 0, bad_norm = 0;
+    for (int64_t r = 0; r < b.E; r++)
+        for (int64_t c = 0; c < 2 * b.E; c++) bad_eh += b.eh[r * 2 * b.E + c] != (c == r ? 1.0 : 0.0);
+    for (int64_t i = 0; i < b.E; i++) bad_norm += b.enorm[i] != 1.0 || b.shnorm[i] != b.onorm[i];
+    T_CHECK(bad_eh == 0 && bad_norm == 0, "%s: eh_proj %d values not identity, %d norm values off", arch, bad_eh,
+            bad_norm);
+    /* eh_proj*[e;h] reproduces e */
+    {
+        uint64_t s = 7;
+        double err = 0;
+        double *cat = malloc((size_t)(2 * b.E) * sizeof *cat);
+        for (int64_t c = 0; c < 2 * b.E; c++) {
+            s = s * 6364136223846793005ull + 1;
+            cat[c] = (double)(s >> 40) / 16777216.0 - 0.5;
+        }
+        for (int64_t r = 0; r < b.E; r++) {
+            double u = 0;
+            for (int64_t c = 0; c < 2 * b.E; c++) u += b.eh[r * 2 * b.E + c] * cat[c];
+            err = fmax(err, fabs(u - cat[r]));
+        }
+        T_CHECK(err < 1e-3, "%s: |eh_proj*[e;h] - e| = %g", arch, err);
+        free(cat);
+    }
+    /* (b) same argmax for every token; the greedy chain from token 0 visits every normal token once */
+    const double agree = bigram_agreement(&b, 1);
+    T_CHECK(agree == 1.0, "%s %s: MTP agrees on %.4f of the tokens", arch, ftype, agree);
+    double *hn = malloc((size_t)b.E * sizeof *hn);
+    char *seen = calloc((size_t)b.V, 1);
+    int64_t x = 0, distinct = 0;
+    double min_margin = 1e300, margin;
+    for (int64_t k = 0; k < b.n_normal; k++) {
+        distinct += !seen[x];
+        seen[x] = 1;
+        x = bigram_main(&b, x, hn, &margin);
+        min_margin = fmin(min_margin, margin);
+    }
+    T_CHECK(distinct == b.n_normal && x == 0, "%s: greedy chain visits %lld of %lld tokens", arch, (long long)distinct,
+            (long long)b.n_normal);
+    printf("  %s %s agree: MTP = main on %.4f of %lld tokens, one cycle of %lld, smallest top-2 margin %.3f\n", arch,
+           ftype, agree, (long long)b.n_normal, (long long)distinct, min_margin);
+    free(hn), free(seen);
+    bigram_free(&b);
+    gguf_close(f);
+}
+
+/* Agreement against mtp_noise for a shape. */
+static double agree_at(const char *arch, int32_t n_embd, int32_t n_vocab, float sigma, int64_t stride) {
+    struct synth_params p;
+    synth_params_default(arch, &p);
+    p.ftype = "Q8_0", p.mtp_noise = sigma, p.n_embd = n_embd, p.n_vocab = n_vocab, p.n_layer = 4;
+    p.random_blocks = 1;
+    const char *path = tmp_path("noise.gguf");
+    T_CHECK(synth_write(&p, path) == INFER_OK, "noise %g: %s", (double)sigma, infer_last_error());
+    struct gguf_file *f = NULL;
+    double agree = -1;
+    if (gguf_open(path, &f) != INFER_OK) return agree;
+    struct bigram b;
+    if (bigram_open(f, &b)) {
+        /* the pass-through block's deviation from I is the noise; the hidden half stays zero */
+        double ss = 0;
+        int hidden = 0;
+        for (int64_t r = 0; r < b.E; r++)
+            for (int64_t c = 0; c < 2 * b.E; c++) {
+                double d = b.eh[r * 2 * b.E + c] - (c == r);
+                if (c < b.E) ss += d * d;
+                else hidden += d != 0;
+            }
+        T_NEAR(sqrt(ss / (double)(b.E * b.E)), sigma, 0.02 * sigma + 1e-9);
+        T_CHECK(hidden == 0, "noise: %d nonzero hidden-half values", hidden);
+        agree = bigram_agreement(&b, stride);
+    }
+    bigram_free(&b);
+    gguf_close(f);
+    return agree;
+}
+
+/* (c) llama.cpp's greedy token after each single token is the bigram table's. */
+static void peer_bigram(const struct llama_peer *pe, const char *arch, const char *ftype) {
+    struct synth_params p;
+    synth_params_default(arch, &p);
+    p.ftype = ftype, p.mtp_agree = 1;
+    const char *path = tmp_path("agree-peer.gguf");
+    T_CHECK(synth_write(&p, path) == INFER_OK, "agree %s: %s", arch, infer_last_error());
+    const struct llama_peer_expect e = {p.n_embd, p.n_layer, 0, 0, p.n_vocab, 0};
+    const char *why = "";
+    void *m = llama_peer_model_load(pe, path, 0, &e, &why);
+    T_CHECK(m != NULL, "llama.cpp refuses the agree %s model: %s", arch, why);
+    struct gguf_file *f = NULL;
+    struct bigram b;
+    if (!m || gguf_open(path, &f) != INFER_OK) goto done;
+    if (!bigram_open(f, &b)) goto done_b;
+    float *logits = malloc((size_t)b.V * sizeof *logits);
+    double *hn = malloc((size_t)b.E * sizeof *hn);
+    int same = 0, n = 0;
+    for (int32_t x = 3; x < b.n_normal; x += b.n_normal / 6, n++) {
+        void *ctx = llama_peer_context(pe, m, 16, LLAMA_PEER_CTX_DEFAULT, NULL);
+        int32_t tok = x;
+        int64_t ours = bigram_main(&b, x, hn, NULL), theirs = -1;
+        if (ctx && llama_peer_eval(pe, ctx, &tok, 1, logits, (int32_t)b.V) == 0) {
+            theirs = 0;
+            for (int64_t y = 1; y < b.V; y++) theirs = logits[y] > logits[theirs] ? y : theirs;
+        }
+        same += ours == theirs;
+        if (ours != theirs)
+            printf("  %s: after %d llama.cpp says %lld, the bigram table %lld\n", arch, x, (long long)theirs,
+                   (long long)ours);
+        if (ctx) pe->ctx_free(ctx);
+    }
+    T_CHECK(n >= 6 && same == n, "%s: llama.cpp's greedy token = the bigram table's for %d of %d tokens", arch, same,
+            n);
+    free(logits), free(hn);
+    bigram_free(&b);
+done_b:
+    gguf_close(f);
+done:
+    if (m) pe->model_free(m);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test-synth-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -192,6 +461,30 @@ int main(void) {
     T_CHECK(synth_preset("qwen35-27b", &(struct synth_params){0}) == INFER_OK, "preset");
     T_CHECK(synth_preset("gpt-5", &(struct synth_params){0}) == INFER_E_ARG, "bad preset");
 
+    /* 5. mtp_agree */
+    check_agree_file("qwen35", "Q4_K_M", 0);
+    check_agree_file("qwen35moe", "Q8_0", 1);
+    check_agree_file("qwen3next", "F32", 0);
+    {
+        struct synth_params p;
+        synth_params_default("qwen3", &p);
+        p.mtp_agree = 1;
+        T_CHECK(synth_write(&p, tmp_path("x.gguf")) == INFER_E_ARG, "agree without an MTP arch");
+    }
+    /* agreement falls with sigma and (slowly) with the vocabulary: ~Phi(1/sigma - sqrt(2 ln V)) */
+    static const float sigmas[] = {0.1f, 0.2f, 0.3f};
+    double a[3][2];
+    for (int k = 0; k < 3; k++) {
+        a[k][0] = agree_at("qwen35", 256, 640, sigmas[k], 1);
+        a[k][1] = agree_at("qwen35moe", 1024, 4096, sigmas[k], 37);
+        printf("  mtp_noise %.2f: agreement %.3f (n_embd 256, vocab 640), %.3f (n_embd 1024, vocab 4096)\n",
+               (double)sigmas[k], a[k][0], a[k][1]);
+    }
+    T_CHECK(a[0][0] >= 0.99 && a[0][1] >= 0.99, "noise 0.1: %.3f %.3f", a[0][0], a[0][1]);
+    T_CHECK(a[1][0] >= 0.9 && a[1][0] < 1 && a[1][1] >= 0.75 && a[1][1] <= 0.95, "noise 0.2: %.3f %.3f", a[1][0],
+            a[1][1]);
+    T_CHECK(a[2][0] < a[1][0] - 0.2 && a[2][1] < a[1][1] - 0.2, "noise 0.3: %.3f %.3f", a[2][0], a[2][1]);
+
     /* 3. llama.cpp */
     struct llama_peer pe;
     const char *why = NULL;
@@ -216,6 +509,9 @@ int main(void) {
             peer_load_model(&pe, archs[i], 0, 0, "F32");
             peer_load_model(&pe, archs[i], 1, 1, "Q4_K_M");
         }
+        peer_bigram(&pe, "qwen35", "Q4_K_M");
+        peer_bigram(&pe, "qwen35moe", "Q8_0");
+        peer_bigram(&pe, "qwen3next", "F32");
     }
 
     char cmd[600];

@@ -7,6 +7,8 @@
  * scale fields forced to small finite values, which writes an 8B-27B shape in seconds. Tensor data is
  * produced by the writer's fill callback, one tensor at a time, so nothing model-sized is held here.
  * The vocabulary (synth_vocab) is a valid byte-level BPE: 256 byte tokens, merged tokens, control tokens.
+ * mtp_agree (synth.h) replaces a few tensors by set values: zero output projections, a bigram LM head
+ * (synth_agree_output) and a pass-through MTP head (synth_agree_row), for speculative-decoding tests.
  */
 #include "synth.h"
 
@@ -72,6 +74,8 @@ static const struct synth_preset synth_presets[] = {
     {"qwen35-27b", "qwen35", 248320, 5120, 64, 24, 4, 256, 17408, 0, 0, 0, 0, 128, 16, 48, 262144, 0},
     {"qwen35-35b-a3b", "qwen35moe", 248320, 2048, 40, 16, 2, 256, 0, 256, 8, 512, 512, 128, 16, 32, 262144, 0},
     {"qwen3next-80b-a3b", "qwen3next", 151936, 2048, 48, 16, 2, 256, 5120, 512, 10, 512, 512, 128, 16, 32, 262144, 0},
+    /* not a released model: the ~1B Qwen3.5-MoE shape of the MTP benchmark (count in synth.h) */
+    {"qwen35moe-1b", "qwen35moe", 32000, 1024, 16, 8, 2, 256, 0, 64, 8, 256, 256, 128, 16, 16, 262144, 0},
 };
 
 infer_status synth_preset(const char *name, struct synth_params *p) {
@@ -85,6 +89,7 @@ infer_status synth_preset(const char *name, struct synth_params *p) {
         p->mtp = keep.mtp;
         p->seed = keep.seed;
         p->random_blocks = keep.random_blocks;
+        p->mtp_agree = keep.mtp_agree, p->mtp_noise = keep.mtp_noise;
         p->n_vocab = s->n_vocab, p->n_embd = s->n_embd, p->n_layer = s->n_layer, p->n_head = s->n_head;
         p->n_head_kv = s->n_head_kv, p->head_dim = s->head_dim, p->n_ff = s->n_ff;
         p->n_expert = s->n_expert, p->n_expert_used = s->n_expert_used, p->n_ff_exp = s->n_ff_exp;
@@ -226,6 +231,10 @@ struct synth_job {
     int32_t *types;                  /* (n) */
     int64_t n;
     float *row;                      /* (max ne0) */
+    /* mtp_agree: the permutation cycle of the bigram table and the stream indexes it is built from */
+    int32_t *next;                   /* (n_vocab) next[x] = the bigram successor of x; -1 for control tokens */
+    int64_t i_embd, i_onorm;         /* list indexes of token_embd and output_norm */
+    float rms_eps;
 };
 
 static void synth_put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8); }
@@ -261,15 +270,83 @@ static float synth_value(enum arch_role r, uint64_t *s) {
     }
 }
 
+static uint64_t synth_stream(const struct synth_job *j, int64_t index) {
+    return synth_mix(j->p->seed ^ synth_mix((uint64_t)index + 1));
+}
+
+/* mtp_agree: the roles whose output is added to the residual stream, written as zeros */
+static int synth_agree_zero(enum arch_role r) {
+    return r == ARCH_T_ATTN_OUT || r == ARCH_T_SSM_OUT || r == ARCH_T_FFN_DOWN || r == ARCH_T_FFN_DOWN_EXPS ||
+           r == ARCH_T_FFN_DOWN_SHEXP;
+}
+
+/* mtp_agree: row r (of ne[1]) of the tensors whose values are set, not drawn. s is the tensor's stream. */
+static void synth_agree_row(const struct synth_job *j, const struct arch_tensor *t, int64_t r, uint64_t *s,
+                            float *row) {
+    const int64_t n = t->ne[0], E = j->p->n_embd;
+    switch (t->role) {
+    case ARCH_T_NEXTN_ENORM:
+        for (int64_t i = 0; i < n; i++) row[i] = 1.0f;
+        break;
+    case ARCH_T_NEXTN_SHARED_HEAD_NORM: { /* output_norm's own stream: the same values */
+        uint64_t so = synth_stream(j, j->i_onorm);
+        for (int64_t i = 0; i < n; i++) row[i] = synth_value(ARCH_T_OUTPUT_NORM, &so);
+        break;
+    }
+    default: /* ARCH_T_NEXTN_EH_PROJ: [I + noise | 0] */
+        for (int64_t i = 0; i < n; i++)
+            row[i] = i < E ? (i == r ? 1.0f : 0.0f) + (j->p->mtp_noise > 0 ? j->p->mtp_noise * synth_gauss(s) : 0.0f)
+                           : 0.0f;
+        break;
+    }
+}
+
+/* mtp_agree: output row next[z] = RMSNorm(E[z])*output_norm/sqrt(n_embd) for every non-control z (from the
+ * float values token_embd and output_norm are quantised from); control tokens' rows stay zero. */
+static infer_status synth_agree_output(const struct synth_job *j, const struct arch_tensor *t, int32_t type,
+                                       uint8_t *dst, size_t nbytes) {
+    const int64_t E = t->ne[0], V = t->ne[1];
+    const size_t row_bytes = quant_row_bytes(type, E);
+    float *on = xmalloc((size_t)E * sizeof *on);
+    if (!on) return INFER_OOM("the output norm");
+    uint64_t so = synth_stream(j, j->i_onorm), se = synth_stream(j, j->i_embd);
+    for (int64_t i = 0; i < E; i++) on[i] = synth_value(ARCH_T_OUTPUT_NORM, &so);
+    memset(dst, 0, nbytes);
+    infer_status st = INFER_OK;
+    for (int64_t z = 0; z < V; z++) {
+        double ss = 0;
+        for (int64_t i = 0; i < E; i++) {
+            j->row[i] = synth_value(ARCH_T_TOKEN_EMBD, &se);
+            ss += (double)j->row[i] * j->row[i];
+        }
+        if (j->next[z] < 0) continue;
+        const double scale = 1.0 / sqrt(ss / (double)E + j->rms_eps) / sqrt((double)E);
+        for (int64_t i = 0; i < E; i++) j->row[i] = (float)(j->row[i] * scale * on[i]);
+        TRY(quant_quantize_row(type, j->row, dst + (size_t)j->next[z] * row_bytes, E));
+    }
+fail:
+    xfree(on);
+    return st;
+}
+
 static infer_status synth_fill(void *user, int64_t index, void *dst, size_t nbytes) {
     struct synth_job *j = user;
     if (index < 0 || index >= j->n) return infer_fail(INFER_E_INTERNAL, "synth: fill for tensor %lld", (long long)index);
     const struct arch_tensor *t = j->list[index];
     const int32_t type = j->types[index];
     const struct quant_type *qt = quant_type(type);
-    uint64_t s = synth_mix(j->p->seed ^ synth_mix((uint64_t)index + 1));
+    uint64_t s = synth_stream(j, index);
     const int is_float = qt->blck == 1;
-    if ((j->p->random_blocks && !is_float) || !qt->quantize) {
+    const int agree_set = j->p->mtp_agree && (t->role == ARCH_T_NEXTN_ENORM || t->role == ARCH_T_NEXTN_EH_PROJ ||
+                                              t->role == ARCH_T_NEXTN_SHARED_HEAD_NORM);
+    if (j->p->mtp_agree && synth_agree_zero(t->role)) { /* zero bytes: zero scales, so 0.0 in every type */
+        memset(dst, 0, nbytes);
+        return INFER_OK;
+    }
+    if (j->p->mtp_agree && t->role == ARCH_T_OUTPUT) return synth_agree_output(j, t, type, dst, nbytes);
+    /* mtp_agree: output is computed from token_embd's floats, so token_embd is never random blocks */
+    const int random_ok = !(j->p->mtp_agree && t->role == ARCH_T_TOKEN_EMBD) && !agree_set;
+    if ((j->p->random_blocks && !is_float && random_ok) || !qt->quantize) {
         synth_random_blocks(type, &s, dst, nbytes);
         return INFER_OK;
     }
@@ -279,7 +356,9 @@ static infer_status synth_fill(void *user, int64_t index, void *dst, size_t nbyt
         return infer_fail(INFER_E_INTERNAL, "synth: %s: %zu bytes asked, expected %zu", t->name, nbytes,
                           row_bytes * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < t->ne[0]; i++) j->row[i] = synth_value(t->role, &s);
+        if (agree_set) synth_agree_row(j, t, r, &s, j->row);
+        else
+            for (int64_t i = 0; i < t->ne[0]; i++) j->row[i] = synth_value(t->role, &s);
         infer_status st = quant_quantize_row(type, j->row, (uint8_t *)dst + (size_t)r * row_bytes, t->ne[0]);
         if (st != INFER_OK) return infer_fail_context(st, "synth: %s", t->name);
     }
@@ -364,6 +443,30 @@ fail:
 
 /* ---- writing ---- */
 
+/* mtp_agree: next[] as one cycle through the non-control tokens in a seeded shuffled order (Fisher-Yates). */
+static infer_status synth_agree_cycle(const struct synth_params *p, const struct synth_vocab *v, struct synth_job *j) {
+    int32_t *order = xmalloc((size_t)v->n_vocab * sizeof *order);
+    j->next = xmalloc((size_t)v->n_vocab * sizeof *j->next);
+    if (!order || !j->next) {
+        xfree(order);
+        return INFER_OOM("the bigram cycle");
+    }
+    int64_t n = 0;
+    for (int64_t x = 0; x < v->n_vocab; x++) {
+        j->next[x] = -1;
+        if (v->types[x] == 1) order[n++] = (int32_t)x;
+    }
+    uint64_t s = synth_mix(p->seed ^ 0x6d7470ull);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t k = (int64_t)(synth_next(&s) % (uint64_t)(i + 1));
+        int32_t t = order[i];
+        order[i] = order[k], order[k] = t;
+    }
+    for (int64_t i = 0; i < n; i++) j->next[order[i]] = order[(i + 1) % n];
+    xfree(order);
+    return INFER_OK;
+}
+
 infer_status synth_write(const struct synth_params *params, const char *path) {
     infer_status st = INFER_OK;
     struct synth_params p;
@@ -388,6 +491,15 @@ infer_status synth_write(const struct synth_params *params, const char *path) {
 #undef SYNTH_TAKE
     p.ftype = params->ftype, p.mtp = params->mtp, p.random_blocks = params->random_blocks;
     p.seed = params->seed, p.tied = params->tied;
+    p.mtp_agree = params->mtp_agree || params->mtp_noise > 0, p.mtp_noise = params->mtp_noise;
+    if (p.mtp_agree) {
+        if (!(a->flags & ARCH_F_MTP))
+            return infer_fail(INFER_E_ARG, "synth: mtp_agree needs an arch with an MTP layer, not '%s'", a->name);
+        if (!(p.mtp_noise >= 0 && p.mtp_noise < 100))
+            return infer_fail(INFER_E_ARG, "synth: mtp_noise %g, expected 0..100", (double)p.mtp_noise);
+        p.mtp = 1;
+        p.tied = 0; /* the bigram table lives in output.weight */
+    }
     TRY(synth_hparams(a, &p, &hp));
     TRY(arch_tensors(a, &hp, &all, &n_all));
     TRY(synth_vocab_make(a, hp.n_vocab, &vocab));
@@ -412,10 +524,19 @@ infer_status synth_write(const struct synth_params *params, const char *path) {
         int wanted = t->required || (t->role == ARCH_T_OUTPUT && !p.tied) || t->role == ARCH_T_NEXTN_SHARED_HEAD_NORM;
         if (!wanted) continue;
         int32_t type = ftype_tensor_type(ftype, t->name, t->n_dims, t->ne, &fm);
+        /* mtp_agree: eh_proj is F16 in every quantised file. The bare identity would survive Q4_K (max error
+         * 4e-4), but the noise would not: Q4_K / Q6_K / Q8_0 add errors up to 0.04 / 0.014 / 0.004 to a
+         * sigma 0.19 block, so the agreement a sigma gives would depend on the file type. F16 holds 0 and 1
+         * exactly and that noise to 2e-4. */
+        if (p.mtp_agree && t->role == ARCH_T_NEXTN_EH_PROJ && ftype != FTYPE_F32) type = INFER_TYPE_F16;
+        if (t->role == ARCH_T_TOKEN_EMBD) job.i_embd = job.n;
+        if (t->role == ARCH_T_OUTPUT_NORM) job.i_onorm = job.n;
         job.list[job.n] = t;
         job.types[job.n++] = type;
         TRY(gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, NULL));
     }
+    job.rms_eps = hp.rms_eps;
+    if (p.mtp_agree) TRY(synth_agree_cycle(&p, &vocab, &job));
     TRY(gguf_writer_write(w, path, synth_fill, &job));
 fail:
     gguf_writer_free(w);
@@ -423,6 +544,7 @@ fail:
     xfree(job.list);
     xfree(job.types);
     xfree(job.row);
+    xfree(job.next);
     xfree(all);
     return st;
 }
