@@ -143,3 +143,16 @@ infer_spec_stats infer_spec_get_stats(const infer_ctx *c) {
     if (c) r.n_steps = c->spec_steps, r.n_drafted = c->spec_drafted, r.n_accepted = c->spec_accepted;
     return r;
 }
+
+infer_status spec_mtp_eval(infer_ctx *c, int32_t seq, int32_t pos0, const int32_t *tokens, const float *h, int32_t n,
+                           float *out) {
+    if (!c || !tokens || !h || !out || c->n_draft < 1 || seq < 0 || seq >= c->n_seq || n < 1 || n > c->n_batch ||
+        pos0 < 0 || pos0 > c->kv->mtp_len[seq] || pos0 + n > c->n_ctx)
+        return infer_fail(INFER_E_ARG, "spec_mtp_eval: seq %d pos0 %d n %d: expected a drafting context, pos0 within "
+                          "the MTP cells held and n tokens that fit n_batch and n_ctx", seq, pos0, n);
+    c->n_tokens = 0;
+    for (int32_t i = 0; i < n; i++) c->pos[i] = pos0 + i, c->seq[i] = seq, c->out_row[i] = i;
+    return layer_mtp(c, tokens, h, n, n, out);
+}
+
+const float *spec_hidden(const infer_ctx *c) { return c && c->n_draft ? c->hid : NULL; }
