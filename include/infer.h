@@ -183,8 +183,8 @@ typedef struct {
     int32_t kv_type;   /* INFER_TYPE_F16 (default) or INFER_TYPE_F32 */
     int32_t n_draft;   /* MTP speculative decoding (infer_spec_step): tokens drafted per step, 0..4 (0: off,
                         * the default); needs a model with an MTP layer (infer_model_n_mtp). It also keeps
-                        * n_draft + 1 recurrent-state snapshots per sequence, so a hybrid model's sequence
-                        * can be truncated by up to n_draft positions. */
+                        * the recurrent state of each sequence's last n_draft + 1 positions (see
+                        * infer_seq_rm). */
 } infer_ctx_params;
 
 /* MTP (nextn) layers the model carries (0 or 1). */
@@ -217,8 +217,10 @@ INFER_API infer_status infer_decode(infer_ctx *c, const infer_batch *b);
 INFER_API const float *infer_logits(const infer_ctx *c, int32_t i);
 /* Removes positions [p0, p1) of sequence seq from the caches (p1 < 0: to the end). Only a suffix
  * can be removed (truncation), or the whole sequence; INFER_E_ARG otherwise. A hybrid (recurrent)
- * model cannot forget tokens, so it can be truncated only to a length whose state it kept: the last
- * n_draft + 1 lengths, the length at its checkpoint (infer_seq_checkpoint), or 0;
+ * model cannot forget tokens, so it can be truncated only to a length whose state it kept: the length
+ * at its checkpoint (infer_seq_checkpoint), 0, or (contexts with n_draft > 0) one of the last
+ * n_draft + 1 positions it passed — up to n_draft back after infer_decode calls, only the current
+ * length right after an infer_spec_step (whose verification used those snapshots);
  * INFER_E_UNSUPPORTED (nothing changed) otherwise. */
 INFER_API infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1);
 /* Saves sequence seq's recurrent state at its current length, so that infer_seq_rm can later return

@@ -176,7 +176,8 @@ infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len) {
             return infer_fail(INFER_E_UNSUPPORTED, "cache: sequence %d (%d positions) cannot be truncated to %d: a "
                               "recurrent model keeps its state only for lengths %d..%d (n_draft snapshots), its "
                               "checkpoint (%d) and 0", seq, old, len, c->n_ring ? lo + 1 : old, old, c->ckpt_len[seq]);
-        if (old - c->n_ring > c->ring_lo[seq]) c->ring_lo[seq] = old - c->n_ring;
+        /* what stays valid: [lo, len); the next batch snapshots its own positions from len on */
+        c->ring_lo[seq] = lo < len ? lo : len;
     }
     if (c->ckpt_len[seq] > len) c->ckpt_len[seq] = -1;
     if (c->mtp_len[seq] > len) c->mtp_len[seq] = len;

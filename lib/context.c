@@ -210,20 +210,24 @@ static infer_status ctx_validate(infer_ctx *c, const infer_batch *b, int32_t *n_
 }
 
 /* Keeps the MTP block in step with the target after a batch: runs it over the same tokens with the
- * target's hidden states shifted by one (token t pairs with h of the position before it: the previous
- * row of its run, or the sequence's last h from the cache), filling its KV cells, then records the
- * batch's hidden states in the cache (llama.cpp common_speculative draft-mtp process()). */
+ * target's hidden states shifted by one (token t pairs with the h of the position before it: that of
+ * its sequence's previous token in the batch, or the sequence's last h from the cache), filling its KV
+ * cells, then records the batch's hidden states in the cache (llama.cpp common_speculative draft-mtp
+ * process()). */
 static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
     infer_status st = INFER_OK;
     struct kv_cache *kv = c->kv;
     const size_t n_embd = (size_t)c->m->hp.n_embd;
+    int32_t prev[256]; /* per sequence: its previous token in this batch, -1 before the first (n_seq <= 256) */
+    for (int32_t s = 0; s < c->n_seq; s++) prev[s] = -1;
     for (int32_t t = 0; t < n_tokens; t++) {
-        const int first = t == 0 || c->seq[t - 1] != c->seq[t];
-        if (first && kv->mtp_len[c->seq[t]] != c->pos[t])
+        const int32_t s = c->seq[t];
+        if (prev[s] < 0 && kv->mtp_len[s] != c->pos[t])
             return infer_fail(INFER_E_INTERNAL, "infer_decode: MTP cells of sequence %d hold %d positions, expected %d",
-                              c->seq[t], kv->mtp_len[c->seq[t]], c->pos[t]);
-        memcpy(c->mtp_h + (size_t)t * n_embd, first ? kv_cache_h(kv, c->seq[t]) : c->hid + (size_t)(t - 1) * n_embd,
+                              s, kv->mtp_len[s], c->pos[t]);
+        memcpy(c->mtp_h + (size_t)t * n_embd, prev[s] < 0 ? kv_cache_h(kv, s) : c->hid + (size_t)prev[s] * n_embd,
                n_embd * sizeof(float));
+        prev[s] = t;
     }
     TRY(layer_mtp(c, tokens, c->mtp_h, n_tokens, 0, NULL));
     for (int32_t t = 0; t < n_tokens; t++) {
