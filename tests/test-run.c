@@ -71,6 +71,8 @@ int main(void) {
             "unknown flag: %s", out);
     T_CHECK(run(run_tool, "-m x.gguf -p hi -ngl 1", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
                 strstr(out, "CUDA backend is not available"), "-ngl 1: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi --mtp 5", 1, out, sizeof out) == 2 && strstr(out, "--mtp: '5'"),
+            "--mtp 5: %s", out);
     T_CHECK(run(run_tool, "-m x.gguf -p hi --ids 1,2", 1, out, sizeof out) == 2 && strstr(out, "exactly one"),
             "-p and --ids: %s", out);
     T_CHECK(run(run_tool, "-m x.gguf --ids 1,,2", 1, out, sizeof out) == 2 && strstr(out, "--ids"), "bad --ids: %s", out);
@@ -184,6 +186,27 @@ int main(void) {
     snprintf(args, sizeof args, "-m %s -p 8 -n 2 -r 1 -t 1 -o json", model);
     T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && out[0] == '[' && strstr(out, "\"n_gen\": 2") &&
                 strstr(out, "]\n"), "bench json: %s", out);
+
+    /* ---- --mtp: refused without an MTP layer; on a model whose MTP head agrees with it, the same ids
+     * as plain greedy decoding with every draft accepted; llm-bench adds the drafted tg row ---- */
+    snprintf(args, sizeof args, "-m %s -p hi --mtp 2", model);
+    T_CHECK(run(run_tool, args, 1, out, sizeof out) == 1 && count_lines(out) == 1 && strstr(out, "no MTP layer"),
+            "--mtp on qwen3: %s", out);
+    char mtp_model[640];
+    snprintf(mtp_model, sizeof mtp_model, "%s/mtp.gguf", dir);
+    synth_params_default("qwen35moe", &sp);
+    sp.ftype = "Q8_0", sp.seed = 3, sp.mtp = 1, sp.mtp_agree = 1;
+    T_CHECK(synth_write(&sp, mtp_model) == INFER_OK, "synth qwen35moe --mtp-agree: %s", infer_last_error());
+    snprintf(args, sizeof args, "-m %s --ids 5,17,42 -n 40 --temp 0 -t 1 --print-ids", mtp_model);
+    T_CHECK(run(run_tool, args, 0, out, sizeof out) == 0, "plain greedy on the MTP model");
+    snprintf(args, sizeof args, "-m %s --ids 5,17,42 -n 40 --temp 0 -t 1 --print-ids --mtp 3", mtp_model);
+    T_CHECK(run(run_tool, args, 0, out2, sizeof out2) == 0 && !strcmp(out, out2), "--mtp 3 gives the same ids: %s / %s",
+            out, out2);
+    T_CHECK(run(run_tool, args, 1, out2, sizeof out2) == 0 && strstr(out2, "mean accepted length 3.000") &&
+                strstr(out2, "4.000 tokens per forward"), "--mtp 3 reports full acceptance: %s", out2);
+    snprintf(args, sizeof args, "-m %s -p 0 -n 8 -r 1 -t 1 --mtp 2", mtp_model);
+    T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && strstr(out, "| tg8 |") && strstr(out, "| tg8 mtp2 |") &&
+                strstr(out, "accepted/step") && strstr(out, "| 2.00 | 3.00 |"), "bench --mtp 2: %s", out);
 
     infer_model_free(m);
     snprintf(args, sizeof args, "rm -rf %s", dir);
