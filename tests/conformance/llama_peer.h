@@ -6,7 +6,8 @@
  * batch), so their layouts must be exact: llama_peer_load checks every default value it can see
  * against what llama.cpp documents, and llama_peer_model_load checks that the model llama.cpp built
  * has the dimensions the caller expects and that the progress callback we passed was called (a
- * shifted field would drop it). enums are int-sized; bool is C's _Bool (one byte on x86-64). */
+ * shifted field would drop it). enums are int-sized; bool is C's _Bool (one byte on x86-64). The MTP
+ * entry points come from src/llama-ext.h (exported with C++ linkage, plain C types only). */
 #ifndef TEST_LLAMA_PEER_H
 #define TEST_LLAMA_PEER_H
 
@@ -83,6 +84,12 @@ struct llama_peer {
         (*model_n_head)(const void *model), (*model_n_head_kv)(const void *model),
         (*model_n_layer_nextn)(const void *model);
     uint32_t (*quantize)(const char *in, const char *out, const struct llama_peer_quantize_params *params);
+    /* MTP staging API (src/llama-ext.h, C++ linkage: bound by mangled name). set_embeddings_nextn(ctx, on,
+     * masked) makes a context keep h_nextn, the post-output_norm hidden state (the MTP head's input on a
+     * target context, its own output on an MTP one); get_embeddings_nextn_ith reads row i of it (unmasked:
+     * token i of the batch; masked: output i). */
+    void (*set_embeddings_nextn)(void *ctx, bool value, bool masked);
+    float *(*get_embeddings_nextn_ith)(void *ctx, int32_t i);
     /* libggml-base: ggml's row decoders by ggml type id (F16/BF16: the fp16/bf16 row converters); NULL if
      * absent */
     void (*dequantize_row[43])(const void *x, float *y, int64_t k);
