@@ -208,7 +208,7 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
         if (noise > 0) T_CHECK(rate > 0.05 && rate < 0.999, "%s n_draft %d: acceptance %.3f strictly inside", name, n, rate);
         if (n == 3) printf("  %-28s n_draft %d: %lld steps, acceptance %.3f\n", name, n, (long long)st.n_steps, rate);
     }
-    if (!strcmp(ftype, "Q8_0")) check_truncate(m, name, prompt, want);
+    check_truncate(m, name, prompt, want);
     infer_model_free(m);
 }
 
