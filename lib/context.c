@@ -30,6 +30,10 @@ static infer_status ctx_check_model(const struct infer_model *m) {
         return infer_fail(INFER_E_UNSUPPORTED, "context: n_embd %lld head_dim %lld n_rot %lld: expected n_embd a "
                           "multiple of 32, head_dim even, n_rot <= head_dim", (long long)m->hp.n_embd,
                           (long long)m->hp.head_dim, (long long)m->hp.n_rot);
+    if (m->hp.head_dim > 512 || m->hp.d_state > 256 || (m->hp.d_conv && (m->hp.d_conv < 2 || m->hp.d_conv > 16)))
+        return infer_fail(INFER_E_UNSUPPORTED, "context: head_dim %lld, ssm.state_size %lld, ssm.conv_kernel %lld: "
+                          "the ops take head_dim <= 512, state_size <= 256, conv_kernel 2..16", (long long)m->hp.head_dim,
+                          (long long)m->hp.d_state, (long long)m->hp.d_conv);
     if (m->output_norm->type != INFER_TYPE_F32)
         return infer_fail(INFER_E_UNSUPPORTED, "context: output_norm.weight is %s: expected F32",
                           infer_type_name(m->output_norm->type));
