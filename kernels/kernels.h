@@ -234,6 +234,25 @@ struct moe_ffn_args {
     int32_t n_expert, n_expert_used, n_tokens;
 };
 
+/* ---- embed: y[t] = row ids[t] of an embedding table, dequantised to f32 (ggml_get_rows) ---- */
+struct embed_args {
+    int32_t type;        /* the table's type (any weight type) */
+    const void *table;   /* (n_rows, n_embd) rows packed */
+    int64_t n_embd, n_rows;
+    const int32_t *ids;  /* (n_tokens), each in 0..n_rows-1 */
+    int32_t n_tokens;
+    float *y;            /* (n_tokens, n_embd) packed */
+};
+
+/* ---- kv_store: cells[pos[t]] = f16(x[t]) for the n_tokens rows of one sequence (KV cache writes) ---- */
+struct kv_store_args {
+    const float *x;      /* (n_tokens, row), rows x_stride floats apart */
+    uint16_t *cells;     /* the sequence's first cell; cells cell_stride halves apart */
+    const int32_t *pos;  /* (n_tokens) cell of each row */
+    int64_t row, x_stride, cell_stride;
+    int32_t n_tokens;
+};
+
 /* CUDA launchers (kernels/<op>.cu). The CPU twins are declared in lib/cpu/cpu.h. */
 #if defined(INFER_CUDA) || defined(__CUDACC__)
 #include <cuda_runtime_api.h>

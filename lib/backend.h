@@ -38,6 +38,8 @@ struct infer_backend_ops {
     infer_status (*moe_ffn)(struct infer_backend *b, const struct moe_ffn_args *a);
     infer_status (*ssm_conv)(struct infer_backend *b, const struct ssm_conv_args *a);
     infer_status (*gdn)(struct infer_backend *b, const struct gdn_args *a);
+    infer_status (*embed)(struct infer_backend *b, const struct embed_args *a);
+    infer_status (*kv_store)(struct infer_backend *b, const struct kv_store_args *a);
 };
 
 struct infer_backend {

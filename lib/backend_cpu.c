@@ -56,6 +56,8 @@ BACKEND_CPU_OP(moe_route, moe_route_args)
 BACKEND_CPU_OP(moe_ffn, moe_ffn_args)
 BACKEND_CPU_OP(ssm_conv, ssm_conv_args)
 BACKEND_CPU_OP(gdn, gdn_args)
+BACKEND_CPU_OP(embed, embed_args)
+BACKEND_CPU_OP(kv_store, kv_store_args)
 
 static const struct infer_backend_ops backend_cpu_ops = {
     .name = "cpu",
@@ -77,6 +79,8 @@ static const struct infer_backend_ops backend_cpu_ops = {
     .moe_ffn = backend_cpu_moe_ffn,
     .ssm_conv = backend_cpu_ssm_conv,
     .gdn = backend_cpu_gdn,
+    .embed = backend_cpu_embed,
+    .kv_store = backend_cpu_kv_store,
 };
 
 infer_status backend_cpu_create(int n_threads, struct infer_backend **out) {

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "forward.h"
-#include "quant.h"
 
 infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, const struct gguf_tensor *w2,
                             const float *x, int32_t n_tokens, float *y, const float *add, int32_t epilogue,
@@ -43,15 +42,8 @@ infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf
 
 infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *e, const int32_t *tokens,
                            int32_t n_tokens) {
-    infer_status st = INFER_OK;
-    const int64_t n_embd = c->m->hp.n_embd;
-    const size_t row = quant_row_bytes(e->type, n_embd);
-    /* note: a host loop (ggml_get_rows); a device backend needs an embed op here */
-    for (int32_t t = 0; t < n_tokens; t++)
-        TRY(quant_dequant_row(e->type, (const char *)e->data + (size_t)tokens[t] * row, c->x + (size_t)t * n_embd,
-                              n_embd));
-fail:
-    return st;
+    struct embed_args a = {e->type, e->data, c->m->hp.n_embd, e->ne[1], tokens, n_tokens, c->x};
+    return c->be->ops->embed(c->be, &a);
 }
 
 infer_status forward_add(struct infer_ctx *c, float *y, const float *x2, int64_t n, int32_t n_rows) {

@@ -14,17 +14,19 @@
 #include <math.h>
 
 #include "forward.h"
-#include "quant.h"
 
-/* cells pos[t] of seq[t] <- rows of src (n_tokens, row) as f16 */
-static void layer_attn_store(struct infer_ctx *c, int32_t il, const float *src, int is_v, int32_t n_tokens) {
+/* cells pos[t] of seq[t] <- rows of src (n_tokens, row) as f16, one kv_store per run of a sequence */
+static infer_status layer_attn_store(struct infer_ctx *c, int32_t il, const float *src, int is_v, int32_t n_tokens) {
+    infer_status st = INFER_OK;
     const int64_t row = c->kv->row;
-    for (int32_t t = 0; t < n_tokens; t++) {
-        uint16_t *dst = (is_v ? kv_cache_v(c->kv, il, c->seq[t]) : kv_cache_k(c->kv, il, c->seq[t])) +
-                        (size_t)c->pos[t] * (size_t)row;
-        const float *s = src + (size_t)t * (size_t)row;
-        for (int64_t i = 0; i < row; i++) dst[i] = quant_f32_to_f16(s[i]);
+    for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
+        for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
+        uint16_t *cells = is_v ? kv_cache_v(c->kv, il, c->seq[t0]) : kv_cache_k(c->kv, il, c->seq[t0]);
+        struct kv_store_args a = {src + (size_t)t0 * (size_t)row, cells, c->pos + t0, row, row, row, t1 - t0};
+        TRY(c->be->ops->kv_store(c->be, &a));
     }
+fail:
+    return st;
 }
 
 infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
@@ -54,8 +56,8 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     TRY(be->ops->rope(be, &rq));
     struct rope_args rk = {c->k, c->pos, n_tokens, nkv, hd, (int32_t)hp->n_rot, nk, hd, mode, hp->rope_freq_base, 1.0f};
     TRY(be->ops->rope(be, &rk));
-    layer_attn_store(c, il, c->k, 0, n_tokens);
-    layer_attn_store(c, il, c->v, 1, n_tokens);
+    TRY(layer_attn_store(c, il, c->k, 0, n_tokens));
+    TRY(layer_attn_store(c, il, c->v, 1, n_tokens));
 
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}

@@ -123,6 +123,10 @@ static const struct tcase tops_cases[] = {
     {"attn", "", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
     {"attn", "", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
     {"attn", "", {3, 4, 4, 64}, {3}, -16, 16, 1.0f, 1e-9},
+    /* embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens} */
+    {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
+    {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
+    {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
     /* moe_route: {n_tokens, n_expert, n_expert_used}, param[0] = norm */
     {"moe_route", "", {3, 64, 8}, {1}, -8, 8, 0, 0},
     {"moe_route", "", {2, 128, 8}, {0}, -8, 8, 0, 0},
@@ -530,6 +534,67 @@ static void run_act(struct tctx *x) {
     free(in2);
     free(y);
     free(r);
+}
+
+/* embed: every row picked is the float64 dequantisation of that table row, exactly (a dequantised
+ * value is exact in f32). */
+static void run_embed(struct tctx *x) {
+    const char *desc = x->desc;
+    const int64_t n = x->c->ne[0], rows = x->c->ne[1];
+    const int32_t nt = (int32_t)x->c->ne[2];
+    void *w = tops_weights(x->type, rows, n);
+    int32_t *ids = malloc(sizeof(int32_t) * nt);
+    for (int32_t t = 0; t < nt; t++) ids[t] = (int32_t)(tops_u32() % (uint32_t)rows);
+    ids[0] = (int32_t)rows - 1;
+    float *y = tops_nan(n * nt);
+    double *r = malloc(sizeof(double) * n);
+    struct embed_args a = {x->type, w, n, rows, ids, nt, y};
+    T_CHECK(x->be->ops->embed(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    const size_t rb = ref_row_bytes(x->type, n);
+    int same = 1;
+    for (int32_t t = 0; t < nt; t++) {
+        ref_dequant(x->type, (const char *)w + (size_t)ids[t] * rb, r, n);
+        for (int64_t i = 0; i < n; i++) same &= (double)y[t * n + i] == r[i];
+    }
+    T_CHECK(same, "%s: rows equal their float64 dequantisation", desc);
+    int32_t bad = (int32_t)rows;
+    struct embed_args e = a;
+    e.ids = &bad, e.n_tokens = 1;
+    T_CHECK(x->be->ops->embed(x->be, &e) == INFER_E_ARG, "%s: an id past the table is INFER_E_ARG", desc);
+    free(w), free(ids), free(y), free(r);
+}
+
+/* kv_store: the named cells hold the nearest-even halves of their rows (overflow to inf included),
+ * the others are untouched. */
+static void run_kv_store(struct tctx *x) {
+    const char *desc = x->desc;
+    const int64_t row = x->c->ne[0], n_cells = x->c->ne[1], stride = row + 3;
+    const int32_t nt = (int32_t)x->c->ne[2];
+    float *in = malloc(sizeof(float) * row * nt);
+    tops_fill(in, row * nt, x->c->lo, x->c->hi);
+    uint16_t *cells = malloc(sizeof(uint16_t) * stride * n_cells);
+    memset(cells, 0xAB, sizeof(uint16_t) * stride * n_cells);
+    int32_t *pos = malloc(sizeof(int32_t) * nt);
+    for (int32_t t = 0; t < nt; t++) pos[t] = (int32_t)((t * 7 + 2) % n_cells); /* distinct while nt <= n_cells / gcd */
+    struct kv_store_args a = {in, cells, pos, row, row, stride, nt};
+    T_CHECK(x->be->ops->kv_store(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    int ok = 1;
+    for (int64_t c = 0; c < n_cells; c++) {
+        int32_t t = -1;
+        for (int32_t k = 0; k < nt; k++)
+            if (pos[k] == c) t = k;
+        for (int64_t i = 0; i < stride; i++) {
+            const uint16_t h = cells[c * stride + i];
+            if (t < 0 || i >= row) {
+                ok &= h == 0xABAB;
+            } else {
+                const double want = ref_round_f16(in[t * row + i]), got = ref_f16(h);
+                ok &= got == want || (isinf(want) && isinf(got) && (want > 0) == (got > 0));
+            }
+        }
+    }
+    T_CHECK(ok, "%s: cells at pos hold f16(x), the rest untouched", desc);
+    free(in), free(cells), free(pos);
 }
 
 /* ssm_conv: against ref_ssm_conv (outputs by NMSE, the new window exactly: it is copied inputs), the
@@ -948,6 +1013,8 @@ static void run_case(struct tctx *x) {
     else if (!strcmp(op, "attn")) run_attn(x);
     else if (!strcmp(op, "ssm_conv")) run_ssm_conv(x);
     else if (!strcmp(op, "gdn")) run_gdn(x);
+    else if (!strcmp(op, "embed")) run_embed(x);
+    else if (!strcmp(op, "kv_store")) run_kv_store(x);
     else if (!strcmp(op, "moe_route")) run_moe_route(x);
     else if (!strcmp(op, "moe_ffn")) run_moe_ffn(x);
     else if (!strcmp(op, "errors")) run_errors(x);

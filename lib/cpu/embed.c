@@ -1,0 +1,50 @@
+/* embed: embedding lookup (ggml_get_rows) and KV cache writes (f32 rows rounded to f16 cells).
+ * Both are pure data movement, split over tokens; kept as ops so a device backend runs them where the
+ * data lives instead of in a host loop.
+ */
+#include "cpu.h"
+#include "quant.h"
+
+static void embed_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    const struct embed_args *a = ctx;
+    const size_t row = quant_row_bytes(a->type, a->n_embd);
+    for (int64_t t = t0; t < t1; t++)
+        quant_dequant_row(a->type, (const char *)a->table + (size_t)a->ids[t] * row, a->y + t * a->n_embd, a->n_embd);
+}
+
+infer_status cpu_embed(const struct embed_args *a, struct pool *p) {
+    const struct quant_type *qt = quant_type(a->type);
+    if (!a->table || !a->ids || !a->y || a->n_embd <= 0 || a->n_tokens < 0 || !qt || !qt->dequant ||
+        a->n_embd % qt->blck)
+        return infer_fail(INFER_E_ARG, "cpu_embed: type %d n_embd %lld: expected a dequantisable type and n_embd a "
+                          "multiple of its block", a->type, (long long)a->n_embd);
+    for (int32_t t = 0; t < a->n_tokens; t++)
+        if (a->ids[t] < 0 || a->ids[t] >= a->n_rows)
+            return infer_fail(INFER_E_ARG, "cpu_embed: ids[%d] = %d: expected 0..%lld", t, a->ids[t],
+                              (long long)a->n_rows - 1);
+    pool_for(p, a->n_tokens, 1, embed_rows, (void *)a);
+    return INFER_OK;
+}
+
+static void kv_store_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    const struct kv_store_args *a = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        uint16_t *dst = a->cells + (size_t)a->pos[t] * (size_t)a->cell_stride;
+        const float *src = a->x + t * a->x_stride;
+        for (int64_t i = 0; i < a->row; i++) dst[i] = quant_f32_to_f16(src[i]);
+    }
+}
+
+infer_status cpu_kv_store(const struct kv_store_args *a, struct pool *p) {
+    if (!a->x || !a->cells || !a->pos || a->row <= 0 || a->n_tokens < 0 || a->x_stride < a->row ||
+        a->cell_stride < a->row)
+        return infer_fail(INFER_E_ARG, "cpu_kv_store: row %lld, strides %lld/%lld: expected row > 0 and strides >= row",
+                          (long long)a->row, (long long)a->x_stride, (long long)a->cell_stride);
+    for (int32_t t = 0; t < a->n_tokens; t++)
+        if (a->pos[t] < 0)
+            return infer_fail(INFER_E_ARG, "cpu_kv_store: pos[%d] = %d: expected >= 0", t, a->pos[t]);
+    pool_for(p, a->n_tokens, 1, kv_store_rows, (void *)a);
+    return INFER_OK;
+}
