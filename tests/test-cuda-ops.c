@@ -5,9 +5,11 @@
  * Every case builds whole buffers (rows with their stride gaps) that start identical on both sides,
  * outputs poisoned with NaN; elements an op must write are compared with a per-op tolerance, all
  * others must come back bit-identical (nothing written outside the rows). Tolerances, relative to the
- * CPU value: norm 1e-5 (the GPU sums squares in float, the CPU in double), act elementwise 1e-6 (CUDA
- * expf is 2 ulp) and ADD exact, softmax 1e-5 (float sum) plus 1e-12 absolute, rope 1e-5 of the
- * pair's |x0| + |x1| (sincosf against libm, same angles).
+ * CPU value: norm 1e-5 (the GPU sums squares in float, the CPU in double), act elementwise 2e-6
+ * (CUDA expf is 2 ulp against libm's ~0.5: at worst ~6 ulp apart after the divide and product) and
+ * ADD exact, softmax 1e-5 (float sum) plus 1e-12 absolute, rope 1e-5 of the pair's |x0| + |x1|
+ * (sincosf against libm, the same angles). A host port of the kernels' float reductions stays
+ * within 1/30 of the norm and softmax bounds.
  * Shapes: 1 and many rows (beyond the 65535 grid limit), odd and aligned n, both norm paths (warp
  * and block per row), strided rows, y == x (and y == x2) where the contract allows it.
  * Launcher refusals (bad shapes return cudaErrorInvalidValue before touching the device) and
@@ -180,7 +182,7 @@ static void run_act(const struct act_case *c) {
     double *tol = malloc(ot * sizeof *tol);
     for (size_t j = 0; j < ot; j++) {
         const double v = fabs((double)yc[j]);
-        tol[j] = c->op == ACT_ADD ? 0 : c->op == ACT_SOFTMAX ? 1e-5 * v + 1e-12 : 1e-6 * v + 1e-30;
+        tol[j] = c->op == ACT_ADD ? 0 : c->op == ACT_SOFTMAX ? 1e-5 * v + 1e-12 : 2e-6 * v + 1e-30;
     }
     char what[160];
     snprintf(what, sizeof what, "act op=%d n=%lld rows=%d x2_stride=%lld alias=%d scale=%g", c->op, (long long)c->n,
