@@ -113,8 +113,8 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .norm = backend_cuda_norm,
     .rope = backend_cuda_rope,
     .act = backend_cuda_act,
-    /* not yet on CUDA (NULL: callers get INFER_E_UNSUPPORTED): mm, and attn / moe_route / moe_ffn /
-     * ssm_conv / gdn, whose kernels (kernels/attn.cu etc.) are being written separately */
+    /* every other op is not yet on CUDA (NULL: callers get INFER_E_UNSUPPORTED): mm, and attn /
+     * moe_route / moe_ffn / ssm_conv / gdn, whose kernels (kernels/attn.cu etc.) are written separately */
 };
 
 infer_status backend_cuda_create(int device, struct infer_backend **out) {
