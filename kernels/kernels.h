@@ -258,6 +258,9 @@ struct kv_store_args {
 #include <cuda_runtime_api.h>
 cudaError_t cuda_quantize(const struct quantize_args *a, cudaStream_t s);
 cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s);
+cudaError_t cuda_norm(const struct norm_args *a, cudaStream_t s);
+cudaError_t cuda_act(const struct act_args *a, cudaStream_t s);
+cudaError_t cuda_rope(const struct rope_args *a, cudaStream_t s);
 #endif
 
 #ifdef __cplusplus

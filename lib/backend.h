@@ -49,6 +49,9 @@ struct infer_backend {
 
 /* CPU backend with n_threads workers (the calling thread is one of them). Gives *out. */
 infer_status backend_cpu_create(int n_threads, struct infer_backend **out);
+/* CUDA backend on device `device` with one stream (backend_cuda.c). Gives *out; INFER_E_DEVICE when no
+ * device is usable, INFER_E_UNSUPPORTED in a build without CUDA. */
+infer_status backend_cuda_create(int device, struct infer_backend **out);
 /* Releases a backend from any *_create; NULL is a no-op. */
 void backend_free(struct infer_backend *b);
 
