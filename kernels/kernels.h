@@ -261,6 +261,8 @@ cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s);
 cudaError_t cuda_norm(const struct norm_args *a, cudaStream_t s);
 cudaError_t cuda_act(const struct act_args *a, cudaStream_t s);
 cudaError_t cuda_rope(const struct rope_args *a, cudaStream_t s);
+cudaError_t cuda_embed(const struct embed_args *a, cudaStream_t s);
+cudaError_t cuda_kv_store(const struct kv_store_args *a, cudaStream_t s);
 #endif
 
 #ifdef __cplusplus

@@ -98,6 +98,8 @@ BACKEND_CUDA_OP(mmv, mmv_args)
 BACKEND_CUDA_OP(norm, norm_args)
 BACKEND_CUDA_OP(rope, rope_args)
 BACKEND_CUDA_OP(act, act_args)
+BACKEND_CUDA_OP(embed, embed_args)
+BACKEND_CUDA_OP(kv_store, kv_store_args)
 
 static const struct infer_backend_ops backend_cuda_ops = {
     .name = "cuda",
@@ -113,6 +115,8 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .norm = backend_cuda_norm,
     .rope = backend_cuda_rope,
     .act = backend_cuda_act,
+    .embed = backend_cuda_embed,
+    .kv_store = backend_cuda_kv_store,
     /* every other op is not yet on CUDA (NULL: callers get INFER_E_UNSUPPORTED): mm, and attn /
      * moe_route / moe_ffn / ssm_conv / gdn, whose kernels (kernels/attn.cu etc.) are written separately */
 };

@@ -23,6 +23,7 @@
 #include "cpu/cpu.h"
 #include "device.h"
 #include "kernels.h"
+#include "quant.h"
 #include "t.h"
 
 /* Runs everywhere: the error of backend_cuda_create on a machine (or build) without a device. */
@@ -243,6 +244,60 @@ static void run_rope(const struct rope_case *c) {
     free(x), free(x0), free(xd), free(pos), free(tol);
 }
 
+/* ---- embed and kv_store: bit-identical to the CPU twins (both decode with blocks.h / round to
+ * nearest-even halves) ---- */
+static void run_embed(int32_t type) {
+    enum { N_EMBD = 512, N_ROWS = 33, N_TOK = 9 };
+    const size_t rb = quant_row_bytes(type, N_EMBD);
+    uint8_t *table = malloc(rb * N_ROWS);
+    float row[N_EMBD];
+    int ok = rb > 0;
+    for (int r = 0; ok && r < N_ROWS; r++) {
+        fill(row, N_EMBD, -1, 1);
+        ok = quant_quantize_row(type, row, table + (size_t)r * rb, N_EMBD) == INFER_OK;
+    }
+    if (!ok) {
+        T_CHECK(0, "embed %s: quantising the table: %s", infer_type_name(type), infer_last_error());
+        free(table);
+        return;
+    }
+    int32_t ids[N_TOK];
+    for (int t = 0; t < N_TOK; t++) ids[t] = (int32_t)(rnd() % N_ROWS);
+    ids[0] = N_ROWS - 1;
+    float *want = malloc(sizeof(float) * N_EMBD * N_TOK), *got = malloc(sizeof(float) * N_EMBD * N_TOK);
+    fill_nan(got, (size_t)N_EMBD * N_TOK);
+    struct embed_args a = {type, table, N_EMBD, N_ROWS, ids, N_TOK, want};
+    T_CHECK(cpu_embed(&a, NULL) == INFER_OK, "cpu_embed: %s", infer_last_error());
+    a.table = dev_from(table, rb * N_ROWS), a.ids = dev_from(ids, sizeof ids);
+    a.y = dev_from(got, sizeof(float) * N_EMBD * N_TOK);
+    CK(cuda_embed(&a, 0));
+    CK(cudaDeviceSynchronize());
+    host_from(got, a.y, sizeof(float) * N_EMBD * N_TOK);
+    T_CHECK(!memcmp(got, want, sizeof(float) * N_EMBD * N_TOK), "embed %s: rows bit-identical to cpu_embed",
+            infer_type_name(type));
+    cudaFree((void *)a.table), cudaFree((void *)a.ids), cudaFree(a.y);
+    free(table), free(want), free(got);
+}
+
+static void run_kv_store(void) {
+    enum { ROW = 520, STRIDE = 523, N_CELLS = 17, N_TOK = 5 };
+    float x[ROW * N_TOK];
+    fill(x, ROW * N_TOK, -70000, 70000); /* past the f16 range too */
+    int32_t pos[N_TOK] = {3, 0, 16, 7, 8};
+    uint16_t *want = malloc(2 * STRIDE * N_CELLS), *got = malloc(2 * STRIDE * N_CELLS);
+    memset(want, 0xAB, 2 * STRIDE * N_CELLS);
+    struct kv_store_args a = {x, want, pos, ROW, ROW, STRIDE, N_TOK};
+    T_CHECK(cpu_kv_store(&a, NULL) == INFER_OK, "cpu_kv_store: %s", infer_last_error());
+    memset(got, 0xAB, 2 * STRIDE * N_CELLS);
+    a.x = dev_from(x, sizeof x), a.pos = dev_from(pos, sizeof pos), a.cells = dev_from(got, 2 * STRIDE * N_CELLS);
+    CK(cuda_kv_store(&a, 0));
+    CK(cudaDeviceSynchronize());
+    host_from(got, a.cells, 2 * STRIDE * N_CELLS);
+    T_CHECK(!memcmp(got, want, 2 * STRIDE * N_CELLS), "kv_store: cells bit-identical to cpu_kv_store, others untouched");
+    cudaFree((void *)a.x), cudaFree((void *)a.pos), cudaFree(a.cells);
+    free(want), free(got);
+}
+
 /* ---- the backend: memory round trip, an op through the table, errors ---- */
 static void run_backend(int n_dev) {
     struct infer_backend *b = NULL;
@@ -343,12 +398,18 @@ int main(void) {
         T_SKIP("no CUDA device: norm, %zu cases (%s)", N_OF(norm_cases), why);
         T_SKIP("no CUDA device: act, %zu cases", N_OF(act_cases));
         T_SKIP("no CUDA device: rope, %zu cases", N_OF(rope_cases));
+        T_SKIP("no CUDA device: embed (10 weight types), kv_store");
         T_SKIP("no CUDA device: backend_cuda memory and op table");
         return t_done();
     }
     for (size_t i = 0; i < N_OF(norm_cases); i++) run_norm(&norm_cases[i]);
     for (size_t i = 0; i < N_OF(act_cases); i++) run_act(&act_cases[i]);
     for (size_t i = 0; i < N_OF(rope_cases); i++) run_rope(&rope_cases[i]);
+    static const int32_t embed_types[] = {INFER_TYPE_F32,  INFER_TYPE_F16,  INFER_TYPE_BF16, INFER_TYPE_Q8_0,
+                                          INFER_TYPE_Q4_0, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K,
+                                          INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS};
+    for (size_t i = 0; i < N_OF(embed_types); i++) run_embed(embed_types[i]);
+    run_kv_store();
     run_backend(n_dev);
     return t_done();
 }
@@ -356,7 +417,7 @@ int main(void) {
 #else
 int main(void) {
     check_create_without_device();
-    T_SKIP("no CUDA device: built without CUDA (norm, act, rope, backend_cuda)");
+    T_SKIP("no CUDA device: built without CUDA (norm, act, rope, embed, kv_store, backend_cuda)");
     return t_done();
 }
 #endif

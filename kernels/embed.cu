@@ -1,0 +1,79 @@
+/* embed.cu: embedding lookup (cuda_embed, ggml_get_rows) and KV cache writes (cuda_kv_store), the CUDA
+ * twins of lib/cpu/embed.c.
+ *
+ * embed: y[t][i] = value i of row ids[t] of the table, decoded with the block decoders of blocks.h (the
+ * same code lib/quant.c uses, so the values are bit-identical to the CPU's). Grid (ceil(n_embd / 256),
+ * n_tokens); each thread decodes one element. Bytes: n_tokens rows of the table read, n_tokens * n_embd
+ * floats written. An id outside the table writes NaNs (the launcher cannot read ids: no host reads).
+ * kv_store: cells[pos[t]][i] = f16(x[t][i]), round to nearest even like the CPU's conversion. Grid
+ * (ceil(row / 256), n_tokens), one element per thread.
+ */
+#include "common.cuh"
+
+enum { EMBED_THREADS = 256 };
+
+static __device__ float embed_value(int32_t type, const uint8_t *row, int64_t i) {
+    switch (type) {
+    case INFER_TYPE_F32: return ((const float *)row)[i];
+    case INFER_TYPE_F16: return blocks_f16_to_f32(((const uint16_t *)row)[i]);
+    case INFER_TYPE_BF16: return blocks_bf16_to_f32(((const uint16_t *)row)[i]);
+    case INFER_TYPE_Q4_0: return blocks_value_q4_0((const block_q4_0 *)row + i / 32, (int)(i % 32));
+    case INFER_TYPE_Q8_0: return blocks_value_q8_0((const block_q8_0 *)row + i / 32, (int)(i % 32));
+    case INFER_TYPE_IQ4_NL: return blocks_value_iq4_nl((const block_iq4_nl *)row + i / 32, (int)(i % 32));
+    case INFER_TYPE_Q4_K: return blocks_value_q4_K((const block_q4_K *)row + i / 256, (int)(i % 256));
+    case INFER_TYPE_Q5_K: return blocks_value_q5_K((const block_q5_K *)row + i / 256, (int)(i % 256));
+    case INFER_TYPE_Q6_K: return blocks_value_q6_K((const block_q6_K *)row + i / 256, (int)(i % 256));
+    case INFER_TYPE_IQ4_XS: return blocks_value_iq4_xs((const block_iq4_xs *)row + i / 256, (int)(i % 256));
+    default: return __int_as_float(0x7fc00000);
+    }
+}
+
+static __global__ void __launch_bounds__(EMBED_THREADS) embed_kernel(const struct embed_args a, size_t row_bytes) {
+    const int64_t i = (int64_t)blockIdx.x * EMBED_THREADS + threadIdx.x, t = blockIdx.y;
+    if (i >= a.n_embd) return;
+    const int32_t id = a.ids[t];
+    float v = __int_as_float(0x7fc00000);
+    if (id >= 0 && id < a.n_rows) v = embed_value(a.type, (const uint8_t *)a.table + (size_t)id * row_bytes, i);
+    a.y[t * a.n_embd + i] = v;
+}
+
+static __global__ void __launch_bounds__(EMBED_THREADS) kv_store_kernel(const struct kv_store_args a) {
+    const int64_t i = (int64_t)blockIdx.x * EMBED_THREADS + threadIdx.x, t = blockIdx.y;
+    if (i >= a.row) return;
+    a.cells[(size_t)a.pos[t] * (size_t)a.cell_stride + (size_t)i] = blocks_f32_to_f16(a.x[t * a.x_stride + i]);
+}
+
+/* Bytes of a row of n elements of a type embed decodes; 0 for anything else. */
+static size_t embed_row_bytes(int32_t type, int64_t n) {
+    switch (type) {
+    case INFER_TYPE_F32: return (size_t)n * 4;
+    case INFER_TYPE_F16: case INFER_TYPE_BF16: return (size_t)n * 2;
+    case INFER_TYPE_Q4_0: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q4_0);
+    case INFER_TYPE_Q8_0: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q8_0);
+    case INFER_TYPE_IQ4_NL: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_iq4_nl);
+    case INFER_TYPE_Q4_K: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_q4_K);
+    case INFER_TYPE_Q5_K: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_q5_K);
+    case INFER_TYPE_Q6_K: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_q6_K);
+    case INFER_TYPE_IQ4_XS: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_iq4_xs);
+    default: return 0;
+    }
+}
+
+extern "C" cudaError_t cuda_embed(const struct embed_args *a, cudaStream_t s) {
+    const size_t rb = embed_row_bytes(a->type, a->n_embd);
+    if (!rb || !a->table || !a->ids || !a->y || a->n_tokens < 0 || a->n_tokens > 65535) return cudaErrorInvalidValue;
+    if (a->n_tokens == 0) return cudaSuccess;
+    dim3 grid((unsigned)((a->n_embd + EMBED_THREADS - 1) / EMBED_THREADS), (unsigned)a->n_tokens);
+    embed_kernel<<<grid, EMBED_THREADS, 0, s>>>(*a, rb);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_kv_store(const struct kv_store_args *a, cudaStream_t s) {
+    if (!a->x || !a->cells || !a->pos || a->row <= 0 || a->x_stride < a->row || a->cell_stride < a->row ||
+        a->n_tokens < 0 || a->n_tokens > 65535)
+        return cudaErrorInvalidValue;
+    if (a->n_tokens == 0) return cudaSuccess;
+    dim3 grid((unsigned)((a->row + EMBED_THREADS - 1) / EMBED_THREADS), (unsigned)a->n_tokens);
+    kv_store_kernel<<<grid, EMBED_THREADS, 0, s>>>(*a);
+    return cudaGetLastError();
+}
