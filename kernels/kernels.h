@@ -211,7 +211,22 @@ struct attn_args {
     int32_t n_tokens, n_head, n_head_kv, head_dim, n_kv;
     int64_t q_stride, kv_stride, out_stride;
     float scale;
+    float *scratch;      /* CUDA split-K partials, attn_scratch_floats(a) floats; NULL: no split (CPU ignores) */
 };
+
+/* CUDA flash-decoding splits the KV cells of a call with at most ATTN_SPLIT_TOKENS tokens over
+ * attn_splits() blocks per KV group; each writes (m, l, acc[head_dim]) per (token, head) to scratch
+ * and a second kernel merges them. A function of the shapes only, so a graph can size it once. */
+enum { ATTN_SPLIT_TOKENS = 8, ATTN_SPLIT_CELLS = 256, ATTN_SPLIT_MAX = 32 };
+static inline INFER_HD int32_t attn_splits(const struct attn_args *a) {
+    if (a->n_tokens < 1 || a->n_tokens > ATTN_SPLIT_TOKENS || a->n_kv < 2 * ATTN_SPLIT_CELLS) return 1;
+    const int32_t n = a->n_kv / ATTN_SPLIT_CELLS;
+    return n < ATTN_SPLIT_MAX ? n : ATTN_SPLIT_MAX;
+}
+static inline INFER_HD size_t attn_scratch_floats(const struct attn_args *a) {
+    const int32_t n = attn_splits(a);
+    return n > 1 ? (size_t)n * (size_t)a->n_tokens * (size_t)a->n_head * (size_t)(a->head_dim + 2) : 0;
+}
 
 /* ---- moe: router (softmax over experts, top-k, optional renormalisation of the k weights) and the
  * expert FFN  y[t] = sum_k w[t][k] * down_e( silu(gate_e x[t]) * up_e x[t] ),  e = ids[t][k]. ---- */
@@ -232,7 +247,13 @@ struct moe_ffn_args {
     float *y;            /* (n_tokens, n_embd) */
     int64_t n_embd, n_ff;
     int32_t n_expert, n_expert_used, n_tokens;
+    float *scratch;      /* CUDA: the hidden vectors, moe_ffn_scratch_floats(a) floats (CPU ignores it) */
 };
+/* CUDA moe_ffn keeps h = silu(gate x) * (up x) per (token, selected expert) in scratch between its
+ * two kernels: (n_tokens, n_expert_used, n_ff) f32. */
+static inline INFER_HD size_t moe_ffn_scratch_floats(const struct moe_ffn_args *a) {
+    return (size_t)a->n_tokens * (size_t)a->n_expert_used * (size_t)a->n_ff;
+}
 
 /* ---- embed: y[t] = row ids[t] of an embedding table, dequantised to f32 (ggml_get_rows) ---- */
 struct embed_args {
@@ -263,6 +284,11 @@ cudaError_t cuda_act(const struct act_args *a, cudaStream_t s);
 cudaError_t cuda_rope(const struct rope_args *a, cudaStream_t s);
 cudaError_t cuda_embed(const struct embed_args *a, cudaStream_t s);
 cudaError_t cuda_kv_store(const struct kv_store_args *a, cudaStream_t s);
+cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s);
+cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t s);
+cudaError_t cuda_gdn(const struct gdn_args *a, cudaStream_t s);
+cudaError_t cuda_moe_route(const struct moe_route_args *a, cudaStream_t s);
+cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s);
 #endif
 
 #ifdef __cplusplus

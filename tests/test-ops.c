@@ -808,7 +808,7 @@ static void run_attn(struct tctx *x) {
     }
     for (int t = 0; t < nt; t++) pos[t] = ncell - nt + t; /* the last nt positions: a causal prefill batch */
     float scale = x->c->fparam > 0 ? x->c->fparam : 1.0f / sqrtf((float)hd);
-    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, (int64_t)nkv * hd, (int64_t)nh * hd, scale};
+    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, (int64_t)nkv * hd, (int64_t)nh * hd, scale, NULL};
     double *r = malloc(sizeof(double) * nq);
     T_CHECK(x->be->ops->attn(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_attn(&a, r);
@@ -871,7 +871,7 @@ static void run_moe_ffn(struct tctx *x) {
             ids[t * nk + k] = (t + 3 * k) % ne; /* distinct per token since nk <= ne and 3 is coprime-ish */
             w[t * nk + k] = tops_unif(0.1f, 0.6f);
         }
-    struct moe_ffn_args a = {tg, td, gate, up, down, in, ids, w, y, E, F, ne, nk, nt};
+    struct moe_ffn_args a = {tg, td, gate, up, down, in, ids, w, y, E, F, ne, nk, nt, NULL};
     T_CHECK(be->ops->moe_ffn(be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     double *r = malloc(sizeof(double) * nt * E);
     ref_moe_ffn(&a, r);
@@ -940,7 +940,7 @@ static void run_errors(struct tctx *x) {
     qa.n = 33;
     T_CHECK(be->ops->quantize(be, &qa) == INFER_E_ARG, "%s: quantize n 33", desc);
     uint16_t kv[64] = {0};
-    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1};
+    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1, NULL};
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: 3 heads over 2 kv heads", desc);
     at.n_head = 4;
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: negative position", desc);
@@ -948,7 +948,7 @@ static void run_errors(struct tctx *x) {
     T_CHECK(be->ops->rope(be, &ro) == INFER_E_ARG, "%s: n_rot 65 > head_dim", desc);
     struct moe_route_args mr = {f, ids, y, 1, 4, 5, 1};
     T_CHECK(be->ops->moe_route(be, &mr) == INFER_E_ARG, "%s: top-5 of 4 experts", desc);
-    struct moe_ffn_args mf = {INFER_TYPE_F32, INFER_TYPE_F32, f, f, f, f, ids, f, y, 4, 4, 4, 2, 1};
+    struct moe_ffn_args mf = {INFER_TYPE_F32, INFER_TYPE_F32, f, f, f, f, ids, f, y, 4, 4, 4, 2, 1, NULL};
     T_CHECK(be->ops->moe_ffn(be, &mf) == INFER_E_ARG, "%s: expert id 99 of 4", desc);
     struct act_args ac = {6, f, f, y, 4, 1, 0, 0};
     T_CHECK(be->ops->act(be, &ac) == INFER_E_ARG, "%s: act op 6", desc);
