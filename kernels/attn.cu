@@ -23,9 +23,13 @@
  * Grid: x = n_head_kv * ceil(G / hb), y = ceil(n_tokens / bt), z = splits; 128 threads.
  * Bytes per call: K and V cells up to the largest pos of each block, once per block (decode: once
  * per KV group), q and out once; split partials 2 * splits * n_tokens * n_head * (head_dim + 2) * 4.
- * note: scores and the V update run on CUDA cores from shared memory; an mma.sync (f16 x f16 -> f32)
- * version of steps 2 and 4 is the next step for prefill.
+ * Variants (a->variant): ATTN_AUTO = ATTN_SIMT, the kernel above, for every shape; ATTN_MMA, the
+ * tensor-core FlashAttention-2 kernel further down (head_dim 64/128/256, one split), is the prefill
+ * challenger: written without a device at hand, AUTO picks it once test-cuda-kernels and bench-ops
+ * have run it on one.
  */
+#include <cuda_fp16.h>
+
 #include "common.cuh"
 
 enum { ATTN_THREADS = 128, ATTN_WARPS = ATTN_THREADS / WARP_SIZE, ATTN_ROWS = 32, ATTN_TILE_FLOATS = 4096,
@@ -182,6 +186,197 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_c
     }
 }
 
+/* ---- ATTN_MMA: the tensor-core prefill kernel (mma.sync m16n8k16, f16 x f16 -> f32) ----
+ * Block: 4 warps, 64 rows ((token, head) pairs of one KV group as above); warp w owns rows 16w..16w+15,
+ * lane (g = lane / 4, c = lane % 4) the rows 16w+g and 16w+g+8 of every fragment (PTX fragment layouts).
+ * To keep f32 accuracy with f16 inputs, q and p are split: x = hi + lo, hi = f16(x), lo = f16(x - hi),
+ * and each product is two MMAs (K and V are f16 already, so S = q_hi k + q_lo k is exact to ~2^-22).
+ * Per tile of TK cells: K and V copied (f16, rows D+8 halves apart) to shared memory; S (16 x TK per
+ * warp) in registers; masked, scaled, the running max / sum per row reduced over the 4 lanes of a row
+ * group; P reused straight from the S registers as the A operand of P V; O (16 x D per warp) lives in
+ * registers, rescaled per row. Q hi/lo sit in shared memory for the whole block. */
+enum { MMA_WARPS = 4, MMA_ROWS = 16 * MMA_WARPS };
+
+static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* f16 bits of x (round to nearest even) and of the remainder x - f16(x). */
+static __device__ __forceinline__ void f16_split(float x, uint32_t &hi, uint32_t &lo) {
+    const __half h = __float2half_rn(x);
+    hi = __half_as_ushort(h);
+    lo = __half_as_ushort(__float2half_rn(x - __half2float(h)));
+}
+static __device__ __forceinline__ void pack_split(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    uint32_t h0, l0, h1, l1;
+    f16_split(x0, h0, l0);
+    f16_split(x1, h1, l1);
+    hi = h0 | h1 << 16, lo = l0 | l1 << 16; /* the lower index in the low half */
+}
+
+template <int D> struct mma_shape {
+    static constexpr int TK = D == 64 ? 64 : 16; /* cells per tile */
+    static constexpr int LD = D + 8;             /* halves per shared row: 16-byte rows, conflict-free pairs */
+    static constexpr size_t SMEM = (size_t)2 * (2 * MMA_ROWS * LD + 2 * TK * LD) + sizeof(int) * MMA_ROWS;
+};
+
+template <int D>
+static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
+    attn_mma_kernel(const __grid_constant__ struct attn_args a, const struct attn_plan p) {
+    constexpr int TK = mma_shape<D>::TK, LD = mma_shape<D>::LD, NT = TK / 8, ND = D / 8;
+    extern __shared__ float smem[];
+    uint16_t *qh = (uint16_t *)smem, *ql = qh + MMA_ROWS * LD, *ks = ql + MMA_ROWS * LD, *vs = ks + TK * LD;
+    int *last_s = (int *)(vs + TK * LD);
+    const int G = a.n_head / a.n_head_kv, tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
+    const int gq = lane / 4, cq = lane % 4;
+    const int n_hchunk = (G + p.hb - 1) / p.hb;
+    const int g = blockIdx.x / n_hchunk, h0 = (blockIdx.x % n_hchunk) * p.hb, t0 = blockIdx.y * p.bt;
+    const int rows = p.hb * p.bt;
+
+    if (tid < MMA_ROWS) {
+        const int t = t0 + tid / p.hb, hl = tid % p.hb;
+        last_s[tid] = tid < rows && t < a.n_tokens && h0 + hl < G ? min(a.pos[t], a.n_kv - 1) : -1;
+    }
+    for (int i = tid; i < MMA_ROWS * D; i += MMA_WARPS * WARP_SIZE) {
+        const int r = i / D, d = i % D, t = t0 + r / p.hb, hl = r % p.hb;
+        const float x = r < rows && t < a.n_tokens && h0 + hl < G
+                            ? a.q[(int64_t)t * a.q_stride + (int64_t)(g * G + h0 + hl) * D + d] : 0.0f;
+        uint32_t hi, lo;
+        f16_split(x, hi, lo);
+        qh[r * LD + d] = (uint16_t)hi, ql[r * LD + d] = (uint16_t)lo;
+    }
+    __syncthreads();
+    int jmax = -1;
+    for (int r = 0; r < rows; r++) jmax = max(jmax, last_s[r]);
+    const int rA = 16 * warp + gq, rB = rA + 8, lastA = last_s[rA], lastB = last_s[rB];
+
+    float o[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+    const uint16_t *kg = a.k + (int64_t)g * D, *vg = a.v + (int64_t)g * D;
+    const uint32_t *qh32 = (const uint32_t *)qh, *ql32 = (const uint32_t *)ql, *ks32 = (const uint32_t *)ks;
+
+    for (int jt = 0; jt <= jmax; jt += TK) {
+        const int n = min(TK, jmax + 1 - jt);
+        for (int i = tid; i < TK * D / 2; i += MMA_WARPS * WARP_SIZE) { /* pairs of halves; rows past n are 0 */
+            const int jj = i / (D / 2), c2 = i % (D / 2);
+            const int64_t o2 = (int64_t)(jt + jj) * a.kv_stride + 2 * c2;
+            ((uint32_t *)ks)[jj * (LD / 2) + c2] = jj < n ? *(const uint32_t *)(kg + o2) : 0u;
+            ((uint32_t *)vs)[jj * (LD / 2) + c2] = jj < n ? *(const uint32_t *)(vg + o2) : 0u;
+        }
+        __syncthreads();
+        /* S = Q K^T for this warp's 16 rows: NT tiles of 8 cells */
+        float sc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                const int w0 = (16 * kk + 2 * cq) / 2;
+                const uint32_t b0 = ks32[(8 * nt + gq) * (LD / 2) + w0], b1 = ks32[(8 * nt + gq) * (LD / 2) + w0 + 4];
+                const uint32_t ah[4] = {qh32[rA * (LD / 2) + w0], qh32[rB * (LD / 2) + w0], qh32[rA * (LD / 2) + w0 + 4],
+                                        qh32[rB * (LD / 2) + w0 + 4]};
+                const uint32_t al[4] = {ql32[rA * (LD / 2) + w0], ql32[rB * (LD / 2) + w0], ql32[rA * (LD / 2) + w0 + 4],
+                                        ql32[rB * (LD / 2) + w0 + 4]};
+                mma_16816(sc[nt], ah, b0, b1);
+                mma_16816(sc[nt], al, b0, b1);
+            }
+        }
+        /* mask, scale, online softmax per row (c0 c1: row A, c2 c3: row B) */
+        float mxA = -INFINITY, mxB = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int j = jt + 8 * nt + 2 * cq + (e & 1);
+                const bool ok = j < jt + n && j <= (e < 2 ? lastA : lastB);
+                sc[nt][e] = ok ? sc[nt][e] * a.scale : -INFINITY;
+                if (e < 2) mxA = fmaxf(mxA, sc[nt][e]);
+                else mxB = fmaxf(mxB, sc[nt][e]);
+            }
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1)), mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1)), mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+        const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
+        const float cA = mA == -INFINITY ? 0.0f : expf(mA - nA), cB = mB == -INFINITY ? 0.0f : expf(mB - nB);
+        float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float x = sc[nt][e];
+                const float pv = x == -INFINITY ? 0.0f : expf(x - (e < 2 ? nA : nB));
+                sc[nt][e] = pv;
+                if (e < 2) sA += pv;
+                else sB += pv;
+            }
+        sA += __shfl_xor_sync(0xffffffffu, sA, 1), sA += __shfl_xor_sync(0xffffffffu, sA, 2);
+        sB += __shfl_xor_sync(0xffffffffu, sB, 1), sB += __shfl_xor_sync(0xffffffffu, sB, 2);
+        lA = lA * cA + sA, lB = lB * cB + sB, mA = nA, mB = nB;
+#pragma unroll
+        for (int d = 0; d < ND; d++) o[d][0] *= cA, o[d][1] *= cA, o[d][2] *= cB, o[d][3] *= cB;
+        /* O += P V, 16 cells per step; P's A fragment is two S tiles */
+#pragma unroll
+        for (int kc = 0; kc < TK / 16; kc++) {
+            uint32_t ph[4], pl[4];
+            pack_split(sc[2 * kc][0], sc[2 * kc][1], ph[0], pl[0]);
+            pack_split(sc[2 * kc][2], sc[2 * kc][3], ph[1], pl[1]);
+            pack_split(sc[2 * kc + 1][0], sc[2 * kc + 1][1], ph[2], pl[2]);
+            pack_split(sc[2 * kc + 1][2], sc[2 * kc + 1][3], ph[3], pl[3]);
+            const uint16_t *v0 = vs + (16 * kc + 2 * cq) * LD + gq;
+#pragma unroll
+            for (int d = 0; d < ND; d++) {
+                const uint16_t *vd = v0 + 8 * d;
+                const uint32_t b0 = (uint32_t)vd[0] | (uint32_t)vd[LD] << 16;
+                const uint32_t b1 = (uint32_t)vd[8 * LD] | (uint32_t)vd[9 * LD] << 16;
+                mma_16816(o[d], ph, b0, b1);
+                mma_16816(o[d], pl, b0, b1);
+            }
+        }
+        __syncthreads(); /* ks and vs are refilled by the next tile */
+    }
+
+    const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int r = half ? rB : rA;
+        if ((half ? lastB : lastA) < 0) continue; /* no row here */
+        const int t = t0 + r / p.hb, h = g * G + h0 + r % p.hb;
+        float *out = a.out + (int64_t)t * a.out_stride + (int64_t)h * D;
+        const float inv = half ? iB : iA;
+#pragma unroll
+        for (int d = 0; d < ND; d++) {
+            out[8 * d + 2 * cq] = o[d][2 * half] * inv;
+            out[8 * d + 2 * cq + 1] = o[d][2 * half + 1] * inv;
+        }
+    }
+}
+
+template <int D>
+static cudaError_t attn_mma_launch(const struct attn_args *a, cudaStream_t s) {
+    const int G = a->n_head / a->n_head_kv;
+    struct attn_plan p;
+    p.hb = min(G, (int)MMA_ROWS);
+    p.bt = max(1, min(MMA_ROWS / p.hb, a->n_tokens));
+    p.tk = mma_shape<D>::TK, p.n_split = 1, p.split_cells = a->n_kv;
+    if ((a->n_tokens + p.bt - 1) / p.bt > 65535) return cudaErrorInvalidValue;
+    const size_t smem = mma_shape<D>::SMEM;
+    if (smem > 48 * 1024) { /* opt in once (an attribute, not a stream operation) */
+        static bool raised = false;
+        if (!raised) {
+            const cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (e != cudaSuccess) return e;
+            raised = true;
+        }
+    }
+    const dim3 grid((unsigned)(a->n_head_kv * ((G + p.hb - 1) / p.hb)), (unsigned)((a->n_tokens + p.bt - 1) / p.bt));
+    attn_mma_kernel<D><<<grid, MMA_WARPS * WARP_SIZE, smem, s>>>(*a, p);
+    return cudaGetLastError();
+}
+
 template <int DPT>
 static cudaError_t attn_launch(const struct attn_args *a, const struct attn_plan &p, cudaStream_t s) {
     constexpr int RMAX = ATTN_ROWS / DPT;
@@ -199,8 +394,18 @@ extern "C" cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s) {
     if (!a->q || !a->k || !a->v || !a->out || !a->pos || a->n_tokens < 0 || a->n_head_kv < 1 || a->n_head < 1 ||
         a->n_head % a->n_head_kv || a->head_dim < 1 || a->head_dim > ATTN_MAX_D || a->n_kv < 1)
         return cudaErrorInvalidValue;
+    if (a->variant < ATTN_AUTO || a->variant > ATTN_MMA) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaGetLastError();
     if ((int64_t)a->n_tokens * a->n_head > 2147483647) return cudaErrorInvalidValue;
+    if (a->variant == ATTN_MMA) { /* 4-byte K/V loads: even strides and offsets */
+        if (a->kv_stride % 2 || ((uintptr_t)a->k | (uintptr_t)a->v) % 4) return cudaErrorInvalidValue;
+        switch (a->head_dim) {
+        case 64: return attn_mma_launch<64>(a, s);
+        case 128: return attn_mma_launch<128>(a, s);
+        case 256: return attn_mma_launch<256>(a, s);
+        default: return cudaErrorInvalidValue;
+        }
+    }
     const int D = a->head_dim, G = a->n_head / a->n_head_kv;
     const int dpt = D <= 128 ? 1 : D <= 256 ? 2 : 4;
     const int rcap = min(ATTN_ROWS / dpt, ATTN_TILE_FLOATS / D);

@@ -212,7 +212,12 @@ struct attn_args {
     int64_t q_stride, kv_stride, out_stride;
     float scale;
     float *scratch;      /* CUDA split-K partials, attn_scratch_floats(a) floats; NULL: no split (CPU ignores) */
+    int32_t variant;     /* ATTN_* (CUDA; the CPU ignores it) */
 };
+
+/* CUDA attention variants: ATTN_AUTO (0) picks; ATTN_SIMT is the CUDA-core kernel (decode split-K and
+ * prefill); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split). */
+enum { ATTN_AUTO = 0, ATTN_SIMT = 1, ATTN_MMA = 2 };
 
 /* CUDA flash-decoding splits the KV cells of a call with at most ATTN_SPLIT_TOKENS tokens over
  * attn_splits() blocks per KV group; each writes (m, l, acc[head_dim]) per (token, head) to scratch

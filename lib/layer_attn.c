@@ -64,7 +64,7 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
         int32_t s = c->seq[t0], n_kv = c->pos[t1 - 1] + 1; /* positions rise within a run */
         struct attn_args a = {c->q + (size_t)t0 * nq, kv_cache_k(c->kv, il, s), kv_cache_v(c->kv, il, s),
                               c->att + (size_t)t0 * nq, c->pos + t0, t1 - t0, nh, nkv, hd, n_kv, nq, nk, nq,
-                              1.0f / sqrtf((float)hd), NULL};
+                              1.0f / sqrtf((float)hd), NULL, 0};
         TRY(be->ops->attn(be, &a));
     }
     if (gated) {
