@@ -364,13 +364,9 @@ static cudaError_t attn_mma_launch(const struct attn_args *a, cudaStream_t s) {
     p.tk = mma_shape<D>::TK, p.n_split = 1, p.split_cells = a->n_kv;
     if ((a->n_tokens + p.bt - 1) / p.bt > 65535) return cudaErrorInvalidValue;
     const size_t smem = mma_shape<D>::SMEM;
-    if (smem > 48 * 1024) { /* opt in once (an attribute, not a stream operation) */
-        static bool raised = false;
-        if (!raised) {
-            const cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            if (e != cudaSuccess) return e;
-            raised = true;
-        }
+    if (smem > 48 * 1024) { /* an attribute of the current device's function, not a stream operation */
+        const cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
     }
     const dim3 grid((unsigned)(a->n_head_kv * ((G + p.hb - 1) / p.hb)), (unsigned)((a->n_tokens + p.bt - 1) / p.bt));
     attn_mma_kernel<D><<<grid, MMA_WARPS * WARP_SIZE, smem, s>>>(*a, p);
