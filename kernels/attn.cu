@@ -9,12 +9,15 @@
  * most 4096 / head_dim rows and 32 / DPT, DPT = ceil(head_dim / 128)), so every K/V cell it loads
  * serves all of them: decode puts all query heads of a group in a block (K/V read once per group),
  * prefill puts up to 32 / G tokens x G heads in a block. Per tile of tk cells (tk * head_dim <= 4096):
- *   1. K tile -> shared memory as f32, rows head_dim+1 apart (odd stride: conflict-free columns);
+ *   1. K tile -> shared memory as f32, rows head_dim+1 apart (odd stride: conflict-free columns), and
+ *      the V tile as f16 (both loads coalesced over the cells' contiguous head_dim values);
  *   2. scores S[jj][r] = scale * q[r].k[jj], one (row, cell) item per thread, q rows in shared memory;
  *      cells past a row's pos are -inf (causal mask);
  *   3. one warp per row: tile max, new running max, p = exp(s - m), l = l * corr + sum p;
  *   4. thread tid owns dims tid + 128 i (i < DPT) of every row in registers: acc = acc * corr + sum_jj
- *      p[jj][r] v[jj][d], V read straight from global memory (coalesced over d).
+ *      p[jj][r] v[jj][d], V from the shared tile.
+ * Shared memory stays under 48 KB for every head_dim <= 512 (q <= 16 KB, K tile <= 16.6 KB, V tile
+ * <= 8.3 KB, scores <= 8 KB).
  * Decode (n_tokens <= ATTN_SPLIT_TOKENS, scratch given): flash-decoding; the cells are split over
  * attn_splits() blocks per group (grid.z), each writes (m, l, acc) per row to scratch as
  * [split][token][head][2 + head_dim], and attn_merge (one block per (token, head)) combines them:
@@ -58,6 +61,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
     float *P = ks + attn_round4(tk * (D + 1));     /* [tk][RMAX]: scores, then probabilities */
     float *m_s = P + tk * RMAX, *l_s = m_s + RMAX, *c_s = l_s + RMAX;
     int *last_s = (int *)(c_s + RMAX);             /* last visible cell of each row, -1: no row */
+    uint16_t *vs = (uint16_t *)(last_s + RMAX);    /* [tk][D] f16: the V tile */
 
     if (tid < RMAX) {
         const int t = t0 + tid / p.hb, hl = tid % p.hb;
@@ -85,7 +89,9 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
         const int n = min(tk, j1 - jt);
         for (int i = tid; i < tk * D; i += ATTN_THREADS) {
             const int jj = i / D, d = i % D;
-            ks[jj * (D + 1) + d] = jj < n ? blocks_f16_to_f32(kg[(int64_t)(jt + jj) * a.kv_stride + d]) : 0.0f;
+            const int64_t o = (int64_t)(jt + jj) * a.kv_stride + d;
+            ks[jj * (D + 1) + d] = jj < n ? blocks_f16_to_f32(kg[o]) : 0.0f;
+            vs[i] = jj < n ? vg[o] : 0;
         }
         __syncthreads();
         for (int i = tid; i < rows * tk; i += ATTN_THREADS) {
@@ -126,7 +132,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
 #pragma unroll
             for (int i = 0; i < DPT; i++) {
                 const int d = tid + i * ATTN_THREADS;
-                v[i] = d < D ? blocks_f16_to_f32(vg[(int64_t)(jt + jj) * a.kv_stride + d]) : 0.0f;
+                v[i] = d < D ? blocks_f16_to_f32(vs[jj * D + d]) : 0.0f;
             }
             const float *pr = P + jj * RMAX;
 #pragma unroll
@@ -380,7 +386,7 @@ static cudaError_t attn_launch(const struct attn_args *a, const struct attn_plan
     const dim3 grid((unsigned)(a->n_head_kv * ((G + p.hb - 1) / p.hb)), (unsigned)((a->n_tokens + p.bt - 1) / p.bt),
                     (unsigned)p.n_split);
     const size_t smem = sizeof(float) * (size_t)(attn_round4(p.hb * p.bt * D) + attn_round4(p.tk * (D + 1)) +
-                                                 p.tk * RMAX + 4 * RMAX);
+                                                 p.tk * RMAX + 4 * RMAX) + sizeof(uint16_t) * (size_t)(p.tk * D);
     attn_kernel<DPT><<<grid, ATTN_THREADS, smem, s>>>(*a, p);
     if (p.n_split > 1) attn_merge<<<(unsigned)(a->n_tokens * a->n_head), ATTN_THREADS, 0, s>>>(*a, p.n_split);
     return cudaGetLastError();
