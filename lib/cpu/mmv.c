@@ -617,12 +617,13 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
     return _mm512_reduce_add_ps(acc);
 }
 
+/* Per block the scalar reference's f32 steps, s += (d·dy)·sumi - (dmin·dy)·summ, so that mm_kq.c's GEMM
+ * (one output per lane, no horizontal sums) gives bit-identical results. */
 MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q4_K *a = w;
     const block_q8_K *b = x;
     const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t sc4[2], mn[2];
         mmv_k_unpack(a[i].scales, sc4, mn);
@@ -642,13 +643,12 @@ MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x)
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
         }
+        summ = _mm_add_epi32(summ, _mm_shuffle_epi32(summ, _MM_SHUFFLE(1, 0, 3, 2)));
+        summ = _mm_add_epi32(summ, _mm_shuffle_epi32(summ, _MM_SHUFFLE(2, 3, 0, 1)));
         float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
+        s += d * (float)_mm512_reduce_add_epi32(sumi) - dmin * (float)_mm_cvtsi128_si32(summ);
     }
-    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+    return s;
 }
 
 MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x) {
