@@ -618,17 +618,19 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
 }
 
 /* Per block the scalar reference's f32 steps, s += (d·dy)·sumi - (dmin·dy)·summ, so that mm_kq.c's GEMM
- * (one output per lane, no horizontal sums) gives bit-identical results. */
+ * (one output per lane, no horizontal sums) gives bit-identical results. The sub-block scales reach the
+ * int32 lanes by vpermd from one register; sumi and summ share one horizontal reduction. */
 MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q4_K *a = w;
     const block_q8_K *b = x;
     const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
+    /* scale indices of (low nibbles, high nibbles) x (k = 0, 1): sub-blocks (0|2, 1|3, 4|6, 5|7) */
+    const __m512i ix[4] = {mmv_set2(0, 2), mmv_set2(1, 3), mmv_set2(4, 6), mmv_set2(5, 7)};
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t sc4[2], mn[2];
         mmv_k_unpack(a[i].scales, sc4, mn);
-        const uint8_t *sc = (const uint8_t *)sc4;
-        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sc4[1], (int)sc4[0])));
         __m512i sumi = _mm512_setzero_si512();
         for (int k = 0; k < 2; k++) {
             /* 64 bytes of qs = groups p = 2k (bytes 0-31) and 2k+1 (32-63); low nibbles are sub-blocks
@@ -640,13 +642,17 @@ MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x)
             __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
             __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q, m4), ylo);
             __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, _mm512_permutexvar_epi32(ix[2 * k], sc)));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, _mm512_permutexvar_epi32(ix[2 * k + 1], sc)));
         }
-        summ = _mm_add_epi32(summ, _mm_shuffle_epi32(summ, _MM_SHUFFLE(1, 0, 3, 2)));
-        summ = _mm_add_epi32(summ, _mm_shuffle_epi32(summ, _MM_SHUFFLE(2, 3, 0, 1)));
-        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
-        s += d * (float)_mm512_reduce_add_epi32(sumi) - dmin * (float)_mm_cvtsi128_si32(summ);
+        __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        __m128i sm = _mm_hadd_epi32(s4, mmv_k_mins_sse(mn, b[i].bsums));
+        sm = _mm_hadd_epi32(sm, sm); /* sumi, summ, sumi, summ */
+        uint32_t dd;
+        memcpy(&dd, &a[i].d, 4); /* d, dmin */
+        __m128 f = _mm_mul_ps(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(b[i].d)), _mm_cvtepi32_ps(sm));
+        s += _mm_cvtss_f32(f) - _mm_cvtss_f32(_mm_movehdup_ps(f));
     }
     return s;
 }
