@@ -137,7 +137,8 @@ KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const c
         for (int j = 0; j < n_sub; j++) {
             __m512i s[KQ_TOK];
             _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = zero;
-            for (int g = j * gps; g < (j + 1) * gps; g++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < gps; k++) {
+                const int g = j * gps + k;
                 __m512i wv = _mm512_loadu_si512(o->q[g]);
                 _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = _mm512_dpbusd_epi32(s[t], wv, kq_bcast(y[t]->qs + 4 * g));
             }
