@@ -186,6 +186,14 @@ KQ_AVX512 static void kq_tile_n(const struct kq_block *blk, int64_t nb, const ch
     }
 }
 
+/* y[0..nr) = v (+ add): one masked vector store per token instead of a scalar loop */
+KQ_AVX512 static void kq_store(float *y, const float v[KQ_ROWS], const float *add, int nr) {
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    __m512 s = _mm512_loadu_ps(v);
+    if (add) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(live, add));
+    _mm512_mask_storeu_ps(y, live, s);
+}
+
 static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     const struct kq_job *j = ctx;
     const struct mm_args *a = j->a;
@@ -208,13 +216,10 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             kq_tile_n(s1, j->nb, x, j->x_row, nt, j->q6, g);
             if (swiglu) kq_tile_n(s2, j->nb, x, j->x_row, nt, j->q6, u);
             for (int t = 0; t < nt; t++) {
-                float *y = a->y + (tb + t) * a->n_out + rb;
-                for (int r = 0; r < nr; r++) {
-                    float s = g[t][r];
-                    if (swiglu) s = cpu_silu(s) * u[t][r];
-                    if (a->epilogue == MMV_ADD) s += a->add[(tb + t) * a->n_out + rb + r];
-                    y[r] = s;
-                }
+                const int64_t at = (tb + t) * a->n_out + rb;
+                if (swiglu)
+                    for (int r = 0; r < nr; r++) g[t][r] = cpu_silu(g[t][r]) * u[t][r];
+                kq_store(a->y + at, g[t], a->epilogue == MMV_ADD ? a->add + at : NULL, nr);
             }
         }
     }
