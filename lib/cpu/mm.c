@@ -4,7 +4,8 @@
  * rows of the output (grain MM_ROWS); inside a range the loop is tiled MM_ROWS rows x MM_TOKENS tokens
  * so a tile of weight rows stays in L1/L2 while the activation tile is swept over it.
  * note: with n_tokens <= 8 (mmv) the activation tile is the whole input, read once per row.
- * Q4_K / Q6_K batches on AVX-512 VNNI go to the GEMM of mm_kq.c instead (same results, element by element).
+ * Q4_K / Q5_K / Q6_K batches on AVX-512 VNNI go to the GEMM of mm_kq.c instead (the same results, element
+ * by element); Q4_K rows go four at a time where mmv.c has a four-row dot (decode).
  */
 #include "cpu.h"
 #include "mm_kq.h"

@@ -1,4 +1,4 @@
-/* mm_kq: the prefill GEMM for Q4_K and Q6_K weights x Q8_K activations on AVX-512 VNNI.
+/* mm_kq: the prefill GEMM for Q4_K, Q5_K and Q6_K weights x Q8_K activations on AVX-512 VNNI.
  *
  * Why: cpu_mm's row-by-row dots unpack every weight block once per token, which for a long prompt is
  * most of the prefill time. Here each worker repacks a strip of KQ_ROWS = 16 weight rows once per call
@@ -7,12 +7,12 @@
  * the 16 rows' partial sums in the 16 int32 lanes: no horizontal sums, lane r is y[t][r0 + r].
  *
  * Repacked strip, per 256-element block (struct kq_block): q[g] = 64 bytes, byte 4r+k = row r's quant
- * of element 4g+k as an unsigned byte (Q4_K 0..15, Q6_K 0..63); sc[j] = sub-block j's scale per row;
- * mn[k] = per row an int16 pair multiplying the activation's bsums[2k], bsums[2k+1] (Q4_K: the min m_k
- * twice, Q6_K: scales 2k, 2k+1, for the -32 offset); d, dmin per row as f32.
+ * of element 4g+k as an unsigned byte (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63); sc[j] = sub-block j's scale
+ * per row; mn[k] = per row an int16 pair multiplying the activation's bsums[2k], bsums[2k+1] (Q4_K/Q5_K:
+ * the min m_k twice, Q6_K: scales 2k, 2k+1, for the -32 offset); d, dmin per row as f32.
  *
  * Math: per block exactly the scalar reference of mmv.c (exact integer sums, then
- * s += (d·dy)·sumi - (dmin·dy)·summ for Q4_K, s += (d·dy)·(sumi - 32·c) for Q6_K, the same f32
+ * s += (d·dy)·sumi - (dmin·dy)·summ for Q4_K/Q5_K, s += (d·dy)·(sumi - 32·c) for Q6_K, the same f32
  * operations in the same order), so every element is bit-identical to the dots cpu_mm uses otherwise
  * (test-ops checks mm against mmv). Other types, ISA levels and short batches keep the dot loop.
  */
@@ -41,7 +41,8 @@ struct kq_job {
     size_t w_row, x_row;
     int64_t nb;           /* blocks per row */
     struct kq_block *scratch; /* per worker: nb blocks, twice for SwiGLU */
-    int q6;
+    int q6;               /* Q6_K's integer sums; Q4_K and Q5_K share the others */
+    void (*pack)(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out);
 };
 
 /* dword offsets of the 16 rows: gathers read one 4-byte piece of each row's block at once */
@@ -66,6 +67,38 @@ KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t 
             }
         for (int r = 0; r < KQ_ROWS; r++) {
             const block_q4_K *a = (const block_q4_K *)(b + (r < nr ? r : 0) * w_row);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc = 0, m = 0;
+                if (r < nr) blocks_get_scale_min_k4(j, a->scales, &sc, &m);
+                o->sc[j][r] = sc;
+                o->mn[j][r] = (int32_t)((uint32_t)m | (uint32_t)m << 16);
+            }
+            o->d[r] = r < nr ? blocks_f16_to_f32(a->d) : 0.0f;
+            o->dmin[r] = r < nr ? blocks_f16_to_f32(a->dmin) : 0.0f;
+        }
+    }
+}
+
+/* Q5_K: as Q4_K, plus bit 2p (low nibbles) or 2p+1 (high) of qh[l] as bit 4; qh's dword 4u serves both. */
+KQ_AVX512 static void kq_pack_q5_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = w + i * (int64_t)sizeof(block_q5_K);
+        struct kq_block *o = &out[i];
+        for (int u = 0; u < 8; u++) {
+            __m512i h = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q5_K, qh) + 4 * u, 1);
+            for (int p = 0; p < 4; p++) {
+                __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q5_K, qs) + 32 * p + 4 * u, 1);
+                __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2 * p), one), 4);
+                __m512i h1 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2 * p + 1), one), 4);
+                _mm512_storeu_si512(o->q[16 * p + u], _mm512_or_si512(_mm512_and_si512(v, m4), h0));
+                _mm512_storeu_si512(o->q[16 * p + 8 + u], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 4), m4), h1));
+            }
+        }
+        for (int r = 0; r < KQ_ROWS; r++) {
+            const block_q5_K *a = (const block_q5_K *)(b + (r < nr ? r : 0) * w_row);
             for (int j = 0; j < 8; j++) {
                 uint8_t sc = 0, m = 0;
                 if (r < nr) blocks_get_scale_min_k4(j, a->scales, &sc, &m);
@@ -202,13 +235,8 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     for (int64_t rb = r0; rb < r1; rb += KQ_ROWS) {
         const int nr = (int)(r1 - rb < KQ_ROWS ? r1 - rb : KQ_ROWS);
         const char *w = (const char *)a->w + rb * j->w_row;
-        if (j->q6) kq_pack_q6_k(w, j->w_row, nr, j->nb, s1);
-        else kq_pack_q4_k(w, j->w_row, nr, j->nb, s1);
-        if (swiglu) {
-            const char *w2 = (const char *)a->w2 + rb * j->w_row;
-            if (j->q6) kq_pack_q6_k(w2, j->w_row, nr, j->nb, s2);
-            else kq_pack_q4_k(w2, j->w_row, nr, j->nb, s2);
-        }
+        j->pack(w, j->w_row, nr, j->nb, s1);
+        if (swiglu) j->pack((const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
         for (int64_t tb = 0; tb < a->n_tokens; tb += KQ_TOK) {
             const int nt = (int)(a->n_tokens - tb < KQ_TOK ? a->n_tokens - tb : KQ_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
@@ -226,7 +254,7 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
 }
 
 int cpu_mm_kq_takes(const struct mm_args *a) {
-    if (a->type != INFER_TYPE_Q4_K && a->type != INFER_TYPE_Q6_K) return 0;
+    if (a->type != INFER_TYPE_Q4_K && a->type != INFER_TYPE_Q5_K && a->type != INFER_TYPE_Q6_K) return 0;
     if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
     if (!cpu_isa_has(CPU_ISA_AVX512) || a->n_tokens < KQ_MIN_TOKENS) return 0;
     /* the gathers index rows with int32 byte offsets */
@@ -239,7 +267,8 @@ infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p) {
     char *raw = xmalloc(sizeof(struct kq_block) * per * (size_t)pool_threads(p) + 64);
     if (!raw) return INFER_OOM("cpu_mm_kq scratch");
     struct kq_job j = {a, quant_row_bytes(a->type, a->n_in), cpu_act_row_bytes(a->type, a->n_in), nb,
-                       (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64)), a->type == INFER_TYPE_Q6_K};
+                       (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64)), a->type == INFER_TYPE_Q6_K,
+                       a->type == INFER_TYPE_Q4_K ? kq_pack_q4_k : a->type == INFER_TYPE_Q5_K ? kq_pack_q5_k : kq_pack_q6_k};
     pool_for(p, a->n_out, KQ_ROWS, kq_rows, &j);
     xfree(raw);
     return INFER_OK;

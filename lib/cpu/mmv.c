@@ -710,12 +710,12 @@ MMV_AVX512 static void dot4_q4_k_avx512(int64_t n, const void *w, size_t w_row, 
     for (int r = 0; r < 4; r++) out[r] = t[4 * r];
 }
 
+/* The per-block f32 steps of the scalar reference, as dot_q4_k_avx512 (mm_kq.c matches them). */
 MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q5_K *a = w;
     const block_q8_K *b = x;
     const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t sc4[2], mn[2];
         mmv_k_unpack(a[i].scales, sc4, mn);
@@ -740,13 +740,16 @@ MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x)
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
         }
-        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
+        __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        __m128i sm = _mm_hadd_epi32(s4, summ);
+        sm = _mm_hadd_epi32(sm, sm); /* sumi, summ, sumi, summ */
+        uint32_t dd;
+        memcpy(&dd, &a[i].d, 4); /* d, dmin */
+        __m128 f = _mm_mul_ps(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(b[i].d)), _mm_cvtepi32_ps(sm));
+        s += _mm_cvtss_f32(f) - _mm_cvtss_f32(_mm_movehdup_ps(f));
     }
-    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+    return s;
 }
 
 MMV_AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *x) {
