@@ -51,6 +51,29 @@ KQ_AVX512 static inline __m512i kq_row_index(size_t w_row) {
                               _mm512_set1_epi32((int)w_row));
 }
 
+/* d, dmin, scales and mins of 16 rows' Q4_K / Q5_K blocks (the same header layout): mmv.c's
+ * mmv_k_unpack on 16 lanes, from three gathered dwords of the 12 packed scale bytes. */
+KQ_AVX512 static void kq_head_k4(const char *b, __m512i idx, __mmask16 live, struct kq_block *o) {
+    const __m512i zero = _mm512_setzero_si512(), ff = _mm512_set1_epi32(0xff);
+    const __m512i c3f = _mm512_set1_epi8(0x3f), c0f = _mm512_set1_epi8(0x0f), c03 = _mm512_set1_epi8(3);
+    __m512i dd = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1); /* d | dmin << 16 */
+    __m512i u0 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 4, 1);
+    __m512i u1 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 8, 1);
+    __m512i u2 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 12, 1);
+    __m512i sc[2] = {_mm512_and_si512(u0, c3f), _mm512_or_si512(_mm512_and_si512(u2, c0f),
+                                                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), c03), 4))};
+    __m512i mn[2] = {_mm512_and_si512(u1, c3f),
+                     _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), c0f),
+                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), c03), 4))};
+    for (int j = 0; j < 8; j++) {
+        __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), ff);
+        _mm512_storeu_si512(o->sc[j], _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff));
+        _mm512_storeu_si512(o->mn[j], _mm512_or_si512(m, _mm512_slli_epi32(m, 16)));
+    }
+    _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_storeu_ps(o->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+}
+
 /* Q4_K qs byte 32p+l holds element 64p+l (low nibble) and 64p+32+l (high): the dword at 32p+4u is
  * group 16p+u (low) and 16p+8+u (high). Rows >= nr come out zero. */
 KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
@@ -65,17 +88,7 @@ KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t 
                 _mm512_storeu_si512(o->q[16 * p + u], _mm512_and_si512(v, m4));
                 _mm512_storeu_si512(o->q[16 * p + 8 + u], _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
             }
-        for (int r = 0; r < KQ_ROWS; r++) {
-            const block_q4_K *a = (const block_q4_K *)(b + (r < nr ? r : 0) * w_row);
-            for (int j = 0; j < 8; j++) {
-                uint8_t sc = 0, m = 0;
-                if (r < nr) blocks_get_scale_min_k4(j, a->scales, &sc, &m);
-                o->sc[j][r] = sc;
-                o->mn[j][r] = (int32_t)((uint32_t)m | (uint32_t)m << 16);
-            }
-            o->d[r] = r < nr ? blocks_f16_to_f32(a->d) : 0.0f;
-            o->dmin[r] = r < nr ? blocks_f16_to_f32(a->dmin) : 0.0f;
-        }
+        kq_head_k4(b, idx, live, o);
     }
 }
 
@@ -97,17 +110,7 @@ KQ_AVX512 static void kq_pack_q5_k(const char *w, size_t w_row, int nr, int64_t 
                 _mm512_storeu_si512(o->q[16 * p + 8 + u], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 4), m4), h1));
             }
         }
-        for (int r = 0; r < KQ_ROWS; r++) {
-            const block_q5_K *a = (const block_q5_K *)(b + (r < nr ? r : 0) * w_row);
-            for (int j = 0; j < 8; j++) {
-                uint8_t sc = 0, m = 0;
-                if (r < nr) blocks_get_scale_min_k4(j, a->scales, &sc, &m);
-                o->sc[j][r] = sc;
-                o->mn[j][r] = (int32_t)((uint32_t)m | (uint32_t)m << 16);
-            }
-            o->d[r] = r < nr ? blocks_f16_to_f32(a->d) : 0.0f;
-            o->dmin[r] = r < nr ? blocks_f16_to_f32(a->dmin) : 0.0f;
-        }
+        kq_head_k4(b, idx, live, o);
     }
 }
 
@@ -134,16 +137,19 @@ KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t 
                     _mm512_storeu_si512(o->q[32 * h + 8 * k + u], _mm512_or_si512(lo[k], hi));
                 }
             }
-        for (int r = 0; r < KQ_ROWS; r++) {
-            const block_q6_K *a = (const block_q6_K *)(b + (r < nr ? r : 0) * w_row);
-            for (int j = 0; j < 16; j++) o->sc[j][r] = r < nr ? a->scales[j] : 0;
-            for (int k = 0; k < 8; k++)
-                o->mn[k][r] = r < nr ? (int32_t)((uint32_t)(uint16_t)a->scales[2 * k] |
-                                                 (uint32_t)(uint16_t)a->scales[2 * k + 1] << 16)
-                                     : 0;
-            o->d[r] = r < nr ? blocks_f16_to_f32(a->d) : 0.0f;
-            o->dmin[r] = 0.0f;
+        /* the 16 signed scales from four gathered dwords, d from the dword ending the block */
+        for (int q = 0; q < 4; q++) {
+            __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, scales) + 4 * q, 1);
+            for (int e = 0; e < 4; e++)
+                _mm512_storeu_si512(o->sc[4 * q + e], _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * e), 24));
         }
+        for (int k = 0; k < 8; k++) {
+            __m512i lo = _mm512_and_si512(_mm512_loadu_si512(o->sc[2 * k]), _mm512_set1_epi32(0xffff));
+            _mm512_storeu_si512(o->mn[k], _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_loadu_si512(o->sc[2 * k + 1]), 16)));
+        }
+        __m512i dd = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, d) - 2, 1);
+        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        _mm512_storeu_ps(o->dmin, _mm512_setzero_ps());
     }
 }
 
