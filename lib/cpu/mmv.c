@@ -10,7 +10,10 @@
  * 32 bytes) and AVX-512 F/BW/VL + VNNI versions (dpbusd on 64 bytes, two 32-element groups at a time)
  * are picked at run time with __builtin_cpu_supports, compiled with per-function target attributes so
  * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
- * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order.
+ * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order;
+ * the AVX-512 K-quant dots (Q4_K, Q5_K, Q6_K) keep the scalar reference's per-block f32 steps, which the
+ * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit. Q4_K also has a
+ * four-row variant (cpu_vec_dot4) for decode, where it is compute-bound.
  */
 #include <stdlib.h>
 #include <string.h>
