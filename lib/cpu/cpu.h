@@ -48,9 +48,6 @@ infer_status cpu_gdn(const struct gdn_args *a, struct pool *p);
 enum cpu_isa_level { CPU_ISA_BEST, CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_N };
 typedef float (*cpu_vec_dot_fn)(int64_t n, const void *w, const void *x);
 cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant);
-/* Four rows w + r·w_row at once, each bit-identical to cpu_vec_dot's; NULL where no such kernel exists. */
-typedef void (*cpu_vec_dot4_fn)(int64_t n, const void *w, size_t w_row, const void *x, float out[4]);
-cpu_vec_dot4_fn cpu_vec_dot4(int32_t weight_type, int variant);
 /* Whether this CPU (capped by INFER_CPU_ISA=scalar|avx2) runs the level's kernels. */
 int cpu_isa_has(int level);
 /* Bytes of one activation row of n elements for a weight type (the mmv_act_type_cpu blocks, or f32). */

@@ -5,7 +5,7 @@
  * so a tile of weight rows stays in L1/L2 while the activation tile is swept over it.
  * note: with n_tokens <= 8 (mmv) the activation tile is the whole input, read once per row.
  * Q4_K / Q5_K / Q6_K batches on AVX-512 VNNI go to the GEMM of mm_kq.c instead (the same results, element
- * by element); Q4_K rows go four at a time where mmv.c has a four-row dot (decode).
+ * by element).
  */
 #include "cpu.h"
 #include "mm_kq.h"
@@ -16,9 +16,8 @@ enum { MM_ROWS = 16, MM_TOKENS = 8 };
 struct mm_job {
     const struct mm_args *a;
     cpu_vec_dot_fn dot;
-    cpu_vec_dot4_fn dot4; /* four rows at once, or NULL */
-    size_t w_row, x_row;  /* bytes per weight row and per activation row */
-    const char *x;        /* xq, or x for float weights */
+    size_t w_row, x_row; /* bytes per weight row and per activation row */
+    const char *x;       /* xq, or x for float weights */
 };
 
 static void mm_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
@@ -30,25 +29,14 @@ static void mm_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
         int64_t re = rb + MM_ROWS < r1 ? rb + MM_ROWS : r1;
         for (int64_t tb = 0; tb < a->n_tokens; tb += MM_TOKENS) {
             int64_t te = tb + MM_TOKENS < a->n_tokens ? tb + MM_TOKENS : a->n_tokens;
-            for (int64_t r = rb; r < re;) {
-                const int nr = j->dot4 && re - r >= 4 ? 4 : 1;
+            for (int64_t r = rb; r < re; r++) {
                 for (int64_t t = tb; t < te; t++) {
                     const char *x = j->x + t * j->x_row;
-                    float s[4], u[4];
-                    if (nr == 4) j->dot4(a->n_in, w + r * j->w_row, j->w_row, x, s);
-                    else s[0] = j->dot(a->n_in, w + r * j->w_row, x);
-                    if (a->epilogue == MMV_SWIGLU) {
-                        if (nr == 4) j->dot4(a->n_in, w2 + r * j->w_row, j->w_row, x, u);
-                        else u[0] = j->dot(a->n_in, w2 + r * j->w_row, x);
-                    }
-                    for (int k = 0; k < nr; k++) {
-                        float v = s[k];
-                        if (a->epilogue == MMV_SWIGLU) v = cpu_silu(v) * u[k];
-                        if (a->epilogue == MMV_ADD) v += a->add[t * a->n_out + r + k];
-                        a->y[t * a->n_out + r + k] = v;
-                    }
+                    float s = j->dot(a->n_in, w + r * j->w_row, x);
+                    if (a->epilogue == MMV_SWIGLU) s = cpu_silu(s) * j->dot(a->n_in, w2 + r * j->w_row, x);
+                    if (a->epilogue == MMV_ADD) s += a->add[t * a->n_out + r];
+                    a->y[t * a->n_out + r] = s;
                 }
-                r += nr;
             }
         }
     }
@@ -68,7 +56,7 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
         (a->epilogue == MMV_ADD && !a->add) || a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
         return infer_fail(INFER_E_ARG, "cpu_mm: missing pointer or bad epilogue %d", a->epilogue);
     if (cpu_mm_kq_takes(a)) return cpu_mm_kq(a, p);
-    struct mm_job j = {a, dot, cpu_vec_dot4(a->type, a->variant), w_row, x_row, quantised ? a->xq : (const void *)a->x};
+    struct mm_job j = {a, dot, w_row, x_row, quantised ? a->xq : (const void *)a->x};
     pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
     return INFER_OK;
 }

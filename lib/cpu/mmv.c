@@ -12,8 +12,9 @@
  * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
  * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order;
  * the AVX-512 K-quant dots (Q4_K, Q5_K, Q6_K) keep the scalar reference's per-block f32 steps, which the
- * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit. Q4_K also has a
- * four-row variant (cpu_vec_dot4) for decode, where it is compute-bound.
+ * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit.
+ * note: a four-row Q4_K/Q6_K dot (shared activation work) was 20% faster from cache but 2-3x slower from
+ * DRAM on long rows (four interleaved row streams starve the prefetchers), so decode keeps one row at a time.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -660,59 +661,6 @@ MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x)
     return s;
 }
 
-/* Four rows w + r·w_row (r = 0..3) with one activation row, each element exactly as dot_q4_k_avx512 (the
- * same integer sums, the same f32 steps): the activation loads and shuffles, the min terms and the
- * horizontal reductions are shared. Decode is compute-bound on Q4_K, so this is what it runs. */
-MMV_AVX512 static void dot4_q4_k_avx512(int64_t n, const void *w, size_t w_row, const void *x, float out[4]) {
-    const block_q8_K *b = x;
-    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
-    const __m512i ix[4] = {mmv_set2(0, 2), mmv_set2(1, 3), mmv_set2(4, 6), mmv_set2(5, 7)};
-    __m512 acc = _mm512_setzero_ps(); /* lane 4r: row r's sum */
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i y[4]; /* as dot_q4_k_avx512: ylo, yhi of k = 0, then of k = 1 */
-        for (int k = 0; k < 2; k++) {
-            __m512i y0 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k));
-            __m512i y1 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k + 64));
-            y[2 * k] = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(1, 0, 1, 0));
-            y[2 * k + 1] = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
-        }
-        __m512i sumi[4];
-        uint64_t mins[4];
-        uint32_t dd[4];
-        for (int r = 0; r < 4; r++) {
-            const block_q4_K *a = (const block_q4_K *)((const char *)w + r * w_row) + i;
-            uint32_t sc4[2], mn[2];
-            mmv_k_unpack(a->scales, sc4, mn);
-            const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sc4[1], (int)sc4[0])));
-            sumi[r] = zero;
-            for (int k = 0; k < 2; k++) {
-                __m512i q = _mm512_loadu_si512((const void *)(a->qs + 64 * k));
-                __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q, m4), y[2 * k]);
-                __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), y[2 * k + 1]);
-                sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(plo, _mm512_permutexvar_epi32(ix[2 * k], sc)));
-                sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(phi, _mm512_permutexvar_epi32(ix[2 * k + 1], sc)));
-            }
-            mins[r] = mn[0] | (uint64_t)mn[1] << 32;
-            memcpy(&dd[r], &a->d, 4); /* d, dmin */
-        }
-        /* 128-bit lane r: row r's four partial sumi, then with its four partial summ: sumi, summ, sumi, summ */
-        __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i64x2(sumi[0], sumi[1], 0x44), _mm512_shuffle_i64x2(sumi[0], sumi[1], 0xEE));
-        __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i64x2(sumi[2], sumi[3], 0x44), _mm512_shuffle_i64x2(sumi[2], sumi[3], 0xEE));
-        __m512i s4 = _mm512_add_epi32(_mm512_shuffle_i64x2(s01, s23, 0x88), _mm512_shuffle_i64x2(s01, s23, 0xDD));
-        __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)b[i].bsums), _mm_loadu_si128((const __m128i *)(b[i].bsums + 8)));
-        __m512i m16 = _mm512_cvtepu8_epi16(_mm256_set_epi64x((long long)mins[3], (long long)mins[2], (long long)mins[1], (long long)mins[0]));
-        __m512i m4s = _mm512_madd_epi16(m16, _mm512_broadcast_i32x4(bs));
-        __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(s4, m4s), _mm512_unpackhi_epi32(s4, m4s));
-        u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
-        __m512 d = _mm512_cvtph_ps(_mm256_set_epi32((int)dd[3], (int)dd[3], (int)dd[2], (int)dd[2], (int)dd[1], (int)dd[1], (int)dd[0], (int)dd[0]));
-        __m512 f = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(b[i].d)), _mm512_cvtepi32_ps(u));
-        acc = _mm512_add_ps(acc, _mm512_sub_ps(f, _mm512_movehdup_ps(f)));
-    }
-    float t[16];
-    _mm512_storeu_ps(t, acc);
-    for (int r = 0; r < 4; r++) out[r] = t[4 * r];
-}
-
 /* The per-block f32 steps of the scalar reference, as dot_q4_k_avx512 (mm_kq.c matches them). */
 MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q5_K *a = w;
@@ -865,16 +813,6 @@ cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant) {
     if (variant != CPU_ISA_BEST && !cpu_isa_has(variant)) return NULL;
     for (int l = variant == CPU_ISA_BEST ? mmv_level() : variant; l >= CPU_ISA_SCALAR; l--)
         if (t->fn[l]) return t->fn[l];
-    return NULL;
-}
-
-cpu_vec_dot4_fn cpu_vec_dot4(int32_t weight_type, int variant) {
-#ifdef MMV_X86
-    if (weight_type == INFER_TYPE_Q4_K && cpu_vec_dot(weight_type, variant) == dot_q4_k_avx512) return dot4_q4_k_avx512;
-#else
-    (void)weight_type;
-    (void)variant;
-#endif
     return NULL;
 }
 
