@@ -699,12 +699,14 @@ MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x)
 MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q5_K *a = w;
     const block_q8_K *b = x;
-    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i ix[4] = {mmv_set2(0, 2), mmv_set2(1, 3), mmv_set2(4, 6), mmv_set2(5, 7)}; /* as Q4_K */
+    const __m512i b4 = _mm512_set1_epi8(0x10);
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t sc4[2], mn[2];
         mmv_k_unpack(a[i].scales, sc4, mn);
-        const uint8_t *sc = (const uint8_t *)sc4;
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sc4[1], (int)sc4[0])));
         __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
         __m512i sumi = _mm512_setzero_si512();
         __m256i qh256 = _mm256_loadu_si256((const __m256i *)a[i].qh);
@@ -713,8 +715,9 @@ MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x)
             /* as Q4_K; group p takes bit 2p of qh for its low nibbles, 2p+1 for its high ones, so the
              * lower half (p = 2k) shifts qh by 4k, the upper half (p = 2k+1) by 4k+2 */
             __m512i sh = mmv_cat(_mm256_set1_epi16((short)(4 * k)), _mm256_set1_epi16((short)(4 * k + 2)));
-            __m512i hlo = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), one), 4);
-            __m512i hhi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, _mm512_add_epi16(sh, _mm512_set1_epi16(1))), one), 4);
+            __m512i hs = _mm512_srlv_epi16(qh, sh); /* bit 0 of each byte to bit 4 (low nibbles), bit 1 (high) */
+            __m512i hlo = _mm512_and_si512(_mm512_slli_epi16(hs, 4), b4);
+            __m512i hhi = _mm512_and_si512(_mm512_slli_epi16(hs, 3), b4);
             __m512i q = _mm512_loadu_si512((const void *)(a[i].qs + 64 * k));
             __m512i y0 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k));
             __m512i y1 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k + 64));
@@ -722,8 +725,8 @@ MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x)
             __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
             __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_or_si512(_mm512_and_si512(q, m4), hlo), ylo);
             __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), hhi), yhi);
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, _mm512_permutexvar_epi32(ix[2 * k], sc)));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, _mm512_permutexvar_epi32(ix[2 * k + 1], sc)));
         }
         __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
