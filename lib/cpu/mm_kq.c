@@ -27,6 +27,8 @@
 #define KQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define KQ_INLINE static inline __attribute__((always_inline))
 
+/* KQ_MIN_TOKENS: packing a strip costs about two tokens of row-by-row dots, so from 4 tokens on the GEMM
+ * wins (measured: 4 tokens 0.27 vs 0.34 ms, 8 tokens 0.34 vs 0.68 ms, Q4_K 1024 x 3072, one thread) */
 enum { KQ_ROWS = 16, KQ_TOK = 8, KQ_MIN_TOKENS = 4 };
 
 struct kq_block {
@@ -160,7 +162,8 @@ KQ_AVX512 static inline __m512i kq_bcast(const void *p) {
 }
 
 /* out[t][r] = the dot of strip row r with token t (x + t·x_row), nt <= KQ_TOK tokens; nt and q6 are
- * constants in every caller, so the token loops unroll and the accumulators stay in registers. */
+ * constants in every caller. The unroll pragmas keep the per-token accumulators in registers (without
+ * them GCC -O2 keeps s[] and sumi[] in memory and the kernel runs at a third of the speed). */
 KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const char *x, size_t x_row, int nt, int q6,
                                  float out[KQ_TOK][KQ_ROWS]) {
     const int n_sub = q6 ? 16 : 8, gps = q6 ? 4 : 8; /* sub-blocks per block, groups of 4 per sub-block */
