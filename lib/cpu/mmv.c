@@ -622,27 +622,33 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
 }
 
 /* The integer parts of one Q4_K x Q8_K block: sumi as 16 int32 partial sums, summ (the min term) as 4.
- * The sub-block scales reach the int32 lanes by vpermd from one register. */
+ * The sub-block scales reach the int16 lanes by pshufb from one broadcast register. */
 MMV_AVX512 static inline void mmv_q4_k_ints(const block_q4_K *a, const block_q8_K *b, __m512i *sumi, __m128i *summ) {
-    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
-    /* scale indices of (low nibbles, high nibbles) x (k = 0, 1): sub-blocks (0|2, 1|3, 4|6, 5|7) */
-    const __m512i ix[4] = {mmv_set2(0, 2), mmv_set2(1, 3), mmv_set2(4, 6), mmv_set2(5, 7)};
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* pshufb indices putting scale byte i (0x80: a zero byte) into the int16 lanes of the lower 256 bits
+     * and scale byte j into those of the upper: (low nibbles, high nibbles) x (k = 0, 1) are sub-blocks
+     * (0|2, 1|3, 4|6, 5|7) */
+#define MMV_SCIX(i, j) _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16((short)(0x8000 | (i))), _mm512_set1_epi16((short)(0x8000 | (j))))
+    const __m512i ix[4] = {MMV_SCIX(0, 2), MMV_SCIX(1, 3), MMV_SCIX(4, 6), MMV_SCIX(5, 7)};
+#undef MMV_SCIX
     uint32_t sc4[2], mn[2];
     mmv_k_unpack(a->scales, sc4, mn);
-    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sc4[1], (int)sc4[0])));
-    __m512i acc = zero;
+    const __m512i sc = _mm512_set1_epi64((long long)((uint64_t)sc4[1] << 32 | sc4[0]));
+    __m512i acc = _mm512_setzero_si512();
     for (int k = 0; k < 2; k++) {
         /* 64 bytes of qs = groups p = 2k (bytes 0-31) and 2k+1 (32-63); low nibbles are sub-blocks
-         * 4k and 4k+2 (y 128k+0..31, +64..95), high nibbles 4k+1 and 4k+3 (y +32..63, +96..127) */
+         * 4k and 4k+2 (y 128k+0..31, +64..95), high nibbles 4k+1 and 4k+3 (y +32..63, +96..127).
+         * maddubs (q <= 15, so no int16 saturation) then madd with the scales: each int32 lane sums the
+         * same 4 elements times their scale as vpdpbusd would */
         __m512i q = _mm512_loadu_si512((const void *)(a->qs + 64 * k));
         __m512i y0 = _mm512_loadu_si512((const void *)(b->qs + 128 * k));
         __m512i y1 = _mm512_loadu_si512((const void *)(b->qs + 128 * k + 64));
         __m512i ylo = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(1, 0, 1, 0));
         __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
-        __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q, m4), ylo);
-        __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
-        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(plo, _mm512_permutexvar_epi32(ix[2 * k], sc)));
-        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(phi, _mm512_permutexvar_epi32(ix[2 * k + 1], sc)));
+        __m512i plo = _mm512_maddubs_epi16(_mm512_and_si512(q, m4), ylo);
+        __m512i phi = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, _mm512_shuffle_epi8(sc, ix[2 * k])));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(phi, _mm512_shuffle_epi8(sc, ix[2 * k + 1])));
     }
     *sumi = acc;
     *summ = mmv_k_mins_sse(mn, b->bsums);
