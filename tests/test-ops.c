@@ -139,6 +139,15 @@ static const struct tcase tops_cases[] = {
     {"pool", "", {1000, 3, 7}, {0}, 0, 0, 0, 0},
     {"pool", "", {5, 16, 3}, {0}, 0, 0, 0, 0},
     {"moe_ffn", "f16", {3, 64, 64, 8}, {2, INFER_TYPE_F16}, -1, 1, 0, 1e-6}, /* x rounded to f16 */
+    /* ---- mm through the prefill GEMM (lib/cpu/mm_kq.c: Q4_K, Q5_K, Q6_K on AVX-512 VNNI; other CPUs run the
+     * dots): n_out not a multiple of its 16-row strips, strips split over the threads, token counts leaving
+     * 1..7-token tails of its 8-token tiles; mm-vs-mmv then compares the GEMM with the row-by-row dots
+     * (mmv's last chunk of 1..3 tokens) bit for bit. {n_in, n_out, n_tokens} ---- */
+    {"mm", "q4_K,q5_K,q6_K", {768, 37, 17}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mm", "q4_K,q5_K,q6_K", {1280, 93, 11}, {MMV_PLAIN, 1}, -1, 1, 0, 0},
+    {"mm", "q4_K,q5_K,q6_K", {2048, 300, 42}, {MMV_PLAIN}, -8, 8, 0, 0},
+    {"mm", "q4_K,q5_K,q6_K", {512, 50, 13}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    {"mm", "q4_K,q5_K,q6_K", {256, 16, 4}, {MMV_ADD}, -2, 2, 0, 0},
 };
 #define N_CASES (int)(sizeof tops_cases / sizeof tops_cases[0])
 

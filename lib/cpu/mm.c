@@ -4,8 +4,11 @@
  * rows of the output (grain MM_ROWS); inside a range the loop is tiled MM_ROWS rows x MM_TOKENS tokens
  * so a tile of weight rows stays in L1/L2 while the activation tile is swept over it.
  * note: with n_tokens <= 8 (mmv) the activation tile is the whole input, read once per row.
+ * Q4_K / Q5_K / Q6_K batches on AVX-512 VNNI go to the GEMM of mm_kq.c instead (the same results, element
+ * by element).
  */
 #include "cpu.h"
+#include "mm_kq.h"
 #include "quant.h"
 
 enum { MM_ROWS = 16, MM_TOKENS = 8 };
@@ -52,6 +55,7 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
     if (!a->w || !a->y || (quantised ? !a->xq : !a->x) || (a->epilogue == MMV_SWIGLU && !a->w2) ||
         (a->epilogue == MMV_ADD && !a->add) || a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
         return infer_fail(INFER_E_ARG, "cpu_mm: missing pointer or bad epilogue %d", a->epilogue);
+    if (cpu_mm_kq_takes(a)) return cpu_mm_kq(a, p);
     struct mm_job j = {a, dot, w_row, x_row, quantised ? a->xq : (const void *)a->x};
     pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
     return INFER_OK;

@@ -10,7 +10,11 @@
  * 32 bytes) and AVX-512 F/BW/VL + VNNI versions (dpbusd on 64 bytes, two 32-element groups at a time)
  * are picked at run time with __builtin_cpu_supports, compiled with per-function target attributes so
  * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
- * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order.
+ * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order;
+ * the AVX-512 K-quant dots (Q4_K, Q5_K, Q6_K) keep the scalar reference's per-block f32 steps, which the
+ * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit.
+ * note: a four-row Q4_K/Q6_K dot (shared activation work) was 20% faster from cache but 2-3x slower from
+ * DRAM on long rows (four interleaved row streams starve the prefetchers), so decode keeps one row at a time.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -617,50 +621,98 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
     return _mm512_reduce_add_ps(acc);
 }
 
+/* The integer parts of one Q4_K x Q8_K block: sumi as 16 int32 partial sums, summ (the min term) as 4.
+ * The sub-block scales reach the int16 lanes by pshufb from one broadcast register. */
+MMV_AVX512 static inline void mmv_q4_k_ints(const block_q4_K *a, const block_q8_K *b, __m512i *sumi, __m128i *summ) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* pshufb indices putting scale byte i (0x80: a zero byte) into the int16 lanes of the lower 256 bits
+     * and scale byte j into those of the upper: (low nibbles, high nibbles) x (k = 0, 1) are sub-blocks
+     * (0|2, 1|3, 4|6, 5|7) */
+#define MMV_SCIX(i, j) _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16((short)(0x8000 | (i))), _mm512_set1_epi16((short)(0x8000 | (j))))
+    const __m512i ix[4] = {MMV_SCIX(0, 2), MMV_SCIX(1, 3), MMV_SCIX(4, 6), MMV_SCIX(5, 7)};
+#undef MMV_SCIX
+    uint32_t sc4[2], mn[2];
+    mmv_k_unpack(a->scales, sc4, mn);
+    const __m512i sc = _mm512_set1_epi64((long long)((uint64_t)sc4[1] << 32 | sc4[0]));
+    __m512i acc = _mm512_setzero_si512();
+    for (int k = 0; k < 2; k++) {
+        /* 64 bytes of qs = groups p = 2k (bytes 0-31) and 2k+1 (32-63); low nibbles are sub-blocks
+         * 4k and 4k+2 (y 128k+0..31, +64..95), high nibbles 4k+1 and 4k+3 (y +32..63, +96..127).
+         * maddubs (q <= 15, so no int16 saturation) then madd with the scales: each int32 lane sums the
+         * same 4 elements times their scale as vpdpbusd would */
+        __m512i q = _mm512_loadu_si512((const void *)(a->qs + 64 * k));
+        __m512i y0 = _mm512_loadu_si512((const void *)(b->qs + 128 * k));
+        __m512i y1 = _mm512_loadu_si512((const void *)(b->qs + 128 * k + 64));
+        __m512i ylo = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(1, 0, 1, 0));
+        __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
+        __m512i plo = _mm512_maddubs_epi16(_mm512_and_si512(q, m4), ylo);
+        __m512i phi = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(plo, _mm512_shuffle_epi8(sc, ix[2 * k])));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(phi, _mm512_shuffle_epi8(sc, ix[2 * k + 1])));
+    }
+    *sumi = acc;
+    *summ = mmv_k_mins_sse(mn, b->bsums);
+}
+
+/* Per block the scalar reference's f32 steps, s += (d·dy)·sumi - (dmin·dy)·summ, so that mm_kq.c's GEMM
+ * (one output per lane, no horizontal sums) gives bit-identical results. Blocks go in pairs so that one
+ * horizontal reduction and one set of f32 vector ops serve both; the adds into s stay in block order. */
 MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q4_K *a = w;
     const block_q8_K *b = x;
-    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint32_t sc4[2], mn[2];
-        mmv_k_unpack(a[i].scales, sc4, mn);
-        const uint8_t *sc = (const uint8_t *)sc4;
-        __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
-        __m512i sumi = _mm512_setzero_si512();
-        for (int k = 0; k < 2; k++) {
-            /* 64 bytes of qs = groups p = 2k (bytes 0-31) and 2k+1 (32-63); low nibbles are sub-blocks
-             * 4k and 4k+2 (y 128k+0..31, +64..95), high nibbles 4k+1 and 4k+3 (y +32..63, +96..127) */
-            __m512i q = _mm512_loadu_si512((const void *)(a[i].qs + 64 * k));
-            __m512i y0 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k));
-            __m512i y1 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k + 64));
-            __m512i ylo = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(1, 0, 1, 0));
-            __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
-            __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q, m4), ylo);
-            __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), yhi);
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
-        }
-        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
+    const int64_t nb = n / QK_K;
+    float s = 0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i sa, sb;
+        __m128i ma, mb;
+        mmv_q4_k_ints(&a[i], &b[i], &sa, &ma);
+        mmv_q4_k_ints(&a[i + 1], &b[i + 1], &sb, &mb);
+        /* 128-bit lanes: a's four partial sums, b's, then each beside its min term: [S S M M] per block */
+        __m512i t = _mm512_add_epi32(_mm512_shuffle_i64x2(sa, sb, 0x44), _mm512_shuffle_i64x2(sa, sb, 0xEE));
+        t = _mm512_add_epi32(_mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+        __m256i h = _mm256_hadd_epi32(_mm512_castsi512_si256(t), _mm256_set_m128i(mb, ma));
+        h = _mm256_add_epi32(h, _mm256_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+        uint16_t da, dma, db, dmb;
+        memcpy(&da, &a[i].d, 2);
+        memcpy(&dma, &a[i].dmin, 2);
+        memcpy(&db, &a[i + 1].d, 2);
+        memcpy(&dmb, &a[i + 1].dmin, 2);
+        __m256 d = _mm256_cvtph_ps(_mm_set_epi32(dmb, db, dma, da)); /* d, 0, dmin, 0 per block */
+        __m256 dy = _mm256_set_m128(_mm_set1_ps(b[i + 1].d), _mm_set1_ps(b[i].d));
+        __m256 f = _mm256_mul_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(h));
+        f = _mm256_sub_ps(f, _mm256_permute_ps(f, _MM_SHUFFLE(3, 2, 3, 2)));
+        s += _mm_cvtss_f32(_mm256_castps256_ps128(f));
+        s += _mm_cvtss_f32(_mm256_extractf128_ps(f, 1));
     }
-    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+    if (i < nb) {
+        __m512i sumi;
+        __m128i summ;
+        mmv_q4_k_ints(&a[i], &b[i], &sumi, &summ);
+        __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        __m128i sm = _mm_hadd_epi32(s4, summ);
+        sm = _mm_hadd_epi32(sm, sm); /* sumi, summ, sumi, summ */
+        uint32_t dd;
+        memcpy(&dd, &a[i].d, 4); /* d, dmin */
+        __m128 f = _mm_mul_ps(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(b[i].d)), _mm_cvtepi32_ps(sm));
+        s += _mm_cvtss_f32(f) - _mm_cvtss_f32(_mm_movehdup_ps(f));
+    }
+    return s;
 }
 
+/* The per-block f32 steps of the scalar reference, as dot_q4_k_avx512 (mm_kq.c matches them). */
 MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q5_K *a = w;
     const block_q8_K *b = x;
-    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i ix[4] = {mmv_set2(0, 2), mmv_set2(1, 3), mmv_set2(4, 6), mmv_set2(5, 7)}; /* as Q4_K */
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t sc4[2], mn[2];
         mmv_k_unpack(a[i].scales, sc4, mn);
-        const uint8_t *sc = (const uint8_t *)sc4;
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sc4[1], (int)sc4[0])));
         __m128i summ = mmv_k_mins_sse(mn, b[i].bsums);
         __m512i sumi = _mm512_setzero_si512();
         __m256i qh256 = _mm256_loadu_si256((const __m256i *)a[i].qh);
@@ -669,8 +721,9 @@ MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x)
             /* as Q4_K; group p takes bit 2p of qh for its low nibbles, 2p+1 for its high ones, so the
              * lower half (p = 2k) shifts qh by 4k, the upper half (p = 2k+1) by 4k+2 */
             __m512i sh = mmv_cat(_mm256_set1_epi16((short)(4 * k)), _mm256_set1_epi16((short)(4 * k + 2)));
-            __m512i hlo = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh), one), 4);
-            __m512i hhi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, _mm512_add_epi16(sh, _mm512_set1_epi16(1))), one), 4);
+            __m512i hs = _mm512_srlv_epi16(qh, sh); /* bit 0 of each byte to bit 4 (low nibbles), bit 1 (high) */
+            __m512i hlo = _mm512_and_si512(_mm512_slli_epi16(hs, 4), b4);
+            __m512i hhi = _mm512_and_si512(_mm512_slli_epi16(hs, 3), b4);
             __m512i q = _mm512_loadu_si512((const void *)(a[i].qs + 64 * k));
             __m512i y0 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k));
             __m512i y1 = _mm512_loadu_si512((const void *)(b[i].qs + 128 * k + 64));
@@ -678,16 +731,19 @@ MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x)
             __m512i yhi = _mm512_shuffle_i64x2(y0, y1, _MM_SHUFFLE(3, 2, 3, 2));
             __m512i plo = _mm512_dpbusd_epi32(zero, _mm512_or_si512(_mm512_and_si512(q, m4), hlo), ylo);
             __m512i phi = _mm512_dpbusd_epi32(zero, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), hhi), yhi);
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, mmv_set2(sc[4 * k], sc[4 * k + 2])));
-            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, mmv_set2(sc[4 * k + 1], sc[4 * k + 3])));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, _mm512_permutexvar_epi32(ix[2 * k], sc)));
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, _mm512_permutexvar_epi32(ix[2 * k + 1], sc)));
         }
-        float d = _cvtsh_ss(a[i].d) * b[i].d, dmin = _cvtsh_ss(a[i].dmin) * b[i].d;
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(summ), accm);
+        __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        __m128i sm = _mm_hadd_epi32(s4, summ);
+        sm = _mm_hadd_epi32(sm, sm); /* sumi, summ, sumi, summ */
+        uint32_t dd;
+        memcpy(&dd, &a[i].d, 4); /* d, dmin */
+        __m128 f = _mm_mul_ps(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(b[i].d)), _mm_cvtepi32_ps(sm));
+        s += _mm_cvtss_f32(f) - _mm_cvtss_f32(_mm_movehdup_ps(f));
     }
-    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+    return s;
 }
 
 MMV_AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *x) {

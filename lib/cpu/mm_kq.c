@@ -1,0 +1,295 @@
+/* mm_kq: the prefill GEMM for Q4_K, Q5_K and Q6_K weights x Q8_K activations on AVX-512 VNNI.
+ *
+ * Why: cpu_mm's row-by-row dots unpack every weight block once per token, which for a long prompt is
+ * most of the prefill time. Here each worker repacks a strip of KQ_ROWS = 16 weight rows once per call
+ * into its own scratch (the weights are mmap'd and never rewritten), then sweeps all tokens over it,
+ * KQ_TOK at a time. vpdpbusd of one repacked vector with a token's 4 activation bytes broadcast gives
+ * the 16 rows' partial sums in the 16 int32 lanes: no horizontal sums, lane r is y[t][r0 + r].
+ *
+ * Repacked strip, per 256-element block (struct kq_block): q[g] = 64 bytes, byte 4r+k = row r's quant
+ * of element 4g+k as an unsigned byte (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63); sc[j] = sub-block j's scale
+ * per row; mn[k] = per row an int16 pair multiplying the activation's bsums[2k], bsums[2k+1] (Q4_K/Q5_K:
+ * the min m_k twice, Q6_K: scales 2k, 2k+1, for the -32 offset); d, dmin per row as f32.
+ *
+ * Math: per block exactly the scalar reference of mmv.c (exact integer sums, then
+ * s += (d·dy)·sumi - (dmin·dy)·summ for Q4_K/Q5_K, s += (d·dy)·(sumi - 32·c) for Q6_K, the same f32
+ * operations in the same order), so every element is bit-identical to the dots cpu_mm uses otherwise
+ * (test-ops checks mm against mmv). Other types, ISA levels and short batches keep the dot loop.
+ */
+#include <stddef.h>
+
+#include "mm_kq.h"
+#include "quant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define KQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define KQ_INLINE static inline __attribute__((always_inline))
+
+/* KQ_MIN_TOKENS: packing a strip costs about two tokens of row-by-row dots, so from 4 tokens on the GEMM
+ * wins (measured: 4 tokens 0.27 vs 0.34 ms, 8 tokens 0.34 vs 0.68 ms, Q4_K 1024 x 3072, one thread) */
+enum { KQ_ROWS = 16, KQ_TOK = 8, KQ_MIN_TOKENS = 4 };
+
+struct kq_block {
+    uint8_t q[QK_K / 4][64];
+    int32_t sc[16][KQ_ROWS]; /* Q4_K uses 8 */
+    int32_t mn[8][KQ_ROWS];
+    float d[KQ_ROWS], dmin[KQ_ROWS];
+};
+
+struct kq_job {
+    const struct mm_args *a;
+    size_t w_row, x_row;
+    int64_t nb;           /* blocks per row */
+    struct kq_block *scratch; /* per worker: nb blocks, twice for SwiGLU */
+    int q6;               /* Q6_K's integer sums; Q4_K and Q5_K share the others */
+    void (*pack)(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out);
+};
+
+/* dword offsets of the 16 rows: gathers read one 4-byte piece of each row's block at once */
+KQ_AVX512 static inline __m512i kq_row_index(size_t w_row) {
+    return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                              _mm512_set1_epi32((int)w_row));
+}
+
+/* d, dmin, scales and mins of 16 rows' Q4_K / Q5_K blocks (the same header layout): mmv.c's
+ * mmv_k_unpack on 16 lanes, from three gathered dwords of the 12 packed scale bytes. */
+KQ_AVX512 static void kq_head_k4(const char *b, __m512i idx, __mmask16 live, struct kq_block *o) {
+    const __m512i zero = _mm512_setzero_si512(), ff = _mm512_set1_epi32(0xff);
+    const __m512i c3f = _mm512_set1_epi8(0x3f), c0f = _mm512_set1_epi8(0x0f), c03 = _mm512_set1_epi8(3);
+    __m512i dd = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1); /* d | dmin << 16 */
+    __m512i u0 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 4, 1);
+    __m512i u1 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 8, 1);
+    __m512i u2 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 12, 1);
+    __m512i sc[2] = {_mm512_and_si512(u0, c3f), _mm512_or_si512(_mm512_and_si512(u2, c0f),
+                                                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), c03), 4))};
+    __m512i mn[2] = {_mm512_and_si512(u1, c3f),
+                     _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), c0f),
+                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), c03), 4))};
+    for (int j = 0; j < 8; j++) {
+        __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), ff);
+        _mm512_storeu_si512(o->sc[j], _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), ff));
+        _mm512_storeu_si512(o->mn[j], _mm512_or_si512(m, _mm512_slli_epi32(m, 16)));
+    }
+    _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_storeu_ps(o->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+}
+
+/* Q4_K qs byte 32p+l holds element 64p+l (low nibble) and 64p+32+l (high): the dword at 32p+4u is
+ * group 16p+u (low) and 16p+8+u (high). Rows >= nr come out zero. */
+KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = w + i * (int64_t)sizeof(block_q4_K);
+        struct kq_block *o = &out[i];
+        for (int p = 0; p < 4; p++)
+            for (int u = 0; u < 8; u++) {
+                __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q4_K, qs) + 32 * p + 4 * u, 1);
+                _mm512_storeu_si512(o->q[16 * p + u], _mm512_and_si512(v, m4));
+                _mm512_storeu_si512(o->q[16 * p + 8 + u], _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
+            }
+        kq_head_k4(b, idx, live, o);
+    }
+}
+
+/* Q5_K: as Q4_K, plus bit 2p (low nibbles) or 2p+1 (high) of qh[l] as bit 4; qh's dword 4u serves both. */
+KQ_AVX512 static void kq_pack_q5_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = w + i * (int64_t)sizeof(block_q5_K);
+        struct kq_block *o = &out[i];
+        for (int u = 0; u < 8; u++) {
+            __m512i h = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q5_K, qh) + 4 * u, 1);
+            for (int p = 0; p < 4; p++) {
+                __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q5_K, qs) + 32 * p + 4 * u, 1);
+                __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2 * p), one), 4);
+                __m512i h1 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2 * p + 1), one), 4);
+                _mm512_storeu_si512(o->q[16 * p + u], _mm512_or_si512(_mm512_and_si512(v, m4), h0));
+                _mm512_storeu_si512(o->q[16 * p + 8 + u], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 4), m4), h1));
+            }
+        }
+        kq_head_k4(b, idx, live, o);
+    }
+}
+
+/* Q6_K element 128h+32k+l: ql[64h+l] (k 0, 2) or ql[64h+32+l] (k 1, 3), low nibble for k < 2, high
+ * for k >= 2, plus bits 2k..2k+1 of qh[32h+l] as bits 4-5; group 32h+8k+u for l = 4u..4u+3. */
+KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = w + i * (int64_t)sizeof(block_q6_K);
+        struct kq_block *o = &out[i];
+        for (int h = 0; h < 2; h++)
+            for (int u = 0; u < 8; u++) {
+                const char *ql = b + offsetof(block_q6_K, ql) + 64 * h + 4 * u;
+                __m512i l0 = _mm512_mask_i32gather_epi32(zero, live, idx, ql, 1);
+                __m512i l1 = _mm512_mask_i32gather_epi32(zero, live, idx, ql + 32, 1);
+                __m512i hb = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, qh) + 32 * h + 4 * u, 1);
+                __m512i lo[4] = {_mm512_and_si512(l0, m4), _mm512_and_si512(l1, m4),
+                                 _mm512_and_si512(_mm512_srli_epi32(l0, 4), m4),
+                                 _mm512_and_si512(_mm512_srli_epi32(l1, 4), m4)};
+                for (int k = 0; k < 4; k++) {
+                    __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, 2 * k), m2), 4);
+                    _mm512_storeu_si512(o->q[32 * h + 8 * k + u], _mm512_or_si512(lo[k], hi));
+                }
+            }
+        /* the 16 signed scales from four gathered dwords, d from the dword ending the block */
+        for (int q = 0; q < 4; q++) {
+            __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, scales) + 4 * q, 1);
+            for (int e = 0; e < 4; e++)
+                _mm512_storeu_si512(o->sc[4 * q + e], _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * e), 24));
+        }
+        for (int k = 0; k < 8; k++) {
+            __m512i lo = _mm512_and_si512(_mm512_loadu_si512(o->sc[2 * k]), _mm512_set1_epi32(0xffff));
+            _mm512_storeu_si512(o->mn[k], _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_loadu_si512(o->sc[2 * k + 1]), 16)));
+        }
+        __m512i dd = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, d) - 2, 1);
+        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        _mm512_storeu_ps(o->dmin, _mm512_setzero_ps());
+    }
+}
+
+KQ_AVX512 static inline __m512i kq_bcast(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* out[t][r] = the dot of strip row r with token t (x + t·x_row), nt <= KQ_TOK tokens; nt and q6 are
+ * constants in every caller. The unroll pragmas keep the per-token accumulators in registers (without
+ * them GCC -O2 keeps s[] and sumi[] in memory and the kernel runs at a third of the speed). */
+KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const char *x, size_t x_row, int nt, int q6,
+                                 float out[KQ_TOK][KQ_ROWS]) {
+    const int n_sub = q6 ? 16 : 8, gps = q6 ? 4 : 8; /* sub-blocks per block, groups of 4 per sub-block */
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc[KQ_TOK];
+    _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const struct kq_block *o = &blk[i];
+        const block_q8_K *y[KQ_TOK];
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        __m512i sumi[KQ_TOK];
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        for (int j = 0; j < n_sub; j++) {
+            __m512i s[KQ_TOK];
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = zero;
+            _Pragma("GCC unroll 8") for (int k = 0; k < gps; k++) {
+                const int g = j * gps + k;
+                __m512i wv = _mm512_loadu_si512(o->q[g]);
+                _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = _mm512_dpbusd_epi32(s[t], wv, kq_bcast(y[t]->qs + 4 * g));
+            }
+            __m512i sc = _mm512_loadu_si512(o->sc[j]);
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[t], sc));
+        }
+        const __m512 d = _mm512_loadu_ps(o->d), dmin = _mm512_loadu_ps(o->dmin);
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
+            __m512i c = zero;
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+                c = _mm512_add_epi32(c, _mm512_madd_epi16(_mm512_loadu_si512(o->mn[k]), kq_bcast(y[t]->bsums + 2 * k)));
+            const __m512 dy = _mm512_set1_ps(y[t]->d);
+            __m512 v;
+            if (q6) {
+                v = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[t], _mm512_slli_epi32(c, 5))));
+            } else {
+                v = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi[t])),
+                                  _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(c)));
+            }
+            acc[t] = _mm512_add_ps(acc[t], v);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
+#define KQ_TILE_CASE(n)                                                                                           \
+    case n:                                                                                                        \
+        if (q6) kq_tile(blk, nb, x, x_row, n, 1, out);                                                             \
+        else kq_tile(blk, nb, x, x_row, n, 0, out);                                                                \
+        break;
+
+KQ_AVX512 static void kq_tile_n(const struct kq_block *blk, int64_t nb, const char *x, size_t x_row, int nt, int q6,
+                                float out[KQ_TOK][KQ_ROWS]) {
+    switch (nt) {
+        KQ_TILE_CASE(1)
+        KQ_TILE_CASE(2)
+        KQ_TILE_CASE(3)
+        KQ_TILE_CASE(4)
+        KQ_TILE_CASE(5)
+        KQ_TILE_CASE(6)
+        KQ_TILE_CASE(7)
+        KQ_TILE_CASE(8)
+    default:
+        break;
+    }
+}
+
+/* y[0..nr) = v (+ add): one masked vector store per token instead of a scalar loop */
+KQ_AVX512 static void kq_store(float *y, const float v[KQ_ROWS], const float *add, int nr) {
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    __m512 s = _mm512_loadu_ps(v);
+    if (add) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(live, add));
+    _mm512_mask_storeu_ps(y, live, s);
+}
+
+static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
+    const struct kq_job *j = ctx;
+    const struct mm_args *a = j->a;
+    const int swiglu = a->epilogue == MMV_SWIGLU;
+    struct kq_block *s1 = j->scratch + (size_t)ith * (size_t)j->nb * (swiglu ? 2 : 1), *s2 = s1 + j->nb;
+    for (int64_t rb = r0; rb < r1; rb += KQ_ROWS) {
+        const int nr = (int)(r1 - rb < KQ_ROWS ? r1 - rb : KQ_ROWS);
+        const char *w = (const char *)a->w + rb * j->w_row;
+        j->pack(w, j->w_row, nr, j->nb, s1);
+        if (swiglu) j->pack((const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
+        for (int64_t tb = 0; tb < a->n_tokens; tb += KQ_TOK) {
+            const int nt = (int)(a->n_tokens - tb < KQ_TOK ? a->n_tokens - tb : KQ_TOK);
+            const char *x = (const char *)a->xq + tb * j->x_row;
+            float g[KQ_TOK][KQ_ROWS], u[KQ_TOK][KQ_ROWS];
+            kq_tile_n(s1, j->nb, x, j->x_row, nt, j->q6, g);
+            if (swiglu) kq_tile_n(s2, j->nb, x, j->x_row, nt, j->q6, u);
+            for (int t = 0; t < nt; t++) {
+                const int64_t at = (tb + t) * a->n_out + rb;
+                if (swiglu)
+                    for (int r = 0; r < nr; r++) g[t][r] = cpu_silu(g[t][r]) * u[t][r];
+                kq_store(a->y + at, g[t], a->epilogue == MMV_ADD ? a->add + at : NULL, nr);
+            }
+        }
+    }
+}
+
+int cpu_mm_kq_takes(const struct mm_args *a) {
+    if (a->type != INFER_TYPE_Q4_K && a->type != INFER_TYPE_Q5_K && a->type != INFER_TYPE_Q6_K) return 0;
+    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
+    if (!cpu_isa_has(CPU_ISA_AVX512) || a->n_tokens < KQ_MIN_TOKENS) return 0;
+    /* the gathers index rows with int32 byte offsets */
+    return quant_row_bytes(a->type, a->n_in) * KQ_ROWS < (size_t)INT32_MAX;
+}
+
+infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p) {
+    const int64_t nb = a->n_in / QK_K;
+    const size_t per = (size_t)nb * (a->epilogue == MMV_SWIGLU ? 2 : 1);
+    char *raw = xmalloc(sizeof(struct kq_block) * per * (size_t)pool_threads(p) + 64);
+    if (!raw) return INFER_OOM("cpu_mm_kq scratch");
+    struct kq_job j = {a, quant_row_bytes(a->type, a->n_in), cpu_act_row_bytes(a->type, a->n_in), nb,
+                       (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64)), a->type == INFER_TYPE_Q6_K,
+                       a->type == INFER_TYPE_Q4_K ? kq_pack_q4_k : a->type == INFER_TYPE_Q5_K ? kq_pack_q5_k : kq_pack_q6_k};
+    pool_for(p, a->n_out, KQ_ROWS, kq_rows, &j);
+    xfree(raw);
+    return INFER_OK;
+}
+
+#else /* not x86-64: the dot loop of cpu_mm serves */
+int cpu_mm_kq_takes(const struct mm_args *a) {
+    (void)a;
+    return 0;
+}
+infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p) {
+    (void)p;
+    return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_kq: weight type %d: no GEMM on this architecture", a->type);
+}
+#endif

@@ -1,0 +1,13 @@
+/* mm_kq: the AVX-512 VNNI prefill GEMM for K-quant weights (mm_kq.c), called by cpu_mm. */
+#ifndef INFER_CPU_MM_KQ_H
+#define INFER_CPU_MM_KQ_H
+
+#include "cpu.h"
+
+/* Whether cpu_mm_kq computes this call: its weight type, this CPU's (or the variant's) ISA level, the
+ * token count where repacking pays. Every element equals what cpu_mm's row-by-row dots give. */
+int cpu_mm_kq_takes(const struct mm_args *a);
+/* y = epilogue(W x) for a call cpu_mm_kq_takes; a is already validated by cpu_mm. */
+infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p);
+
+#endif
