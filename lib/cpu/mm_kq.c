@@ -27,9 +27,12 @@
 #define KQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define KQ_INLINE static inline __attribute__((always_inline))
 
-/* KQ_MIN_TOKENS: packing a strip costs about two tokens of row-by-row dots, so from 4 tokens on the GEMM
- * wins (measured: 4 tokens 0.27 vs 0.34 ms, 8 tokens 0.34 vs 0.68 ms, Q4_K 1024 x 3072, one thread) */
-enum { KQ_ROWS = 16, KQ_TOK = 8, KQ_MIN_TOKENS = 4 };
+/* KQ_MIN_TOKENS: packing a strip costs about two tokens of row-by-row dots. On one matrix in cache the GEMM
+ * wins from 4 tokens (4 tokens 0.27 vs 0.34 ms, 8 tokens 0.34 vs 0.68 ms, Q4_K 1024 x 3072, one thread), but
+ * in a whole model streaming its weights from DRAM the dots win up to 5 tokens (llm-bench, 2 threads,
+ * Qwen3-0.6B Q4_K_M shape: pp4 102 vs 77 t/s with the dots; pp6 98 vs 86, pp7 121 vs 104 with the GEMM),
+ * which is what speculative verification batches (2..5 tokens) run. */
+enum { KQ_ROWS = 16, KQ_TOK = 8, KQ_MIN_TOKENS = 6 };
 
 struct kq_block {
     uint8_t q[QK_K / 4][64];
