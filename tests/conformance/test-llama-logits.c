@@ -20,27 +20,12 @@
 #include "../../tools/synth.h"
 #include "../t.h"
 #include "llama_peer.h"
+#include "logits_cmp.h"
 
 enum { MAX_ALL = 128 };
 static int N_PROMPT = 56, N_GEN = 16, N_ALL = 72; /* per architecture, see main */
 
 static char dir[] = "/tmp/test-llama-logits-XXXXXX";
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static double rel_l2(const float *a, const float *ref, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)a[i] - ref[i];
-        num += d * d, den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* llama.cpp's logits for tokens[0..N_PROMPT) in one batch (every position) then one token at a time
  * for the rest: out (N_ALL, n_vocab). flash: llama.cpp's flash attention on (1) or off (0). One thread:
@@ -104,7 +89,7 @@ static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, int one_by_one
         }
     }
     for (int i = N_PROMPT; ok && i < N_ALL; i++) {
-        if (!one_by_one) tokens[i] = argmax(out + (size_t)(i - 1) * n_vocab, n_vocab);
+        if (!one_by_one) tokens[i] = cmp_argmax(out + (size_t)(i - 1) * n_vocab, n_vocab);
         infer_batch s = {1, tokens + i, NULL, NULL, NULL};
         ok = infer_decode(c, &s) == INFER_OK;
         const float *l = ok ? infer_logits(c, -1) : NULL;
@@ -114,22 +99,6 @@ static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, int one_by_one
     T_CHECK(ok, "our decode: %s", infer_last_error());
     infer_ctx_free(c);
     return ok;
-}
-
-struct cmp {
-    double max_rel, mean_rel;
-    int agree; /* positions with the same argmax */
-};
-
-static struct cmp compare(const float *a, const float *ref, int n_vocab, int from, int to) {
-    struct cmp r = {0, 0, 0};
-    for (int i = from; i < to; i++) {
-        double e = rel_l2(a + (size_t)i * n_vocab, ref + (size_t)i * n_vocab, n_vocab);
-        r.max_rel = e > r.max_rel ? e : r.max_rel;
-        r.mean_rel += e / (to - from);
-        r.agree += argmax(a + (size_t)i * n_vocab, n_vocab) == argmax(ref + (size_t)i * n_vocab, n_vocab);
-    }
-    return r;
 }
 
 static void check_one(const struct llama_peer *pe, const char *arch, const char *ftype, int tied) {
@@ -174,22 +143,19 @@ static void check_one(const struct llama_peer *pe, const char *arch, const char 
         (hybrid && !ours_run(m, tokens, n_vocab, 1, ours1)))
         goto done;
     if (hybrid) { /* token by token against one batch: the recurrent and chunked forms, same llama.cpp bounds */
-        struct cmp o1 = compare(ours1, ref, n_vocab, 0, N_ALL), ob = compare(ours1, ours, n_vocab, 0, N_PROMPT);
+        struct cmp o1 = cmp_rows(ours1, ref, n_vocab, 0, N_ALL), ob = cmp_rows(ours1, ours, n_vocab, 0, N_PROMPT);
         printf("  %-9s %-6s token by token: vs llama.cpp max rel L2 %.2e mean %.2e argmax %d/%d | vs our batch max "
                "%.2e\n", arch, ftype, o1.max_rel, o1.mean_rel, o1.agree, N_ALL, ob.max_rel);
         T_CHECK(ob.max_rel <= 1e-3 || strcmp(ftype, "F32"), "%s %s: token by token vs one batch: max rel L2 %.3g "
                 "(<= 1e-3)", arch, ftype, ob.max_rel);
         memcpy(ours, ours1, (size_t)N_PROMPT * n_vocab * sizeof(float)); /* the checks below then cover both */
-        struct cmp pp1 = compare(ours1, ref, n_vocab, 0, N_PROMPT);
+        struct cmp pp1 = cmp_rows(ours1, ref, n_vocab, 0, N_PROMPT);
         if (!strcmp(ftype, "F32") || !strcmp(ftype, "F16"))
             T_CHECK(pp1.max_rel <= 1e-3 && pp1.agree == N_PROMPT, "%s %s token by token: max rel L2 %.3g (<= 1e-3), "
                     "argmax %d/%d", arch, ftype, pp1.max_rel, pp1.agree, N_PROMPT);
     }
-    struct cmp self = compare(refon, ref, n_vocab, 0, N_ALL), self_nr = compare(refnr, ref, n_vocab, 0, N_ALL);
-    if (self_nr.mean_rel > self.mean_rel) self.mean_rel = self_nr.mean_rel;
-    if (self_nr.max_rel > self.max_rel) self.max_rel = self_nr.max_rel;
-    if (self_nr.agree < self.agree) self.agree = self_nr.agree;
-    struct cmp pp = compare(ours, ref, n_vocab, 0, N_PROMPT), dec = compare(ours, ref, n_vocab, N_PROMPT, N_ALL);
+    const struct cmp self = cmp_worse(cmp_rows(refon, ref, n_vocab, 0, N_ALL), cmp_rows(refnr, ref, n_vocab, 0, N_ALL));
+    struct cmp pp = cmp_rows(ours, ref, n_vocab, 0, N_PROMPT), dec = cmp_rows(ours, ref, n_vocab, N_PROMPT, N_ALL);
     const int is_float = !strcmp(ftype, "F32") || !strcmp(ftype, "F16");
     if (is_float) {
         printf("  %-8s %-6s%s prompt: max rel L2 %.2e mean %.2e argmax %d/%d | decode: max %.2e mean %.2e argmax %d/%d "
@@ -200,7 +166,7 @@ static void check_one(const struct llama_peer *pe, const char *arch, const char 
         T_CHECK(dec.max_rel <= 1e-3 && dec.agree == N_GEN, "%s %s decode: max rel L2 %.3g (<= 1e-3), argmax %d/%d",
                 arch, ftype, dec.max_rel, dec.agree, N_GEN);
     } else {
-        struct cmp all = compare(ours, ref, n_vocab, 0, N_ALL);
+        struct cmp all = cmp_rows(ours, ref, n_vocab, 0, N_ALL);
         double bound = 2 * self.mean_rel > 1e-3 ? 2 * self.mean_rel : 1e-3;
         double self_pct = 100.0 * self.agree / N_ALL, our_pct = 100.0 * all.agree / N_ALL;
         printf("  %-8s %-6s%s ours: mean rel L2 %.2e (max %.2e) argmax %.1f%% | llama.cpp's settings: mean %.2e "

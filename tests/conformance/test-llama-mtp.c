@@ -32,27 +32,12 @@
 #include "../../tools/synth.h"
 #include "../t.h"
 #include "llama_peer.h"
+#include "logits_cmp.h"
 #include "spec.h"
 
 enum { N_PROMPT = 48, N_DRAFT = 4, N_ROWS = N_PROMPT + N_DRAFT };
 
 static char dir[] = "/tmp/test-llama-mtp-XXXXXX";
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static double rel_l2(const float *a, const float *ref, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)a[i] - ref[i];
-        num += d * d, den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* What the engines share: tok (N_ROWS) and hin (N_ROWS, n_embd), the token and h of every MTP row. */
 struct rows {
@@ -111,7 +96,7 @@ static int llama_run(const struct llama_peer *pe, void *model, const int32_t *pr
         if (!l || !y) ok = 0;
         else memcpy(logits + (size_t)k * n_vocab, l, (size_t)n_vocab * sizeof(float));
         if (ok && fill && j + 1 < N_DRAFT) {
-            r->tok[k + 1] = argmax(l, n_vocab);
+            r->tok[k + 1] = cmp_argmax(l, n_vocab);
             memcpy(r->hin + (size_t)(k + 1) * n_embd, y, row);
         }
     }
@@ -148,29 +133,6 @@ static int ours_run(infer_model *m, const struct rows *r, int n_embd, int n_voca
     free(step);
     infer_ctx_free(c);
     return ok;
-}
-
-struct cmp {
-    double max_rel, mean_rel;
-    int agree; /* rows with the same argmax */
-};
-
-static struct cmp compare(const float *a, const float *ref, int n, int from, int to) {
-    struct cmp r = {0, 0, 0};
-    for (int i = from; i < to; i++) {
-        double e = rel_l2(a + (size_t)i * n, ref + (size_t)i * n, n);
-        r.max_rel = e > r.max_rel ? e : r.max_rel;
-        r.mean_rel += e / (to - from);
-        r.agree += argmax(a + (size_t)i * n, n) == argmax(ref + (size_t)i * n, n);
-    }
-    return r;
-}
-
-/* The larger spread of the two (the smaller agreement). */
-static struct cmp worse(struct cmp a, struct cmp b) {
-    return (struct cmp){a.max_rel > b.max_rel ? a.max_rel : b.max_rel,
-                        a.mean_rel > b.mean_rel ? a.mean_rel : b.mean_rel,
-                        a.agree < b.agree ? a.agree : b.agree};
 }
 
 static void check_one(const struct llama_peer *pe, const char *arch, const char *ftype) {
@@ -215,12 +177,12 @@ static void check_one(const struct llama_peer *pe, const char *arch, const char 
         !llama_run(pe, lm_nr, prompt, n_embd, n_vocab, 0, 0, &r, h_nr, l_nr) ||
         !ours_run(m, &r, n_embd, n_vocab, h_ours, l_ours))
         goto done;
-    const struct cmp hs = worse(compare(h_on, h_ref, n_embd, 0, N_PROMPT), compare(h_nr, h_ref, n_embd, 0, N_PROMPT));
-    const struct cmp ls = worse(compare(l_on, l_ref, n_vocab, 0, N_ROWS), compare(l_nr, l_ref, n_vocab, 0, N_ROWS));
-    const struct cmp ho = compare(h_ours, h_ref, n_embd, 0, N_PROMPT);
-    const struct cmp lp = compare(l_ours, l_ref, n_vocab, 0, N_PROMPT),
-                     ld = compare(l_ours, l_ref, n_vocab, N_PROMPT, N_ROWS);
-    const struct cmp la = compare(l_ours, l_ref, n_vocab, 0, N_ROWS);
+    const struct cmp hs = cmp_worse(cmp_rows(h_on, h_ref, n_embd, 0, N_PROMPT), cmp_rows(h_nr, h_ref, n_embd, 0, N_PROMPT));
+    const struct cmp ls = cmp_worse(cmp_rows(l_on, l_ref, n_vocab, 0, N_ROWS), cmp_rows(l_nr, l_ref, n_vocab, 0, N_ROWS));
+    const struct cmp ho = cmp_rows(h_ours, h_ref, n_embd, 0, N_PROMPT);
+    const struct cmp lp = cmp_rows(l_ours, l_ref, n_vocab, 0, N_PROMPT),
+                     ld = cmp_rows(l_ours, l_ref, n_vocab, N_PROMPT, N_ROWS);
+    const struct cmp la = cmp_rows(l_ours, l_ref, n_vocab, 0, N_ROWS);
     printf("  %-9s %-6s h: max rel L2 %.2e mean %.2e (llama.cpp's settings: max %.2e mean %.2e) | MTP prompt: max "
            "%.2e mean %.2e argmax %d/%d | drafts: max %.2e argmax %d/%d | llama.cpp's settings: max %.2e mean %.2e "
            "argmax %d/%d\n", arch, ftype, ho.max_rel, ho.mean_rel, hs.max_rel, hs.mean_rel, lp.max_rel, lp.mean_rel,
