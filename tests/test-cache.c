@@ -48,8 +48,8 @@ static void run_arch(const char *arch, const char *dir) {
         return;
     }
     const int nv = infer_vocab_size(m);
-    int32_t prompt[N_P + 5], gen[N_D];
-    for (int i = 0; i < N_P + 5; i++) prompt[i] = (i * 53 + 7) % (nv - 8);
+    int32_t prompt[N_P + 6], gen[N_D];
+    for (int i = 0; i < N_P + 6; i++) prompt[i] = (i * 53 + 7) % (nv - 8);
     for (int i = 0; i < N_D; i++) gen[i] = (i * 91 + 5) % (nv - 8);
     float *fresh = malloc((size_t)N_D * nv * sizeof(float)), *again = malloc((size_t)N_D * nv * sizeof(float));
 
