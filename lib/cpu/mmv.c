@@ -15,6 +15,7 @@
  * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit.
  * note: a four-row Q4_K/Q6_K dot (shared activation work) was 20% faster from cache but 2-3x slower from
  * DRAM on long rows (four interleaved row streams starve the prefetchers), so decode keeps one row at a time.
+ * Several tokens (speculative verification) share one row instead: cpu_vec_dot_xn (Q4_K, Q6_K, AVX-512).
  */
 #include <stdlib.h>
 #include <string.h>
