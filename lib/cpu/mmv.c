@@ -808,10 +808,12 @@ MMV_XN_INLINE __m256 mmv_xn_dy(const void *x, size_t x_stride, int nt, int64_t i
 #undef MMV_DY
 }
 
-/* Eight tokens' 4-lane partial sums into one total per lane (lane t = token t), in registers. */
-MMV_XN_INLINE __m256i mmv_xn_sums(const __m128i v[MMV_XN_MAX]) {
-    __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
-    __m128i hi = _mm_hadd_epi32(_mm_hadd_epi32(v[4], v[5]), _mm_hadd_epi32(v[6], v[7]));
+/* nt tokens' 4-lane partial sums into one total per lane (lane t = token t, 0 past nt), in registers. */
+MMV_XN_INLINE __m256i mmv_xn_sums(const __m128i v[MMV_XN_MAX], int nt) {
+    __m128i lo = _mm_hadd_epi32(v[0], v[1]);
+    lo = _mm_hadd_epi32(lo, nt > 2 ? _mm_hadd_epi32(v[2], v[3]) : _mm_setzero_si128());
+    if (nt <= 4) return _mm256_zextsi128_si256(lo);
+    __m128i hi = _mm_hadd_epi32(_mm_hadd_epi32(v[4], v[5]), nt > 6 ? _mm_hadd_epi32(v[6], v[7]) : _mm_setzero_si128());
     return _mm256_set_m128i(hi, lo);
 }
 
@@ -823,6 +825,8 @@ MMV_XN_INLINE __m128i mmv_xn_fold(__m512i v) {
 /* nt is a constant at each call (the switch below), so the token loops unroll and stay in registers */
 MMV_XN_INLINE void mmv_q4_k_xn(int64_t n, const block_q4_K *a, const void *x, size_t x_stride, int nt, float *out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i six[4]; /* int16 lanes 0-15: scale 2p, 16-31: 2p+1 */
+    for (int p = 0; p < 4; p++) six[p] = mmv_cat(_mm256_set1_epi16((short)(2 * p)), _mm256_set1_epi16((short)(2 * p + 1)));
     __m256 s = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t sc4[2], mn[2];
@@ -836,8 +840,7 @@ MMV_XN_INLINE void mmv_q4_k_xn(int64_t n, const block_q4_K *a, const void *x, si
             __m256i g = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * p));
             __m512i v = mmv_cat(g, g);
             q[p] = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
-            scv[p] = mmv_cat(_mm256_broadcastw_epi16(_mm_srli_si128(sc16, 4 * p)),
-                             _mm256_broadcastw_epi16(_mm_srli_si128(sc16, 4 * p + 2)));
+            scv[p] = _mm512_permutexvar_epi16(six[p], _mm512_castsi128_si512(sc16));
         }
         const __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn[1], (int)mn[0]));
         __m128i si[MMV_XN_MAX], sm[MMV_XN_MAX];
@@ -857,8 +860,8 @@ MMV_XN_INLINE void mmv_q4_k_xn(int64_t n, const block_q4_K *a, const void *x, si
         }
         /* lane t: s += (d·dy)·sumi - (dmin·dy)·summ, the one-token kernel's steps */
         const __m256 y = mmv_xn_dy(x, x_stride, nt, i);
-        __m256 f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d)), y), _mm256_cvtepi32_ps(mmv_xn_sums(si)));
-        __m256 g = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].dmin)), y), _mm256_cvtepi32_ps(mmv_xn_sums(sm)));
+        __m256 f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d)), y), _mm256_cvtepi32_ps(mmv_xn_sums(si, nt)));
+        __m256 g = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].dmin)), y), _mm256_cvtepi32_ps(mmv_xn_sums(sm, nt)));
         s = _mm256_add_ps(s, _mm256_sub_ps(f, g));
     }
     float r[MMV_XN_MAX];
@@ -907,7 +910,7 @@ MMV_XN_INLINE void mmv_q6_k_xn(int64_t n, const block_q6_K *a, const void *x, si
         }
         /* lane t: s += (d·dy)·sumi */
         __m256 f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d)), mmv_xn_dy(x, x_stride, nt, i)),
-                                 _mm256_cvtepi32_ps(mmv_xn_sums(si)));
+                                 _mm256_cvtepi32_ps(mmv_xn_sums(si, nt)));
         s = _mm256_add_ps(s, f);
     }
     float r[MMV_XN_MAX];
