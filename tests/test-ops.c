@@ -148,6 +148,16 @@ static const struct tcase tops_cases[] = {
     {"mm", "q4_K,q5_K,q6_K", {2048, 300, 42}, {MMV_PLAIN}, -8, 8, 0, 0},
     {"mm", "q4_K,q5_K,q6_K", {512, 50, 13}, {MMV_SWIGLU}, -1, 1, 0, 0},
     {"mm", "q4_K,q5_K,q6_K", {256, 16, 4}, {MMV_ADD}, -2, 2, 0, 0},
+    /* ---- the multi-token dots (mmv.c *_xn: Q4_K, Q6_K on AVX-512 VNNI) that 2..8-token tiles take: real
+     * quantised and random weights, odd block counts (Q4_K pairs blocks), every fused epilogue; the mm rows
+     * leave 2- and 5-token mmv chunks that mm-vs-mmv compares bit for bit with the GEMM ---- */
+    {"mmv", "q4_K,q6_K", {1280, 37, 2}, {MMV_PLAIN, 1}, -1, 1, 0, 0},
+    {"mmv", "q4_K,q6_K", {768, 21, 3}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", "q4_K,q6_K", {2048, 40, 4}, {MMV_PLAIN, 1}, -1, 1, 0, 0},
+    {"mmv", "q4_K,q6_K", {1280, 33, 5}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    {"mmv", "q4_K,q6_K", {768, 19, 7}, {MMV_ADD, 1}, -2, 2, 0, 0},
+    {"mm", "q4_K,q6_K", {1280, 45, 10}, {MMV_PLAIN, 1}, -1, 1, 0, 0},
+    {"mm", "q4_K,q6_K", {768, 29, 13}, {MMV_PLAIN}, -1, 1, 0, 0},
 };
 #define N_CASES (int)(sizeof tops_cases / sizeof tops_cases[0])
 

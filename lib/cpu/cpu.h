@@ -50,6 +50,10 @@ infer_status cpu_kv_store(const struct kv_store_args *a, struct pool *p);
 enum cpu_isa_level { CPU_ISA_BEST, CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_N };
 typedef float (*cpu_vec_dot_fn)(int64_t n, const void *w, const void *x);
 cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant);
+/* The dots of one weight row with n_tok (2..8) activation rows x_stride bytes apart, each bit-identical to
+ * cpu_vec_dot(weight_type, variant); NULL where that level has no multi-token kernel for the type. */
+typedef void (*cpu_vec_dot_xn_fn)(int64_t n, const void *w, const void *x, size_t x_stride, int n_tok, float *out);
+cpu_vec_dot_xn_fn cpu_vec_dot_xn(int32_t weight_type, int variant);
 /* Whether this CPU (capped by INFER_CPU_ISA=scalar|avx2) runs the level's kernels. */
 int cpu_isa_has(int level);
 /* Bytes of one activation row of n elements for a weight type (the mmv_act_type_cpu blocks, or f32). */

@@ -15,6 +15,7 @@
  * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit.
  * note: a four-row Q4_K/Q6_K dot (shared activation work) was 20% faster from cache but 2-3x slower from
  * DRAM on long rows (four interleaved row streams starve the prefetchers), so decode keeps one row at a time.
+ * Several tokens (speculative verification) share one row instead: cpu_vec_dot_xn (Q4_K, Q6_K, AVX-512).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -785,6 +786,156 @@ MMV_AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *x)
     }
     return s;
 }
+
+/* ---- several tokens per weight row (speculative verification, 2..8 tokens) ----
+ * One weight row against n_tok Q8_K rows x_stride bytes apart: each block's quants and scales are unpacked
+ * once and reused for every token, and per token the integer sums (exact, so their order is free) and the
+ * f32 steps of the one-token kernel above are repeated lane by lane, so each result is bit-identical to
+ * dot_q4_k_avx512 / dot_q6_k_avx512. The weights are laid out as the activation bytes they meet (no
+ * activation shuffles) and the scales enter through maddubs + dpwssd (no mullo). */
+enum { MMV_XN_MAX = 8 };
+#define MMV_XN_INLINE MMV_AVX512 __attribute__((always_inline)) static inline
+
+/* block i of token t's activation row */
+MMV_XN_INLINE const block_q8_K *mmv_xn_row(const void *x, size_t x_stride, int t, int64_t i) {
+    return (const block_q8_K *)((const char *)x + (size_t)t * x_stride) + i;
+}
+
+/* The activation scales of block i for tokens 0..7 (0 past nt), one per lane. */
+MMV_XN_INLINE __m256 mmv_xn_dy(const void *x, size_t x_stride, int nt, int64_t i) {
+#define MMV_DY(t) ((t) < nt ? mmv_xn_row(x, x_stride, t, i)->d : 0.0f)
+    return _mm256_set_ps(MMV_DY(7), MMV_DY(6), MMV_DY(5), MMV_DY(4), MMV_DY(3), MMV_DY(2), MMV_DY(1), MMV_DY(0));
+#undef MMV_DY
+}
+
+/* nt tokens' 4-lane partial sums into one total per lane (lane t = token t, 0 past nt), in registers. */
+MMV_XN_INLINE __m256i mmv_xn_sums(const __m128i v[MMV_XN_MAX], int nt) {
+    __m128i lo = _mm_hadd_epi32(v[0], v[1]);
+    lo = _mm_hadd_epi32(lo, nt > 2 ? _mm_hadd_epi32(v[2], v[3]) : _mm_setzero_si128());
+    if (nt <= 4) return _mm256_zextsi128_si256(lo);
+    __m128i hi = _mm_hadd_epi32(_mm_hadd_epi32(v[4], v[5]), nt > 6 ? _mm_hadd_epi32(v[6], v[7]) : _mm_setzero_si128());
+    return _mm256_set_m128i(hi, lo);
+}
+
+MMV_XN_INLINE __m128i mmv_xn_fold(__m512i v) {
+    __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* nt is a constant at each call (the switch below), so the token loops unroll and stay in registers */
+MMV_XN_INLINE void mmv_q4_k_xn(int64_t n, const block_q4_K *a, const void *x, size_t x_stride, int nt, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i six[4]; /* int16 lanes 0-15: scale 2p, 16-31: 2p+1 */
+    for (int p = 0; p < 4; p++) six[p] = mmv_cat(_mm256_set1_epi16((short)(2 * p)), _mm256_set1_epi16((short)(2 * p + 1)));
+    __m256 s = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t sc4[2], mn[2];
+        mmv_k_unpack(a[i].scales, sc4, mn);
+        const __m128i sc16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc4[1], (int)sc4[0]));
+        /* register p: qs bytes 32p..32p+31, low nibbles (sub-block 2p) then high (2p+1) = y bytes 64p..64p+63;
+         * its int16 scale lanes: sc[2p] in the lower half, sc[2p+1] in the upper */
+        __m512i q[4], scv[4];
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            __m256i g = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * p));
+            __m512i v = mmv_cat(g, g);
+            q[p] = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), m4);
+            scv[p] = _mm512_permutexvar_epi16(six[p], _mm512_castsi128_si512(sc16));
+        }
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn[1], (int)mn[0]));
+        __m128i si[MMV_XN_MAX], sm[MMV_XN_MAX];
+#pragma GCC unroll 8
+        for (int t = 0; t < MMV_XN_MAX; t++) {
+            si[t] = sm[t] = _mm_setzero_si128();
+            if (t >= nt) continue;
+            const block_q8_K *b = mmv_xn_row(x, x_stride, t, i);
+            __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++)
+                acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q[p], _mm512_loadu_si512((const void *)(b->qs + 64 * p))),
+                                          scv[p]);
+            si[t] = mmv_xn_fold(acc);
+            sm[t] = _mm_madd_epi16(m16, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)b->bsums),
+                                                       _mm_loadu_si128((const __m128i *)(b->bsums + 8))));
+        }
+        /* lane t: s += (d·dy)·sumi - (dmin·dy)·summ, the one-token kernel's steps */
+        const __m256 y = mmv_xn_dy(x, x_stride, nt, i);
+        __m256 f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d)), y), _mm256_cvtepi32_ps(mmv_xn_sums(si, nt)));
+        __m256 g = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].dmin)), y), _mm256_cvtepi32_ps(mmv_xn_sums(sm, nt)));
+        s = _mm256_add_ps(s, _mm256_sub_ps(f, g));
+    }
+    float r[MMV_XN_MAX];
+    _mm256_storeu_ps(r, s);
+    memcpy(out, r, sizeof(float) * (size_t)nt);
+}
+
+MMV_XN_INLINE void mmv_q6_k_xn(int64_t n, const block_q6_K *a, const void *x, size_t x_stride, int nt, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    const __m512i sh0 = mmv_cat(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
+    const __m512i sh1 = mmv_cat(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
+    /* int16 lane m of register r (y bytes 64r..64r+63) pairs elements 2m, 2m+1: scale 4r + m/8 */
+    const __m512i lane = _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                                            16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
+    __m256 s = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
+        __m512i q[4], scv[4];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            /* as dot_q6_k_avx512: q0 | q1 then q2 | q3, 6-bit values 0..63 */
+            __m512i l = _mm512_loadu_si512((const void *)(a[i].ql + 64 * h));
+            __m256i hb256 = _mm256_loadu_si256((const __m256i *)(a[i].qh + 32 * h));
+            __m512i hb = mmv_cat(hb256, hb256);
+            q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh0), m2), 4));
+            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh1), m2), 4));
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            scv[r] = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(4 * r))), _mm512_castsi256_si512(sc16));
+        __m128i si[MMV_XN_MAX];
+#pragma GCC unroll 8
+        for (int t = 0; t < MMV_XN_MAX; t++) {
+            si[t] = _mm_setzero_si128();
+            if (t >= nt) continue;
+            const block_q8_K *b = mmv_xn_row(x, x_stride, t, i);
+            /* the -32 offset, Σ_j 32·sc_j·bsums_j: the same int32 total as the one-token kernel */
+            __m256i cm = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)b->bsums));
+            __m512i acc = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(cm, 5)));
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q[r], _mm512_loadu_si512((const void *)(b->qs + 64 * r))),
+                                          scv[r]);
+            si[t] = mmv_xn_fold(acc);
+        }
+        /* lane t: s += (d·dy)·sumi */
+        __m256 f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d)), mmv_xn_dy(x, x_stride, nt, i)),
+                                 _mm256_cvtepi32_ps(mmv_xn_sums(si, nt)));
+        s = _mm256_add_ps(s, f);
+    }
+    float r[MMV_XN_MAX];
+    _mm256_storeu_ps(r, s);
+    memcpy(out, r, sizeof(float) * (size_t)nt);
+}
+
+#define MMV_XN_SWITCH(f, a)                                                                                           \
+    switch (n_tok) {                                                                                                 \
+    case 2: f(n, a, x, x_stride, 2, out); break;                                                                     \
+    case 3: f(n, a, x, x_stride, 3, out); break;                                                                     \
+    case 4: f(n, a, x, x_stride, 4, out); break;                                                                     \
+    case 5: f(n, a, x, x_stride, 5, out); break;                                                                     \
+    case 6: f(n, a, x, x_stride, 6, out); break;                                                                     \
+    case 7: f(n, a, x, x_stride, 7, out); break;                                                                     \
+    default: f(n, a, x, x_stride, 8, out); break;                                                                    \
+    }
+
+MMV_AVX512 static void dot_q4_k_avx512_xn(int64_t n, const void *w, const void *x, size_t x_stride, int n_tok, float *out) {
+    MMV_XN_SWITCH(mmv_q4_k_xn, (const block_q4_K *)w)
+}
+
+MMV_AVX512 static void dot_q6_k_avx512_xn(int64_t n, const void *w, const void *x, size_t x_stride, int n_tok, float *out) {
+    MMV_XN_SWITCH(mmv_q6_k_xn, (const block_q6_K *)w)
+}
 #endif
 
 /* ---------------- dispatch ---------------- */
@@ -856,6 +1007,18 @@ cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant) {
     if (variant != CPU_ISA_BEST && !cpu_isa_has(variant)) return NULL;
     for (int l = variant == CPU_ISA_BEST ? mmv_level() : variant; l >= CPU_ISA_SCALAR; l--)
         if (t->fn[l]) return t->fn[l];
+    return NULL;
+}
+
+cpu_vec_dot_xn_fn cpu_vec_dot_xn(int32_t weight_type, int variant) {
+    if (variant < 0 || variant >= CPU_ISA_N || (variant != CPU_ISA_BEST && !cpu_isa_has(variant))) return NULL;
+    if ((variant == CPU_ISA_BEST ? mmv_level() : variant) != CPU_ISA_AVX512) return NULL;
+#ifdef MMV_X86
+    if (weight_type == INFER_TYPE_Q4_K) return dot_q4_k_avx512_xn;
+    if (weight_type == INFER_TYPE_Q6_K) return dot_q6_k_avx512_xn;
+#else
+    (void)weight_type;
+#endif
     return NULL;
 }
 
