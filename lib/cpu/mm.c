@@ -7,8 +7,8 @@
  * With 2..8 tokens in a tile, Q4_K / Q6_K on AVX-512 VNNI take the multi-token dots (cpu_vec_dot_xn: each
  * weight block unpacked once for all tokens, the same results bit for bit); speculative verification
  * batches (2..5 tokens) otherwise cost nearly one single-token pass per token.
- * Q4_K / Q5_K / Q6_K batches of more than 8 tokens (Q5_K from 6) on AVX-512 VNNI go to the GEMM of mm_kq.c instead (the same results, element
- * by element).
+ * Q4_K / Q5_K / Q6_K batches of more than 8 tokens (Q5_K from 6) on AVX-512 VNNI go to the GEMM of
+ * mm_kq.c instead (the same results, element by element).
  */
 #include "cpu.h"
 #include "mm_kq.h"
