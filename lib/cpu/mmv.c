@@ -658,6 +658,19 @@ MMV_AVX512 static inline void mmv_q4_k_ints(const block_q4_K *a, const block_q8_
 /* Per block the scalar reference's f32 steps, s += (d·dy)·sumi - (dmin·dy)·summ, so that mm_kq.c's GEMM
  * (one output per lane, no horizontal sums) gives bit-identical results. Blocks go in pairs so that one
  * horizontal reduction and one set of f32 vector ops serve both; the adds into s stay in block order. */
+/* One Q4_K / Q5_K block's f32 step, as the scalar reference: (d*dy)*sumi - (dmin*dy)*summ, with sumi the
+ * sum of sumi's 16 lanes, summ that of summ's 4, and dm the block's (d, dmin) halves. */
+MMV_AVX512 static inline float mmv_k_block_f32(__m512i sumi, __m128i summ, const void *dm, float dy) {
+    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    __m128i sm = _mm_hadd_epi32(s4, summ);
+    sm = _mm_hadd_epi32(sm, sm); /* sumi, summ, sumi, summ */
+    uint32_t dd;
+    memcpy(&dd, dm, 4); /* d, dmin */
+    __m128 f = _mm_mul_ps(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(dy)), _mm_cvtepi32_ps(sm));
+    return _mm_cvtss_f32(f) - _mm_cvtss_f32(_mm_movehdup_ps(f));
+}
+
 MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x) {
     const block_q4_K *a = w;
     const block_q8_K *b = x;
@@ -690,14 +703,7 @@ MMV_AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *x)
         __m512i sumi;
         __m128i summ;
         mmv_q4_k_ints(&a[i], &b[i], &sumi, &summ);
-        __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-        __m128i sm = _mm_hadd_epi32(s4, summ);
-        sm = _mm_hadd_epi32(sm, sm); /* sumi, summ, sumi, summ */
-        uint32_t dd;
-        memcpy(&dd, &a[i].d, 4); /* d, dmin */
-        __m128 f = _mm_mul_ps(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(b[i].d)), _mm_cvtepi32_ps(sm));
-        s += _mm_cvtss_f32(f) - _mm_cvtss_f32(_mm_movehdup_ps(f));
+        s += mmv_k_block_f32(sumi, summ, &a[i].d, b[i].d);
     }
     return s;
 }
@@ -735,14 +741,7 @@ MMV_AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *x)
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(plo, _mm512_permutexvar_epi32(ix[2 * k], sc)));
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(phi, _mm512_permutexvar_epi32(ix[2 * k + 1], sc)));
         }
-        __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-        __m128i sm = _mm_hadd_epi32(s4, summ);
-        sm = _mm_hadd_epi32(sm, sm); /* sumi, summ, sumi, summ */
-        uint32_t dd;
-        memcpy(&dd, &a[i].d, 4); /* d, dmin */
-        __m128 f = _mm_mul_ps(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(b[i].d)), _mm_cvtepi32_ps(sm));
-        s += _mm_cvtss_f32(f) - _mm_cvtss_f32(_mm_movehdup_ps(f));
+        s += mmv_k_block_f32(sumi, summ, &a[i].d, b[i].d);
     }
     return s;
 }
