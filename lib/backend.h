@@ -49,6 +49,9 @@ struct infer_backend_ops {
     infer_status (*moe_ffn)(struct infer_backend *b, const struct moe_ffn_args *a);
     infer_status (*ssm_conv)(struct infer_backend *b, const struct ssm_conv_args *a);
     infer_status (*gdn)(struct infer_backend *b, const struct gdn_args *a);
+    /* fused forms (kernels.h); NULL on the CPU, where callers run the unfused pair */
+    infer_status (*norm_q)(struct infer_backend *b, const struct norm_q_args *a);
+    infer_status (*rope_norm)(struct infer_backend *b, const struct rope_norm_args *a);
     infer_status (*embed)(struct infer_backend *b, const struct embed_args *a);
     infer_status (*kv_store)(struct infer_backend *b, const struct kv_store_args *a);
 };

@@ -172,6 +172,8 @@ BACKEND_CUDA_OP(moe_route, moe_route_args)
 BACKEND_CUDA_OP(moe_ffn, moe_ffn_args)
 BACKEND_CUDA_OP(ssm_conv, ssm_conv_args)
 BACKEND_CUDA_OP(gdn, gdn_args)
+BACKEND_CUDA_OP(norm_q, norm_q_args)
+BACKEND_CUDA_OP(rope_norm, rope_norm_args)
 
 static const struct infer_backend_ops backend_cuda_ops = {
     .name = "cuda",
@@ -198,6 +200,8 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .moe_ffn = backend_cuda_moe_ffn,
     .ssm_conv = backend_cuda_ssm_conv,
     .gdn = backend_cuda_gdn,
+    .norm_q = backend_cuda_norm_q,
+    .rope_norm = backend_cuda_rope_norm,
 };
 
 infer_status backend_cuda_create(int device, struct infer_backend **out) {

@@ -40,6 +40,18 @@ infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf
     return c->be->ops->norm(c->be, &a);
 }
 
+infer_status forward_norm_in(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
+                             int32_t n_rows, const struct gguf_tensor *next, int32_t *xq_type) {
+    struct infer_backend *be = c->be;
+    const int32_t at = be->ops->mmv_act_type(next->type);
+    *xq_type = -2;
+    if (!be->ops->norm_q || at != INFER_TYPE_Q8_1 || n % 32) return forward_norm(c, x, w, y, n, n_rows);
+    struct norm_q_args a = {{x, w->data, y, n, n_rows, n, n, c->m->hp.rms_eps, NULL, 0}, at, c->xq};
+    infer_status st = be->ops->norm_q(be, &a);
+    if (st == INFER_OK) *xq_type = at;
+    return st;
+}
+
 infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *e, const int32_t *tokens,
                            int32_t n_tokens) {
     struct embed_args a = {e->type, e->data, c->m->hp.n_embd, e->ne[1], tokens, n_tokens, c->x};
@@ -93,7 +105,7 @@ static infer_status forward_body(void *arg) {
     if (j->n_out > 0) {
         int32_t xq_type = -2;
         TRY(forward_gather(c, src, j->n_tokens, j->n_out));
-        if (!c->hid) TRY(forward_norm(c, c->xn, m->output_norm, c->xn, n_embd, j->n_out));
+        if (!c->hid) TRY(forward_norm_in(c, c->xn, m->output_norm, c->xn, n_embd, j->n_out, m->output, &xq_type));
         TRY(forward_matmul(c, m->output, NULL, c->xn, j->n_out, c->logits, NULL, MMV_PLAIN, &xq_type));
     }
 fail:

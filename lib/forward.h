@@ -80,6 +80,11 @@ infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, co
 infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
                           int32_t n_rows);
 
+/* forward_norm for a norm whose output y feeds a product with weight `next`: a backend with the fused
+ * norm_q op also writes y's 8-bit activations into c->xq and sets *xq_type (so forward_matmul skips its
+ * quantize); otherwise plain forward_norm and *xq_type = -2. */
+infer_status forward_norm_in(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
+                             int32_t n_rows, const struct gguf_tensor *next, int32_t *xq_type);
 /* The pre-FFN norm of a block: ffn_norm, or post_attention_norm (hybrid archs). */
 static inline const struct gguf_tensor *forward_ffn_norm(const struct model_layer *L) {
     return L->ffn_norm ? L->ffn_norm : L->post_attn_norm;

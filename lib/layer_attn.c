@@ -40,22 +40,30 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     int32_t xq_type = -2;
 
     const int gated = (m->arch->flags & ARCH_F_ATTN_GATE) != 0;
-    TRY(forward_norm(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens));
+    TRY(forward_norm_in(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens, L->attn_q, &xq_type));
     TRY(forward_matmul(c, L->attn_q, NULL, c->xn, n_tokens, gated ? c->qg : c->q, NULL, MMV_PLAIN, &xq_type));
     TRY(forward_matmul(c, L->attn_k, NULL, c->xn, n_tokens, c->k, NULL, MMV_PLAIN, &xq_type));
     TRY(forward_matmul(c, L->attn_v, NULL, c->xn, n_tokens, c->v, NULL, MMV_PLAIN, &xq_type));
-    if (L->attn_q_norm) {
-        /* gated: the norm also packs the query halves of qg into q */
-        struct norm_args nq_ = {gated ? c->qg : c->q, L->attn_q_norm->data, c->q, hd, n_tokens * nh,
-                                gated ? 2 * hd : hd, hd, hp->rms_eps, NULL, 0};
-        TRY(be->ops->norm(be, &nq_));
-        TRY(forward_norm(c, c->k, L->attn_k_norm, c->k, hd, n_tokens * nkv));
-    }
     const int32_t mode = m->arch->rope == ARCH_ROPE_NORM ? ROPE_NORMAL : ROPE_NEOX;
     struct rope_args rq = {c->q, c->dpos, n_tokens, nh, hd, (int32_t)hp->n_rot, nq, hd, mode, hp->rope_freq_base, 1.0f};
-    TRY(be->ops->rope(be, &rq));
     struct rope_args rk = {c->k, c->dpos, n_tokens, nkv, hd, (int32_t)hp->n_rot, nk, hd, mode, hp->rope_freq_base, 1.0f};
-    TRY(be->ops->rope(be, &rk));
+    if (L->attn_q_norm && be->ops->rope_norm) { /* QK-norm and RoPE in one pass per head */
+        struct rope_norm_args fq = {rq, gated ? c->qg : c->q, gated ? 2 * nq : nq, gated ? 2 * hd : hd,
+                                    L->attn_q_norm->data, hp->rms_eps};
+        TRY(be->ops->rope_norm(be, &fq));
+        struct rope_norm_args fk = {rk, c->k, nk, hd, L->attn_k_norm->data, hp->rms_eps};
+        TRY(be->ops->rope_norm(be, &fk));
+    } else {
+        if (L->attn_q_norm) {
+            /* gated: the norm also packs the query halves of qg into q */
+            struct norm_args nq_ = {gated ? c->qg : c->q, L->attn_q_norm->data, c->q, hd, n_tokens * nh,
+                                    gated ? 2 * hd : hd, hd, hp->rms_eps, NULL, 0};
+            TRY(be->ops->norm(be, &nq_));
+            TRY(forward_norm(c, c->k, L->attn_k_norm, c->k, hd, n_tokens * nkv));
+        }
+        TRY(be->ops->rope(be, &rq));
+        TRY(be->ops->rope(be, &rk));
+    }
     TRY(layer_attn_store(c, il, c->k, 0, n_tokens));
     TRY(layer_attn_store(c, il, c->v, 1, n_tokens));
 
