@@ -2,7 +2,7 @@
 # gpu-peer-fetch.sh: carries llama.cpp's CUDA build (npm @node-llama-cpp/linux-x64-cuda@3.22.1, the
 # same llama.cpp release as the CPU peer of `make peer`) to a device machine, which cannot reach npm.
 # One device call carries at most 64 MiB (working tree included) and libggml-cuda.so alone is 152 MiB,
-# so the package is stripped (no node addon, no libllama-common, six of the fourteen CPU variants),
+# so the package is stripped (no node addon, no libllama-common, seven of the fourteen CPU variants),
 # packed as one tar.xz, split into parts of PART_MIB MiB (default 56) with a sha256 MANIFEST, carried a
 # part per call (ignored paths stay on a warm device between back-to-back calls), and joined there.
 #
@@ -48,7 +48,10 @@ join() {
         { echo "gpu-peer-fetch: sha256 mismatch in $from" >&2; exit 1; }
     rm -rf "${root:?}/node_modules"
     mkdir -p "$root/$DEST"
-    xz -dc "$from/peer-cuda.tar.xz" | tar -xf - -C "$root/$DEST"
+    if command -v xz >/dev/null; then unxz() { xz -dc "$1"; }
+    else unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
+    fi
+    unxz "$from/peer-cuda.tar.xz" | tar -xf - -C "$root/$DEST"
     rm -f "$from/peer-cuda.tar.xz"
     ln -sfn libggml.cuda.v0.5.0.so "$root/$DEST/libggml.v0.5.0.so"
     ln -sfn libllama.cuda.v0.5.0.so "$root/$DEST/libllama.v0.5.0.so"
@@ -81,8 +84,11 @@ pack)
     cp "$R"/parts/* "$t/"
     join "$t" "$t"
     (cd "$R/stage/package/bins/linux-x64-cuda" && sha256sum $(ls)) > "$t/want.sha256"
-    (cd "$t/$DEST" && sha256sum --quiet -c "$t/want.sha256") && echo "gpu-peer-fetch: round trip OK (sha256 equal)"
+    ok=0
+    (cd "$t/$DEST" && sha256sum --quiet -c "$t/want.sha256") && ok=1
     rm -rf "$t"
+    [ $ok = 1 ] || { echo "gpu-peer-fetch: round trip FAILED (sha256 differ)" >&2; exit 1; }
+    echo "gpu-peer-fetch: round trip OK (sha256 of every file equal)"
     ;;
 --receive)
     mkdir -p "$R/got"

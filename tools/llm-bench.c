@@ -12,7 +12,7 @@
  * and the head onto CUDA device 0 (backend column CUDA; the library refuses a partial offload and a
  * machine without a device with its own message). A list (-ngl 0,99) benchmarks each in turn.
  *
- * For tg the table also gives what bounds it on a CPU: the weight bytes one decode step reads (every
+ * For tg the table also gives what bounds it on a CPU or a GPU: the weight bytes one decode step reads (every
  * layer's weights and the LM head; not token_embd, of which one row is read, unless it is the tied LM
  * head; for MoE layers the routed experts count for n_expert_used / n_expert of their bytes; MTP
  * layers are not run), the rate that implies, and that rate as a share of the memory bandwidth this
