@@ -92,9 +92,10 @@ INFER_API int32_t infer_device_count(void);
 INFER_API int32_t infer_device_name(int32_t i, char *buf, int32_t cap);
 /* Total and currently free memory of device i, in bytes (either pointer may be NULL). */
 INFER_API infer_status infer_device_memory(int32_t i, uint64_t *total, uint64_t *free_bytes);
-/* Measures device i's memory bandwidth: a copy kernel from one buffer to another, 1 GiB each (a quarter of the
- * free memory each if that is less), timed with CUDA events, best of 20 runs; *bytes_per_s counts the
- * bytes read plus the bytes written. Takes about a second; the buffers are freed before it returns. */
+/* Measures device i's memory bandwidth: a copy kernel from one buffer to another, 1 GiB each (a
+ * quarter of the free memory each if that is less), timed with CUDA events, best of 20 runs;
+ * *bytes_per_s counts the bytes read plus the bytes written. Takes about a second; the buffers are
+ * freed before it returns. */
 INFER_API infer_status infer_device_bandwidth(int32_t i, double *bytes_per_s);
 
 /* ---- models ---- */
