@@ -370,7 +370,8 @@ int main(int argc, char **argv) {
                 for (int k = 0; k < a.n_pp + 2 * a.n_tg; k++) { /* pp tests, then each tg plain and (--mtp) drafted */
                     const int tg = k >= a.n_pp, spec = tg && (k - a.n_pp) % 2 == 1;
                     struct bench_result r = {&bm, threads, a.ngl[gi], tg ? 0 : a.pp[k],
-                                             tg ? a.tg[(k - a.n_pp) / 2] : 0, a.depth[di], spec ? a.mtp : 0, 0, 0, 0, 0};
+                                             tg ? a.tg[(k - a.n_pp) / 2] : 0, a.depth[di],
+                                             spec ? a.mtp : 0, 0, 0, 0, 0};
                     if ((r.n_prompt == 0 && r.n_gen == 0) || (spec && !a.mtp)) continue;
                     if (run_test(m, &a, &r) != INFER_OK) {
                         fprintf(stderr, "llm-bench: %s: %s\n", a.model[mi], infer_last_error());
