@@ -1,4 +1,4 @@
-/* bench-peer: llama.cpp's CPU speed on a GGUF file, measured the way llama-bench measures it.
+/* bench-peer: llama.cpp's CPU or CUDA speed on a GGUF file, measured the way llama-bench measures it.
  *
  * The baseline our own benchmark is compared against: the same llama.cpp build the conformance
  * tests use as their oracle (the npm peer, bound at run time by tests/conformance/llama_peer), so no
@@ -8,8 +8,12 @@
  *   pp<p>: one llama_decode of p prompt tokens;  tg<n>: n single-token decodes.
  * Each run gives tokens/s; the row shows mean ± sample sd over the runs. Prints a llama-bench style
  * Markdown table to stdout and writes no files.
- * Usage: bench-peer -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [-fa -1|0|1]
- *   (-p 0 or -n 0 skips that test; -fa: llama.cpp's flash attention, -1 = its default "auto") */
+ * Usage: bench-peer -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [-fa -1|0|1] [-ngl N]
+ *   (-p 0 or -n 0 skips that test; -fa: llama.cpp's flash attention, -1 = its default "auto")
+ * -ngl N (default 0) is llama.cpp's n_gpu_layers, for the CUDA build of the same release
+ * (@node-llama-cpp/linux-x64-cuda, see bench/gpu-peer-fetch.sh): with N > 0 llama.cpp must have found
+ * a CUDA device (its libggml-cuda.so loaded), else bench-peer stops rather than time the CPU under a
+ * CUDA label; the device is named on stderr and the backend column says "llama.cpp CUDA". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +31,9 @@ struct bench_extra {
     void *(*get_memory)(const void *ctx);
     void (*memory_clear)(void *mem, bool data);
     void (*synchronize)(void *ctx);
+    size_t (*dev_count)(void);
+    void *(*dev_get)(size_t i);
+    const char *(*dev_name)(void *dev), *(*dev_description)(void *dev);
 };
 
 static double bench_now(void) {
@@ -80,8 +87,8 @@ static double bench_once(const struct bench_run *b, void **ctx, int p, int n) {
 }
 
 /* Warmup plus r runs of one test; prints its row. 0 on failure. */
-static int bench_test(const struct bench_run *b, void **ctx, const char *model_col, int threads, int p, int n,
-                      int r) {
+static int bench_test(const struct bench_run *b, void **ctx, const char *model_col, const char *backend,
+                      int threads, int p, int n, int r) {
     if (bench_once(b, ctx, p, p > 0 ? 0 : 1) < 0) return 0; /* warmup: the pp batch, or 1 token */
     double sum = 0, sum2 = 0;
     const int n_tok = p > 0 ? p : n;
@@ -96,19 +103,19 @@ static int bench_test(const struct bench_run *b, void **ctx, const char *model_c
     snprintf(test, sizeof test, "%s%d", p > 0 ? "pp" : "tg", n_tok);
     char tps[48];
     snprintf(tps, sizeof tps, "%.2f ± %.2f", mean, var > 0 ? sqrt(var) : 0.0);
-    printf("%s %-13s | %7d | %15s | %20s |\n", model_col, "llama.cpp CPU", threads, test, tps);
+    printf("%s %-14s | %7d | %15s | %20s |\n", model_col, backend, threads, test, tps);
     fflush(stdout);
     return 1;
 }
 
 static int bench_usage(void) {
-    fprintf(stderr, "usage: bench-peer -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [-fa -1|0|1]\n");
+    fprintf(stderr, "usage: bench-peer -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [-fa -1|0|1] [-ngl N]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int p = 512, n = 128, r = 5, fa = -1;
+    int p = 512, n = 128, r = 5, fa = -1, ngl = 0;
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return bench_usage();
@@ -125,10 +132,12 @@ int main(int argc, char **argv) {
             threads = atoi(v);
         else if (!strcmp(o, "-fa"))
             fa = atoi(v);
+        else if (!strcmp(o, "-ngl"))
+            ngl = atoi(v);
         else
             return bench_usage();
     }
-    if (!path || p < 0 || n < 0 || p + n == 0 || r < 1 || threads < 1 || fa < -1 || fa > 1)
+    if (!path || p < 0 || n < 0 || p + n == 0 || r < 1 || threads < 1 || fa < -1 || fa > 1 || ngl < 0)
         return bench_usage();
 
     struct llama_peer pe;
@@ -145,8 +154,25 @@ int main(int argc, char **argv) {
     *(void **)&ex.get_memory = peer_sym(lib, "llama_get_memory");
     *(void **)&ex.memory_clear = peer_sym(lib, "llama_memory_clear");
     *(void **)&ex.synchronize = peer_sym(lib, "llama_synchronize");
+    *(void **)&ex.dev_count = peer_sym(peer_open("libggml.v0.5.0.so", &why), "ggml_backend_dev_count");
+    *(void **)&ex.dev_get = peer_sym(peer_open("libggml.v0.5.0.so", &why), "ggml_backend_dev_get");
+    *(void **)&ex.dev_name = peer_sym(peer_open("libggml-base.so", &why), "ggml_backend_dev_name");
+    *(void **)&ex.dev_description = peer_sym(peer_open("libggml-base.so", &why), "ggml_backend_dev_description");
+    if (ngl > 0) { /* llama.cpp quietly runs on the CPU when its CUDA backend did not load: refuse instead */
+        void *cuda = NULL;
+        for (size_t i = 0; ex.dev_count && ex.dev_get && ex.dev_name && i < ex.dev_count() && !cuda; i++)
+            if (!strncmp(ex.dev_name(ex.dev_get(i)), "CUDA", 4)) cuda = ex.dev_get(i);
+        if (!cuda) {
+            const char *cwhy = "no libggml-cuda.so beside libllama (the CPU build of the peer?)";
+            if (peer_bin_dir()) peer_open("libggml-cuda.so", &cwhy);
+            fprintf(stderr, "bench-peer: -ngl %d: llama.cpp found no CUDA device (%s)\n", ngl, cwhy);
+            return 1;
+        }
+        fprintf(stderr, "bench-peer: llama.cpp device %s: %s\n", ex.dev_name(cuda),
+                ex.dev_description ? ex.dev_description(cuda) : "?");
+    }
 
-    void *model = llama_peer_model_load(&pe, path, 0, NULL, &why);
+    void *model = llama_peer_model_load_ngl(&pe, path, 0, ngl, NULL, &why);
     if (!model) {
         fprintf(stderr, "bench-peer: %s: %s\n", path, why);
         return 1;
@@ -182,14 +208,15 @@ int main(int argc, char **argv) {
             snprintf(params, sizeof params, "%.2f B", q / 1e9);
     }
     snprintf(model_col, sizeof model_col, "| %-30s | %10s | %10s |", desc, size, params);
-    printf("| %-30s | %10s | %10s | %-13s | %7s | %15s | %20s |\n", "model", "size", "params", "backend",
+    printf("| %-30s | %10s | %10s | %-14s | %7s | %15s | %20s |\n", "model", "size", "params", "backend",
            "threads", "test", "t/s");
-    printf("| ------------------------------ | ---------: | ---------: | ------------- | ------: | "
+    printf("| ------------------------------ | ---------: | ---------: | -------------- | ------: | "
            "--------------: | "
            "-------------------: |\n");
+    const char *backend = ngl > 0 ? "llama.cpp CUDA" : "llama.cpp CPU";
     int ok = 1;
-    if (p > 0) ok = bench_test(&b, &ctx, model_col, threads, p, 0, r);
-    if (ok && n > 0) ok = bench_test(&b, &ctx, model_col, threads, 0, n, r);
+    if (p > 0) ok = bench_test(&b, &ctx, model_col, backend, threads, p, 0, r);
+    if (ok && n > 0) ok = bench_test(&b, &ctx, model_col, backend, threads, 0, n, r);
     if (!ok) fprintf(stderr, "bench-peer: llama_decode failed\n");
     if (ctx) pe.ctx_free(ctx);
     pe.model_free(model);

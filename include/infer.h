@@ -82,6 +82,22 @@ INFER_API int32_t infer_type_block_bytes(int32_t type);
 /* 1 if libinfer computes with weights of this type (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS). */
 INFER_API int infer_type_supported(int32_t type);
 
+/* ---- devices ---- */
+
+/* CUDA devices this process can use: 0 when built without CUDA or when the driver or the device is
+ * missing; infer_last_error() then says why. Device i is CUDA device i (n_gpu_layers uses device 0). */
+INFER_API int32_t infer_device_count(void);
+/* Writes device i's name and compute capability ("NVIDIA H100 80GB HBM3 (sm_90)") like snprintf and
+ * returns the length needed without the NUL, or -1 if there is no device i. */
+INFER_API int32_t infer_device_name(int32_t i, char *buf, int32_t cap);
+/* Total and currently free memory of device i, in bytes (either pointer may be NULL). */
+INFER_API infer_status infer_device_memory(int32_t i, uint64_t *total, uint64_t *free_bytes);
+/* Measures device i's memory bandwidth: a copy kernel from one buffer to another, 1 GiB each (a
+ * quarter of the free memory each if that is less), timed with CUDA events, best of 20 runs;
+ * *bytes_per_s counts the bytes read plus the bytes written. Takes about a second; the buffers are
+ * freed before it returns. */
+INFER_API infer_status infer_device_bandwidth(int32_t i, double *bytes_per_s);
+
 /* ---- models ---- */
 
 typedef struct infer_model infer_model; /* immutable after load; may be shared across threads */

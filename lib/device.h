@@ -12,6 +12,7 @@
 int device_count(const char **why);
 /* Name and memory of device i, for messages and benchmark headers. */
 infer_status device_describe(int i, char *name, size_t cap, size_t *total_mem);
+/* The public device API (infer_device_*, include/infer.h) is implemented in device.c on top of these. */
 
 #ifdef INFER_CUDA
 #include <cuda_runtime_api.h>
@@ -26,6 +27,10 @@ infer_status device_describe(int i, char *name, size_t cap, size_t *total_mem);
             goto fail;                                                                                       \
         }                                                                                                    \
     } while (0)
+
+/* kernels/copy.cu: copies bytes device to device with a kernel (queued on s; dst and src must not
+ * overlap); 16-byte aligned pointers and lengths take the fast path. */
+cudaError_t cuda_copy(void *dst, const void *src, size_t bytes, cudaStream_t s);
 #endif
 
 #endif

@@ -2,7 +2,8 @@
  * failures exit 1 with the library's message, and the outputs have the promised form (a table line
  * per tensor, 4 bytes per element from dequant equal to the F32 data itself, valid JSON with arrays
  * over 16 elements summarised, even for hostile strings and NaN/Inf values, checked by a strict
- * RFC 8259 validator below). */
+ * RFC 8259 validator below). llm-run and llm-bench: -ngl is parsed, passed on, and refused in one line
+ * where it cannot run. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +215,53 @@ static int count_lines(const char *s) {
     return n;
 }
 
+/* -ngl in llm-run and llm-bench. Only the number is the tools' business: without a device the refusal
+ * is one line naming CUDA or the device, with one the model runs; a partial offload is refused either
+ * way (the library's rule, model has 3 layers). */
+static void test_ngl(const char *build, const char *model, char *out, size_t cap) {
+    char args[2048];
+    const int n_dev = infer_device_count();
+    snprintf(tool, sizeof tool, "%s/llm-run", build);
+    snprintf(args, sizeof args, "-m %s --ids 1,2,3 -n 2 --temp 0 -ngl 99", model);
+    int rc = run(args, out, cap);
+    if (n_dev == 0)
+        T_CHECK(rc == 1 && count_lines(out) == 1 && (strstr(out, "CUDA") || strstr(out, "device")) &&
+                    !strncmp(out, "llm-run: ", 9),
+                "llm-run -ngl 99 without a device: exit 1 and one line (exit %d): %s", rc, out);
+    else
+        T_CHECK(rc == 0, "llm-run -ngl 99 on device 0 (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s --ids 1,2,3 -n 2 -ngl 2", model);
+    rc = run(args, out, cap);
+    T_CHECK(rc == 1 && count_lines(out) == 1, "llm-run -ngl 2 of 3 layers is refused in one line (exit %d): %s", rc,
+            out);
+    snprintf(args, sizeof args, "-m %s --ids 1 -ngl -1", model);
+    T_CHECK(run(args, out, cap) == 2 && strstr(out, "-ngl") && count_lines(out) == 1, "-ngl -1: %s", out);
+    T_CHECK(run("--help", out, cap) == 0 && strstr(out, "-ngl N"), "llm-run --help documents -ngl");
+
+    snprintf(tool, sizeof tool, "%s/llm-bench", build);
+    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 1 -t 1 -ngl 99", model);
+    rc = run(args, out, cap);
+    if (n_dev == 0)
+        T_CHECK(rc == 1 && count_lines(out) == 1 && (strstr(out, "CUDA") || strstr(out, "device")) &&
+                    !strncmp(out, "llm-bench: -ngl 99: ", 20),
+                "llm-bench -ngl 99 without a device: exit 1 and one line (exit %d): %s", rc, out);
+    else
+        T_CHECK(rc == 0 && strstr(out, "| CUDA |") && strstr(out, "% of roofline") && strstr(out, "CUDA device 0: "),
+                "llm-bench -ngl 99 on device 0 (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 1 -t 1 -ngl 0,99 -o csv", model);
+    rc = run(args, out, cap);
+    if (n_dev == 0)
+        T_CHECK(rc == 1 && count_lines(out) == 1, "llm-bench -ngl 0,99 without a device: one line (exit %d): %s", rc,
+                out);
+    else
+        T_CHECK(rc == 0 && strstr(out, ",CPU,1,8,0,0,") && strstr(out, ",CUDA,1,8,0,0,"),
+                "llm-bench -ngl 0,99: a CPU and a CUDA row (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s -ngl 0,x", model);
+    T_CHECK(run(args, out, cap) == 2 && strstr(out, "-ngl") && count_lines(out) == 1, "-ngl 0,x: %s", out);
+    T_CHECK(run("--help", out, cap) == 0 && strstr(out, "-ngl N[,N...]"), "llm-bench --help documents -ngl");
+    snprintf(tool, sizeof tool, "%s/llm-gguf", build);
+}
+
 int main(void) {
     static char out[1 << 20];
     const char *b = getenv("INFER_BUILD_DIR");
@@ -377,6 +425,8 @@ int main(void) {
     T_CHECK(run(args, json, sizeof json) == 0 && !strstr(json, "\"split.") &&
                 strstr(json, "\"general.file_type\":7"),
             "the quantised split model is one file with file_type 7");
+
+    test_ngl(b ? b : "build", model, out, sizeof out);
 
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     if (system(args) != 0) printf("note: could not remove %s\n", dir);

@@ -130,12 +130,12 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             rc = args_i32(a, f, v, 0, &a->n_threads);
         } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {
-            rc = args_i32(a, f, v, 0, &a->n_gpu_layers);
-            if (!rc && a->n_gpu_layers > 0) {
-                fprintf(stderr, "%s: -ngl %d: the CUDA backend is not available yet; only -ngl 0 (CPU) runs\n", tool,
-                        a->n_gpu_layers);
-                return 2;
-            }
+            /* note: only the number is checked here; the library refuses a value it cannot run (no device,
+             * a partial offload, a model larger than the device's memory) with its own message */
+            if (bench)
+                rc = args_list(a, f, v, 0, a->ngl, ARGS_MAX_LIST, &a->n_ngl);
+            else
+                rc = args_i32(a, f, v, 0, &a->n_gpu_layers);
         } else if (!bench && (!strcmp(f, "-s") || !strcmp(f, "--seed"))) {
             rc = args_int(a, f, v, -1, INT64_MAX, &x);
             a->seed = x;

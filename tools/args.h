@@ -24,22 +24,22 @@ struct args {
     int64_t seed;                           /* -s (-1: from the clock) */
     infer_sampler_params sp;                /* --temp --top-k --top-p --min-p --repeat-* penalties */
     int32_t repeat_last_n;                  /* --repeat-last-n (-1: the context size) */
-    int32_t n_gpu_layers;                   /* -ngl: only 0 until the CUDA backend exists */
+    int32_t n_gpu_layers;                   /* -ngl N (llm-run): 0 = CPU, >= the layer count = all on CUDA */
     int32_t mtp;                            /* --mtp N: MTP speculative decoding, N drafts per step (0: off) */
     int chat, print_ids;                    /* --chat, --print-ids */
     int32_t ids[4096];                      /* --ids 1,2,3 */
     int n_ids;
     const char *logits_out;                 /* --logits-out FILE */
     /* llm-bench */
-    int32_t pp[ARGS_MAX_LIST], tg[ARGS_MAX_LIST], depth[ARGS_MAX_LIST];
-    int n_pp, n_tg, n_depth;
+    int32_t pp[ARGS_MAX_LIST], tg[ARGS_MAX_LIST], depth[ARGS_MAX_LIST], ngl[ARGS_MAX_LIST];
+    int n_pp, n_tg, n_depth, n_ngl;         /* -ngl is a list in llm-bench (n_gpu_layers stays 0) */
     int32_t reps;                           /* -r */
     const char *output;                     /* -o md|csv|json */
     int help;
 };
 
 /* Parses argv into a (defaults first). bench = 1 gives -p/-n llm-bench's meaning (lists of token
- * counts) and accepts -r -d -o. Returns 0, or 2 after printing one line. */
+ * counts) and accepts -r -d -o; its -ngl is a list too. Returns 0, or 2 after printing one line. */
 int args_parse(struct args *a, int argc, char **argv, int bench);
 
 #endif

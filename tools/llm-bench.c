@@ -1,16 +1,24 @@
 /* llm-bench: prompt-processing and generation speed, llama-bench style.
  *
- *   llm-bench -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-o md|csv|json]
+ *   llm-bench -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-ngl 0] [-o md|csv|json]
  *
  * Tests: ppP reads P random tokens as one batch; tgN decodes N tokens one at a time. With -d D the
  * sequence is first filled to D positions (untimed), so the test measures attention over a deep
- * context too. Each test runs once to warm up, then -r times; t/s is mean ± standard deviation.
+ * context too. Each test runs once to warm up, then -r times; t/s is mean ± standard deviation. A
+ * timed run ends when its work is done: infer_logits waits for a GPU context's queued work (as
+ * llama-bench's llama_synchronize).
  *
- * For tg the table also gives what bounds it on a CPU: the weight bytes one decode step reads (every
+ * -ngl 0 (the default) runs on the CPU; -ngl N with N >= the model's layer count (99) loads every layer
+ * and the head onto CUDA device 0 (backend column CUDA; the library refuses a partial offload and a
+ * machine without a device with its own message). A list (-ngl 0,99) benchmarks each in turn.
+ *
+ * For tg the table also gives what bounds it on a CPU or a GPU: the weight bytes one decode step reads (every
  * layer's weights and the LM head; not token_embd, of which one row is read, unless it is the tied LM
  * head; for MoE layers the routed experts count for n_expert_used / n_expert of their bytes; MTP
  * layers are not run), the rate that implies, and that rate as a share of the memory bandwidth this
- * run measured with a threaded memcpy of a 1 GiB buffer (read + write bytes per second).
+ * run measured: on the CPU a threaded memcpy of a 1 GiB buffer, on CUDA infer_device_bandwidth (a copy
+ * kernel over 1 GiB, CUDA events, best of 20), both in read + write bytes per second. The same
+ * weight-bytes model is used for CUDA rows: % of roofline = (bytes per token x tokens/s) / bandwidth.
  *
  * --mtp N adds, after each tgN, the same test generated greedily with MTP speculative decoding (N
  * drafts per step) from a one-token prompt, with the mean accepted length per step and the tokens per
@@ -40,7 +48,8 @@ static int usage(int to_err) {
             "  -t N          threads (default: all cores)\n"
             "  -o FMT        md (default), csv or json\n"
             "  --mtp N       also run each tg test with MTP speculative decoding, N = 1..4 drafts per step\n"
-            "  -ngl N        GPU layers: reserved, only 0 until the CUDA backend exists\n");
+            "  -ngl N[,N...] layers on the GPU: 0 = CPU (default); >= the layer count (99) = all on CUDA\n"
+            "                device 0 (partial offload: not yet)\n");
     return to_err ? 2 : 0;
 }
 
@@ -131,6 +140,7 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
 struct bench_result {
     const struct bench_model *bm;
     int threads;
+    int32_t ngl;              /* 0: CPU; > 0: CUDA */
     int32_t n_prompt, n_gen, depth, mtp;
     double mean, sd;          /* tokens per second */
     double acc_len, tok_fwd;  /* mtp: mean accepted drafts per step, tokens per forward pass */
@@ -193,6 +203,7 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
     for (int rep = 0; rep <= a->reps; rep++) { /* rep 0 warms up */
         if ((st = infer_seq_rm(c, 0, 0, -1)) != INFER_OK) goto out;
         if ((st = feed(c, tok, r->depth, cp.n_batch)) != INFER_OK) goto out;
+        if (r->depth) infer_logits(c, -1); /* the prefill finishes before the clock starts */
         const double t0 = now_s();
         double dt = 0;
         infer_spec_stats s0 = infer_spec_get_stats(c);
@@ -205,7 +216,10 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
             for (int32_t i = 0; i < r->n_gen && st == INFER_OK; i++) st = feed(c, tok + r->depth + i, 1, 1);
         }
         if (st != INFER_OK) goto out;
-        if (!r->mtp) dt = now_s() - t0;
+        if (!r->mtp) {
+            infer_logits(c, -1); /* waits for the GPU's queued work; at once on the CPU */
+            dt = now_s() - t0;
+        }
         tps[rep] = (r->n_prompt ? r->n_prompt : r->n_gen) / dt;
         if (r->mtp && rep > 0) {
             infer_spec_stats s1 = infer_spec_get_stats(c);
@@ -234,7 +248,9 @@ static void test_name(const struct bench_result *r, char *buf, size_t cap) {
     if (r->depth) snprintf(buf + k, cap - (size_t)k, " @ d%d", r->depth);
 }
 
-static void print_row(const struct args *a, const struct bench_result *r, double bw, int first) {
+/* bw: the roofline denominator of this row's backend; memcpy: the host figure (0: not measured). */
+static void print_row(const struct args *a, const struct bench_result *r, double bw, double memcpy_bw, int any_gpu,
+                      int first) {
     const struct bench_model *bm = r->bm;
     char test[64], size[32], params[32], mbt[32] = "-", gbs[32] = "-", pct[32] = "-", acc[32] = "-", tf[32] = "-";
     test_name(r, test, sizeof test);
@@ -247,6 +263,7 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     else
         snprintf(params, sizeof params, "%.2f M", bm->params / 1e6);
     const double rate = r->n_gen ? bm->tg_bytes * r->mean : 0;
+    const char *backend = r->ngl > 0 ? "CUDA" : "CPU";
     if (r->mtp) snprintf(acc, sizeof acc, "%.2f", r->acc_len), snprintf(tf, sizeof tf, "%.2f", r->tok_fwd);
     if (r->n_gen) {
         snprintf(mbt, sizeof mbt, "%.2f", bm->tg_bytes / 1e6);
@@ -255,28 +272,31 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     }
     if (!strcmp(a->output, "md")) {
         if (first)
-            printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s | %% of memcpy |%s\n"
+            printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s | %% of %s |%s\n"
                    "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n",
-                   a->mtp ? " accepted/step | tokens/forward |" : "", a->mtp ? " ---: | ---: |" : "");
-        printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %s | %s | %s |", bm->name, size, params, r->threads,
-               test, r->mean, r->sd, mbt, gbs, pct);
+                   any_gpu ? "roofline" : "memcpy", a->mtp ? " accepted/step | tokens/forward |" : "",
+                   a->mtp ? " ---: | ---: |" : "");
+        printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |", bm->name, size, params, backend,
+               r->threads, test, r->mean, r->sd, mbt, gbs, pct);
         if (a->mtp) printf(" %s | %s |", acc, tf);
         printf("\n");
     } else if (!strcmp(a->output, "csv")) {
         if (first)
             printf("model,model_path,size_bytes,params,backend,threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,"
-                   "bytes_per_token,gb_s,memcpy_gb_s,mtp,accepted_per_step,tokens_per_forward\n");
-        printf("\"%s\",\"%s\",%.0f,%.0f,CPU,%d,%d,%d,%d,%.4f,%.4f,%.0f,%.4f,%.4f,%d,%.4f,%.4f\n", bm->name, bm->path,
-               bm->size, bm->params, r->threads, r->n_prompt, r->n_gen, r->depth, r->mean, r->sd,
-               r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9, r->mtp, r->acc_len, r->tok_fwd);
+                   "bytes_per_token,gb_s,memcpy_gb_s,mtp,accepted_per_step,tokens_per_forward,n_gpu_layers,bw_gb_s\n");
+        printf("\"%s\",\"%s\",%.0f,%.0f,%s,%d,%d,%d,%d,%.4f,%.4f,%.0f,%.4f,%.4f,%d,%.4f,%.4f,%d,%.4f\n", bm->name,
+               bm->path, bm->size, bm->params, backend, r->threads, r->n_prompt, r->n_gen, r->depth, r->mean, r->sd,
+               r->n_gen ? bm->tg_bytes : 0, rate / 1e9, memcpy_bw / 1e9, r->mtp, r->acc_len, r->tok_fwd, r->ngl,
+               bw / 1e9);
     } else {
         printf("%s  {\"model\": \"%s\", \"model_path\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
-               "\"backend\": \"CPU\", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+               "\"backend\": \"%s\", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"bytes_per_token\": %.0f, \"gb_s\": %.4f, "
-               "\"memcpy_gb_s\": %.4f, \"mtp\": %d, \"accepted_per_step\": %.4f, \"tokens_per_forward\": %.4f}",
-               first ? "[\n" : ",\n", bm->name, bm->path, bm->size, bm->params, r->threads, r->n_prompt, r->n_gen,
-               r->depth, r->mean, r->sd, r->n_gen ? bm->tg_bytes : 0, rate / 1e9, bw / 1e9, r->mtp, r->acc_len,
-               r->tok_fwd);
+               "\"memcpy_gb_s\": %.4f, \"mtp\": %d, \"accepted_per_step\": %.4f, \"tokens_per_forward\": %.4f, "
+               "\"n_gpu_layers\": %d, \"bw_gb_s\": %.4f}",
+               first ? "[\n" : ",\n", bm->name, bm->path, bm->size, bm->params, backend, r->threads, r->n_prompt,
+               r->n_gen, r->depth, r->mean, r->sd, r->n_gen ? bm->tg_bytes : 0, rate / 1e9, memcpy_bw / 1e9, r->mtp,
+               r->acc_len, r->tok_fwd, r->ngl, bw / 1e9);
     }
     fflush(stdout);
 }
@@ -298,42 +318,71 @@ int main(int argc, char **argv) {
     if (!a.n_pp) a.pp[a.n_pp++] = 512;
     if (!a.n_tg) a.tg[a.n_tg++] = 128;
     if (!a.n_depth) a.depth[a.n_depth++] = 0;
+    if (!a.n_ngl) a.ngl[a.n_ngl++] = 0;
+    int any_cpu = 0, any_gpu = 0, gpu_ngl = 0;
+    for (int i = 0; i < a.n_ngl; i++)
+        if (a.ngl[i] > 0)
+            any_gpu = 1, gpu_ngl = a.ngl[i];
+        else
+            any_cpu = 1;
+    if (any_gpu && infer_device_count() == 0) { /* one line, before any model is read */
+        fprintf(stderr, "llm-bench: -ngl %d: %s\n", gpu_ngl, infer_last_error());
+        return 1;
+    }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     const int threads = a.n_threads ? a.n_threads : (int)(ncpu > 0 ? (ncpu < 64 ? ncpu : 64) : 1);
-    const double bw = bw_measure(threads);
-    fprintf(stderr, "llm-bench: memcpy of 1 GiB with %d threads: %.2f GB/s (read + write)\n", threads, bw / 1e9);
-    int first = 1, ret = 0;
-    for (int mi = 0; mi < a.n_model; mi++) {
-        infer_model *m = NULL;
-        struct bench_model bm;
-        if (infer_model_load(a.model[mi], NULL, &m) != INFER_OK) {
-            fprintf(stderr, "llm-bench: %s\n", infer_last_error());
-            ret = 1;
-            continue;
-        }
-        model_facts(m, a.model[mi], &bm);
-        if (a.mtp && infer_model_n_mtp(m) < 1) {
-            fprintf(stderr, "llm-bench: --mtp %d: %s has no MTP layer\n", a.mtp, a.model[mi]);
-            infer_model_free(m);
-            ret = 1;
-            continue;
-        }
-        for (int di = 0; di < a.n_depth; di++)
-            for (int k = 0; k < a.n_pp + 2 * a.n_tg; k++) { /* pp tests, then each tg plain and (--mtp) drafted */
-                const int tg = k >= a.n_pp, spec = tg && (k - a.n_pp) % 2 == 1;
-                struct bench_result r = {&bm, threads, tg ? 0 : a.pp[k], tg ? a.tg[(k - a.n_pp) / 2] : 0,
-                                         a.depth[di], spec ? a.mtp : 0, 0, 0, 0, 0};
-                if ((r.n_prompt == 0 && r.n_gen == 0) || (spec && !a.mtp)) continue;
-                if (run_test(m, &a, &r) != INFER_OK) {
-                    fprintf(stderr, "llm-bench: %s: %s\n", a.model[mi], infer_last_error());
-                    ret = 1;
-                    break;
-                }
-                print_row(&a, &r, bw, first);
-                first = 0;
-            }
-        infer_model_free(m);
+    double bw = 0, dev_bw = 0;
+    if (any_cpu) {
+        bw = bw_measure(threads);
+        fprintf(stderr, "llm-bench: memcpy of 1 GiB with %d threads: %.2f GB/s (read + write)\n", threads, bw / 1e9);
     }
+    if (any_gpu) {
+        char name[256] = "?";
+        uint64_t total = 0, avail = 0;
+        infer_device_name(0, name, sizeof name);
+        infer_device_memory(0, &total, &avail);
+        if (infer_device_bandwidth(0, &dev_bw) != INFER_OK)
+            fprintf(stderr, "llm-bench: device bandwidth: %s\n", infer_last_error());
+        fprintf(stderr, "llm-bench: CUDA device 0: %s, %.1f GiB (%.1f free); copy kernel: %.2f GB/s (read + write)\n",
+                name, (double)total / (1 << 30), (double)avail / (1 << 30), dev_bw / 1e9);
+    }
+    int first = 1, ret = 0;
+    for (int mi = 0; mi < a.n_model; mi++)
+        for (int gi = 0; gi < a.n_ngl; gi++) {
+            infer_model *m = NULL;
+            struct bench_model bm;
+            infer_model_params mp = infer_model_params_default();
+            mp.n_gpu_layers = a.ngl[gi];
+            if (infer_model_load(a.model[mi], &mp, &m) != INFER_OK) {
+                fprintf(stderr, "llm-bench: %s\n", infer_last_error());
+                ret = 1;
+                continue;
+            }
+            model_facts(m, a.model[mi], &bm);
+            if (a.mtp && infer_model_n_mtp(m) < 1) {
+                fprintf(stderr, "llm-bench: --mtp %d: %s has no MTP layer\n", a.mtp, a.model[mi]);
+                infer_model_free(m);
+                ret = 1;
+                continue;
+            }
+            const double row_bw = a.ngl[gi] > 0 ? dev_bw : bw;
+            for (int di = 0; di < a.n_depth; di++)
+                for (int k = 0; k < a.n_pp + 2 * a.n_tg; k++) { /* pp tests, then each tg plain and (--mtp) drafted */
+                    const int tg = k >= a.n_pp, spec = tg && (k - a.n_pp) % 2 == 1;
+                    struct bench_result r = {&bm, threads, a.ngl[gi], tg ? 0 : a.pp[k],
+                                             tg ? a.tg[(k - a.n_pp) / 2] : 0, a.depth[di],
+                                             spec ? a.mtp : 0, 0, 0, 0, 0};
+                    if ((r.n_prompt == 0 && r.n_gen == 0) || (spec && !a.mtp)) continue;
+                    if (run_test(m, &a, &r) != INFER_OK) {
+                        fprintf(stderr, "llm-bench: %s: %s\n", a.model[mi], infer_last_error());
+                        ret = 1;
+                        break;
+                    }
+                    print_row(&a, &r, row_bw, bw, any_gpu, first);
+                    first = 0;
+                }
+            infer_model_free(m);
+        }
     if (!strcmp(a.output, "json") && !first) printf("\n]\n");
     return ret;
 }

@@ -39,7 +39,8 @@ static int usage(const char *tool, int to_err) {
             "  --print-ids           print the generated token ids on one line instead of the text\n"
             "  --logits-out FILE     logits of every prompt position, [n_prompt][n_vocab] little-endian f32\n"
             "  --mtp N               speculative decoding with the model's MTP head, N = 1..4 drafts per step\n"
-            "  -ngl N                GPU layers: reserved, only 0 until the CUDA backend exists\n",
+            "  -ngl N                layers on the GPU: 0 = CPU (default); N >= the model's layer count (e.g. 99)\n"
+            "                        runs every layer and the head on CUDA device 0 (partial offload: not yet)\n",
             tool);
     return to_err ? 2 : 0;
 }

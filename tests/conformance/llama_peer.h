@@ -108,6 +108,9 @@ struct llama_peer_expect {
  * dims in *e (may be NULL) and that our progress callback ran. NULL on failure with *why set. */
 void *llama_peer_model_load(const struct llama_peer *p, const char *path, int load_mtp,
                             const struct llama_peer_expect *e, const char **why);
+/* The same with n_gpu_layers layers offloaded (bench-peer -ngl, with the CUDA build of the peer). */
+void *llama_peer_model_load_ngl(const struct llama_peer *p, const char *path, int load_mtp, int32_t n_gpu_layers,
+                                const struct llama_peer_expect *e, const char **why);
 /* A context of n_ctx cells, 2 threads; ctx_type LLAMA_PEER_CTX_*; other: the main context for MTP
  * (or NULL). Checks llama_n_ctx so the passed struct is known to have arrived intact. */
 void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type,
