@@ -64,33 +64,53 @@ struct cuda_mm_state {
 
 /* ---- W decoding: unit u (32 values, 0-based over the row) to f32, in blocks.h's arithmetic ---- */
 
-/* N words from a 2-byte aligned address (odd-sized blocks), and byte i of such words. */
-template <int N> static __device__ __forceinline__ void load_words(const uint8_t *p, uint32_t w[N]) {
-#pragma unroll
-    for (int k = 0; k < N; k++) w[k] = (uint32_t)load_int_a2(p + 4 * k);
+/* The decoders are __host__ __device__: cuda_mm_dequant_row_host runs the same code on the CPU so
+ * tests check it against lib/quant.c without a device. */
+#define MM_HD __host__ __device__ __forceinline__
+#ifdef __CUDA_ARCH__
+#define MM_UNROLL _Pragma("unroll")
+#else
+#define MM_UNROLL /* the host compiler knows no unroll pragma */
+#endif
+
+/* N words from a 2-byte aligned address (odd-sized blocks: two 16-bit loads each, like
+ * load_int_a2), and byte i of such words. */
+template <int N> static MM_HD void load_words(const uint8_t *p, uint32_t w[N]) {
+    const uint16_t *h = (const uint16_t *)p;
+MM_UNROLL
+    for (int k = 0; k < N; k++) w[k] = (uint32_t)h[2 * k] | (uint32_t)h[2 * k + 1] << 16;
 }
-static __device__ __forceinline__ int byte_at(const uint32_t *w, int i) { return (int)((w[i / 4] >> (8 * (i % 4))) & 0xFF); }
+static MM_HD int byte_at(const uint32_t *w, int i) { return (int)((w[i / 4] >> (8 * (i % 4))) & 0xFF); }
+
+/* IQ4 codebook entry k: the __device__ table on the GPU, the packed constants on the host. */
+static MM_HD float iq4_value(int k) {
+#ifdef __CUDA_ARCH__
+    return (float)blocks_kvalues_iq4nl[k];
+#else
+    return (float)blocks_iq4nl_value(k);
+#endif
+}
 
 template <int T> struct wdec;
 
 template <> struct wdec<INFER_TYPE_Q8_0> {
-    static __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, float v[32]) {
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
         const block_q8_0 *b = (const block_q8_0 *)row + u;
         uint32_t q[8];
         load_words<8>((const uint8_t *)b->qs, q);
         const float d = blocks_f16_to_f32(b->d);
-#pragma unroll
+MM_UNROLL
         for (int i = 0; i < 32; i++) v[i] = (float)(int8_t)byte_at(q, i) * d;
     }
 };
 
 template <> struct wdec<INFER_TYPE_Q4_0> {
-    static __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, float v[32]) {
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
         const block_q4_0 *b = (const block_q4_0 *)row + u;
         uint32_t q[4];
         load_words<4>(b->qs, q);
         const float d = blocks_f16_to_f32(b->d);
-#pragma unroll
+MM_UNROLL
         for (int j = 0; j < 16; j++) {
             v[j] = (float)((byte_at(q, j) & 0xF) - 8) * d;
             v[j + 16] = (float)((byte_at(q, j) >> 4) - 8) * d;
@@ -99,36 +119,36 @@ template <> struct wdec<INFER_TYPE_Q4_0> {
 };
 
 template <> struct wdec<INFER_TYPE_IQ4_NL> {
-    static __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, float v[32]) {
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
         const block_iq4_nl *b = (const block_iq4_nl *)row + u;
         uint32_t q[4];
         load_words<4>(b->qs, q);
         const float d = blocks_f16_to_f32(b->d);
-#pragma unroll
+MM_UNROLL
         for (int j = 0; j < 16; j++) {
-            v[j] = d * (float)blocks_kvalues_iq4nl[byte_at(q, j) & 0xF];
-            v[j + 16] = d * (float)blocks_kvalues_iq4nl[byte_at(q, j) >> 4];
+            v[j] = d * iq4_value(byte_at(q, j) & 0xF);
+            v[j + 16] = d * iq4_value(byte_at(q, j) >> 4);
         }
     }
 };
 
 template <> struct wdec<INFER_TYPE_IQ4_XS> {
-    static __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, float v[32]) {
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
         const block_iq4_xs *b = (const block_iq4_xs *)row + u / 8;
         const int ib = (int)(u % 8);
         uint32_t q[4];
         load_words<4>(b->qs + 16 * ib, q);
         const float dl = blocks_f16_to_f32(b->d) * (float)(blocks_iq4_xs_scale(b, ib) - 32);
-#pragma unroll
+MM_UNROLL
         for (int l = 0; l < 16; l++) {
-            v[l] = dl * (float)blocks_kvalues_iq4nl[byte_at(q, l) & 0xF];
-            v[l + 16] = dl * (float)blocks_kvalues_iq4nl[byte_at(q, l) >> 4];
+            v[l] = dl * iq4_value(byte_at(q, l) & 0xF);
+            v[l + 16] = dl * iq4_value(byte_at(q, l) >> 4);
         }
     }
 };
 
 /* Q4_K / Q5_K sub-block j: (d * sc) * q - (dmin * m), Q5_K's fifth bit from bit j of qh[l]. */
-template <int T> static __device__ __forceinline__ void k4_unit(const uint8_t *row, int64_t u, float v[32]) {
+template <int T> static MM_HD void k4_unit(const uint8_t *row, int64_t u, float v[32]) {
     typedef typename std::conditional<T == INFER_TYPE_Q4_K, block_q4_K, block_q5_K>::type block;
     const block *b = (const block *)row + u / 8;
     const int j = (int)(u % 8), shift = 4 * (j % 2);
@@ -139,7 +159,7 @@ template <int T> static __device__ __forceinline__ void k4_unit(const uint8_t *r
     uint8_t sc, m;
     blocks_get_scale_min_k4_u32(j, s[0], s[1], s[2], &sc, &m);
     const float d1 = blocks_f16_to_f32(b->d) * (float)sc, m1 = blocks_f16_to_f32(b->dmin) * (float)m;
-#pragma unroll
+MM_UNROLL
     for (int l = 0; l < 32; l++) {
         int qv = (byte_at(q, l) >> shift) & 0xF;
         if constexpr (T == INFER_TYPE_Q5_K) qv += (byte_at(h, l) >> j) & 1 ? 16 : 0;
@@ -147,14 +167,14 @@ template <int T> static __device__ __forceinline__ void k4_unit(const uint8_t *r
     }
 }
 template <> struct wdec<INFER_TYPE_Q4_K> {
-    static __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, float v[32]) { k4_unit<INFER_TYPE_Q4_K>(row, u, v); }
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) { k4_unit<INFER_TYPE_Q4_K>(row, u, v); }
 };
 template <> struct wdec<INFER_TYPE_Q5_K> {
-    static __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, float v[32]) { k4_unit<INFER_TYPE_Q5_K>(row, u, v); }
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) { k4_unit<INFER_TYPE_Q5_K>(row, u, v); }
 };
 
 template <> struct wdec<INFER_TYPE_Q6_K> {
-    static __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, float v[32]) {
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
         const block_q6_K *b = (const block_q6_K *)row + u / 8;
         const int un = (int)(u % 8), h = un / 4, k = un % 4;
         uint32_t ql[8], qh[8];
@@ -163,7 +183,7 @@ template <> struct wdec<INFER_TYPE_Q6_K> {
         const int lshift = 4 * (k >> 1), hshift = 2 * k;
         const float d = blocks_f16_to_f32(b->d);
         const float d0 = d * (float)b->scales[2 * un], d1 = d * (float)b->scales[2 * un + 1];
-#pragma unroll
+MM_UNROLL
         for (int l = 0; l < 32; l++) {
             const int qv = (((byte_at(ql, l) >> lshift) & 0xF) | ((byte_at(qh, l) >> hshift) & 3) << 4) - 32;
             v[l] = (l < 16 ? d0 : d1) * (float)qv;
@@ -174,20 +194,20 @@ template <> struct wdec<INFER_TYPE_Q6_K> {
 template <int T> struct is_float_type {
     static constexpr bool value = T == INFER_TYPE_F32 || T == INFER_TYPE_F16 || T == INFER_TYPE_BF16;
 };
-template <int T> static __device__ __forceinline__ float fval(const uint8_t *row, int64_t i) {
+template <int T> static MM_HD float fval(const uint8_t *row, int64_t i) {
     if constexpr (T == INFER_TYPE_F32) return ((const float *)row)[i];
     else if constexpr (T == INFER_TYPE_F16) return blocks_f16_to_f32(((const uint16_t *)row)[i]);
     else return blocks_bf16_to_f32(((const uint16_t *)row)[i]);
 }
 
 /* f16 bits of two floats, the first in the low half (the lower K index, as mma fragments want). */
-static __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
+static MM_HD uint32_t pack_h2(float lo, float hi) {
     return (uint32_t)__half_as_ushort(__float2half_rn(lo)) | (uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16;
 }
 /* 32 values as f16 to a 16-byte aligned address. */
-static __device__ __forceinline__ void store32_h(uint16_t *dst, const float v[32]) {
+static MM_HD void store32_h(uint16_t *dst, const float v[32]) {
     uint4 *d4 = (uint4 *)dst;
-#pragma unroll
+MM_UNROLL
     for (int i = 0; i < 4; i++)
         d4[i] = make_uint4(pack_h2(v[8 * i], v[8 * i + 1]), pack_h2(v[8 * i + 2], v[8 * i + 3]),
                            pack_h2(v[8 * i + 4], v[8 * i + 5]), pack_h2(v[8 * i + 6], v[8 * i + 7]));
@@ -456,11 +476,35 @@ extern "C" void cuda_mm_state_free(struct cuda_mm_state *st) {
     xfree(st);
 }
 
+/* W row -> f16 bits on the host, through the kernels' decoders (tests). */
+template <int T> static void dequant_row_host(const uint8_t *row, int64_t n_in, uint16_t *out) {
+    if constexpr (is_float_type<T>::value) {
+        for (int64_t i = 0; i < n_in; i++) out[i] = __half_as_ushort(__float2half_rn(fval<T>(row, i)));
+    } else {
+        for (int64_t u = 0; u < n_in / 32; u++) {
+            float v[32];
+            wdec<T>::unit(row, u, v);
+            store32_h(out + 32 * u, v);
+        }
+    }
+}
+
 /* The weight types both modes cover; one switch over this list dispatches. */
 #define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q4_K) X(Q5_K) X(Q6_K)
 
 template <int T> static cudaError_t launch_type(const struct mm_args *a, struct cuda_mm_state *st, size_t rb, cudaStream_t s) {
     return st->mode == MM_MODE_CUBLAS ? blas_launch<T>(a, st, rb, s) : mma_launch<T>(a, rb, s);
+}
+
+extern "C" cudaError_t cuda_mm_dequant_row_host(int32_t type, const void *row, int64_t n_in, uint16_t *out) {
+    const struct quant_type *qt = quant_type(type);
+    if (!qt || n_in <= 0 || n_in % qt->blck != 0 || ((uintptr_t)out & 15)) return cudaErrorInvalidValue;
+    switch (type) {
+#define MM_HOST(t) case INFER_TYPE_##t: dequant_row_host<INFER_TYPE_##t>((const uint8_t *)row, n_in, out); return cudaSuccess;
+        MM_TYPES(MM_HOST)
+#undef MM_HOST
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 extern "C" cudaError_t cuda_mm(const struct mm_args *a, struct cuda_mm_state *st, cudaStream_t s) {

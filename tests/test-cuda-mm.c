@@ -80,36 +80,7 @@ static void test_plan(void) {
 
 #ifdef INFER_CUDA
 
-/* ---- host: the launcher refuses what it cannot do, before touching the device ---- */
-
-static void test_refusals(void) {
-    setenv("INFER_MATMUL", "fast", 1);
-    struct cuda_mm_state *st = (struct cuda_mm_state *)1;
-    T_CHECK(cuda_mm_state_create(&st) == cudaErrorInvalidValue && st == NULL, "INFER_MATMUL=fast is refused");
-    unsetenv("INFER_MATMUL"); /* the mma mode allocates nothing on the device */
-    T_CHECK(cuda_mm_state_create(&st) == cudaSuccess && st, "the default mode's state");
-    if (!st) return;
-    static float dummy[4];
-    struct mm_args a = {0};
-    a.type = INFER_TYPE_Q2_K, a.w = dummy, a.x = dummy, a.y = dummy, a.n_in = 256, a.n_out = 1, a.n_tokens = 16;
-    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "an unsupported weight type is refused");
-    a.type = INFER_TYPE_Q4_K, a.n_in = 128;
-    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "a row length off the block size is refused");
-    a.n_in = 256, a.n_tokens = 0;
-    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "zero tokens are refused");
-    a.n_tokens = 16, a.epilogue = MMV_SWIGLU;
-    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "SwiGLU without w2 is refused");
-    a.epilogue = MMV_ADD;
-    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "ADD without add is refused");
-    a.epilogue = 7;
-    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "an unknown epilogue is refused");
-    a.epilogue = MMV_PLAIN, a.n_tokens = 64 * 65536;
-    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "more token tiles than a grid holds are refused");
-    T_CHECK(cuda_mm(&a, NULL, 0) == cudaErrorInvalidValue, "no state is refused");
-    cuda_mm_state_free(st);
-}
-
-/* ---- device cases ---- */
+/* ---- random inputs ---- */
 
 static uint64_t rng = 0x452821E638D01377ull;
 static uint32_t rnd(void) {
@@ -153,6 +124,75 @@ static void random_weights(int32_t type, uint8_t *w, int64_t n_in, int64_t n_out
             }
     }
 }
+
+static const int32_t types[] = {INFER_TYPE_F32, INFER_TYPE_F16, INFER_TYPE_BF16, INFER_TYPE_Q8_0, INFER_TYPE_Q4_0,
+                                INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K};
+
+/* ---- host: mm's W decoders (compiled for the CPU too) give lib/quant.c's values rounded to f16 ---- */
+
+static void test_decoders(void) {
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        const int32_t t = types[i];
+        const int64_t n_in = quant_type(t)->blck == 1 ? 77 : 512, n_rows = 8;
+        const size_t rb = quant_row_bytes(t, n_in);
+        uint8_t *w = malloc(rb * (size_t)n_rows);
+        float *ref = malloc(sizeof(float) * (size_t)n_in);
+        uint16_t *got = aligned_alloc(16, sizeof(uint16_t) * 512);
+        random_weights(t, w, n_in, n_rows);
+        int bad = 0, first = -1;
+        for (int64_t r = 0; r < n_rows; r++) {
+            quant_dequant_row(t, w + rb * (size_t)r, ref, n_in);
+            if (cuda_mm_dequant_row_host(t, w + rb * (size_t)r, n_in, got) != cudaSuccess) {
+                bad++;
+                continue;
+            }
+            for (int64_t c = 0; c < n_in; c++)
+                if (got[c] != quant_f32_to_f16(ref[c])) {
+                    if (first < 0) first = (int)(r * n_in + c);
+                    bad++;
+                }
+        }
+        T_CHECK(bad == 0, "mm decoder %s: %d of %lld values differ from f16(quant_dequant_row) (first at %d)",
+                quant_type(t)->name, bad, (long long)(n_in * n_rows), first);
+        free(w), free(ref), free(got);
+    }
+    uint16_t *out = aligned_alloc(16, 64);
+    static const uint8_t zeros[144];
+    T_CHECK(cuda_mm_dequant_row_host(INFER_TYPE_Q2_K, zeros, 256, out) == cudaErrorInvalidValue,
+            "the host decoder refuses a type mm does not take");
+    free(out);
+}
+
+/* ---- host: the launcher refuses what it cannot do, before touching the device ---- */
+
+static void test_refusals(void) {
+    setenv("INFER_MATMUL", "fast", 1);
+    struct cuda_mm_state *st = (struct cuda_mm_state *)1;
+    T_CHECK(cuda_mm_state_create(&st) == cudaErrorInvalidValue && st == NULL, "INFER_MATMUL=fast is refused");
+    unsetenv("INFER_MATMUL"); /* the mma mode allocates nothing on the device */
+    T_CHECK(cuda_mm_state_create(&st) == cudaSuccess && st, "the default mode's state");
+    if (!st) return;
+    static float dummy[4];
+    struct mm_args a = {0};
+    a.type = INFER_TYPE_Q2_K, a.w = dummy, a.x = dummy, a.y = dummy, a.n_in = 256, a.n_out = 1, a.n_tokens = 16;
+    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "an unsupported weight type is refused");
+    a.type = INFER_TYPE_Q4_K, a.n_in = 128;
+    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "a row length off the block size is refused");
+    a.n_in = 256, a.n_tokens = 0;
+    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "zero tokens are refused");
+    a.n_tokens = 16, a.epilogue = MMV_SWIGLU;
+    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "SwiGLU without w2 is refused");
+    a.epilogue = MMV_ADD;
+    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "ADD without add is refused");
+    a.epilogue = 7;
+    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "an unknown epilogue is refused");
+    a.epilogue = MMV_PLAIN, a.n_tokens = 64 * 65536;
+    T_CHECK(cuda_mm(&a, st, 0) == cudaErrorInvalidValue, "more token tiles than a grid holds are refused");
+    T_CHECK(cuda_mm(&a, NULL, 0) == cudaErrorInvalidValue, "no state is refused");
+    cuda_mm_state_free(st);
+}
+
+/* ---- device cases ---- */
 
 #define CK(x) T_CHECK((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(x))
 
@@ -269,8 +309,6 @@ static void test_device(void) {
     CK(cuda_mm_state_create(&st[1]));
     unsetenv("INFER_MATMUL");
     if (!st[0] || !st[1]) goto done;
-    static const int32_t types[] = {INFER_TYPE_F32, INFER_TYPE_F16, INFER_TYPE_BF16, INFER_TYPE_Q8_0, INFER_TYPE_Q4_0,
-                                    INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         const int32_t t = types[i];
         const int blck = quant_type(t)->blck;
@@ -298,6 +336,7 @@ done:
 int main(void) {
     test_plan();
 #ifdef INFER_CUDA
+    test_decoders();
     test_refusals();
     const char *why = NULL;
     if (device_count(&why) > 0) {
