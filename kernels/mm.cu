@@ -213,16 +213,24 @@ MM_UNROLL
                            pack_h2(v[8 * i + 4], v[8 * i + 5]), pack_h2(v[8 * i + 6], v[8 * i + 7]));
 }
 
-static __device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
+static MM_HD float silu(float v) {
+#ifdef __CUDA_ARCH__
+    return v / (1.0f + __expf(-v));
+#else
+    return v / (1.0f + expf(-v));
+#endif
+}
 
-/* ---- the tensor-core kernel ---- */
+/* ---- the tensor-core kernel ----
+ * Its per-thread steps are __host__ __device__ and take the thread's index, so cuda_mm_emulate_host
+ * can run the same tiling on the CPU with an emulated mma (tests). */
 
 /* Rows m0.. and columns k0.. of W as an MM_BM x MM_BK f16 tile s[row][k]; zeros outside the matrix. */
 template <int T>
-static __device__ __forceinline__ void fill_w(const uint8_t *w, size_t rb, int64_t n_out, int64_t n_in, int64_t m0,
-                                              int64_t k0, uint16_t *s) {
+static MM_HD void fill_w(const uint8_t *w, size_t rb, int64_t n_out, int64_t n_in, int64_t m0, int64_t k0, int tid,
+                         uint16_t *s) {
     if constexpr (is_float_type<T>::value) {
-        for (int i = threadIdx.x; i < MM_BM * MM_BK / 2; i += MM_THREADS) {
+        for (int i = tid; i < MM_BM * MM_BK / 2; i += MM_THREADS) {
             const int m = i / (MM_BK / 2), kp = i % (MM_BK / 2);
             const int64_t r = m0 + m, c = k0 + 2 * kp;
             float v0 = 0.0f, v1 = 0.0f;
@@ -234,13 +242,13 @@ static __device__ __forceinline__ void fill_w(const uint8_t *w, size_t rb, int64
             *(uint32_t *)(s + m * MM_LDK + 2 * kp) = pack_h2(v0, v1);
         }
     } else {
-        const int m = threadIdx.x / (MM_BK / 32), h = threadIdx.x % (MM_BK / 32);
+        const int m = tid / (MM_BK / 32), h = tid % (MM_BK / 32);
         const int64_t r = m0 + m, u = k0 / 32 + h;
         float v[32];
         if (r < n_out && u < n_in / 32) {
             wdec<T>::unit(w + r * rb, u, v);
         } else {
-#pragma unroll
+MM_UNROLL
             for (int i = 0; i < 32; i++) v[i] = 0.0f;
         }
         store32_h(s + m * MM_LDK + 32 * h, v);
@@ -248,9 +256,8 @@ static __device__ __forceinline__ void fill_w(const uint8_t *w, size_t rb, int64
 }
 
 /* Tokens n0.. and columns k0.. of x as an MM_BN x MM_BK f16 tile s[token][k]; zeros outside. */
-static __device__ __forceinline__ void fill_x(const float *x, int64_t n_tokens, int64_t n_in, int64_t n0, int64_t k0,
-                                              uint16_t *s) {
-    for (int i = threadIdx.x; i < MM_BN * MM_BK / 2; i += MM_THREADS) {
+static MM_HD void fill_x(const float *x, int64_t n_tokens, int64_t n_in, int64_t n0, int64_t k0, int tid, uint16_t *s) {
+    for (int i = tid; i < MM_BN * MM_BK / 2; i += MM_THREADS) {
         const int n = i / (MM_BK / 2), kp = i % (MM_BK / 2);
         const int64_t t = n0 + n, c = k0 + 2 * kp;
         float v0 = 0.0f, v1 = 0.0f;
@@ -263,6 +270,43 @@ static __device__ __forceinline__ void fill_x(const float *x, int64_t n_tokens, 
     }
 }
 
+/* mma.sync m16n8k16 fragments (PTX ISA, g = lane / 4, c = lane % 4), 16 values of K starting at
+ * word kw0 = 8 * kk of the shared rows (kw = kw0 + c: the K pair 2c):
+ *   A (16 x 16, row-major = W rows):  a0 (row g, K 2c..2c+1)  a1 (row g+8, 2c..)  a2 (row g, 2c+8..)  a3 (row g+8, 2c+8..)
+ *   B (16 x 8, "col" = x rows):       b0 (token g, K 2c..2c+1)  b1 (token g, 2c+8..)
+ *   C (16 x 8 f32):                   c0 (row g, token 2c)  c1 (g, 2c+1)  c2 (g+8, 2c)  c3 (g+8, 2c+1)
+ * Each register holds the lower K index in its low half. m = the tile's first row + g, n = its first
+ * token + g. */
+static MM_HD void frag_a(const uint32_t *s32, int m, int kw, uint32_t af[4]) {
+    constexpr int LW = MM_LDK / 2; /* words per shared row */
+    af[0] = s32[m * LW + kw], af[1] = s32[(m + 8) * LW + kw], af[2] = s32[m * LW + kw + 4], af[3] = s32[(m + 8) * LW + kw + 4];
+}
+static MM_HD void frag_b(const uint32_t *x32, int n, int kw, uint32_t bf[2]) {
+    constexpr int LW = MM_LDK / 2;
+    bf[0] = x32[n * LW + kw], bf[1] = x32[n * LW + kw + 4];
+}
+
+/* Warp (wm, wn) owns rows 32wm + 16mt (mt < 2) and tokens 32wn + 8nt (nt < 4) of the block's tile. */
+template <bool SWIGLU>
+static MM_HD void store_tile(const struct mm_args &a, const float acc[2][4][4], const float acc2[2][4][4], int64_t m0,
+                             int64_t n0, int wm, int wn, int g, int c) {
+MM_UNROLL
+    for (int mt = 0; mt < 2; mt++)
+MM_UNROLL
+        for (int nt = 0; nt < 4; nt++)
+MM_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int64_t r = m0 + 32 * wm + 16 * mt + g + (e >= 2 ? 8 : 0);
+                const int64_t t = n0 + 32 * wn + 8 * nt + 2 * c + (e & 1);
+                if (r >= a.n_out || t >= a.n_tokens) continue;
+                const int64_t o = t * a.n_out + r;
+                float v = acc[mt][nt][e];
+                if (a.epilogue == MMV_ADD) v += a.add[o]; /* read before the write below: add may be y */
+                if constexpr (SWIGLU) v = silu(v) * acc2[mt][nt][e];
+                a.y[o] = v;
+            }
+}
+
 static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
@@ -270,16 +314,13 @@ static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4]
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* acc[mt][nt] += (16 rows 32wm + 16mt.. of s32) x (8 tokens 32wn + 8nt.. of x32)^T over 16 values at word kw.
- * Fragments (PTX m16n8k16, g = lane / 4, c = lane % 4): A regs = rows g, g+8 at K pairs 2c and 2c+8;
- * B regs = token g at K pairs 2c and 2c+8. */
+/* acc[mt][nt] += W rows (32wm + 16mt + 0..15) x x tokens (32wn + 8nt + 0..7)^T over 16 values at kw. */
 static __device__ __forceinline__ void mma_step(float acc[2][4][4], const uint32_t *s32, const uint32_t b[4][2], int wm,
                                                 int g, int kw) {
-    constexpr int LW = MM_LDK / 2; /* words per shared row */
 #pragma unroll
     for (int mt = 0; mt < 2; mt++) {
-        const int m = 32 * wm + 16 * mt + g;
-        const uint32_t af[4] = {s32[m * LW + kw], s32[(m + 8) * LW + kw], s32[m * LW + kw + 4], s32[(m + 8) * LW + kw + 4]};
+        uint32_t af[4];
+        frag_a(s32, 32 * wm + 16 * mt + g, kw, af);
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) mma_16816(acc[mt][nt], af, b[nt][0], b[nt][1]);
     }
@@ -288,7 +329,7 @@ static __device__ __forceinline__ void mma_step(float acc[2][4][4], const uint32
 template <int T, bool SWIGLU>
 static __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const __grid_constant__ struct mm_args a, const size_t rb) {
     __shared__ __align__(16) uint16_t ws[MM_BM * MM_LDK], xs[MM_BN * MM_LDK], w2s[SWIGLU ? MM_BM * MM_LDK : 8];
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, g = lane / 4, c = lane % 4;
+    const int tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, c = lane % 4;
     const int wm = warp % 2, wn = warp / 2;
     const int64_t m0 = (int64_t)blockIdx.x * MM_BM, n0 = (int64_t)blockIdx.y * MM_BN;
     float acc[2][4][4], acc2[2][4][4];
@@ -301,41 +342,21 @@ static __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const __grid_cons
 
     for (int64_t k0 = 0; k0 < a.n_in; k0 += MM_BK) {
         __syncthreads(); /* the previous step's tiles are consumed */
-        fill_w<T>((const uint8_t *)a.w, rb, a.n_out, a.n_in, m0, k0, ws);
-        if constexpr (SWIGLU) fill_w<T>((const uint8_t *)a.w2, rb, a.n_out, a.n_in, m0, k0, w2s);
-        fill_x(a.x, a.n_tokens, a.n_in, n0, k0, xs);
+        fill_w<T>((const uint8_t *)a.w, rb, a.n_out, a.n_in, m0, k0, tid, ws);
+        if constexpr (SWIGLU) fill_w<T>((const uint8_t *)a.w2, rb, a.n_out, a.n_in, m0, k0, tid, w2s);
+        fill_x(a.x, a.n_tokens, a.n_in, n0, k0, tid, xs);
         __syncthreads();
-        const uint32_t *x32 = (const uint32_t *)xs;
 #pragma unroll
         for (int kk = 0; kk < MM_BK / 16; kk++) {
-            const int kw = 8 * kk + c; /* word of K pair 16kk + 2c */
+            const int kw = 8 * kk + c;
             uint32_t b[4][2];
 #pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                const int n = 32 * wn + 8 * nt + g;
-                b[nt][0] = x32[n * (MM_LDK / 2) + kw], b[nt][1] = x32[n * (MM_LDK / 2) + kw + 4];
-            }
+            for (int nt = 0; nt < 4; nt++) frag_b((const uint32_t *)xs, 32 * wn + 8 * nt + g, kw, b[nt]);
             mma_step(acc, (const uint32_t *)ws, b, wm, g, kw);
             if constexpr (SWIGLU) mma_step(acc2, (const uint32_t *)w2s, b, wm, g, kw);
         }
     }
-
-    /* C fragment e: row g (+8 for e >= 2), token 2c (+1 for odd e) */
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t r = m0 + 32 * wm + 16 * mt + g + (e >= 2 ? 8 : 0);
-                const int64_t t = n0 + 32 * wn + 8 * nt + 2 * c + (e & 1);
-                if (r >= a.n_out || t >= a.n_tokens) continue;
-                const int64_t o = t * a.n_out + r;
-                float v = acc[mt][nt][e];
-                if (a.epilogue == MMV_ADD) v += a.add[o];
-                if constexpr (SWIGLU) v = silu(v) * acc2[mt][nt][e];
-                a.y[o] = v;
-            }
+    store_tile<SWIGLU>(a, acc, acc2, m0, n0, wm, wn, g, c);
 }
 
 template <int T> static cudaError_t mma_launch(const struct mm_args *a, size_t rb, cudaStream_t s) {
@@ -343,6 +364,85 @@ template <int T> static cudaError_t mma_launch(const struct mm_args *a, size_t r
     if (a->epilogue == MMV_SWIGLU) mm_kernel<T, true><<<grid, MM_THREADS, 0, s>>>(*a, rb);
     else mm_kernel<T, false><<<grid, MM_THREADS, 0, s>>>(*a, rb);
     return cudaGetLastError();
+}
+
+/* ---- the same kernel on the CPU (tests) ----
+ * Blocks one after another; per K step every thread fills its share of the tiles, then each warp's
+ * mma_step is emulated from the 32 lanes' fragments as the PTX ISA defines them (element by element,
+ * independently of frag_a / frag_b's word arithmetic), products summed in float. */
+
+static float h2f(uint32_t word, int hi) { return blocks_f16_to_f32((uint16_t)(hi ? word >> 16 : word & 0xFFFF)); }
+
+/* acc[lane] += A B for one m16n8k16 given every lane's A and B registers. */
+static void mma_emulate(float acc[WARP_SIZE][4], const uint32_t af[WARP_SIZE][4], const uint32_t bf[WARP_SIZE][2]) {
+    float A[16][16], B[16][8];
+    for (int lane = 0; lane < WARP_SIZE; lane++) {
+        const int g = lane / 4, c = lane % 4;
+        for (int j = 0; j < 2; j++) {
+            A[g][2 * c + j] = h2f(af[lane][0], j), A[g + 8][2 * c + j] = h2f(af[lane][1], j);
+            A[g][2 * c + 8 + j] = h2f(af[lane][2], j), A[g + 8][2 * c + 8 + j] = h2f(af[lane][3], j);
+            B[2 * c + j][g] = h2f(bf[lane][0], j), B[2 * c + 8 + j][g] = h2f(bf[lane][1], j);
+        }
+    }
+    for (int lane = 0; lane < WARP_SIZE; lane++) {
+        const int g = lane / 4, c = lane % 4;
+        for (int e = 0; e < 4; e++) {
+            const int i = g + (e >= 2 ? 8 : 0), j = 2 * c + (e & 1);
+            float s = 0.0f;
+            for (int k = 0; k < 16; k++) s += A[i][k] * B[k][j];
+            acc[lane][e] += s;
+        }
+    }
+}
+
+template <int T, bool SWIGLU> static void emulate(const struct mm_args &a, size_t rb) {
+    alignas(16) static uint16_t ws[MM_BM * MM_LDK], xs[MM_BN * MM_LDK], w2s[MM_BM * MM_LDK]; /* not reentrant (tests) */
+    static float acc[MM_THREADS][2][4][4], acc2[MM_THREADS][2][4][4];
+    for (int64_t m0 = 0; m0 < a.n_out; m0 += MM_BM)
+        for (int64_t n0 = 0; n0 < a.n_tokens; n0 += MM_BN) {
+            memset(acc, 0, sizeof acc), memset(acc2, 0, sizeof acc2);
+            for (int64_t k0 = 0; k0 < a.n_in; k0 += MM_BK) {
+                for (int tid = 0; tid < MM_THREADS; tid++) {
+                    fill_w<T>((const uint8_t *)a.w, rb, a.n_out, a.n_in, m0, k0, tid, ws);
+                    if (SWIGLU) fill_w<T>((const uint8_t *)a.w2, rb, a.n_out, a.n_in, m0, k0, tid, w2s);
+                    fill_x(a.x, a.n_tokens, a.n_in, n0, k0, tid, xs);
+                }
+                for (int warp = 0; warp < MM_WARPS; warp++) {
+                    const int wm = warp % 2, wn = warp / 2;
+                    for (int kk = 0; kk < MM_BK / 16; kk++) {
+                        uint32_t af[2][2][WARP_SIZE][4], bf[4][WARP_SIZE][2];
+                        for (int lane = 0; lane < WARP_SIZE; lane++) {
+                            const int g = lane / 4, kw = 8 * kk + lane % 4;
+                            for (int nt = 0; nt < 4; nt++) frag_b((const uint32_t *)xs, 32 * wn + 8 * nt + g, kw, bf[nt][lane]);
+                            for (int mt = 0; mt < 2; mt++) {
+                                frag_a((const uint32_t *)ws, 32 * wm + 16 * mt + g, kw, af[0][mt][lane]);
+                                frag_a((const uint32_t *)w2s, 32 * wm + 16 * mt + g, kw, af[1][mt][lane]);
+                            }
+                        }
+                        for (int mt = 0; mt < 2; mt++)
+                            for (int nt = 0; nt < 4; nt++) {
+                                float cw[WARP_SIZE][4], cw2[WARP_SIZE][4];
+                                for (int lane = 0; lane < WARP_SIZE; lane++)
+                                    for (int e = 0; e < 4; e++) {
+                                        cw[lane][e] = acc[warp * WARP_SIZE + lane][mt][nt][e];
+                                        cw2[lane][e] = acc2[warp * WARP_SIZE + lane][mt][nt][e];
+                                    }
+                                mma_emulate(cw, af[0][mt], bf[nt]);
+                                if (SWIGLU) mma_emulate(cw2, af[1][mt], bf[nt]);
+                                for (int lane = 0; lane < WARP_SIZE; lane++)
+                                    for (int e = 0; e < 4; e++) {
+                                        acc[warp * WARP_SIZE + lane][mt][nt][e] = cw[lane][e];
+                                        acc2[warp * WARP_SIZE + lane][mt][nt][e] = cw2[lane][e];
+                                    }
+                            }
+                    }
+                }
+            }
+            for (int tid = 0; tid < MM_THREADS; tid++) {
+                const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
+                store_tile<SWIGLU>(a, acc[tid], acc2[tid], m0, n0, warp % 2, warp / 2, lane / 4, lane % 4);
+            }
+        }
 }
 
 /* ---- the cuBLAS baseline ---- */
@@ -503,6 +603,22 @@ extern "C" cudaError_t cuda_mm_dequant_row_host(int32_t type, const void *row, i
 #define MM_HOST(t) case INFER_TYPE_##t: dequant_row_host<INFER_TYPE_##t>((const uint8_t *)row, n_in, out); return cudaSuccess;
         MM_TYPES(MM_HOST)
 #undef MM_HOST
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t cuda_mm_emulate_host(const struct mm_args *a) {
+    const struct quant_type *qt = quant_type(a->type);
+    if (!qt || a->n_in <= 0 || a->n_out <= 0 || a->n_tokens < 1 || a->n_in % qt->blck != 0 || a->epilogue < MMV_PLAIN ||
+        a->epilogue > MMV_SWIGLU || (a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add))
+        return cudaErrorInvalidValue;
+    const size_t rb = quant_row_bytes(a->type, a->n_in);
+    const bool sw = a->epilogue == MMV_SWIGLU;
+    switch (a->type) {
+#define MM_EMU(t)                                                                                            \
+    case INFER_TYPE_##t: sw ? emulate<INFER_TYPE_##t, true>(*a, rb) : emulate<INFER_TYPE_##t, false>(*a, rb); return cudaSuccess;
+        MM_TYPES(MM_EMU)
+#undef MM_EMU
     default: return cudaErrorInvalidValue;
     }
 }

@@ -236,6 +236,70 @@ static void reference(int32_t type, const uint8_t *w, const uint8_t *w2, const f
 
 static double silu_d(double v) { return v / (1.0 + exp(-v)); }
 
+/* y against the reference within the per-output bound and the relative L2 bound (header). */
+static void check_output(const struct refs *r, const float *y, const float *add, int64_t n_in, int64_t n_out, int64_t nt,
+                         int epilogue, int alias, const char *what, int32_t type) {
+    const size_t yn = (size_t)(nt * n_out);
+    int bad = 0;
+    double worst = 0, num = 0, den = 0;
+    int64_t worst_at = 0;
+    for (size_t i = 0; i < yn; i++) {
+        double ref = r->s[i], tol = r->e[i];
+        if (epilogue == MMV_ADD) ref += add[i], tol += 1e-6 * fabs(ref);
+        if (epilogue == MMV_SWIGLU) {
+            const double g = r->s[i], u = r->s2[i];
+            ref = silu_d(g) * u;
+            tol = 1.1 * r->e[i] * (fabs(u) + r->e2[i]) + fabs(silu_d(g)) * r->e2[i] + 1e-4 * fabs(ref);
+        }
+        const double err = fabs((double)y[i] - ref);
+        if (!(err <= tol)) bad++;
+        if (!(err <= worst * tol)) worst = err / tol, worst_at = (int64_t)i;
+        num += (y[i] - ref) * (y[i] - ref), den += ref * ref;
+    }
+    const double rel = sqrt(num / (den > 0 ? den : 1e-300));
+    T_CHECK(bad == 0 && rel <= 2e-3,
+            "mm %s %s %lld x %lld, %lld tokens, epilogue %d%s: %d of %zu outputs off their bound (worst %.3g x at "
+            "token %lld row %lld), relative L2 %.3g (bound 2e-3)",
+            what, quant_type(type)->name, (long long)n_in, (long long)n_out, (long long)nt, epilogue,
+            alias ? " (add = y)" : "", bad, yn, worst, (long long)(worst_at / n_out), (long long)(worst_at % n_out), rel);
+}
+
+/* The tensor-core kernel's tiling run on the CPU (cuda_mm_emulate_host): every index of the kernel
+ * except the hardware mma itself, checked without a device. */
+static void emulate_case(int32_t type, int64_t n_in, int64_t n_out, int64_t nt, int epilogue, int alias) {
+    const size_t rb = quant_row_bytes(type, n_in), xn = (size_t)(nt * n_in), yn = (size_t)(nt * n_out);
+    uint8_t *w = malloc(rb * (size_t)n_out), *w2 = malloc(rb * (size_t)n_out);
+    float *x = malloc(sizeof(float) * xn), *add = malloc(sizeof(float) * yn), *y = malloc(sizeof(float) * yn);
+    random_weights(type, w, n_in, n_out);
+    random_weights(type, w2, n_in, n_out);
+    for (size_t i = 0; i < xn; i++) x[i] = frand(-2, 2) * (i % 97 == 0 ? 20.0f : 1.0f);
+    for (size_t i = 0; i < yn; i++) add[i] = frand(-1, 1);
+    struct refs r;
+    reference(type, w, w2, x, n_in, n_out, nt, epilogue == MMV_SWIGLU, &r);
+    if (alias) memcpy(y, add, sizeof(float) * yn);
+    else memset(y, 0xFF, sizeof(float) * yn);
+    struct mm_args a = {0};
+    a.type = type, a.w = w, a.w2 = epilogue == MMV_SWIGLU ? w2 : NULL, a.n_in = n_in, a.n_out = n_out, a.n_tokens = nt;
+    a.x = x, a.y = y, a.add = epilogue == MMV_ADD ? (alias ? y : add) : NULL, a.epilogue = epilogue;
+    T_CHECK(cuda_mm_emulate_host(&a) == cudaSuccess, "emulate %s", quant_type(type)->name);
+    check_output(&r, y, add, n_in, n_out, nt, epilogue, alias, "mma emulated on the CPU", type);
+    free(w), free(w2), free(x), free(add), free(y);
+    free(r.s), free(r.s2), free(r.e), free(r.e2);
+}
+
+static void test_emulated(void) {
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        const int32_t t = types[i];
+        const int blck = quant_type(t)->blck;
+        const int64_t k1 = blck == 256 ? 256 : blck == 32 ? 96 : 95;
+        emulate_case(t, k1, 67, 9, MMV_PLAIN, 0);
+        emulate_case(t, blck == 1 ? 255 : 512, 130, 70, MMV_ADD, 1);
+        emulate_case(t, blck == 1 ? 769 : blck == 32 ? 800 : 768, 67, 33, MMV_SWIGLU, 0);
+        emulate_case(t, blck == 1 ? 129 : 256, 64, 64, MMV_ADD, 0);
+        if (blck == 1) emulate_case(t, 1, 5, 3, MMV_SWIGLU, 0);
+    }
+}
+
 static const char *mode_name[2] = {"mma", "cublas"};
 
 static void run_case(struct cuda_mm_state *const st[2], int32_t type, int64_t n_in, int64_t n_out, int64_t nt,
@@ -273,28 +337,7 @@ static void run_case(struct cuda_mm_state *const st[2], int32_t type, int64_t n_
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(y, dy, sizeof(float) * yn, cudaMemcpyDeviceToHost));
 
-        int bad = 0;
-        double worst = 0, num = 0, den = 0;
-        int64_t worst_at = 0;
-        for (size_t i = 0; i < yn; i++) {
-            double ref = r.s[i], tol = r.e[i];
-            if (epilogue == MMV_ADD) ref += add[i], tol += 1e-6 * fabs(ref);
-            if (epilogue == MMV_SWIGLU) {
-                const double g = r.s[i], u = r.s2[i];
-                ref = silu_d(g) * u;
-                tol = 1.1 * r.e[i] * (fabs(u) + r.e2[i]) + fabs(silu_d(g)) * r.e2[i] + 1e-4 * fabs(ref);
-            }
-            const double err = fabs((double)y[i] - ref);
-            if (!(err <= tol)) bad++;
-            if (!(err <= worst * tol)) worst = err / tol, worst_at = (int64_t)i;
-            num += (y[i] - ref) * (y[i] - ref), den += ref * ref;
-        }
-        const double rel = sqrt(num / (den > 0 ? den : 1e-300));
-        T_CHECK(bad == 0 && rel <= 2e-3,
-                "mm %s %s %lld x %lld, %lld tokens, epilogue %d%s: %d of %zu outputs off their bound (worst %.3g x at "
-                "token %lld row %lld), relative L2 %.3g (bound 2e-3)",
-                mode_name[mode], quant_type(type)->name, (long long)n_in, (long long)n_out, (long long)nt, epilogue,
-                alias ? " (add = y)" : "", bad, yn, worst, (long long)(worst_at / n_out), (long long)(worst_at % n_out), rel);
+        check_output(&r, y, add, n_in, n_out, nt, epilogue, alias, mode_name[mode], type);
     }
     cudaFree(dw), cudaFree(dw2), cudaFree(dx), cudaFree(dy), cudaFree(dadd);
     free(w), free(w2), free(x), free(add), free(y);
@@ -337,6 +380,7 @@ int main(void) {
     test_plan();
 #ifdef INFER_CUDA
     test_decoders();
+    test_emulated();
     test_refusals();
     const char *why = NULL;
     if (device_count(&why) > 0) {
