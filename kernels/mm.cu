@@ -31,8 +31,13 @@
  * and summed in f32: relative error ~2^-11 per term (test-cuda-mm states the bound). Activations
  * beyond the f16 range (|x| > 65504) become Inf; BF16 weights below 2^-24 in magnitude flush to 0.
  * Neither mode allocates, syncs or reads host memory per call (graph-capturable).
+ *
+ * Written without a device, so the code is built to be checked on the CPU: the W decoders and the
+ * kernel's per-thread steps (tile fills, fragment loads, epilogue) are __host__ __device__, and two
+ * host entry points run them for tests: cuda_mm_dequant_row_host (decoders vs lib/quant.c, bit for
+ * bit) and cuda_mm_emulate_host (the whole tiling, mma.sync emulated from the PTX fragment layout).
  * note: the mma kernel has no software pipelining yet (decode, sync, mma per step); it is the first
- * version, written without a device: bench-ops compares it with the cuBLAS mode.
+ * version: bench-ops -o mm compares it with the cuBLAS mode.
  */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>

@@ -14,9 +14,12 @@
  * by chance), with the SwiGLU product's error propagated (|silu'| <= 1.1) and 1e-4 |ref| for __expf.
  * The typical error is far smaller: rounding errors are independent, so the relative L2 error over
  * an output is ~sqrt(2) * 2^-11 / sqrt(3) ~ 4e-4; it is checked against 2e-3.
- * The host chunk planner of the cuBLAS mode (mm_plan_chunks, kernels.h) and the launcher's argument
- * checks run everywhere. Without a device the GPU groups print SKIP (no CUDA device) and the binary
- * exits 77 once the host checks have passed.
+ * Host groups, run everywhere (no device needed): the cuBLAS mode's chunk planner (mm_plan_chunks,
+ * kernels.h: hand-worked plans and invariants over a sweep); mm's W decoders compiled for the CPU
+ * against f16(quant_dequant_row), bit for bit; the tensor-core kernel's tiling emulated on the CPU
+ * (cuda_mm_emulate_host) against the same reference and bounds, for every type, tails and
+ * epilogue; the launcher's refusals. Without a device the GPU groups print SKIP (no CUDA device)
+ * and the binary exits 77 once the host groups have passed (1 if one failed).
  */
 #include <math.h>
 #include <stdint.h>
@@ -192,7 +195,7 @@ static void test_refusals(void) {
     cuda_mm_state_free(st);
 }
 
-/* ---- device cases ---- */
+/* ---- the reference, the bounds, the CPU emulation; then the device cases ---- */
 
 #define CK(x) T_CHECK((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(x))
 
