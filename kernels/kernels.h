@@ -329,8 +329,11 @@ cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t s);
 cudaError_t cuda_gdn(const struct gdn_args *a, cudaStream_t s);
 cudaError_t cuda_moe_route(const struct moe_route_args *a, cudaStream_t s);
 cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s);
-/* mm keeps a state per backend: its mode, the cuBLAS handle, workspace and dequantisation scratch,
- * all allocated here so cuda_mm itself allocates nothing and never syncs (graph-capturable). */
+/* mm keeps a state per backend, made on the backend's device: its mode from env INFER_MATMUL (unset
+ * or "mma": nothing on the device; "cublas": a cuBLAS handle, a 32 MiB cuBLAS workspace and the
+ * MM_SCRATCH_BYTES scratch; anything else: cudaErrorInvalidValue), all allocated here so cuda_mm
+ * itself allocates nothing and never syncs (graph-capturable). cuda_mm returns cudaErrorInvalidValue
+ * for an unsupported type or shape. */
 struct cuda_mm_state;
 cudaError_t cuda_mm_state_create(struct cuda_mm_state **out);
 void cuda_mm_state_free(struct cuda_mm_state *s);
