@@ -4,7 +4,8 @@
  * Every weight type, the three epilogues (MMV_ADD both with add aliasing y and apart), shapes with
  * tails: n_out 67 / 130 / 200 / 4096 against 64-row tiles, n_tokens 9 / 33 / 64 / 130 / 512 against
  * 64-token tiles, n_in from one block to 4096 (32-value types with an odd number of units, a half
- * K step; float types with odd n_in and n_in = 1). Outputs start as NaN.
+ * K step; float types with odd n_in and n_in = 1), and shapes the cuBLAS mode must split into two
+ * row chunks (4096 x 9000) or two token chunks (8192 x 67, 2100 tokens). Outputs start as NaN.
  * Reference: W dequantised by lib/quant.c (bit-exact with llama.cpp) times the f32 x, in float64.
  * Bounds: both modes round x (and float W; quantised W after dequantisation) to f16 and sum exact
  * f16 x f16 products in f32. Per product the relative error is <= 2u + u^2 with u = 2^-11 (9.8e-4),
@@ -64,6 +65,12 @@ static void test_plan(void) {
                 c.w_off == 31522816,
             "plan 18944 x 4096, 2048 tokens, swiglu: %lld tokens, %lld rows, w at %zu", (long long)c.tokens,
             (long long)c.rows, c.w_off);
+    /* the shapes test_device uses to split W rows, then x tokens */
+    T_CHECK(mm_plan_chunks(4096, 9000, 9, 1, MM_SCRATCH_BYTES, &c) && c.tokens == 9 && c.rows > 4500 && c.rows < 9000 &&
+                mm_plan_chunks(4096, 9000, 9, 0, MM_SCRATCH_BYTES, &c) && c.rows > 4500 && c.rows < 9000,
+            "plan 4096 x 9000, 9 tokens: two row chunks (%lld rows)", (long long)c.rows);
+    T_CHECK(mm_plan_chunks(8192, 67, 2100, 0, MM_SCRATCH_BYTES, &c) && c.tokens == 1984 && c.rows == 67,
+            "plan 8192 x 67, 2100 tokens: two token chunks (%lld tokens)", (long long)c.tokens);
     T_CHECK(!mm_plan_chunks(20000000, 16, 16, 0, MM_SCRATCH_BYTES, &c) && c.tokens == 0,
             "a row longer than half the scratch has no plan");
     T_CHECK(!mm_plan_chunks(4096, 16, 16, 0, 512, &c), "a scratch below the alignment slack has no plan");
@@ -371,6 +378,11 @@ static void test_device(void) {
         run_case(st, t, k1280, 200, 64, MMV_SWIGLU, 0);    /* exactly one token tile */
         if (blck == 1) run_case(st, t, 1, 67, 9, MMV_ADD, 0); /* a row of one value */
     }
+    /* the cuBLAS mode's chunking (test_plan checks these shapes do split): W in two row chunks with
+     * SwiGLU, x in two token chunks with the residual in place */
+    run_case(st, INFER_TYPE_Q4_K, 4096, 9000, 9, MMV_SWIGLU, 0);
+    run_case(st, INFER_TYPE_F16, 4096, 9000, 9, MMV_PLAIN, 0);
+    run_case(st, INFER_TYPE_Q8_0, 8192, 67, 2100, MMV_ADD, 1);
 done:
     cuda_mm_state_free(st[0]);
     cuda_mm_state_free(st[1]);
