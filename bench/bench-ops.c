@@ -4,7 +4,8 @@
  * here, in this run. Then each op and variant at real model shapes: median µs over many replays
  * (CUDA events; inputs rotated across enough copies to defeat the 50 MB L2), GB/s from <op>_cost(),
  * and % of the copy bandwidth. Never part of `make test`.
- *   bench-ops [-o mmv] [-t TYPE] [-r REPEATS]
+ * mm (prefill, compute-bound) reports TFLOPS for both cuda_mm modes instead.
+ *   bench-ops [-o mmv|mm|mmv,mm] [-t TYPE] [-r REPEATS]
  */
 #include <math.h>
 #include <stdint.h>
@@ -161,6 +162,75 @@ static void bench_mmv(double bw, int repeats, int32_t only_type) {
     }
 }
 
+/* mm (prefill): both modes of cuda_mm (INFER_MATMUL=mma, the tensor-core kernel; =cublas, the
+ * dequantise + cublasGemmEx baseline) at 8B shapes; compute-bound, so the figure is TFLOPS. */
+static void bench_mm(int repeats, int32_t only_type) {
+    static const int32_t types[] = {INFER_TYPE_Q4_K, INFER_TYPE_Q6_K, INFER_TYPE_Q8_0, INFER_TYPE_IQ4_XS, INFER_TYPE_F16};
+    static const struct shape shapes[] = {{"8B attn_q", 4096, 4096}, {"8B ffn_up", 4096, 14336}, {"8B ffn_down", 14336, 4096}};
+    static const int tokens[] = {64, 512};
+    static const char *modes[] = {"mma", "cublas"};
+    struct cuda_mm_state *st[2];
+    for (int m = 0; m < 2; m++) {
+        setenv("INFER_MATMUL", modes[m], 1);
+        CK(cuda_mm_state_create(&st[m]));
+    }
+    unsetenv("INFER_MATMUL");
+    const int reps = repeats / 10 > 3 ? repeats / 10 : 3;
+    printf("\n| op | mode | type | shape | n_in x n_out | tokens | us | TFLOPS |\n|---|---|---|---|---|---|---|---|\n");
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            const int32_t type = types[ti];
+            const struct shape sh = shapes[si];
+            if (only_type >= 0 && type != only_type) continue;
+            const size_t wbytes = quant_row_bytes(type, sh.n_in) * (size_t)sh.n_out;
+            uint8_t *hw = malloc(wbytes), *dw;
+            fill_random_weights(type, hw, sh.n_in, sh.n_out);
+            CK(cudaMalloc((void **)&dw, wbytes));
+            CK(cudaMemcpy(dw, hw, wbytes, cudaMemcpyHostToDevice));
+            free(hw);
+            float *dx, *dy;
+            CK(cudaMalloc((void **)&dx, sizeof(float) * (size_t)sh.n_in * 512));
+            CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)sh.n_out * 512));
+            CK(cudaMemset(dx, 0, sizeof(float) * (size_t)sh.n_in * 512));
+            for (size_t k = 0; k < sizeof tokens / sizeof *tokens; k++)
+                for (int m = 0; m < 2; m++) {
+                    struct mm_args a = {0};
+                    a.type = type, a.w = dw, a.n_in = sh.n_in, a.n_out = sh.n_out, a.n_tokens = tokens[k];
+                    a.x = dx, a.y = dy, a.epilogue = MMV_PLAIN;
+                    float ms[5];
+                    for (int g = -1; g < 5; g++) {
+                        CK(cudaEventRecord(e0, 0));
+                        for (int it = 0; it < reps; it++) CK(cuda_mm(&a, st[m], 0));
+                        CK(cudaEventRecord(e1, 0));
+                        CK(cudaEventSynchronize(e1));
+                        if (g >= 0) ms[g] = time_ms(e0, e1) / (float)reps;
+                    }
+                    qsort(ms, 5, sizeof(float), cmp_float);
+                    const double us = ms[2] * 1e3, flops = 2.0 * (double)sh.n_in * (double)sh.n_out * tokens[k];
+                    printf("| mm | %s | %s | %s | %lld x %lld | %d | %.1f | %.1f |\n", modes[m], quant_type(type)->name,
+                           sh.what, (long long)sh.n_in, (long long)sh.n_out, tokens[k], us, flops / us / 1e6);
+                    fflush(stdout);
+                }
+            CK(cudaFree(dw));
+            CK(cudaFree(dx));
+            CK(cudaFree(dy));
+        }
+    }
+    cuda_mm_state_free(st[0]);
+    cuda_mm_state_free(st[1]);
+}
+
+/* ops is a comma-separated list: "mmv", "mm", "mmv,mm" */
+static int has_op(const char *ops, const char *op) {
+    const size_t n = strlen(op);
+    for (const char *p = ops; (p = strstr(p, op)) != NULL; p += n)
+        if ((p == ops || p[-1] == ',') && (p[n] == '\0' || p[n] == ',')) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int repeats = 100;
     const char *ops = "mmv";
@@ -175,7 +245,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench-ops [-o mmv] [-t TYPE] [-r REPEATS]\n");
+            fprintf(stderr, "usage: bench-ops [-o mmv|mm|mmv,mm] [-t TYPE] [-r REPEATS]\n");
             return 2;
         }
     }
@@ -190,7 +260,8 @@ int main(int argc, char **argv) {
     if (device_describe(0, name, sizeof name, &mem) != INFER_OK) return 1;
     const double bw = copy_bandwidth();
     printf("device: %s, %.1f GiB; copy bandwidth (read + write): %.0f GB/s\n\n", name, (double)mem / (1 << 30), bw);
-    if (strstr(ops, "mmv")) bench_mmv(bw, repeats, only_type);
+    if (has_op(ops, "mmv")) bench_mmv(bw, repeats, only_type);
+    if (has_op(ops, "mm")) bench_mm(repeats, only_type);
     return 0;
 }
 #endif

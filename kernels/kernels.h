@@ -96,6 +96,41 @@ struct mm_args {
     int32_t variant;
 };
 
+/* CUDA mm (kernels/mm.cu) has two modes, chosen once per cuda_mm_state from env INFER_MATMUL:
+ * "mma" (or unset), the tensor-core kernel, and "cublas", the baseline that dequantises W to f16 in
+ * row chunks and x to f16 in token chunks inside one fixed scratch, then runs cublasGemmEx. The
+ * scratch is [x f16: tokens * n_in][W f16: rows * n_in][SwiGLU up product f32: rows * tokens], each
+ * part MM_SCRATCH_ALIGN-aligned; mm_plan_chunks picks the chunk sizes (0: the row does not fit). */
+#define MM_SCRATCH_BYTES ((size_t)64 << 20)
+enum { MM_SCRATCH_ALIGN = 256, MM_CHUNK_ALIGN = 64 };
+struct mm_chunks {
+    int64_t tokens, rows;   /* per chunk; the last chunk may be shorter */
+    size_t w_off, t_off;    /* byte offsets of the W and SwiGLU parts in the scratch */
+};
+static inline INFER_HD size_t mm_align_up(size_t n) { return (n + MM_SCRATCH_ALIGN - 1) & ~(size_t)(MM_SCRATCH_ALIGN - 1); }
+/* Half the scratch holds x (whole token multiples of MM_CHUNK_ALIGN when it cannot hold all of it),
+ * W rows take the rest (multiples of MM_CHUNK_ALIGN unless all rows fit), minus the SwiGLU part. */
+static inline INFER_HD int mm_plan_chunks(int64_t n_in, int64_t n_out, int64_t n_tokens, int swiglu, size_t scratch,
+                                          struct mm_chunks *c) {
+    c->tokens = c->rows = 0, c->w_off = c->t_off = 0;
+    if (n_in < 1 || n_out < 1 || n_tokens < 1 || scratch < 4 * (size_t)MM_SCRATCH_ALIGN) return 0;
+    const size_t avail = scratch - 4 * (size_t)MM_SCRATCH_ALIGN; /* room for the three parts' alignment */
+    int64_t t = (int64_t)(avail / 2 / (2 * (size_t)n_in));
+    if (t >= n_tokens) t = n_tokens;
+    else if (t >= MM_CHUNK_ALIGN) t -= t % MM_CHUNK_ALIGN;
+    if (t < 1) return 0;
+    const size_t xbytes = mm_align_up((size_t)t * (size_t)n_in * 2);
+    if (xbytes >= avail) return 0;
+    const size_t per_row = 2 * (size_t)n_in + (swiglu ? 4 * (size_t)t : 0);
+    int64_t r = (int64_t)((avail - xbytes) / per_row);
+    if (r >= n_out) r = n_out;
+    else if (r >= MM_CHUNK_ALIGN) r -= r % MM_CHUNK_ALIGN;
+    if (r < 1) return 0;
+    c->tokens = t, c->rows = r;
+    c->w_off = xbytes, c->t_off = xbytes + mm_align_up((size_t)r * (size_t)n_in * 2);
+    return 1;
+}
+
 /* ---- norm: RMSNorm  y = x / sqrt(mean(x^2) + eps) * w  (w NULL: no weight)
  * gated (gate not NULL, the GDN output norm): y = RMSNorm(x) * w * silu(gate), gate rows gate_stride
  * floats apart (llama.cpp build_norm_gated: norm, weight multiply, then the SiLU product). ---- */
@@ -317,6 +352,20 @@ cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t s);
 cudaError_t cuda_gdn(const struct gdn_args *a, cudaStream_t s);
 cudaError_t cuda_moe_route(const struct moe_route_args *a, cudaStream_t s);
 cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s);
+/* mm keeps a state per backend, made on the backend's device: its mode from env INFER_MATMUL (unset
+ * or "mma": nothing on the device; "cublas": a cuBLAS handle, a 32 MiB cuBLAS workspace and the
+ * MM_SCRATCH_BYTES scratch; anything else: cudaErrorInvalidValue), all allocated here so cuda_mm
+ * itself allocates nothing and never syncs (graph-capturable). cuda_mm returns cudaErrorInvalidValue
+ * for an unsupported type or shape. */
+struct cuda_mm_state;
+cudaError_t cuda_mm_state_create(struct cuda_mm_state **out);
+void cuda_mm_state_free(struct cuda_mm_state *s);
+cudaError_t cuda_mm(const struct mm_args *a, struct cuda_mm_state *st, cudaStream_t s);
+/* Tests: one W row to f16 bits through mm's own decoders compiled for the host (out 16-byte aligned). */
+cudaError_t cuda_mm_dequant_row_host(int32_t type, const void *row, int64_t n_in, uint16_t *out);
+/* Tests: the mma kernel's tiling run on the CPU, mma.sync emulated from the PTX fragment layout; all
+ * pointers in a are host memory. Slow; not reentrant. */
+cudaError_t cuda_mm_emulate_host(const struct mm_args *a);
 #endif
 
 #ifdef __cplusplus
