@@ -29,6 +29,7 @@ struct backend_cuda {
     int graphs;            /* 0: run() never captures */
     cudaGraphExec_t exec;  /* the last captured graph, or NULL */
     uint64_t exec_key;
+    struct cuda_mm_state *mm; /* the prefill matmul's mode (INFER_MATMUL) and its cuBLAS handle / scratch */
 };
 
 static struct backend_cuda *backend_cuda_of(struct infer_backend *b) { return b->impl; }
@@ -41,6 +42,7 @@ static void backend_cuda_destroy(struct infer_backend *b) {
         if (e == cudaSuccess) e = cudaStreamDestroy(c->stream);
         if (e != cudaSuccess) infer_log(INFER_LOG_WARN, "cuda backend: destroying the stream: %s", cudaGetErrorString(e));
     }
+    cuda_mm_state_free(c->mm);
     xfree(c);
 }
 
@@ -160,6 +162,11 @@ static infer_status backend_cuda_status(cudaError_t e, const char *op) {
     static infer_status backend_cuda_##op(struct infer_backend *b, const struct T *a) {                      \
         return backend_cuda_status(cuda_##op(a, backend_cuda_of(b)->stream), #op);                           \
     }
+static infer_status backend_cuda_mm(struct infer_backend *b, const struct mm_args *a) {
+    struct backend_cuda *c = backend_cuda_of(b);
+    return backend_cuda_status(cuda_mm(a, c->mm, c->stream), "mm");
+}
+
 BACKEND_CUDA_OP(quantize, quantize_args)
 BACKEND_CUDA_OP(mmv, mmv_args)
 BACKEND_CUDA_OP(norm, norm_args)
@@ -190,6 +197,7 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .mmv_act_type = mmv_act_type_cuda,
     .quantize = backend_cuda_quantize,
     .mmv = backend_cuda_mmv,
+    .mm = backend_cuda_mm,
     .norm = backend_cuda_norm,
     .rope = backend_cuda_rope,
     .act = backend_cuda_act,
@@ -219,11 +227,20 @@ infer_status backend_cuda_create(int device, struct infer_backend **out) {
     c->graphs = !(graphs && !strcmp(graphs, "0"));
     CU_TRY(cudaSetDevice(device));
     CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    const cudaError_t mm_err = cuda_mm_state_create(&c->mm); /* after cudaSetDevice: cuBLAS mode allocates there */
+    if (mm_err == cudaErrorInvalidValue) {
+        const char *mode = getenv("INFER_MATMUL");
+        st = infer_fail(INFER_E_ARG, "cuda backend: INFER_MATMUL=%s: expected mma or cublas", mode ? mode : "");
+        goto fail;
+    }
+    CU_TRY(mm_err);
     c->base.ops = &backend_cuda_ops;
     c->base.impl = c;
     *out = &c->base;
     return INFER_OK;
 fail:
+    cuda_mm_state_free(c->mm);
+    if (c->stream) cudaStreamDestroy(c->stream);
     cudaGetLastError();
     xfree(c);
     return st;
