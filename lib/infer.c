@@ -1,7 +1,8 @@
 /* infer: the public model API (include/infer.h) over gguf + model.
  *
  * infer_model_load = gguf_open (validate the container) + model_bind (the architecture's tensors,
- * shapes and types) + optionally a NaN/Inf scan of the data. Progress is reported at the start, after
+ * shapes and types) + optionally a NaN/Inf scan of the data + with n_gpu_layers the upload of every
+ * weight to CUDA device 0 (model_upload.c). Progress is reported at the start, after
  * binding, while scanning (by bytes) and at the end; a nonzero return from the callback cancels.
  */
 #include <inttypes.h>
@@ -81,7 +82,8 @@ static infer_status infer_check_tensors(const struct infer_model *m, const infer
                               blocky ? "scale" : "value", blocky ? "block" : "element", bad);
         }
         done += t->nbytes;
-        infer_status st = infer_progress(p, 0.1f + (p->n_gpu_layers ? 0.05f : 0.85f) * (total ? (float)((double)done / (double)total) : 1.0f));
+        const float span = p->n_gpu_layers ? 0.05f : 0.85f; /* the upload takes 0.15 .. 0.95 */
+        infer_status st = infer_progress(p, 0.1f + span * (total ? (float)((double)done / (double)total) : 1.0f));
         if (st != INFER_OK) return st;
     }
     return INFER_OK;
