@@ -200,20 +200,33 @@ struct gdn_args {
 };
 struct op_cost gdn_cost(const struct gdn_args *a);
 
-/* ---- attn: softmax(scale * q k^T) v over an f16 KV cache, GQA (head h reads kv head
- * h / (n_head / n_head_kv)), causal: query t sees cells 0..pos[t] (cell j holds position j). ---- */
+/* ---- attn: softmax(scale * q k^T) v over a KV cache of f16 or Q8_0 cells, GQA (head h reads kv head
+ * h / (n_head / n_head_kv)), causal: query t sees cells 0..pos[t] (cell j holds position j).
+ * Cells: value i of kv head g in cell j is element j * kv_stride + g * head_dim + i of k (v) read as a
+ * row of kv_type: f16 halves, or Q8_0 blocks of 32 (element e in block e / 32, so kv_stride and
+ * head_dim must be multiples of 32; a head is head_dim / 32 whole blocks). Strides count values,
+ * never bytes: kv_cell_bytes() converts.
+ * Q8_0 scores: the CPU rounds each q head row to Q8_0 and takes the integer block dots, like llama.cpp's
+ * CPU flash attention (ggml_vec_dot_q8_0_q8_0); CUDA dequantises K and keeps q in f32 (like llama.cpp's
+ * CUDA tile kernels). V is dequantised exactly (q * d) on both; the accumulation is f32. ---- */
 struct attn_args {
     const float *q;      /* (n_tokens, n_head, head_dim), rows q_stride floats apart */
-    const uint16_t *k;   /* (n_kv, n_head_kv, head_dim) f16, cells kv_stride halves apart */
-    const uint16_t *v;   /* (n_kv, n_head_kv, head_dim) f16, same strides */
+    const void *k;       /* (n_kv, n_head_kv, head_dim) cells of kv_type, cells kv_stride values apart */
+    const void *v;       /* (n_kv, n_head_kv, head_dim), same type and strides */
     float *out;          /* (n_tokens, n_head, head_dim), rows out_stride floats apart */
     const int32_t *pos;  /* (n_tokens), each < n_kv */
     int32_t n_tokens, n_head, n_head_kv, head_dim, n_kv;
-    int64_t q_stride, kv_stride, out_stride;
+    int64_t q_stride, kv_stride, out_stride; /* floats, values (of kv_type), floats */
     float scale;
     float *scratch;      /* CUDA split-K partials, attn_scratch_floats(a) floats; NULL: no split (CPU ignores) */
     int32_t variant;     /* ATTN_* (CUDA; the CPU ignores it) */
+    int32_t kv_type;     /* INFER_TYPE_F16 | INFER_TYPE_Q8_0: the cells' type */
 };
+
+/* Bytes of n values of KV cells of type t (n a multiple of 32 for Q8_0); 0 for a type KV cells never have. */
+static inline INFER_HD size_t kv_cell_bytes(int32_t t, int64_t n) {
+    return t == INFER_TYPE_F16 ? (size_t)n * 2 : t == INFER_TYPE_Q8_0 ? (size_t)(n / 32) * 34 : 0;
+}
 
 /* CUDA attention variants: ATTN_AUTO (0) picks; ATTN_SIMT is the CUDA-core kernel (decode split-K and
  * prefill); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split). */
@@ -270,13 +283,17 @@ struct embed_args {
     float *y;            /* (n_tokens, n_embd) packed */
 };
 
-/* ---- kv_store: cells[pos[t]] = f16(x[t]) for the n_tokens rows of one sequence (KV cache writes) ---- */
+/* ---- kv_store: cells[pos[t]] = x[t] rounded to the cells' type, for the n_tokens rows of one sequence
+ * (KV cache writes). F16: nearest-even halves. Q8_0: per block of 32, d = amax / 127, q = roundf(x / d)
+ * through the f32 reciprocal, d stored as f16 (ggml's quantize_row_q8_0_ref); row must be a multiple of
+ * 32 and cell_stride too. ---- */
 struct kv_store_args {
     const float *x;      /* (n_tokens, row), rows x_stride floats apart */
-    uint16_t *cells;     /* the sequence's first cell; cells cell_stride halves apart */
+    void *cells;         /* the sequence's first cell; cells cell_stride values (of type) apart */
     const int32_t *pos;  /* (n_tokens) cell of each row */
     int64_t row, x_stride, cell_stride;
     int32_t n_tokens;
+    int32_t type;        /* INFER_TYPE_F16 | INFER_TYPE_Q8_0 */
 };
 
 /* CUDA launchers (kernels/<op>.cu). The CPU twins are declared in lib/cpu/cpu.h. */

@@ -28,6 +28,8 @@ void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs)
 void ref_norm(const struct norm_args *a, double *y);
 void ref_rope(const struct rope_args *a, const float *x_in, double *y);
 void ref_act(const struct act_args *a, double *y);
+/* Attention over the dequantised cells (a->kv_type) with q as given: a caller comparing with the CPU's
+ * Q8_0 path passes q already rounded to Q8_0 per head row (rounding it again changes nothing). */
 void ref_attn(const struct attn_args *a, double *out);
 void ref_moe_route(const struct moe_route_args *a, double *probs /* (n_tokens, n_expert) */);
 /* MoE FFN in double on dequantised weights and unquantised activations. */

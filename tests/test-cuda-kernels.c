@@ -87,13 +87,13 @@ static void attn_case(int nt, int nh, int nkv, int hd, int n_kv, int first_pos, 
     fill(q, nq, -qr, qr);
     for (int64_t i = 0; i < 2 * nc; i++) kv[i] = blocks_f32_to_f16(frand(-1, 1));
     for (int t = 0; t < nt; t++) pos[t] = first_pos + t;
-    struct attn_args a = {q, kv, kv + nc, oc, pos, nt, nh, nkv, hd, n_kv, qs, ks, os, 1.0f / sqrtf((float)hd), NULL, 0};
+    struct attn_args a = {q, kv, kv + nc, oc, pos, nt, nh, nkv, hd, n_kv, qs, ks, os, 1.0f / sqrtf((float)hd), NULL, 0, INFER_TYPE_F16};
     T_CHECK(cpu_attn(&a, NULL) == INFER_OK, "cpu_attn: %s", infer_last_error());
 
     struct attn_args g = a;
     g.q = dev(q, sizeof(float) * (size_t)nq);
     g.k = dev(kv, 2 * (size_t)nc * 2);
-    g.v = g.k + nc;
+    g.v = (const uint16_t *)g.k + nc;
     g.pos = dev(pos, sizeof(int32_t) * (size_t)nt);
     const size_t sf = attn_scratch_floats(&a);
     g.scratch = split && sf ? dev(NULL, sizeof(float) * sf) : NULL;

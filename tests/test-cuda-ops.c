@@ -286,7 +286,7 @@ static void run_kv_store(void) {
     int32_t pos[N_TOK] = {3, 0, 16, 7, 8};
     uint16_t *want = malloc(2 * STRIDE * N_CELLS), *got = malloc(2 * STRIDE * N_CELLS);
     memset(want, 0xAB, 2 * STRIDE * N_CELLS);
-    struct kv_store_args a = {x, want, pos, ROW, ROW, STRIDE, N_TOK};
+    struct kv_store_args a = {x, want, pos, ROW, ROW, STRIDE, N_TOK, INFER_TYPE_F16};
     T_CHECK(cpu_kv_store(&a, NULL) == INFER_OK, "cpu_kv_store: %s", infer_last_error());
     memset(got, 0xAB, 2 * STRIDE * N_CELLS);
     a.x = dev_from(x, sizeof x), a.pos = dev_from(pos, sizeof pos), a.cells = dev_from(got, 2 * STRIDE * N_CELLS);

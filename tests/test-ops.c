@@ -595,7 +595,7 @@ static void run_kv_store(struct tctx *x) {
     memset(cells, 0xAB, sizeof(uint16_t) * stride * n_cells);
     int32_t *pos = malloc(sizeof(int32_t) * nt);
     for (int32_t t = 0; t < nt; t++) pos[t] = (int32_t)((t * 7 + 2) % n_cells); /* distinct while nt <= n_cells / gcd */
-    struct kv_store_args a = {in, cells, pos, row, row, stride, nt};
+    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_F16};
     T_CHECK(x->be->ops->kv_store(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     int ok = 1;
     for (int64_t c = 0; c < n_cells; c++) {
@@ -827,7 +827,7 @@ static void run_attn(struct tctx *x) {
     }
     for (int t = 0; t < nt; t++) pos[t] = ncell - nt + t; /* the last nt positions: a causal prefill batch */
     float scale = x->c->fparam > 0 ? x->c->fparam : 1.0f / sqrtf((float)hd);
-    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, (int64_t)nkv * hd, (int64_t)nh * hd, scale, NULL, 0};
+    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, (int64_t)nkv * hd, (int64_t)nh * hd, scale, NULL, 0, INFER_TYPE_F16};
     double *r = malloc(sizeof(double) * nq);
     T_CHECK(x->be->ops->attn(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_attn(&a, r);
@@ -959,7 +959,7 @@ static void run_errors(struct tctx *x) {
     qa.n = 33;
     T_CHECK(be->ops->quantize(be, &qa) == INFER_E_ARG, "%s: quantize n 33", desc);
     uint16_t kv[64] = {0};
-    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1, NULL, 0};
+    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1, NULL, 0, INFER_TYPE_F16};
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: 3 heads over 2 kv heads", desc);
     at.n_head = 4;
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: negative position", desc);
