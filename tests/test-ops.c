@@ -123,10 +123,16 @@ static const struct tcase tops_cases[] = {
     {"attn", "", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
     {"attn", "", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
     {"attn", "", {3, 4, 4, 64}, {3}, -16, 16, 1.0f, 1e-9},
+    /* Q8_0 cells (types "q8_0"): decode with GQA 4, a GQA-8 prefill batch, a longer cache */
+    {"attn", "q8_0", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
+    {"attn", "q8_0", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
+    {"attn", "q8_0", {7, 6, 2, 64}, {300}, -2, 2, 0, 1e-9},
     /* embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens} */
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
     {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
+    {"kv_store", "q8_0", {256, 20, 6}, {0}, -3, 3, 0, 0},
+    {"kv_store", "q8_0", {64, 3, 3}, {0}, -1e4, 1e4, 0, 0},
     /* moe_route: {n_tokens, n_expert, n_expert_used}, param[0] = norm */
     {"moe_route", "", {3, 64, 8}, {1}, -8, 8, 0, 0},
     {"moe_route", "", {2, 128, 8}, {0}, -8, 8, 0, 0},
@@ -583,10 +589,56 @@ static void run_embed(struct tctx *x) {
     free(w), free(ids), free(y), free(r);
 }
 
+/* kv_store into Q8_0 cells (cells row + 32 values apart): per block of 32 of a stored row, d is the
+ * f16 of amax / 127, the largest magnitude gets |q| = 127 and every q is the nearest step
+ * (|x / d - q| <= 1/2, d unrounded, in double); the other bytes are untouched. */
+static void run_kv_store_q8_0(struct tctx *x) {
+    const char *desc = x->desc;
+    const int64_t row = x->c->ne[0], n_cells = x->c->ne[1], stride = row + 32, cb = (int64_t)ref_row_bytes(INFER_TYPE_Q8_0, stride);
+    const int32_t nt = (int32_t)x->c->ne[2];
+    float *in = malloc(sizeof(float) * row * nt);
+    tops_fill(in, row * nt, x->c->lo, x->c->hi);
+    uint8_t *cells = malloc((size_t)(cb * n_cells));
+    memset(cells, 0xAB, (size_t)(cb * n_cells));
+    int32_t *pos = malloc(sizeof(int32_t) * nt);
+    for (int32_t t = 0; t < nt; t++) pos[t] = (int32_t)((t * 7 + 2) % n_cells);
+    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_Q8_0};
+    T_CHECK(x->be->ops->kv_store(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    int ok = 1, n_bad = 0;
+    for (int64_t c = 0; c < n_cells; c++) {
+        int32_t t = -1;
+        for (int32_t k = 0; k < nt; k++)
+            if (pos[k] == c) t = k;
+        const uint8_t *cell = cells + c * cb;
+        const int64_t stored = t < 0 ? 0 : (int64_t)ref_row_bytes(INFER_TYPE_Q8_0, row);
+        for (int64_t i = stored; i < cb; i++) ok &= cell[i] == 0xAB;
+        for (int64_t b = 0; t >= 0 && b < row / 32; b++) {
+            const float *xb = in + t * row + b * 32;
+            const uint8_t *blk = cell + b * 34;
+            double amax = 0;
+            for (int i = 0; i < 32; i++) amax = fmax(amax, fabs(xb[i]));
+            const double d = amax / 127, d16 = ref_f16((uint16_t)(blk[0] | blk[1] << 8));
+            int bok = d16 == ref_round_f16((float)d);
+            for (int i = 0; i < 32; i++) {
+                const int q = (int8_t)blk[2 + i];
+                bok &= fabs(xb[i] / d - q) <= 0.5 + 1e-6 && (fabs(xb[i]) != amax || abs(q) == 127);
+            }
+            if (!bok && n_bad++ < 3) printf("  cell %lld block %lld: d %.9g (want %.9g)\n", (long long)c, (long long)b, d16, d);
+            ok &= bok;
+        }
+    }
+    T_CHECK(ok, "%s: cells at pos hold Q8_0(x) (d = f16(amax/127), nearest q), the rest untouched", desc);
+    free(in), free(cells), free(pos);
+}
+
 /* kv_store: the named cells hold the nearest-even halves of their rows (overflow to inf included),
  * the others are untouched. */
 static void run_kv_store(struct tctx *x) {
     const char *desc = x->desc;
+    if (x->type == INFER_TYPE_Q8_0) {
+        run_kv_store_q8_0(x);
+        return;
+    }
     const int64_t row = x->c->ne[0], n_cells = x->c->ne[1], stride = row + 3;
     const int32_t nt = (int32_t)x->c->ne[2];
     float *in = malloc(sizeof(float) * row * nt);
@@ -812,32 +864,55 @@ static void run_gdn(struct tctx *x) {
     free(rs);
 }
 
+/* attn over f16 cells, or Q8_0 cells (types "q8_0", cells 32 values wider than a row): against ref_attn
+ * on the dequantised cells. For Q8_0 q goes in already rounded to Q8_0 (the CPU rounds it, like
+ * llama.cpp's CPU flash attention, and rounding twice changes nothing), and on the CPU the raw q must
+ * then give the same output bit for bit. */
 static void run_attn(struct tctx *x) {
     const char *desc = x->desc;
     int32_t nt = (int32_t)x->c->ne[0], nh = (int32_t)x->c->ne[1], nkv = (int32_t)x->c->ne[2], hd = (int32_t)x->c->ne[3];
     int32_t ncell = x->c->param[0];
-    int64_t nq = (int64_t)nt * nh * hd, nc = (int64_t)ncell * nkv * hd;
-    float *q = malloc(sizeof(float) * nq), *o = tops_nan(nq);
-    uint16_t *k = malloc(2 * nc), *v = malloc(2 * nc);
+    const int q8 = x->type == INFER_TYPE_Q8_0;
+    const int32_t kt = q8 ? INFER_TYPE_Q8_0 : INFER_TYPE_F16;
+    const int64_t ks = (int64_t)nkv * hd + (q8 ? 32 : 0); /* values between cells */
+    int64_t nq = (int64_t)nt * nh * hd, nc = (int64_t)ncell * ks;
+    float *q = malloc(sizeof(float) * nq), *o = tops_nan(nq), *kf = malloc(sizeof(float) * nc);
+    const size_t kb = q8 ? ref_row_bytes(INFER_TYPE_Q8_0, nc) : 2 * (size_t)nc;
+    uint8_t *k = malloc(kb), *v = malloc(kb);
     int32_t *pos = malloc(sizeof(int32_t) * nt);
     tops_fill(q, nq, x->c->lo, x->c->hi);
-    for (int64_t i = 0; i < nc; i++) {
-        k[i] = blocks_f32_to_f16(tops_unif(-1, 1));
-        v[i] = blocks_f32_to_f16(tops_unif(-1, 1));
+    for (int kvi = 0; kvi < 2; kvi++) {
+        uint8_t *cells = kvi ? v : k;
+        tops_fill(kf, nc, -1, 1);
+        if (q8) T_CHECK(quant_quantize_row(INFER_TYPE_Q8_0, kf, cells, nc) == INFER_OK, "%s: cells", desc);
+        else
+            for (int64_t i = 0; i < nc; i++) ((uint16_t *)cells)[i] = blocks_f32_to_f16(kf[i]);
+    }
+    float *q_raw = NULL;
+    if (q8) { /* q as the CPU will round it */
+        q_raw = malloc(sizeof(float) * nq);
+        memcpy(q_raw, q, sizeof(float) * nq);
+        uint8_t *qq = malloc(ref_row_bytes(INFER_TYPE_Q8_0, nq));
+        quant_quantize_row(INFER_TYPE_Q8_0, q_raw, qq, nq);
+        quant_dequant_row(INFER_TYPE_Q8_0, qq, q, nq);
+        free(qq);
     }
     for (int t = 0; t < nt; t++) pos[t] = ncell - nt + t; /* the last nt positions: a causal prefill batch */
     float scale = x->c->fparam > 0 ? x->c->fparam : 1.0f / sqrtf((float)hd);
-    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, (int64_t)nkv * hd, (int64_t)nh * hd, scale, NULL, 0, INFER_TYPE_F16};
+    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, ks, (int64_t)nh * hd, scale, NULL, 0, kt};
     double *r = malloc(sizeof(double) * nq);
     T_CHECK(x->be->ops->attn(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_attn(&a, r);
     TOPS_NMSE(o, r, nq, x->c->tol);
-    free(q);
-    free(o);
-    free(k);
-    free(v);
-    free(pos);
-    free(r);
+    if (q8 && !strncmp(desc, "cpu", 3)) {
+        float *o2 = tops_nan(nq);
+        struct attn_args a2 = a;
+        a2.q = q_raw, a2.out = o2;
+        T_CHECK(x->be->ops->attn(x->be, &a2) == INFER_OK && !memcmp(o, o2, sizeof(float) * nq),
+                "%s: raw q gives the output of q rounded to Q8_0, bit for bit", desc);
+        free(o2);
+    }
+    free(q), free(q_raw), free(o), free(kf), free(k), free(v), free(pos), free(r);
 }
 
 static void run_moe_route(struct tctx *x) {
