@@ -53,6 +53,7 @@ infer_status kv_cache_create(struct infer_backend *be, const struct infer_model 
             c->kv_of[il] = c->n_kv_layer++;
     }
     c->type = kv_type, c->row = hp->n_head_kv * hp->head_dim, c->row_bytes = kv_cell_bytes(kv_type, c->row);
+    if (kv_type == INFER_TYPE_Q8_0) c->rot_k = kv_rot_k(hp->head_dim), c->rot_v = kv_rot_v(hp->head_dim);
     c->conv_n = c->n_gdn ? (hp->d_conv - 1) * (2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
     c->ssm_n = c->n_gdn ? hp->d_inner * hp->d_state : 0;
     c->n_embd_h = mtp ? hp->n_embd : 0;

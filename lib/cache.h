@@ -33,6 +33,7 @@ struct kv_cache {
     int32_t type;            /* the cells' type: INFER_TYPE_F16 or INFER_TYPE_Q8_0 */
     int64_t row;             /* n_head_kv * head_dim: values per cell */
     size_t row_bytes;        /* bytes per cell: kv_cell_bytes(type, row) */
+    int32_t rot_k, rot_v;    /* Q8_0: llama.cpp's Hadamard rotation of K and V rows (kernels.h kv_rot_k/v), 0: none */
     int64_t conv_n, ssm_n;   /* floats per (gdn layer, seq) */
     int64_t n_embd_h;        /* n_embd when hidden states are kept (drafting contexts), else 0 */
     void *k, *v;

@@ -22,7 +22,8 @@ static infer_status layer_attn_store(struct infer_ctx *c, int32_t il, const floa
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
         void *cells = is_v ? kv_cache_v(c->kv, il, c->seq[t0]) : kv_cache_k(c->kv, il, c->seq[t0]);
-        struct kv_store_args a = {src + (size_t)t0 * (size_t)row, cells, c->pos + t0, row, row, row, t1 - t0, c->kv->type};
+        struct kv_store_args a = {src + (size_t)t0 * (size_t)row, cells, c->pos + t0, row, row, row, t1 - t0, c->kv->type,
+                                  is_v ? c->kv->rot_v : c->kv->rot_k};
         TRY(c->be->ops->kv_store(c->be, &a));
     }
 fail:
@@ -64,7 +65,7 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
         int32_t s = c->seq[t0], n_kv = c->pos[t1 - 1] + 1; /* positions rise within a run */
         struct attn_args a = {c->q + (size_t)t0 * nq, kv_cache_k(c->kv, il, s), kv_cache_v(c->kv, il, s),
                               c->att + (size_t)t0 * nq, c->pos + t0, t1 - t0, nh, nkv, hd, n_kv, nq, nk, nq,
-                              1.0f / sqrtf((float)hd), NULL, 0, c->kv->type};
+                              1.0f / sqrtf((float)hd), NULL, 0, c->kv->type, c->kv->rot_k, c->kv->rot_v};
         TRY(be->ops->attn(be, &a));
     }
     if (gated) {

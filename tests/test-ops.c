@@ -123,16 +123,22 @@ static const struct tcase tops_cases[] = {
     {"attn", "", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
     {"attn", "", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
     {"attn", "", {3, 4, 4, 64}, {3}, -16, 16, 1.0f, 1e-9},
-    /* Q8_0 cells (types "q8_0"): decode with GQA 4, a GQA-8 prefill batch, a longer cache */
+    /* Q8_0 cells (types "q8_0"), param[1] = rot_k (then rot_v = 64): decode with GQA 4, a GQA-8 prefill
+     * batch, a longer cache; without and with llama.cpp's Hadamard rotation */
     {"attn", "q8_0", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
     {"attn", "q8_0", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
     {"attn", "q8_0", {7, 6, 2, 64}, {300}, -2, 2, 0, 1e-9},
-    /* embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens} */
+    {"attn", "q8_0", {1, 8, 2, 128}, {37, 128}, -4, 4, 1.0f, 1e-9},
+    {"attn", "q8_0", {5, 16, 2, 256}, {40, 256}, -1, 1, 0, 1e-9},
+    {"attn", "q8_0", {7, 6, 2, 64}, {300, 64}, -2, 2, 0, 1e-9},
+    /* embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens}, param[0] = rot (Q8_0) */
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
     {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
     {"kv_store", "q8_0", {256, 20, 6}, {0}, -3, 3, 0, 0},
     {"kv_store", "q8_0", {64, 3, 3}, {0}, -1e4, 1e4, 0, 0},
+    {"kv_store", "q8_0", {256, 20, 6}, {128}, -3, 3, 0, 0},
+    {"kv_store", "q8_0", {512, 5, 3}, {64}, -1e4, 1e4, 0, 0},
     /* moe_route: {n_tokens, n_expert, n_expert_used}, param[0] = norm */
     {"moe_route", "", {3, 64, 8}, {1}, -8, 8, 0, 0},
     {"moe_route", "", {2, 128, 8}, {0}, -8, 8, 0, 0},
@@ -591,7 +597,9 @@ static void run_embed(struct tctx *x) {
 
 /* kv_store into Q8_0 cells (cells row + 32 values apart): per block of 32 of a stored row, d is the
  * f16 of amax / 127, the largest magnitude gets |q| = 127 and every q is the nearest step
- * (|x / d - q| <= 1/2, d unrounded, in double); the other bytes are untouched. */
+ * (|x / d - q| <= 1/2, d unrounded, in double); the other bytes are untouched. With rot, x is the row
+ * rotated by ref_hadamard: the op rotates in f32, so d may be one f16 step away and the steps get
+ * 1e-4 of slack. */
 static void run_kv_store_q8_0(struct tctx *x) {
     const char *desc = x->desc;
     const int64_t row = x->c->ne[0], n_cells = x->c->ne[1], stride = row + 32, cb = (int64_t)ref_row_bytes(INFER_TYPE_Q8_0, stride);
@@ -602,7 +610,9 @@ static void run_kv_store_q8_0(struct tctx *x) {
     memset(cells, 0xAB, (size_t)(cb * n_cells));
     int32_t *pos = malloc(sizeof(int32_t) * nt);
     for (int32_t t = 0; t < nt; t++) pos[t] = (int32_t)((t * 7 + 2) % n_cells);
-    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_Q8_0};
+    const int32_t rot = x->c->param[0];
+    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_Q8_0, rot};
+    double *xr = malloc(sizeof(double) * row), *xd = malloc(sizeof(double) * row);
     T_CHECK(x->be->ops->kv_store(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     int ok = 1, n_bad = 0;
     for (int64_t c = 0; c < n_cells; c++) {
@@ -612,23 +622,27 @@ static void run_kv_store_q8_0(struct tctx *x) {
         const uint8_t *cell = cells + c * cb;
         const int64_t stored = t < 0 ? 0 : (int64_t)ref_row_bytes(INFER_TYPE_Q8_0, row);
         for (int64_t i = stored; i < cb; i++) ok &= cell[i] == 0xAB;
+        if (t >= 0) {
+            for (int64_t i = 0; i < row; i++) xd[i] = in[t * row + i];
+            ref_hadamard(xd, xr, (int)row, rot);
+        }
         for (int64_t b = 0; t >= 0 && b < row / 32; b++) {
-            const float *xb = in + t * row + b * 32;
+            const double *xb = xr + b * 32;
             const uint8_t *blk = cell + b * 34;
             double amax = 0;
             for (int i = 0; i < 32; i++) amax = fmax(amax, fabs(xb[i]));
-            const double d = amax / 127, d16 = ref_f16((uint16_t)(blk[0] | blk[1] << 8));
-            int bok = d16 == ref_round_f16((float)d);
+            const double d = amax / 127, d16 = ref_f16((uint16_t)(blk[0] | blk[1] << 8)), want = ref_round_f16((float)d);
+            int bok = rot ? fabs(d16 - want) <= 1e-3 * want : d16 == want;
             for (int i = 0; i < 32; i++) {
                 const int q = (int8_t)blk[2 + i];
-                bok &= fabs(xb[i] / d - q) <= 0.5 + 1e-6 && (fabs(xb[i]) != amax || abs(q) == 127);
+                bok &= fabs(xb[i] / d - q) <= 0.5 + (rot ? 1e-4 : 1e-6) && (fabs(xb[i]) != amax || abs(q) == 127 || rot);
             }
             if (!bok && n_bad++ < 3) printf("  cell %lld block %lld: d %.9g (want %.9g)\n", (long long)c, (long long)b, d16, d);
             ok &= bok;
         }
     }
     T_CHECK(ok, "%s: cells at pos hold Q8_0(x) (d = f16(amax/127), nearest q), the rest untouched", desc);
-    free(in), free(cells), free(pos);
+    free(in), free(cells), free(pos), free(xr), free(xd);
 }
 
 /* kv_store: the named cells hold the nearest-even halves of their rows (overflow to inf included),
@@ -647,7 +661,7 @@ static void run_kv_store(struct tctx *x) {
     memset(cells, 0xAB, sizeof(uint16_t) * stride * n_cells);
     int32_t *pos = malloc(sizeof(int32_t) * nt);
     for (int32_t t = 0; t < nt; t++) pos[t] = (int32_t)((t * 7 + 2) % n_cells); /* distinct while nt <= n_cells / gcd */
-    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_F16};
+    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_F16, 0};
     T_CHECK(x->be->ops->kv_store(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     int ok = 1;
     for (int64_t c = 0; c < n_cells; c++) {
@@ -889,17 +903,20 @@ static void run_attn(struct tctx *x) {
             for (int64_t i = 0; i < nc; i++) ((uint16_t *)cells)[i] = blocks_f32_to_f16(kf[i]);
     }
     float *q_raw = NULL;
-    if (q8) { /* q as the CPU will round it */
+    const int32_t rot_k = x->c->param[1], rot_v = rot_k ? 64 : 0;
+    if (q8) { /* q = H(Q8_0(H q)), so H q is on the Q8_0 grid up to f32 rounding and rounds to itself */
         q_raw = malloc(sizeof(float) * nq);
         memcpy(q_raw, q, sizeof(float) * nq);
+        for (int64_t c = 0; rot_k && c < nq; c += rot_k) kv_hadamard(q + c, rot_k);
         uint8_t *qq = malloc(ref_row_bytes(INFER_TYPE_Q8_0, nq));
-        quant_quantize_row(INFER_TYPE_Q8_0, q_raw, qq, nq);
+        quant_quantize_row(INFER_TYPE_Q8_0, q, qq, nq);
         quant_dequant_row(INFER_TYPE_Q8_0, qq, q, nq);
+        for (int64_t c = 0; rot_k && c < nq; c += rot_k) kv_hadamard(q + c, rot_k);
         free(qq);
     }
     for (int t = 0; t < nt; t++) pos[t] = ncell - nt + t; /* the last nt positions: a causal prefill batch */
     float scale = x->c->fparam > 0 ? x->c->fparam : 1.0f / sqrtf((float)hd);
-    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, ks, (int64_t)nh * hd, scale, NULL, 0, kt};
+    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, ks, (int64_t)nh * hd, scale, NULL, 0, kt, rot_k, rot_v};
     double *r = malloc(sizeof(double) * nq);
     T_CHECK(x->be->ops->attn(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_attn(&a, r);
@@ -1034,10 +1051,26 @@ static void run_errors(struct tctx *x) {
     qa.n = 33;
     T_CHECK(be->ops->quantize(be, &qa) == INFER_E_ARG, "%s: quantize n 33", desc);
     uint16_t kv[64] = {0};
-    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1, NULL, 0, INFER_TYPE_F16};
+    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1, NULL, 0, INFER_TYPE_F16, 0, 0};
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: 3 heads over 2 kv heads", desc);
     at.n_head = 4;
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: negative position", desc);
+    pos[0] = 0;
+    at.kv_type = INFER_TYPE_F32;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_UNSUPPORTED, "%s: attention over f32 cells", desc);
+    at.kv_type = INFER_TYPE_Q8_0;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: Q8_0 cells with head_dim 8", desc);
+    at.head_dim = 64, at.kv_stride = 128, at.q_stride = at.out_stride = 256, at.rot_k = 48;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: Q8_0 rot_k 48", desc);
+    at.kv_type = INFER_TYPE_F16, at.rot_k = 64;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: a rotation of f16 cells", desc);
+    pos[0] = -1;
+    struct kv_store_args ks = {f, q, pos + 0, 40, 40, 64, 0, INFER_TYPE_Q8_0, 0};
+    T_CHECK(be->ops->kv_store(be, &ks) == INFER_E_ARG, "%s: Q8_0 cells of 40 values", desc);
+    ks.row = ks.x_stride = 64, ks.rot = 128;
+    T_CHECK(be->ops->kv_store(be, &ks) == INFER_E_ARG, "%s: Q8_0 rot 128 over rows of 64", desc);
+    ks.rot = 0, ks.type = INFER_TYPE_BF16;
+    T_CHECK(be->ops->kv_store(be, &ks) == INFER_E_UNSUPPORTED, "%s: bf16 cells", desc);
     struct rope_args ro = {f, pos, 1, 1, 64, 65, 64, 64, ROPE_NORMAL, 1e4f, 1};
     T_CHECK(be->ops->rope(be, &ro) == INFER_E_ARG, "%s: n_rot 65 > head_dim", desc);
     struct moe_route_args mr = {f, ids, y, 1, 4, 5, 1};

@@ -7,6 +7,8 @@
  * Q8_0 cells follow llama.cpp's CPU flash attention (ggml-cpu ops.cpp flash_attn_ext_f16_one_chunk with
  * a q8_0 K/V): the q head row is rounded to Q8_0 (K's vec_dot type), scores are the integer block dots
  * of the Q8_0 x Q8_0 matmul kernel, and each V row is dequantised (q * d) then accumulated in f32.
+ * With rot_k / rot_v (llama.cpp's Hadamard rotation of quantised caches) q is rotated before it is
+ * rounded and the output row after the division by the sum, as llama.cpp's graph does around the op.
  * note: the AVX2 + F16C path widens 8 halves per instruction and runs the q.k dot and the v update
  * as fused multiply-adds over the head dimension; in prefill this op was 69% of the time (perf, 512
  * tokens, Qwen3-0.6B shape) with the scalar widening.
@@ -67,12 +69,17 @@ static void attn_items_q8_0(void *ctx, int64_t i0, int64_t i1, int ith) {
     const int group = a->n_head / a->n_head_kv, d = a->head_dim, nb = d / QK8_0;
     const int64_t cell = a->kv_stride / QK8_0; /* blocks between cells */
     const block_q8_0 *kc = a->k, *vc = a->v;
-    float acc[ATTN_MAX_HEAD_DIM], vf[ATTN_MAX_HEAD_DIM];
+    float acc[ATTN_MAX_HEAD_DIM], vf[ATTN_MAX_HEAD_DIM], qr[ATTN_MAX_HEAD_DIM];
     block_q8_0 qq[ATTN_MAX_HEAD_DIM / QK8_0];
     for (int64_t it = i0; it < i1; it++) {
         int64_t t = it / a->n_head;
         int h = (int)(it % a->n_head), g = h / group;
         const float *q = a->q + t * a->q_stride + (int64_t)h * d;
+        if (a->rot_k) {
+            memcpy(qr, q, sizeof(float) * (size_t)d);
+            for (int c = 0; c < d; c += a->rot_k) kv_hadamard(qr + c, a->rot_k);
+            q = qr;
+        }
         struct quantize_args qa = {INFER_TYPE_Q8_0, q, qq, d, 1, d};
         (void)cpu_quantize(&qa, NULL); /* valid by construction: d is a multiple of 32 */
         int32_t last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
@@ -98,6 +105,7 @@ static void attn_items_q8_0(void *ctx, int64_t i0, int64_t i1, int ith) {
         float *o = a->out + t * a->out_stride + (int64_t)h * d;
         float inv = l > 0 ? 1.0f / l : 0.0f;
         for (int i = 0; i < d; i++) o[i] = acc[i] * inv;
+        for (int c = 0; a->rot_v && c < d; c += a->rot_v) kv_hadamard(o + c, a->rot_v);
     }
 }
 
@@ -160,6 +168,10 @@ infer_status cpu_attn(const struct attn_args *a, struct pool *p) {
     if (a->kv_type == INFER_TYPE_Q8_0 && (a->head_dim % QK8_0 || a->kv_stride % QK8_0))
         return infer_fail(INFER_E_ARG, "cpu_attn: Q8_0 cells with head_dim %d, kv_stride %lld: expected multiples "
                           "of %d", a->head_dim, (long long)a->kv_stride, QK8_0);
+    if (!kv_rot_valid(a->rot_k, a->head_dim) || !kv_rot_valid(a->rot_v, a->head_dim) ||
+        ((a->rot_k || a->rot_v) && a->kv_type != INFER_TYPE_Q8_0))
+        return infer_fail(INFER_E_ARG, "cpu_attn: rot_k %d rot_v %d (kv_type %d, head_dim %d): expected 0, or for Q8_0 "
+                          "cells powers of two 32..512 dividing head_dim", a->rot_k, a->rot_v, a->kv_type, a->head_dim);
     for (int32_t t = 0; t < a->n_tokens; t++)
         if (a->pos[t] < 0)
             return infer_fail(INFER_E_ARG, "cpu_attn: pos[%d] = %d: expected >= 0", t, a->pos[t]);
