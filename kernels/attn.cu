@@ -21,6 +21,11 @@
  * dequantise K), and the V tile is kept as the raw blocks (head_dim / 32 blocks of 34 bytes per cell,
  * smaller than the f16 tile, so the same shared memory) and dequantised in step 4. A Q8_0 value is
  * not exact in f16, so ATTN_MMA (f16 K/V operands) refuses Q8_0 cells: cudaErrorInvalidValue.
+ * Rotation (rot_k / rot_v, Q8_0 only): after the q load each thread rotates whole rot_k chunks of the
+ * q tile in shared memory (kv_hadamard, the CPU's f32 arithmetic); at the end the normalised rows
+ * are staged in the q tile (no longer read), rotated in rot_v chunks the same way, then written; with
+ * splits attn_merge rotates the merged row instead (the rotation is linear, so it commutes with the
+ * merge up to rounding).
  * Shared memory stays under 48 KB for every head_dim <= 512 (q <= 16 KB, K tile <= 16.6 KB, V tile
  * <= 8.3 KB, scores <= 8 KB).
  * Decode (n_tokens <= ATTN_SPLIT_TOKENS, scratch given): flash-decoding; the cells are split over
@@ -79,6 +84,10 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
         qs[i] = t < a.n_tokens && h0 + hl < G ? a.q[(int64_t)t * a.q_stride + (int64_t)(g * G + h0 + hl) * D + d] : 0.0f;
     }
     __syncthreads();
+    if (a.rot_k) { /* block-uniform */
+        for (int c = tid; c < rows * D / a.rot_k; c += ATTN_THREADS) kv_hadamard(qs + c * a.rot_k, a.rot_k);
+        __syncthreads();
+    }
     int jmax = -1;
     for (int r = 0; r < rows; r++) jmax = max(jmax, last_s[r]);
     const int j0 = split * p.split_cells, j1 = min(j0 + p.split_cells, jmax + 1);
@@ -167,13 +176,19 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
         __syncthreads(); /* ks and P are refilled by the next tile */
     }
 
+    const bool stage = p.n_split == 1 && a.rot_v; /* rotate the output rows in the q tile before writing */
 #pragma unroll
     for (int r = 0; r < RMAX; r++) {
         if (r >= rows) break;
         const int t = t0 + r / p.hb, hl = r % p.hb;
         if (t >= a.n_tokens || h0 + hl >= G) continue;
         const int h = g * G + h0 + hl;
-        if (p.n_split > 1) {
+        if (stage) {
+            const float l = l_s[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (tid + i * ATTN_THREADS < D) qs[r * D + tid + i * ATTN_THREADS] = acc[r][i] * inv;
+        } else if (p.n_split > 1) {
             float *part = a.scratch + (((int64_t)split * a.n_tokens + t) * a.n_head + h) * (D + 2);
             if (tid == 0) part[0] = m_s[r], part[1] = l_s[r];
 #pragma unroll
@@ -187,10 +202,20 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
                 if (tid + i * ATTN_THREADS < D) o[tid + i * ATTN_THREADS] = acc[r][i] * inv;
         }
     }
+    if (stage) { /* block-uniform; the last tile's __syncthreads ended every read of the q tile */
+        __syncthreads();
+        for (int c = tid; c < rows * D / a.rot_v; c += ATTN_THREADS) kv_hadamard(qs + c * a.rot_v, a.rot_v);
+        __syncthreads();
+        for (int i = tid; i < rows * D; i += ATTN_THREADS) {
+            const int r = i / D, t = t0 + r / p.hb, hl = r % p.hb;
+            if (t < a.n_tokens && h0 + hl < G) a.out[(int64_t)t * a.out_stride + (int64_t)(g * G + h0 + hl) * D + i % D] = qs[i];
+        }
+    }
 }
 
-/* One block per (token, head): merges the n_split partials of that row. */
+/* One block per (token, head): merges the n_split partials of that row (and rotates it with rot_v). */
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_constant__ struct attn_args a, int n_split) {
+    __shared__ float ob[ATTN_MAX_D];
     const int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head, D = a.head_dim;
     const size_t split_stride = (size_t)a.n_tokens * a.n_head * (D + 2);
     const float *part = a.scratch + ((size_t)t * a.n_head + h) * (D + 2);
@@ -209,7 +234,14 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_c
             const float m = part[s * split_stride];
             if (m != -INFINITY) acc += part[s * split_stride + 2 + d] * expf(m - M);
         }
-        o[d] = acc * inv;
+        if (a.rot_v) ob[d] = acc * inv;
+        else o[d] = acc * inv;
+    }
+    if (a.rot_v) { /* block-uniform */
+        __syncthreads();
+        for (int c = threadIdx.x; c < D / a.rot_v; c += ATTN_THREADS) kv_hadamard(ob + c * a.rot_v, a.rot_v);
+        __syncthreads();
+        for (int d = threadIdx.x; d < D; d += ATTN_THREADS) o[d] = ob[d];
     }
 }
 
@@ -420,6 +452,8 @@ extern "C" cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s) {
     if (a->variant < ATTN_AUTO || a->variant > ATTN_MMA) return cudaErrorInvalidValue;
     const bool q8 = a->kv_type == INFER_TYPE_Q8_0;
     if (a->kv_type != INFER_TYPE_F16 && !q8) return cudaErrorInvalidValue;
+    if (!kv_rot_valid(a->rot_k, a->head_dim) || !kv_rot_valid(a->rot_v, a->head_dim) || (!q8 && (a->rot_k || a->rot_v)))
+        return cudaErrorInvalidValue;
     if (q8 && (a->head_dim % QK8_0 || a->kv_stride % QK8_0 || a->variant == ATTN_MMA)) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaGetLastError();
     if ((int64_t)a->n_tokens * a->n_head > 2147483647) return cudaErrorInvalidValue;
