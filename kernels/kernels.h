@@ -262,7 +262,8 @@ static inline INFER_HD size_t kv_cell_bytes(int32_t t, int64_t n) {
 }
 
 /* CUDA attention variants: ATTN_AUTO (0) picks; ATTN_SIMT is the CUDA-core kernel (decode split-K and
- * prefill); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split). */
+ * prefill); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split, f16 cells only: it
+ * refuses Q8_0 cells with cudaErrorInvalidValue, AUTO takes ATTN_SIMT for them). */
 enum { ATTN_AUTO = 0, ATTN_SIMT = 1, ATTN_MMA = 2 };
 
 /* CUDA flash-decoding splits the KV cells of a call with at most ATTN_SPLIT_TOKENS tokens over
