@@ -23,8 +23,7 @@ infer_status kv_cache_create(struct infer_backend *be, const struct infer_model 
     if (n_seq < 1 || n_ctx < 1 || n_ring < 0)
         return infer_fail(INFER_E_ARG, "cache: n_seq %d n_ctx %d n_ring %d: expected n_seq, n_ctx >= 1, n_ring >= 0",
                           n_seq, n_ctx, n_ring);
-    if ((kv_type != INFER_TYPE_F16 && kv_type != INFER_TYPE_Q8_0) || !kv_cell_bytes(kv_type, hp->n_head_kv * hp->head_dim) ||
-        (kv_type == INFER_TYPE_Q8_0 && hp->head_dim % 32))
+    if ((kv_type != INFER_TYPE_F16 && kv_type != INFER_TYPE_Q8_0) || (kv_type == INFER_TYPE_Q8_0 && hp->head_dim % 32))
         return infer_fail(INFER_E_ARG, "cache: kv type %d with head_dim %lld: expected F16, or Q8_0 with head_dim a "
                           "multiple of 32", kv_type, (long long)hp->head_dim);
     if (mtp && hp->n_layer_nextn < 1)

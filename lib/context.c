@@ -88,7 +88,7 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
                           "n_ctx, n_batch, n_threads >= 0 and n_seq 0..256", p->n_ctx, p->n_batch, p->n_seq,
                           p->n_threads);
     if (p->kv_type == INFER_TYPE_F32)
-        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type F32: the attention op reads f16 caches only");
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type F32: the attention op reads f16 or Q8_0 cells only");
     if (p->kv_type != INFER_TYPE_F16 && p->kv_type != INFER_TYPE_Q8_0)
         return infer_fail(INFER_E_ARG, "infer_ctx_create: kv_type %d: expected F16 (%d) or Q8_0 (%d)", p->kv_type,
                           INFER_TYPE_F16, INFER_TYPE_Q8_0);
