@@ -90,7 +90,9 @@ typedef struct infer_model infer_model; /* immutable after load; may be shared a
 typedef int (*infer_progress_fn)(float progress, void *user);
 
 typedef struct {
-    int32_t n_gpu_layers;          /* layers on the GPU; 0 = CPU only (reserved until the CUDA backend) */
+    int32_t n_gpu_layers;          /* 0: CPU only; >= the layer count (e.g. 99) or < 0: every layer and the
+                                      head on CUDA device 0 (weights uploaded at load); a split between GPU
+                                      and CPU is refused for now (INFER_E_UNSUPPORTED) */
     int32_t check_tensors;         /* 1: scan every tensor's data for NaN/Inf in scales and floats */
     infer_progress_fn progress;    /* may be NULL */
     void *progress_user;

@@ -125,6 +125,27 @@ struct rope_args {
     float freq_base, freq_scale;
 };
 
+/* ---- fused forms (device backends; the CPU runs the two unfused ops, which are their reference, and
+ * the CUDA kernels give bit-identical results to that pair on the device) ----
+ *   norm_q     the norm op, then y quantised to q_type into yq exactly as quantize would from y (the
+ *              RMSNorm that feeds a matmul also writes its 8-bit activations): q_type Q8_1 (the q8 split
+ *              layout), n a multiple of 32, gate NULL; yq rows packed (n_rows, n).
+ *   rope_norm  per head: x = rope(RMSNorm(src) * w) (QK-norm, then RoPE, in one pass): head h of token t
+ *              of src at src + t*src_token_stride + h*src_head_stride; src may be x itself (same strides).
+ *              head_dim <= 1024, n_rot < head_dim allowed (the rest is only normed). ---- */
+struct norm_q_args {
+    struct norm_args norm;
+    int32_t q_type;
+    void *yq;
+};
+struct rope_norm_args {
+    struct rope_args rope;
+    const float *src;
+    int64_t src_token_stride, src_head_stride;
+    const float *w;      /* (head_dim) */
+    float eps;
+};
+
 /* ---- act: elementwise activations and row softmax ----
  *   ACT_SILU             y = x * sigmoid(x)
  *   ACT_SWIGLU           y = silu(x) * x2                  (x = gate, x2 = up)
@@ -340,6 +361,8 @@ cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s);
 cudaError_t cuda_norm(const struct norm_args *a, cudaStream_t s);
 cudaError_t cuda_act(const struct act_args *a, cudaStream_t s);
 cudaError_t cuda_rope(const struct rope_args *a, cudaStream_t s);
+cudaError_t cuda_norm_q(const struct norm_q_args *a, cudaStream_t s);
+cudaError_t cuda_rope_norm(const struct rope_norm_args *a, cudaStream_t s);
 cudaError_t cuda_embed(const struct embed_args *a, cudaStream_t s);
 cudaError_t cuda_kv_store(const struct kv_store_args *a, cudaStream_t s);
 cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s);

@@ -14,6 +14,10 @@
  * enters with a square root, halving it). The rest follows the CPU order exactly:
  * scale = 1 / sqrtf(ss / n + eps) (IEEE sqrt and divide), y = (x * scale) * w, then y *= silu(gate)
  * with silu(g) = g / (1 + expf(-g)).
+ * norm_q (the fused RMSNorm + 8-bit quantisation of a matmul input) keeps this work split and sum,
+ * then walks the row in 32-value groups, one warp per group, so thread tid still writes exactly its
+ * columns tid + k*ROW_THREADS; each group is quantised as quantize.cu does (d = amax / 127, roundf,
+ * (d, d * sum q)), so y and yq are bit-identical to norm followed by quantize.
  * Bytes per call: reads n_rows * n * 4 of x twice (the second read hits L1/L2), of gate once, w once
  * per block (cached); writes n_rows * n * 4.
  */
@@ -23,15 +27,10 @@ enum { NORM_THREADS = 256, NORM_BLOCK_MIN_N = 1024 };
 
 static __device__ __forceinline__ float norm_silu(float v) { return v / (1.0f + expf(-v)); }
 
-/* ROW_THREADS = 32: a warp per row; = NORM_THREADS: the block per row. */
+/* The norm of row r of x, as norm_kernel computes it: the scale 1 / sqrt(mean(x^2) + eps). */
 template <int ROW_THREADS>
-static __global__ void __launch_bounds__(NORM_THREADS) norm_kernel(const __grid_constant__ struct norm_args a) {
-    constexpr int ROWS_PER_BLOCK = NORM_THREADS / ROW_THREADS;
+static __device__ __forceinline__ float norm_row_scale(const struct norm_args &a, const float *x, int tid) {
     constexpr int WARPS_PER_ROW = ROW_THREADS / WARP_SIZE;
-    const int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_THREADS;
-    if (r >= a.n_rows) return; /* whole warps (ROW_THREADS = 32) or the whole block leave together */
-    const int tid = threadIdx.x % ROW_THREADS;
-    const float *x = a.x + r * a.x_stride; /* y may be x: no __restrict__ */
     float ss = 0.0f;
     for (int64_t i = tid; i < a.n; i += ROW_THREADS) ss = fmaf(x[i], x[i], ss);
     ss = warp_sum(ss);
@@ -43,7 +42,18 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_kernel(const __grid_
 #pragma unroll
         for (int w = 0; w < WARPS_PER_ROW; w++) ss += part[w];
     }
-    const float scale = 1.0f / sqrtf(ss / (float)a.n + a.eps);
+    return 1.0f / sqrtf(ss / (float)a.n + a.eps);
+}
+
+/* ROW_THREADS = 32: a warp per row; = NORM_THREADS: the block per row. */
+template <int ROW_THREADS>
+static __global__ void __launch_bounds__(NORM_THREADS) norm_kernel(const __grid_constant__ struct norm_args a) {
+    constexpr int ROWS_PER_BLOCK = NORM_THREADS / ROW_THREADS;
+    const int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_THREADS;
+    if (r >= a.n_rows) return; /* whole warps (ROW_THREADS = 32) or the whole block leave together */
+    const int tid = threadIdx.x % ROW_THREADS;
+    const float *x = a.x + r * a.x_stride; /* y may be x: no __restrict__ */
+    const float scale = norm_row_scale<ROW_THREADS>(a, x, tid);
     float *y = a.y + r * a.y_stride;
     const float *g = a.gate ? a.gate + r * a.gate_stride : NULL;
     for (int64_t i = tid; i < a.n; i += ROW_THREADS) {
@@ -52,6 +62,49 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_kernel(const __grid_
         if (g) v *= norm_silu(g[i]);
         y[i] = v;
     }
+}
+
+template <int ROW_THREADS>
+static __global__ void __launch_bounds__(NORM_THREADS) norm_q_kernel(const __grid_constant__ struct norm_q_args q) {
+    constexpr int ROWS_PER_BLOCK = NORM_THREADS / ROW_THREADS;
+    constexpr int WARPS_PER_ROW = ROW_THREADS / WARP_SIZE;
+    const struct norm_args &a = q.norm;
+    const int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_THREADS;
+    if (r >= a.n_rows) return;
+    const int tid = threadIdx.x % ROW_THREADS, lane = tid % WARP_SIZE;
+    const float *x = a.x + r * a.x_stride;
+    const float scale = norm_row_scale<ROW_THREADS>(a, x, tid);
+    float *y = a.y + r * a.y_stride;
+    const int64_t n_groups = a.n / Q8_SPLIT_BLOCK;
+    int8_t *qs = (int8_t *)q.yq + r * a.n;
+    float2 *ds = (float2 *)((char *)q.yq + q8_split_ds_offset(a.n, a.n_rows)) + r * n_groups;
+    for (int64_t g = tid / WARP_SIZE; g < n_groups; g += WARPS_PER_ROW) { /* warp-uniform trip count */
+        const int64_t i = g * Q8_SPLIT_BLOCK + lane;
+        float v = x[i] * scale;
+        if (a.w) v *= a.w[i];
+        y[i] = v;
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f;
+        const int qv = amax == 0.0f ? 0 : (int)roundf(v / d);
+        const float qsum = warp_sum((float)qv);
+        qs[i] = (int8_t)qv;
+        if (lane == 0) ds[g] = make_float2(d, d * qsum);
+    }
+}
+
+extern "C" cudaError_t cuda_norm_q(const struct norm_q_args *q, cudaStream_t s) {
+    const struct norm_args *a = &q->norm;
+    if (!a->x || !a->y || !q->yq || a->gate || q->q_type != INFER_TYPE_Q8_1 || a->n <= 0 || a->n % Q8_SPLIT_BLOCK ||
+        a->n_rows < 0 || a->x_stride < a->n || a->y_stride < a->n || !(a->eps >= 0.0f))
+        return cudaErrorInvalidValue;
+    if (a->n_rows == 0) return cudaGetLastError();
+    if (a->n >= NORM_BLOCK_MIN_N) {
+        norm_q_kernel<NORM_THREADS><<<(unsigned)a->n_rows, NORM_THREADS, 0, s>>>(*q);
+    } else {
+        const int rows_per_block = NORM_THREADS / WARP_SIZE;
+        norm_q_kernel<WARP_SIZE><<<(unsigned)((a->n_rows + rows_per_block - 1) / rows_per_block), NORM_THREADS, 0, s>>>(*q);
+    }
+    return cudaGetLastError();
 }
 
 extern "C" cudaError_t cuda_norm(const struct norm_args *a, cudaStream_t s) {

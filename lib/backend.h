@@ -10,6 +10,7 @@
 #define INFER_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels.h"
 #include "status.h"
@@ -25,6 +26,16 @@ struct infer_backend_ops {
     infer_status (*upload)(struct infer_backend *b, void *dst, const void *src, size_t bytes);
     infer_status (*download)(struct infer_backend *b, void *dst, const void *src, size_t bytes);
     infer_status (*sync)(struct infer_backend *b);
+    /* dst = src, both memory of this backend, queued like an op; zero: dst = bytes of 0 */
+    infer_status (*copy)(struct infer_backend *b, void *dst, const void *src, size_t bytes);
+    infer_status (*zero)(struct infer_backend *b, void *dst, size_t bytes);
+    /* Free and total bytes of the backend's memory (a device's); the CPU reports 0 and 0 (unknown). */
+    infer_status (*mem_info)(struct infer_backend *b, size_t *free_bytes, size_t *total_bytes);
+    /* Runs fn(arg), which only queues ops on b. With key != 0 a device backend may capture those ops
+     * into a graph and, on its next call with the same key, replay the graph instead of calling fn. So
+     * for one key fn must queue the same ops with the same arguments every time, and read whatever
+     * changes between calls (token ids, positions) from backend memory. */
+    infer_status (*run)(struct infer_backend *b, uint64_t key, infer_status (*fn)(void *arg), void *arg);
     /* ops */
     int32_t (*mmv_act_type)(int32_t weight_type); /* activation type quantize must produce for mmv/mm */
     infer_status (*quantize)(struct infer_backend *b, const struct quantize_args *a);
@@ -38,6 +49,9 @@ struct infer_backend_ops {
     infer_status (*moe_ffn)(struct infer_backend *b, const struct moe_ffn_args *a);
     infer_status (*ssm_conv)(struct infer_backend *b, const struct ssm_conv_args *a);
     infer_status (*gdn)(struct infer_backend *b, const struct gdn_args *a);
+    /* fused forms (kernels.h); NULL on the CPU, where callers run the unfused pair */
+    infer_status (*norm_q)(struct infer_backend *b, const struct norm_q_args *a);
+    infer_status (*rope_norm)(struct infer_backend *b, const struct rope_norm_args *a);
     infer_status (*embed)(struct infer_backend *b, const struct embed_args *a);
     infer_status (*kv_store)(struct infer_backend *b, const struct kv_store_args *a);
 };

@@ -36,9 +36,26 @@ static infer_status backend_cpu_copy(struct infer_backend *b, void *dst, const v
     return INFER_OK;
 }
 
+static infer_status backend_cpu_zero(struct infer_backend *b, void *dst, size_t bytes) {
+    (void)b;
+    if (bytes) memset(dst, 0, bytes);
+    return INFER_OK;
+}
+
 static infer_status backend_cpu_sync(struct infer_backend *b) {
     (void)b;
     return INFER_OK;
+}
+
+static infer_status backend_cpu_mem_info(struct infer_backend *b, size_t *free_bytes, size_t *total_bytes) {
+    (void)b;
+    *free_bytes = *total_bytes = 0;
+    return INFER_OK;
+}
+
+static infer_status backend_cpu_run(struct infer_backend *b, uint64_t key, infer_status (*fn)(void *), void *arg) {
+    (void)b, (void)key;
+    return fn(arg);
 }
 
 #define BACKEND_CPU_OP(op, T)                                                                                \
@@ -67,6 +84,10 @@ static const struct infer_backend_ops backend_cpu_ops = {
     .upload = backend_cpu_copy,
     .download = backend_cpu_copy,
     .sync = backend_cpu_sync,
+    .copy = backend_cpu_copy,
+    .zero = backend_cpu_zero,
+    .mem_info = backend_cpu_mem_info,
+    .run = backend_cpu_run,
     .mmv_act_type = mmv_act_type_cpu,
     .quantize = backend_cpu_quantize,
     .mmv = backend_cpu_mmv,

@@ -1,6 +1,10 @@
 /* backend_cuda: the CUDA backend — device memory, one stream, and the op table over kernels/<op>.cu.
  *
  * Ops are queued on the backend's stream and return at once; download and sync wait for the stream.
+ * run() captures what a function queues into a CUDA graph and replays it while the caller's key stays
+ * the same (the decode step: one launch instead of hundreds); a new key re-captures and updates the
+ * executable graph in place (cudaGraphExecUpdate) when only kernel arguments changed, or instantiates
+ * it anew. INFER_CUDA_GRAPHS=0 in the environment turns graphs off (every run calls fn directly).
  * upload is cudaMemcpyAsync from (usually pageable) host memory: CUDA stages pageable sources before
  * returning, so the caller may reuse src at once. Launcher results map to statuses: a launcher's
  * shape / type refusal (cudaErrorInvalidValue) is INFER_E_UNSUPPORTED, anything else INFER_E_DEVICE,
@@ -15,17 +19,23 @@
 #ifdef INFER_CUDA
 
 #include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct backend_cuda {
     struct infer_backend base;
     int device;
     cudaStream_t stream;
+    int graphs;            /* 0: run() never captures */
+    cudaGraphExec_t exec;  /* the last captured graph, or NULL */
+    uint64_t exec_key;
 };
 
 static struct backend_cuda *backend_cuda_of(struct infer_backend *b) { return b->impl; }
 
 static void backend_cuda_destroy(struct infer_backend *b) {
     struct backend_cuda *c = backend_cuda_of(b);
+    if (c->exec && cudaGraphExecDestroy(c->exec) != cudaSuccess) cudaGetLastError();
     if (c->stream) {
         cudaError_t e = cudaStreamSynchronize(c->stream);
         if (e == cudaSuccess) e = cudaStreamDestroy(c->stream);
@@ -80,6 +90,63 @@ fail:
     return st;
 }
 
+static infer_status backend_cuda_copy(struct infer_backend *b, void *dst, const void *src, size_t bytes) {
+    infer_status st = INFER_OK;
+    if (bytes) CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, backend_cuda_of(b)->stream));
+fail:
+    return st;
+}
+
+static infer_status backend_cuda_zero(struct infer_backend *b, void *dst, size_t bytes) {
+    infer_status st = INFER_OK;
+    if (bytes) CU_TRY(cudaMemsetAsync(dst, 0, bytes, backend_cuda_of(b)->stream));
+fail:
+    return st;
+}
+
+static infer_status backend_cuda_mem_info(struct infer_backend *b, size_t *free_bytes, size_t *total_bytes) {
+    infer_status st = INFER_OK;
+    (void)b;
+    *free_bytes = *total_bytes = 0;
+    CU_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+fail:
+    return st;
+}
+
+/* Capture fn's ops into a graph (or reuse the one captured under the same key) and launch it. */
+static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infer_status (*fn)(void *), void *arg) {
+    infer_status st = INFER_OK;
+    struct backend_cuda *c = backend_cuda_of(b);
+    cudaGraph_t g = NULL;
+    if (!key || !c->graphs) return fn(arg);
+    if (!c->exec || c->exec_key != key) {
+        c->exec_key = 0;
+        CU_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+        const infer_status fst = fn(arg);
+        const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+        if (fst != INFER_OK) {
+            st = fst;
+            cudaGetLastError();
+            goto fail;
+        }
+        CU_TRY(e);
+        if (c->exec) {
+            cudaGraphExecUpdateResultInfo info;
+            if (cudaGraphExecUpdate(c->exec, g, &info) != cudaSuccess) { /* topology changed: rebuild */
+                cudaGetLastError();
+                CU_TRY(cudaGraphExecDestroy(c->exec));
+                c->exec = NULL;
+            }
+        }
+        if (!c->exec) CU_TRY(cudaGraphInstantiate(&c->exec, g, 0));
+        c->exec_key = key;
+    }
+    CU_TRY(cudaGraphLaunch(c->exec, c->stream));
+fail:
+    if (g && cudaGraphDestroy(g) != cudaSuccess) cudaGetLastError();
+    return st;
+}
+
 /* A launcher's cudaError_t as a status naming the op. */
 static infer_status backend_cuda_status(cudaError_t e, const char *op) {
     if (e == cudaSuccess) return INFER_OK;
@@ -100,6 +167,13 @@ BACKEND_CUDA_OP(rope, rope_args)
 BACKEND_CUDA_OP(act, act_args)
 BACKEND_CUDA_OP(embed, embed_args)
 BACKEND_CUDA_OP(kv_store, kv_store_args)
+BACKEND_CUDA_OP(attn, attn_args)
+BACKEND_CUDA_OP(moe_route, moe_route_args)
+BACKEND_CUDA_OP(moe_ffn, moe_ffn_args)
+BACKEND_CUDA_OP(ssm_conv, ssm_conv_args)
+BACKEND_CUDA_OP(gdn, gdn_args)
+BACKEND_CUDA_OP(norm_q, norm_q_args)
+BACKEND_CUDA_OP(rope_norm, rope_norm_args)
 
 static const struct infer_backend_ops backend_cuda_ops = {
     .name = "cuda",
@@ -109,6 +183,10 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .upload = backend_cuda_upload,
     .download = backend_cuda_download,
     .sync = backend_cuda_sync,
+    .copy = backend_cuda_copy,
+    .zero = backend_cuda_zero,
+    .mem_info = backend_cuda_mem_info,
+    .run = backend_cuda_run,
     .mmv_act_type = mmv_act_type_cuda,
     .quantize = backend_cuda_quantize,
     .mmv = backend_cuda_mmv,
@@ -117,8 +195,13 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .act = backend_cuda_act,
     .embed = backend_cuda_embed,
     .kv_store = backend_cuda_kv_store,
-    /* every other op is not yet on CUDA (NULL: callers get INFER_E_UNSUPPORTED): mm, and attn /
-     * moe_route / moe_ffn / ssm_conv / gdn, whose kernels (kernels/attn.cu etc.) are written separately */
+    .attn = backend_cuda_attn,
+    .moe_route = backend_cuda_moe_route,
+    .moe_ffn = backend_cuda_moe_ffn,
+    .ssm_conv = backend_cuda_ssm_conv,
+    .gdn = backend_cuda_gdn,
+    .norm_q = backend_cuda_norm_q,
+    .rope_norm = backend_cuda_rope_norm,
 };
 
 infer_status backend_cuda_create(int device, struct infer_backend **out) {
@@ -132,6 +215,8 @@ infer_status backend_cuda_create(int device, struct infer_backend **out) {
     struct backend_cuda *c = xcalloc(1, sizeof *c);
     if (!c) return INFER_OOM("cuda backend");
     c->device = device;
+    const char *graphs = getenv("INFER_CUDA_GRAPHS");
+    c->graphs = !(graphs && !strcmp(graphs, "0"));
     CU_TRY(cudaSetDevice(device));
     CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     c->base.ops = &backend_cuda_ops;

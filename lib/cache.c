@@ -1,8 +1,6 @@
 /* cache: per-sequence storage of a context (see cache.h for the layout and why). */
 #include "cache.h"
 
-#include <string.h>
-
 static infer_status kv_cache_buf(struct kv_cache *c, double count, size_t size, const char *what, void *out) {
     *(void **)out = NULL;
     if (count <= 0) return INFER_OK;
@@ -10,9 +8,8 @@ static infer_status kv_cache_buf(struct kv_cache *c, double count, size_t size, 
         return infer_fail(INFER_E_OOM, "cache: %.0f bytes for %s: too large", count * (double)size, what);
     size_t bytes = (size_t)count * size;
     if (c->be->ops->alloc(c->be, bytes, (void **)out) != INFER_OK)
-        return infer_fail(INFER_E_OOM, "cache: %zu bytes for %s do not fit", bytes, what);
-    memset(*(void **)out, 0, bytes); /* note: host memory; a device backend zeroes with its own op */
-    return INFER_OK;
+        return infer_fail(INFER_E_OOM, "cache: %zu bytes for %s do not fit: %s", bytes, what, infer_last_error());
+    return c->be->ops->zero(c->be, *(void **)out, bytes);
 }
 
 infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
@@ -117,12 +114,17 @@ void kv_cache_advanced(struct kv_cache *c, int32_t seq, int32_t new_len) {
     c->len[seq] = new_len;
 }
 
-void kv_cache_put_h(struct kv_cache *c, int32_t seq, int32_t pos, int is_last, const float *h) {
+infer_status kv_cache_put_h(struct kv_cache *c, int32_t seq, int32_t pos, int is_last, const float *h) {
+    infer_status st = INFER_OK;
+    struct infer_backend *be = c->be;
     const size_t n = (size_t)c->n_embd_h;
-    if (!n) return;
+    if (!n) return INFER_OK;
     if (c->n_ring)
-        memcpy(c->ring_h + ((size_t)seq * (size_t)c->n_ring + (size_t)(pos % c->n_ring)) * n, h, n * sizeof(float));
-    if (is_last) memcpy(c->h + (size_t)seq * n, h, n * sizeof(float));
+        TRY(be->ops->copy(be, c->ring_h + ((size_t)seq * (size_t)c->n_ring + (size_t)(pos % c->n_ring)) * n, h,
+                          n * sizeof(float)));
+    if (is_last) TRY(be->ops->copy(be, c->h + (size_t)seq * n, h, n * sizeof(float)));
+fail:
+    return st;
 }
 
 const float *kv_cache_h(const struct kv_cache *c, int32_t seq) {
@@ -131,7 +133,9 @@ const float *kv_cache_h(const struct kv_cache *c, int32_t seq) {
 
 /* Copies the recurrent state and h of seq between the live buffers and a saved copy: the ring slot
  * (slot >= 0) or the checkpoint (slot < 0); to_live picks the direction. */
-static void kv_cache_copy_state(struct kv_cache *c, int32_t seq, int32_t slot, int to_live) {
+static infer_status kv_cache_copy_state(struct kv_cache *c, int32_t seq, int32_t slot, int to_live) {
+    infer_status st = INFER_OK;
+    struct infer_backend *be = c->be;
     const size_t cn = (size_t)c->conv_n, sn = (size_t)c->ssm_n, hn = (size_t)c->n_embd_h;
     for (int32_t g = 0; g < c->n_gdn; g++) {
         float *live_c = c->conv + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * cn;
@@ -145,37 +149,42 @@ static void kv_cache_copy_state(struct kv_cache *c, int32_t seq, int32_t slot, i
             sc = c->ckpt_conv + ((size_t)seq * (size_t)c->n_gdn + (size_t)g) * cn;
             ss = c->ckpt_ssm + ((size_t)seq * (size_t)c->n_gdn + (size_t)g) * sn;
         }
-        memcpy(to_live ? live_c : sc, to_live ? sc : live_c, cn * sizeof(float));
-        memcpy(to_live ? live_s : ss, to_live ? ss : live_s, sn * sizeof(float));
+        TRY(be->ops->copy(be, to_live ? live_c : sc, to_live ? sc : live_c, cn * sizeof(float)));
+        TRY(be->ops->copy(be, to_live ? live_s : ss, to_live ? ss : live_s, sn * sizeof(float)));
     }
     if (hn) {
         float *live_h = c->h + (size_t)seq * hn;
         float *sh = slot >= 0 ? c->ring_h + ((size_t)seq * (size_t)c->n_ring + (size_t)slot) * hn
                               : c->ckpt_h + (size_t)seq * hn;
-        memcpy(to_live ? live_h : sh, to_live ? sh : live_h, hn * sizeof(float));
+        TRY(be->ops->copy(be, to_live ? live_h : sh, to_live ? sh : live_h, hn * sizeof(float)));
     }
+fail:
+    return st;
 }
 
 infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len) {
+    infer_status st = INFER_OK;
+    struct infer_backend *be = c->be;
     const int32_t old = c->len[seq];
     if (len >= old) return INFER_OK;
     if (len <= 0) {
         len = 0;
         for (int32_t g = 0; g < c->n_gdn; g++) {
-            memset(c->conv + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * (size_t)c->conv_n, 0,
-                   (size_t)c->conv_n * sizeof(float));
-            memset(c->ssm + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * (size_t)c->ssm_n, 0,
-                   (size_t)c->ssm_n * sizeof(float));
+            TRY(be->ops->zero(be, c->conv + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * (size_t)c->conv_n,
+                              (size_t)c->conv_n * sizeof(float)));
+            TRY(be->ops->zero(be, c->ssm + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * (size_t)c->ssm_n,
+                              (size_t)c->ssm_n * sizeof(float)));
         }
-        if (c->n_embd_h) memset(c->h + (size_t)seq * (size_t)c->n_embd_h, 0, (size_t)c->n_embd_h * sizeof(float));
+        if (c->n_embd_h)
+            TRY(be->ops->zero(be, c->h + (size_t)seq * (size_t)c->n_embd_h, (size_t)c->n_embd_h * sizeof(float)));
         c->ring_lo[seq] = 0;
     } else if (c->n_gdn || c->n_embd_h) {
         const int32_t p = len - 1; /* the state after position p is wanted */
         const int32_t lo = c->ring_lo[seq] > old - c->n_ring ? c->ring_lo[seq] : old - c->n_ring;
         if (c->n_ring > 0 && p >= lo)
-            kv_cache_copy_state(c, seq, p % c->n_ring, 1);
+            TRY(kv_cache_copy_state(c, seq, p % c->n_ring, 1));
         else if (c->ckpt_len[seq] == len)
-            kv_cache_copy_state(c, seq, -1, 1);
+            TRY(kv_cache_copy_state(c, seq, -1, 1));
         else
             return infer_fail(INFER_E_UNSUPPORTED, "cache: sequence %d (%d positions) cannot be truncated to %d: a "
                               "recurrent model keeps its state only for lengths %d..%d (n_draft snapshots), its "
@@ -186,11 +195,12 @@ infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len) {
     if (c->ckpt_len[seq] > len) c->ckpt_len[seq] = -1;
     if (c->mtp_len[seq] > len) c->mtp_len[seq] = len;
     c->len[seq] = len;
-    return INFER_OK;
+fail:
+    return st;
 }
 
 infer_status kv_cache_checkpoint(struct kv_cache *c, int32_t seq) {
-    kv_cache_copy_state(c, seq, -1, 0);
-    c->ckpt_len[seq] = c->len[seq];
-    return INFER_OK;
+    infer_status st = kv_cache_copy_state(c, seq, -1, 0);
+    if (st == INFER_OK) c->ckpt_len[seq] = c->len[seq];
+    return st;
 }

@@ -8,6 +8,8 @@
  * ring holds the state after each of the last n_ring positions (written by the ops themselves,
  * kernels.h snap_*), the checkpoint one explicitly saved state; position 0 is the zero state.
  *
+ * Every buffer is memory of the context's backend (device memory on CUDA): it is zeroed and copied
+ * with the backend's zero / copy ops, never touched from the host.
  * Layout (cells of kv type: f16 or Q8_0 rows; f32 states):
  *   k, v      [kv layer][seq][cell][n_head_kv * head_dim]   kv layers: trunk attention layers, then
  *                                                           the MTP block when the context drafts
@@ -72,7 +74,7 @@ void kv_cache_advanced(struct kv_cache *c, int32_t seq, int32_t new_len);
 infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len);
 /* Records h (n_embd_h floats) as the hidden state of position pos of seq: into the ring (when it has
  * slots) and, for the last position, as the live h. No-op without hidden states. */
-void kv_cache_put_h(struct kv_cache *c, int32_t seq, int32_t pos, int is_last, const float *h);
+infer_status kv_cache_put_h(struct kv_cache *c, int32_t seq, int32_t pos, int is_last, const float *h);
 /* The live h of seq (zeros for an empty sequence); NULL without hidden states. */
 const float *kv_cache_h(const struct kv_cache *c, int32_t seq);
 /* Saves the recurrent state (and h) of seq at its current length. */

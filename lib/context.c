@@ -63,6 +63,24 @@ static infer_status ctx_check_model(const struct infer_model *m) {
     return INFER_OK;
 }
 
+/* Every op the model's forward pass calls must be in the backend's table. */
+static infer_status ctx_check_ops(const infer_ctx *c) {
+    const struct infer_backend_ops *o = c->be->ops;
+    const int hybrid = (c->m->arch->flags & ARCH_F_HYBRID) != 0, moe = c->m->hp.n_expert > 0;
+    const struct { const char *name; int needed, present; } ops[] = {
+        {"quantize", 1, o->quantize != NULL}, {"mmv", 1, o->mmv != NULL},         {"mm", 1, o->mm != NULL},
+        {"norm", 1, o->norm != NULL},         {"rope", 1, o->rope != NULL},       {"act", 1, o->act != NULL},
+        {"attn", 1, o->attn != NULL},         {"embed", 1, o->embed != NULL},     {"kv_store", 1, o->kv_store != NULL},
+        {"moe_route", moe, o->moe_route != NULL}, {"moe_ffn", moe, o->moe_ffn != NULL},
+        {"ssm_conv", hybrid, o->ssm_conv != NULL}, {"gdn", hybrid, o->gdn != NULL},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (ops[i].needed && !ops[i].present)
+            return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: the %s backend has no %s op, which %s models need",
+                              o->name, ops[i].name, c->m->arch->name);
+    return INFER_OK;
+}
+
 static infer_status ctx_alloc(infer_ctx *c, size_t count, size_t size, void *out) {
     if (count == 0) count = 1;
     infer_status st = c->be->ops->alloc(c->be, count * size, (void **)out);
@@ -97,6 +115,9 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
                           (long long)m->hp.head_dim);
     if (p->n_draft < 0 || p->n_draft > INFER_MAX_DRAFT)
         return infer_fail(INFER_E_ARG, "infer_ctx_create: n_draft %d: expected 0..%d", p->n_draft, INFER_MAX_DRAFT);
+    if (p->n_draft > 0 && m->be)
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
+                          "yet; load the model with n_gpu_layers 0 to draft on the CPU", p->n_draft);
     if (p->n_draft > 0 && m->hp.n_layer_nextn < 1)
         return infer_fail(INFER_E_ARG, "infer_ctx_create: n_draft %d: the model (%s) has no MTP layer to draft with",
                           p->n_draft, m->arch->name);
@@ -123,7 +144,12 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
     n_in_max = ctx_max(n_in_max, ctx_max(vd, c->n_draft ? 2 * n_embd : 0));
     const int64_t n_e = hp->n_expert > 0 ? hp->n_expert : 1, n_used = hp->n_expert_used > 0 ? hp->n_expert_used : 1;
     const int shexp = m->arch->ffn == ARCH_FFN_MOE_SHEXP;
-    TRY(backend_cpu_create(n_threads, &c->be));
+    c->on_device = m->be != NULL;
+    if (c->on_device)
+        TRY(backend_cuda_create(m->device, &c->be)); /* the context's own stream on the model's device */
+    else
+        TRY(backend_cpu_create(n_threads, &c->be));
+    TRY(ctx_check_ops(c));
     TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, p->kv_type, &c->kv));
     TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->x));
     TRY(ctx_alloc(c, T * (size_t)ctx_max(n_embd, nq), sizeof(float), &c->xn));
@@ -162,6 +188,23 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
     TRY(ctx_host(T, sizeof(int32_t), &c->seq));
     TRY(ctx_host(T, sizeof(int32_t), &c->out_row));
     TRY(ctx_host((size_t)c->n_seq, sizeof(int32_t), &c->next));
+    TRY(ctx_host(T, sizeof(int32_t), &c->out_ids));
+    if (c->on_device) {
+        TRY(ctx_alloc(c, T, sizeof(int32_t), &c->dtok));
+        TRY(ctx_alloc(c, T, sizeof(int32_t), &c->dpos));
+        TRY(ctx_alloc(c, T, sizeof(int32_t), &c->dout));
+        struct attn_args at = {0};
+        at.n_tokens = ATTN_SPLIT_TOKENS, at.n_head = (int32_t)hp->n_head, at.head_dim = (int32_t)hd, at.n_kv = c->n_ctx;
+        TRY(ctx_alloc(c, attn_scratch_floats(&at), sizeof(float), &c->attn_scratch));
+        if (moe) {
+            struct moe_ffn_args mf = {0};
+            mf.n_tokens = c->n_batch, mf.n_expert_used = (int32_t)n_used, mf.n_ff = hp->n_ff_exp;
+            TRY(ctx_alloc(c, moe_ffn_scratch_floats(&mf), sizeof(float), &c->moe_scratch));
+        }
+        TRY(ctx_host(T * (size_t)hp->n_vocab, sizeof(float), &c->logits_host));
+    } else {
+        c->dpos = c->pos, c->dout = c->out_ids;
+    }
     *out = c;
     return INFER_OK;
 fail:
@@ -174,7 +217,9 @@ void infer_ctx_free(infer_ctx *c) {
     if (c->be) {
         void *bufs[] = {c->x, c->xn, c->q, c->qg, c->k, c->v, c->att, c->h, c->sh, c->shg, c->xq, c->router,
                         c->moe_ids, c->moe_w, c->g_qkv, c->g_conv, c->g_z, c->g_ab, c->g_out, c->logits, c->hid,
-                        c->mtp_h, c->mtp_in, c->mtp_hid, c->mtp_logits, c->spec_p, c->spec_r};
+                        c->mtp_h, c->mtp_in, c->mtp_hid, c->mtp_logits, c->spec_p, c->spec_r, c->attn_scratch,
+                        c->moe_scratch, c->on_device ? c->dtok : NULL, c->on_device ? c->dpos : NULL,
+                        c->on_device ? c->dout : NULL};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) c->be->ops->free(c->be, bufs[i]);
         kv_cache_free(c->kv);
         backend_free(c->be);
@@ -183,6 +228,8 @@ void infer_ctx_free(infer_ctx *c) {
     xfree(c->seq);
     xfree(c->out_row);
     xfree(c->next);
+    xfree(c->out_ids);
+    xfree(c->logits_host);
     xfree(c);
 }
 
@@ -233,15 +280,15 @@ static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t 
         if (prev[s] < 0 && kv->mtp_len[s] != c->pos[t])
             return infer_fail(INFER_E_INTERNAL, "infer_decode: MTP cells of sequence %d hold %d positions, expected %d",
                               s, kv->mtp_len[s], c->pos[t]);
-        memcpy(c->mtp_h + (size_t)t * n_embd, prev[s] < 0 ? kv_cache_h(kv, s) : c->hid + (size_t)prev[s] * n_embd,
-               n_embd * sizeof(float));
+        TRY(c->be->ops->copy(c->be, c->mtp_h + (size_t)t * n_embd,
+                             prev[s] < 0 ? kv_cache_h(kv, s) : c->hid + (size_t)prev[s] * n_embd, n_embd * sizeof(float)));
         prev[s] = t;
     }
     TRY(layer_mtp(c, tokens, c->mtp_h, n_tokens, 0, NULL));
     for (int32_t t = 0; t < n_tokens; t++) {
         const int32_t s = c->seq[t];
         if (c->pos[t] >= c->next[s] - kv->n_ring || c->pos[t] == c->next[s] - 1)
-            kv_cache_put_h(kv, s, c->pos[t], c->pos[t] == c->next[s] - 1, c->hid + (size_t)t * n_embd);
+            TRY(kv_cache_put_h(kv, s, c->pos[t], c->pos[t] == c->next[s] - 1, c->hid + (size_t)t * n_embd));
         kv->mtp_len[s] = c->pos[t] + 1;
     }
 fail:
@@ -253,12 +300,14 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     int32_t n_out = 0;
     if (!c || !b) return infer_fail(INFER_E_ARG, "infer_decode: %s is NULL", c ? "batch" : "context");
     c->n_tokens = 0; /* logits of the previous batch are gone whatever happens */
+    c->logits_ready = 0;
     TRY(ctx_validate(c, b, &n_out));
     TRY(forward_run(c, b->token, b->n_tokens, n_out));
     if (c->n_draft) TRY(ctx_mtp_follow(c, b->token, b->n_tokens));
     for (int32_t s = 0; s < c->n_seq; s++)
         if (c->next[s] != c->kv->len[s]) kv_cache_advanced(c->kv, s, c->next[s]);
     c->n_tokens = b->n_tokens;
+    c->n_out = n_out;
 fail:
     return st;
 }
@@ -267,7 +316,18 @@ const float *infer_logits(const infer_ctx *c, int32_t i) {
     if (!c || c->n_tokens == 0) return NULL;
     if (i < 0) i = c->n_tokens + i;
     if (i < 0 || i >= c->n_tokens || c->out_row[i] < 0) return NULL;
-    return c->logits + (size_t)c->out_row[i] * (size_t)c->m->hp.n_vocab;
+    const size_t n_vocab = (size_t)c->m->hp.n_vocab;
+    if (!c->on_device) return c->logits + (size_t)c->out_row[i] * n_vocab;
+    if (!c->logits_ready) {
+        /* the logits stay on the device until asked for; the host copy is a cache of them, so the
+         * context is logically unchanged (hence the cast) */
+        infer_ctx *w = (infer_ctx *)c;
+        if (w->be->ops->download(w->be, w->logits_host, w->logits, (size_t)w->n_out * n_vocab * sizeof(float)) !=
+            INFER_OK)
+            return NULL;
+        w->logits_ready = 1;
+    }
+    return c->logits_host + (size_t)c->out_row[i] * n_vocab;
 }
 
 infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {

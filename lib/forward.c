@@ -5,9 +5,9 @@
  * activation type for that weight type (Q8_K for K-quants, Q8_0 for Q8_0/Q4_0/IQ4_NL, f32 for float
  * weights) as ggml's CPU mul_mat does, then mmv (n_tokens <= MMV_MAX_TOKENS) or mm runs. The head
  * only runs over the rows that asked for logits (llama.cpp's output selection), gathered into xn.
+ * On a device the batch's token ids, positions and asked rows are uploaded first, then the whole pass
+ * is queued through the backend's run(), which replays a captured CUDA graph for decode-sized batches.
  */
-#include <string.h>
-
 #include "forward.h"
 
 infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, const struct gguf_tensor *w2,
@@ -40,6 +40,18 @@ infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf
     return c->be->ops->norm(c->be, &a);
 }
 
+infer_status forward_norm_in(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
+                             int32_t n_rows, const struct gguf_tensor *next, int32_t *xq_type) {
+    struct infer_backend *be = c->be;
+    const int32_t at = be->ops->mmv_act_type(next->type);
+    *xq_type = -2;
+    if (!be->ops->norm_q || at != INFER_TYPE_Q8_1 || n % 32) return forward_norm(c, x, w, y, n, n_rows);
+    struct norm_q_args a = {{x, w->data, y, n, n_rows, n, n, c->m->hp.rms_eps, NULL, 0}, at, c->xq};
+    infer_status st = be->ops->norm_q(be, &a);
+    if (st == INFER_OK) *xq_type = at;
+    return st;
+}
+
 infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *e, const int32_t *tokens,
                            int32_t n_tokens) {
     struct embed_args a = {e->type, e->data, c->m->hp.n_embd, e->ne[1], tokens, n_tokens, c->x};
@@ -57,34 +69,78 @@ infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     return layer_ffn(c, il, n_tokens);
 }
 
-infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
+infer_status forward_gather(struct infer_ctx *c, const float *src, int32_t n_tokens, int32_t n_out) {
+    struct embed_args a = {INFER_TYPE_F32, src, c->m->hp.n_embd, n_tokens, c->dout, n_out, c->xn};
+    return c->be->ops->embed(c->be, &a);
+}
+
+struct forward_job {
+    struct infer_ctx *c;
+    const int32_t *tokens; /* backend memory */
+    int32_t n_tokens, n_out;
+};
+
+/* Everything the batch queues on the backend: the part a device backend may capture as a graph. */
+static infer_status forward_body(void *arg) {
     infer_status st = INFER_OK;
+    const struct forward_job *j = arg;
+    struct infer_ctx *c = j->c;
     const struct infer_model *m = c->m;
     const int64_t n_embd = m->hp.n_embd;
-    TRY(forward_embed(c, m->token_embd, tokens, n_tokens));
+    TRY(forward_embed(c, m->token_embd, j->tokens, j->n_tokens));
     for (int32_t il = 0; il < (int32_t)m->hp.n_layer; il++) {
         if (m->layers[il].kind == ARCH_LAYER_GDN)
-            TRY(layer_gdn(c, il, n_tokens));
+            TRY(layer_gdn(c, il, j->n_tokens));
         else
-            TRY(layer_attn(c, il, n_tokens));
-        TRY(forward_ffn(c, il, n_tokens));
+            TRY(layer_attn(c, il, j->n_tokens));
+        TRY(forward_ffn(c, il, j->n_tokens));
     }
     /* the head over the asked rows only: gather, norm in place, project. A drafting context keeps
      * every token's normed hidden state (the MTP block's input) and gathers from it. */
     const float *src = c->x;
     if (c->hid) {
-        TRY(forward_norm(c, c->x, m->output_norm, c->hid, n_embd, n_tokens));
+        TRY(forward_norm(c, c->x, m->output_norm, c->hid, n_embd, j->n_tokens));
         src = c->hid;
     }
-    for (int32_t t = 0; t < n_tokens; t++)
-        if (c->out_row[t] >= 0)
-            memcpy(c->xn + (size_t)c->out_row[t] * n_embd, src + (size_t)t * n_embd, (size_t)n_embd * sizeof(float));
-    if (n_out > 0) {
+    if (j->n_out > 0) {
         int32_t xq_type = -2;
-        if (!c->hid) TRY(forward_norm(c, c->xn, m->output_norm, c->xn, n_embd, n_out));
-        TRY(forward_matmul(c, m->output, NULL, c->xn, n_out, c->logits, NULL, MMV_PLAIN, &xq_type));
+        TRY(forward_gather(c, src, j->n_tokens, j->n_out));
+        if (!c->hid) TRY(forward_norm_in(c, c->xn, m->output_norm, c->xn, n_embd, j->n_out, m->output, &xq_type));
+        TRY(forward_matmul(c, m->output, NULL, c->xn, j->n_out, c->logits, NULL, MMV_PLAIN, &xq_type));
     }
-    TRY(c->be->ops->sync(c->be));
+fail:
+    return st;
+}
+
+/* The graph key of a batch: the ops and their arguments follow from the token count, the rows asked and
+ * each token's sequence (which KV cells it writes) — everything else that changes is read from backend
+ * memory. 0 (no graph) for prefill-sized batches and for recurrent layers, whose snapshot slots are
+ * kernel arguments that move with the position. */
+static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
+    if (!c->on_device || n_tokens > MMV_MAX_TOKENS || (c->m->arch->flags & ARCH_F_HYBRID)) return 0;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the shape */
+    const int32_t shape[2] = {n_tokens, n_out};
+    for (int i = 0; i < 2 + n_tokens; i++) {
+        h ^= (uint64_t)(uint32_t)(i < 2 ? shape[i] : c->seq[i - 2]);
+        h *= 1099511628211ull;
+    }
+    return h | 1;
+}
+
+infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
+    infer_status st = INFER_OK;
+    struct infer_backend *be = c->be;
+    for (int32_t t = 0; t < n_tokens; t++)
+        if (c->out_row[t] >= 0) c->out_ids[c->out_row[t]] = t;
+    struct forward_job j = {c, tokens, n_tokens, n_out};
+    if (c->on_device) { /* the batch's ids and positions cross once, before the (captured) ops */
+        TRY(be->ops->upload(be, c->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
+        TRY(be->ops->upload(be, c->dpos, c->pos, (size_t)n_tokens * sizeof(int32_t)));
+        if (n_out > 0) TRY(be->ops->upload(be, c->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
+        j.tokens = c->dtok;
+    }
+    TRY(be->ops->run(be, forward_graph_key(c, n_tokens, n_out), forward_body, &j));
+    TRY(be->ops->sync(be));
 fail:
     return st;
 }

@@ -40,7 +40,7 @@ struct infer_ctx {
     float *g_z;        /* (T, d_inner) output-gate projection */
     float *g_ab;       /* (T, 2 * dt_rank): beta then alpha projections (qwen3next: the fused ssm_ba row) */
     float *g_out;      /* (T, d_inner) the delta-rule output, then gated-normed */
-    float *logits;     /* (T, n_vocab): rows of the tokens that asked, packed */
+    float *logits;     /* (T, n_vocab): rows of the tokens that asked, packed (device memory on CUDA) */
     /* MTP drafting (n_draft > 0) */
     float *hid;        /* (T, n_embd) the target's post-output_norm hidden state of every token */
     float *mtp_h;      /* (T, n_embd) the h each MTP row pairs with (the hidden state one position back) */
@@ -51,6 +51,16 @@ struct infer_ctx {
     /* per batch (host) */
     int32_t *pos, *seq;   /* (T) the position and sequence of each token */
     int32_t *out_row;     /* (T) row of token i in logits, -1 if not asked */
+    int32_t *out_ids;     /* (T) the batch index of each logits row, in row order */
+    /* device contexts (the model's weights on a GPU; on_device = 1): what crosses to the device */
+    int on_device;
+    int32_t *dtok, *dpos, *dout; /* backend copies of the tokens, c->pos and c->out_ids (the CPU: NULL,
+                                    pos and out_ids themselves) */
+    float *attn_scratch;  /* split-K partials of decode attention (attn_scratch_floats at n_ctx); CPU: NULL */
+    float *moe_scratch;   /* the expert FFN's hidden vectors (moe_ffn_scratch_floats at T); CPU: NULL */
+    float *logits_host;   /* host copy of logits, downloaded by the first infer_logits after a batch */
+    int logits_ready;
+    int32_t n_out;        /* logits rows of the last batch */
     int32_t *next;        /* (n_seq) scratch for validating positions */
     int32_t n_tokens;     /* of the last successful batch; 0 before any */
     int32_t xq_type;      /* activation type currently in xq for xn / q (-2: stale) */
@@ -70,6 +80,11 @@ infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, co
 infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
                           int32_t n_rows);
 
+/* forward_norm for a norm whose output y feeds a product with weight `next`: a backend with the fused
+ * norm_q op also writes y's 8-bit activations into c->xq and sets *xq_type (so forward_matmul skips its
+ * quantize); otherwise plain forward_norm and *xq_type = -2. */
+infer_status forward_norm_in(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
+                             int32_t n_rows, const struct gguf_tensor *next, int32_t *xq_type);
 /* The pre-FFN norm of a block: ffn_norm, or post_attention_norm (hybrid archs). */
 static inline const struct gguf_tensor *forward_ffn_norm(const struct model_layer *L) {
     return L->ffn_norm ? L->ffn_norm : L->post_attn_norm;
@@ -77,6 +92,8 @@ static inline const struct gguf_tensor *forward_ffn_norm(const struct model_laye
 /* x[t] = row tokens[t] of token_embd (or emb), dequantised. */
 infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *emb, const int32_t *tokens,
                            int32_t n_tokens);
+/* xn row r = src row c->dout[r] (rows of n_embd floats) for the n_out rows asked, through the embed op. */
+infer_status forward_gather(struct infer_ctx *c, const float *src, int32_t n_tokens, int32_t n_out);
 /* y = x + y2 (rows of n floats), through the backend's act op. */
 infer_status forward_add(struct infer_ctx *c, float *y, const float *x2, int64_t n, int32_t n_rows);
 /* The FFN block of layer il (dense, MoE, MoE + shared expert), residual included. */

@@ -81,10 +81,26 @@ static infer_status infer_check_tensors(const struct infer_model *m, const infer
                               blocky ? "scale" : "value", blocky ? "block" : "element", bad);
         }
         done += t->nbytes;
-        infer_status st = infer_progress(p, 0.1f + 0.85f * (total ? (float)((double)done / (double)total) : 1.0f));
+        infer_status st = infer_progress(p, 0.1f + (p->n_gpu_layers ? 0.05f : 0.85f) * (total ? (float)((double)done / (double)total) : 1.0f));
         if (st != INFER_OK) return st;
     }
     return INFER_OK;
+}
+
+/* n_gpu_layers: all layers (and the head) on CUDA device 0, or none; a split is refused for now. */
+static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
+    infer_status st = INFER_OK;
+    const int64_t n_layer = m->hp.n_layer;
+    if (p->n_gpu_layers > 0 && p->n_gpu_layers < n_layer)
+        return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d of %" PRId64 " layers: splitting layers between "
+                          "the GPU and the CPU is not supported yet; use 0 (CPU) or >= %" PRId64 " (every layer on "
+                          "the GPU)", m->gguf->path, p->n_gpu_layers, n_layer, n_layer);
+    struct infer_backend *be = NULL;
+    TRY(backend_cuda_create(0, &be));
+    st = model_upload(m, be, 0, p, 0.15f, 0.95f);
+    if (st != INFER_OK) backend_free(be);
+fail:
+    return st;
 }
 
 INFER_API infer_status infer_model_load(const char *path, const infer_model_params *params, infer_model **out) {
@@ -102,6 +118,7 @@ INFER_API infer_status infer_model_load(const char *path, const infer_model_para
     if (st != INFER_OK) goto fail;
     TRY(infer_progress(&p, 0.1f));
     if (p.check_tensors) TRY(infer_check_tensors(m, &p));
+    if (p.n_gpu_layers != 0) TRY(infer_offload(m, &p));
     TRY(infer_progress(&p, 1.0f));
     *out = m;
     return INFER_OK;

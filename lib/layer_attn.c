@@ -22,7 +22,7 @@ static infer_status layer_attn_store(struct infer_ctx *c, int32_t il, const floa
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
         void *cells = is_v ? kv_cache_v(c->kv, il, c->seq[t0]) : kv_cache_k(c->kv, il, c->seq[t0]);
-        struct kv_store_args a = {src + (size_t)t0 * (size_t)row, cells, c->pos + t0, row, row, row, t1 - t0, c->kv->type,
+        struct kv_store_args a = {src + (size_t)t0 * (size_t)row, cells, c->dpos + t0, row, row, row, t1 - t0, c->kv->type,
                                   is_v ? c->kv->rot_v : c->kv->rot_k};
         TRY(c->be->ops->kv_store(c->be, &a));
     }
@@ -41,31 +41,42 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     int32_t xq_type = -2;
 
     const int gated = (m->arch->flags & ARCH_F_ATTN_GATE) != 0;
-    TRY(forward_norm(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens));
+    TRY(forward_norm_in(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens, L->attn_q, &xq_type));
     TRY(forward_matmul(c, L->attn_q, NULL, c->xn, n_tokens, gated ? c->qg : c->q, NULL, MMV_PLAIN, &xq_type));
     TRY(forward_matmul(c, L->attn_k, NULL, c->xn, n_tokens, c->k, NULL, MMV_PLAIN, &xq_type));
     TRY(forward_matmul(c, L->attn_v, NULL, c->xn, n_tokens, c->v, NULL, MMV_PLAIN, &xq_type));
-    if (L->attn_q_norm) {
-        /* gated: the norm also packs the query halves of qg into q */
-        struct norm_args nq_ = {gated ? c->qg : c->q, L->attn_q_norm->data, c->q, hd, n_tokens * nh,
-                                gated ? 2 * hd : hd, hd, hp->rms_eps, NULL, 0};
-        TRY(be->ops->norm(be, &nq_));
-        TRY(forward_norm(c, c->k, L->attn_k_norm, c->k, hd, n_tokens * nkv));
-    }
     const int32_t mode = m->arch->rope == ARCH_ROPE_NORM ? ROPE_NORMAL : ROPE_NEOX;
-    struct rope_args rq = {c->q, c->pos, n_tokens, nh, hd, (int32_t)hp->n_rot, nq, hd, mode, hp->rope_freq_base, 1.0f};
-    TRY(be->ops->rope(be, &rq));
-    struct rope_args rk = {c->k, c->pos, n_tokens, nkv, hd, (int32_t)hp->n_rot, nk, hd, mode, hp->rope_freq_base, 1.0f};
-    TRY(be->ops->rope(be, &rk));
+    struct rope_args rq = {c->q, c->dpos, n_tokens, nh, hd, (int32_t)hp->n_rot, nq, hd, mode, hp->rope_freq_base, 1.0f};
+    struct rope_args rk = {c->k, c->dpos, n_tokens, nkv, hd, (int32_t)hp->n_rot, nk, hd, mode, hp->rope_freq_base, 1.0f};
+    if (L->attn_q_norm && be->ops->rope_norm) { /* QK-norm and RoPE in one pass per head */
+        struct rope_norm_args fq = {rq, gated ? c->qg : c->q, gated ? 2 * nq : nq, gated ? 2 * hd : hd,
+                                    L->attn_q_norm->data, hp->rms_eps};
+        TRY(be->ops->rope_norm(be, &fq));
+        struct rope_norm_args fk = {rk, c->k, nk, hd, L->attn_k_norm->data, hp->rms_eps};
+        TRY(be->ops->rope_norm(be, &fk));
+    } else {
+        if (L->attn_q_norm) {
+            /* gated: the norm also packs the query halves of qg into q */
+            struct norm_args nq_ = {gated ? c->qg : c->q, L->attn_q_norm->data, c->q, hd, n_tokens * nh,
+                                    gated ? 2 * hd : hd, hd, hp->rms_eps, NULL, 0};
+            TRY(be->ops->norm(be, &nq_));
+            TRY(forward_norm(c, c->k, L->attn_k_norm, c->k, hd, n_tokens * nkv));
+        }
+        TRY(be->ops->rope(be, &rq));
+        TRY(be->ops->rope(be, &rk));
+    }
     TRY(layer_attn_store(c, il, c->k, 0, n_tokens));
     TRY(layer_attn_store(c, il, c->v, 1, n_tokens));
 
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
-        int32_t s = c->seq[t0], n_kv = c->pos[t1 - 1] + 1; /* positions rise within a run */
+        /* n_kv is the sequence's capacity, not its length: each query stops at its own position (read
+         * from dpos), so the arguments do not change from one decode step to the next (CUDA graphs) */
+        const int32_t s = c->seq[t0];
         struct attn_args a = {c->q + (size_t)t0 * nq, kv_cache_k(c->kv, il, s), kv_cache_v(c->kv, il, s),
-                              c->att + (size_t)t0 * nq, c->pos + t0, t1 - t0, nh, nkv, hd, n_kv, nq, nk, nq,
-                              1.0f / sqrtf((float)hd), NULL, 0, c->kv->type, c->kv->rot_k, c->kv->rot_v};
+                              c->att + (size_t)t0 * nq, c->dpos + t0, t1 - t0, nh, nkv, hd, c->n_ctx, nq, nk, nq,
+                              1.0f / sqrtf((float)hd), t1 - t0 <= ATTN_SPLIT_TOKENS ? c->attn_scratch : NULL, 0,
+                              c->kv->type, c->kv->rot_k, c->kv->rot_v};
         TRY(be->ops->attn(be, &a));
     }
     if (gated) {

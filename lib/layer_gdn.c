@@ -24,7 +24,7 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     struct kv_cache *kv = c->kv;
     int32_t xq_type = -2;
 
-    TRY(forward_norm(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens));
+    TRY(forward_norm_in(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens, L->ssm_qkv, &xq_type));
     TRY(forward_matmul(c, L->ssm_qkv, NULL, c->xn, n_tokens, c->g_qkv, NULL, MMV_PLAIN, &xq_type));
     TRY(forward_matmul(c, L->ssm_gate, NULL, c->xn, n_tokens, c->g_z, NULL, MMV_PLAIN, &xq_type));
     if (fused_ba) {

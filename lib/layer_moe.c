@@ -40,7 +40,7 @@ infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     TRY(be->ops->moe_route(be, &r));
     struct moe_ffn_args f = {L->ffn_gate_exps->type, L->ffn_down_exps->type, L->ffn_gate_exps->data,
                              L->ffn_up_exps->data, L->ffn_down_exps->data, c->xn, c->moe_ids, c->moe_w, c->h, n_embd,
-                             hp->n_ff_exp, (int32_t)hp->n_expert, (int32_t)hp->n_expert_used, n_tokens, NULL};
+                             hp->n_ff_exp, (int32_t)hp->n_expert, (int32_t)hp->n_expert_used, n_tokens, c->moe_scratch};
     TRY(be->ops->moe_ffn(be, &f));
     if (L->ffn_gate_shexp) TRY(layer_moe_shared(c, L, n_tokens));
     TRY(forward_add(c, c->x, c->h, n_embd, n_tokens));

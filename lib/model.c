@@ -335,6 +335,7 @@ infer_status model_bind(struct gguf_file *f, struct infer_model **out) {
     }
     m->gguf = f;
     m->arch = a;
+    m->device = -1;
     TRY(model_read_hparams(f, a, &m->hp));
     m->layers = xcalloc((size_t)m->hp.n_layer_all, sizeof *m->layers);
     if (!m->layers) {
@@ -357,6 +358,10 @@ fail:
 
 void model_free(struct infer_model *m) {
     if (!m) return;
+    if (m->be) {
+        m->be->ops->free(m->be, m->dev_weights);
+        backend_free(m->be);
+    }
     tokenizer_free(m->tok);
     gguf_close(m->gguf);
     xfree(m->layers);

@@ -9,6 +9,7 @@
 #define INFER_MODEL_H
 
 #include "arch.h"
+#include "backend.h"
 #include "gguf.h"
 #include "tokenizer.h"
 
@@ -40,6 +41,11 @@ struct infer_model {
     int tied;
     struct model_layer *layers; /* (hp.n_layer_all): trunk, then MTP blocks */
     struct tokenizer *tok;      /* owned; from the tokenizer.ggml.* metadata */
+    /* weights on a device (n_gpu_layers > 0): every tensor's data points into dev_weights, memory of
+     * be (owned), CUDA device `device`; NULL / -1 for a CPU model, whose data points into the mapping */
+    struct infer_backend *be;
+    void *dev_weights;
+    int device;
 };
 
 /* Binds f (taken: freed on failure too) into a model. Gives *out. */
@@ -48,5 +54,12 @@ infer_status model_bind(struct gguf_file *f, struct infer_model **out);
 void model_free(struct infer_model *m);
 /* Reads and validates the hyperparameters of f for row a (used by model_bind; exposed for tools). */
 infer_status model_read_hparams(const struct gguf_file *f, const struct arch_row *a, struct arch_hparams *hp);
+
+/* Bytes the weights take on a device (each tensor rounded up to 256). */
+uint64_t model_weight_bytes(const struct infer_model *m);
+/* Copies every tensor into memory of be (device `device`) and points the tensors there; on success the
+ * model owns be. INFER_E_OOM with the numbers when the weights do not fit. Progress from lo to hi. */
+infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, const infer_model_params *p,
+                          float lo, float hi);
 
 #endif

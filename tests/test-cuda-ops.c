@@ -12,6 +12,9 @@
  * within 1/30 of the norm and softmax bounds.
  * Shapes: 1 and many rows (beyond the 65535 grid limit), odd and aligned n, both norm paths (warp
  * and block per row), strided rows, y == x (and y == x2) where the contract allows it.
+ * The fused forms (norm_q, rope_norm) must equal the unfused pair on the device bit for bit: norm then
+ * quantize for norm_q (both paths, y == x), norm then rope for rope_norm (NeoX and normal, partial
+ * rotation, the gated query read from (query, gate) pairs, in place for k).
  * Launcher refusals (bad shapes return cudaErrorInvalidValue before touching the device) and
  * backend_cuda_create's error without a device run everywhere; the rest prints SKIP (no CUDA device).
  */
@@ -120,6 +123,12 @@ static void check_refusals(void) {
     T_CHECK(cuda_kv_store(&kv, 0) == cudaErrorInvalidValue, "kv_store Q8_0 rot 64 over rows of 32 is refused");
     kv.rot = 0, kv.type = INFER_TYPE_F32;
     T_CHECK(cuda_kv_store(&kv, 0) == cudaErrorInvalidValue, "kv_store into f32 cells is refused");
+    struct norm_q_args nq = {{buf, NULL, buf, 40, 1, 40, 40, 1e-6f, NULL, 0}, INFER_TYPE_Q8_1, buf};
+    T_CHECK(cuda_norm_q(&nq, 0) == cudaErrorInvalidValue, "norm_q n not a multiple of 32 is refused");
+    nq.norm.n = nq.norm.x_stride = nq.norm.y_stride = 32, nq.q_type = INFER_TYPE_Q8_0;
+    T_CHECK(cuda_norm_q(&nq, 0) == cudaErrorInvalidValue, "norm_q q_type Q8_0 is refused");
+    struct rope_norm_args rn = {{buf, pos, 2, 1, 8, 8, 8, 8, ROPE_NEOX, 1e4f, 1.0f}, buf, 8, 8, NULL, 1e-6f};
+    T_CHECK(cuda_rope_norm(&rn, 0) == cudaErrorInvalidValue, "rope_norm without a weight is refused");
 }
 
 /* ---- norm ---- */
@@ -421,6 +430,69 @@ static const struct rope_case rope_cases[] = {
     {ROPE_NORMAL, 4, 2, 10, 6, 3, 1, 10000.0f, 0.25f, 500},      {ROPE_NEOX, 300, 8, 64, 32, 17, 0, 500000.0f, 1.0f, 131072},
 };
 
+/* ---- fused forms against the unfused pair on the device: bit-identical ---- */
+static void run_norm_q(int64_t n, int32_t rows, int alias) {
+    const size_t nx = (size_t)(n * rows), qb = q8_split_bytes(n, rows);
+    float *hx = malloc(nx * sizeof(float)), *hw = malloc((size_t)n * sizeof(float));
+    float *y1 = malloc(nx * sizeof(float)), *y2 = malloc(nx * sizeof(float));
+    uint8_t *q1 = malloc(qb), *q2 = malloc(qb);
+    fill(hx, nx, -3.0f, 3.0f), fill(hw, (size_t)n, 0.5f, 1.5f);
+    hx[0] = 0.0f; /* a group with a zero... */
+    for (int64_t i = 0; i < 32 && n >= 64; i++) hx[32 + i] = 0.0f; /* ...and an all-zero group (d = 0) */
+    float *dx = dev_from(hx, nx * sizeof(float)), *dw = dev_from(hw, (size_t)n * sizeof(float));
+    float *dy1 = dev_from(hx, nx * sizeof(float)), *dy2 = dev_from(hx, nx * sizeof(float));
+    void *dq1 = dev_from(q1, qb), *dq2 = dev_from(q2, qb);
+    struct norm_args na = {dx, dw, dy1, n, rows, n, n, 1e-6f, NULL, 0};
+    CK(cuda_norm(&na, 0));
+    struct quantize_args qa = {INFER_TYPE_Q8_1, dy1, dq1, n, rows, n};
+    CK(cuda_quantize(&qa, 0));
+    struct norm_q_args nq = {{alias ? dy2 : dx, dw, dy2, n, rows, n, n, 1e-6f, NULL, 0}, INFER_TYPE_Q8_1, dq2};
+    CK(cuda_norm_q(&nq, 0));
+    host_from(y1, dy1, nx * sizeof(float)), host_from(y2, dy2, nx * sizeof(float));
+    host_from(q1, dq1, qb), host_from(q2, dq2, qb);
+    T_CHECK(!memcmp(y1, y2, nx * sizeof(float)) && !memcmp(q1, q2, qb),
+            "norm_q n %lld rows %d%s: y and the 8-bit activations equal norm + quantize", (long long)n, rows,
+            alias ? " (y == x)" : "");
+    cudaFree(dx), cudaFree(dw), cudaFree(dy1), cudaFree(dy2), cudaFree(dq1), cudaFree(dq2);
+    free(hx), free(hw), free(y1), free(y2), free(q1), free(q2);
+}
+
+/* gated: src holds (query, gate) pairs per head (head stride 2 head_dim); inplace: src is the output */
+static void run_rope_norm(int32_t mode, int32_t n_tok, int32_t n_head, int32_t hd, int32_t n_rot, int gated, int inplace) {
+    const int64_t shs = gated ? 2 * hd : hd, sts = shs * n_head, dts = (int64_t)hd * n_head;
+    const size_t ns = (size_t)(sts * n_tok), nd = (size_t)(dts * n_tok);
+    float *hs = malloc(ns * sizeof(float)), *hw = malloc((size_t)hd * sizeof(float));
+    float *o1 = malloc(nd * sizeof(float)), *o2 = malloc(nd * sizeof(float));
+    int32_t *hp = malloc((size_t)n_tok * sizeof(int32_t));
+    fill(hs, ns, -2.0f, 2.0f), fill(hw, (size_t)hd, 0.5f, 1.5f);
+    for (int32_t t = 0; t < n_tok; t++) hp[t] = 17 * t + 3;
+    float *ds = dev_from(hs, ns * sizeof(float)), *dw = dev_from(hw, (size_t)hd * sizeof(float));
+    float *d1 = dev_from(o1, nd * sizeof(float)), *d2 = inplace ? ds : dev_from(o2, nd * sizeof(float));
+    int32_t *dp = dev_from(hp, (size_t)n_tok * sizeof(int32_t));
+    struct norm_args na = {ds, dw, d1, hd, n_tok * n_head, shs, hd, 1e-6f, NULL, 0};
+    CK(cuda_norm(&na, 0));
+    struct rope_args r1 = {d1, dp, n_tok, n_head, hd, n_rot, dts, hd, mode, 1e6f, 1.0f};
+    CK(cuda_rope(&r1, 0));
+    struct rope_args r2 = r1;
+    r2.x = d2;
+    struct rope_norm_args rn = {r2, ds, sts, shs, dw, 1e-6f};
+    CK(cuda_rope_norm(&rn, 0));
+    host_from(o1, d1, nd * sizeof(float)), host_from(o2, d2, nd * sizeof(float));
+    T_CHECK(!memcmp(o1, o2, nd * sizeof(float)), "rope_norm mode %d %dx%dx%d rot %d%s%s: equals norm + rope", mode, n_tok,
+            n_head, hd, n_rot, gated ? " gated" : "", inplace ? " in place" : "");
+    cudaFree(ds), cudaFree(dw), cudaFree(d1), cudaFree(dp);
+    if (!inplace) cudaFree(d2);
+    free(hs), free(hw), free(o1), free(o2), free(hp);
+}
+
+static void run_fused(void) {
+    run_norm_q(64, 37, 0), run_norm_q(4096, 3, 0), run_norm_q(1024, 1, 1), run_norm_q(896, 9, 1);
+    run_rope_norm(ROPE_NEOX, 5, 8, 128, 128, 0, 1);  /* qwen3 k, in place */
+    run_rope_norm(ROPE_NEOX, 3, 16, 128, 128, 0, 0); /* qwen3 q */
+    run_rope_norm(ROPE_NEOX, 4, 8, 256, 64, 1, 0);   /* qwen35 gated q, partial rotation */
+    run_rope_norm(ROPE_NORMAL, 2, 3, 64, 64, 0, 0);
+}
+
 #define N_OF(a) (sizeof(a) / sizeof(a)[0])
 
 int main(void) {
@@ -432,6 +504,7 @@ int main(void) {
         T_SKIP("no CUDA device: norm, %zu cases (%s)", N_OF(norm_cases), why);
         T_SKIP("no CUDA device: act, %zu cases", N_OF(act_cases));
         T_SKIP("no CUDA device: rope, %zu cases", N_OF(rope_cases));
+        T_SKIP("no CUDA device: fused norm_q and rope_norm against the unfused pairs");
         T_SKIP("no CUDA device: embed (10 weight types), kv_store");
         T_SKIP("no CUDA device: backend_cuda memory and op table");
         return t_done();
@@ -439,6 +512,7 @@ int main(void) {
     for (size_t i = 0; i < N_OF(norm_cases); i++) run_norm(&norm_cases[i]);
     for (size_t i = 0; i < N_OF(act_cases); i++) run_act(&act_cases[i]);
     for (size_t i = 0; i < N_OF(rope_cases); i++) run_rope(&rope_cases[i]);
+    run_fused();
     static const int32_t embed_types[] = {INFER_TYPE_F32,  INFER_TYPE_F16,  INFER_TYPE_BF16, INFER_TYPE_Q8_0,
                                           INFER_TYPE_Q4_0, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K,
                                           INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS};

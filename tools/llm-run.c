@@ -51,8 +51,11 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+static int progress_open; /* a progress line without its newline is on stderr */
+
 static int progress(float x, void *user) {
     fprintf(stderr, "\rloading %s: %3.0f%%%s", (const char *)user, 100.0 * x, x >= 1.0f ? "\n" : "");
+    progress_open = x < 1.0f;
     return 0;
 }
 
@@ -137,6 +140,7 @@ int main(int argc, char **argv) {
     /* ---- model and context ---- */
     struct stat sb;
     infer_model_params mp = infer_model_params_default();
+    mp.n_gpu_layers = a.n_gpu_layers;
     if (stat(a.model[0], &sb) == 0 && sb.st_size >= PROGRESS_MIN_BYTES) {
         mp.progress = progress;
         mp.progress_user = (void *)a.model[0];
@@ -330,7 +334,7 @@ oom:
     fprintf(stderr, "llm-run: out of memory\n");
     goto out;
 lib_fail:
-    fprintf(stderr, "llm-run: %s\n", infer_last_error());
+    fprintf(stderr, "%sllm-run: %s\n", progress_open ? "\n" : "", infer_last_error());
     (void)st;
 out:
     if (lf) fclose(lf);
