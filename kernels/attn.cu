@@ -1,4 +1,4 @@
-/* attn.cu: causal attention of f32 queries over the f16 KV cache, grouped-query heads (attn_args).
+/* attn.cu: causal attention of f32 queries over the f16 or Q8_0 KV cache, grouped-query heads (attn_args).
  *
  * out[t][h] = sum_j softmax_j(scale * q[t][h].k[j][g]) v[j][g],  g = h / G (G = n_head / n_head_kv),
  * j = 0..min(pos[t], n_kv-1). The softmax is the online (flash) form like lib/cpu/attn.c: per query
@@ -16,6 +16,16 @@
  *   3. one warp per row: tile max, new running max, p = exp(s - m), l = l * corr + sum p;
  *   4. thread tid owns dims tid + 128 i (i < DPT) of every row in registers: acc = acc * corr + sum_jj
  *      p[jj][r] v[jj][d], V from the shared tile.
+ * Q8_0 cells (template Q8): the K tile is dequantised on the load (value = q * d, exact in f32, q stays
+ * f32: the CPU rounds q to Q8_0 instead, like llama.cpp's CPU; llama.cpp's CUDA tile kernels also
+ * dequantise K), and the V tile is kept as the raw blocks (head_dim / 32 blocks of 34 bytes per cell,
+ * smaller than the f16 tile, so the same shared memory) and dequantised in step 4. A Q8_0 value is
+ * not exact in f16, so ATTN_MMA (f16 K/V operands) refuses Q8_0 cells: cudaErrorInvalidValue.
+ * Rotation (rot_k / rot_v, Q8_0 only): after the q load each thread rotates whole rot_k chunks of the
+ * q tile in shared memory (kv_hadamard, the CPU's f32 arithmetic); at the end the normalised rows
+ * are staged in the q tile (no longer read), rotated in rot_v chunks the same way, then written; with
+ * splits attn_merge rotates the merged row instead (the rotation is linear, so it commutes with the
+ * merge up to rounding).
  * Shared memory stays under 48 KB for every head_dim <= 512 (q <= 16 KB, K tile <= 16.6 KB, V tile
  * <= 8.3 KB, scores <= 8 KB).
  * Decode (n_tokens <= ATTN_SPLIT_TOKENS, scratch given): flash-decoding; the cells are split over
@@ -46,7 +56,7 @@ struct attn_plan {
 
 static __host__ __device__ __forceinline__ int attn_round4(int n) { return (n + 3) & ~3; }
 
-template <int DPT>
+template <int DPT, bool Q8>
 static __global__ void __launch_bounds__(ATTN_THREADS)
     attn_kernel(const __grid_constant__ struct attn_args a, const struct attn_plan p) {
     constexpr int RMAX = ATTN_ROWS / DPT;
@@ -61,7 +71,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
     float *P = ks + attn_round4(tk * (D + 1));     /* [tk][RMAX]: scores, then probabilities */
     float *m_s = P + tk * RMAX, *l_s = m_s + RMAX, *c_s = l_s + RMAX;
     int *last_s = (int *)(c_s + RMAX);             /* last visible cell of each row, -1: no row */
-    uint16_t *vs = (uint16_t *)(last_s + RMAX);    /* [tk][D] f16: the V tile */
+    uint16_t *vs = (uint16_t *)(last_s + RMAX);    /* [tk][D] f16: the V tile (Q8: [tk][D / 32] blocks) */
 
     if (tid < RMAX) {
         const int t = t0 + tid / p.hb, hl = tid % p.hb;
@@ -74,6 +84,10 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
         qs[i] = t < a.n_tokens && h0 + hl < G ? a.q[(int64_t)t * a.q_stride + (int64_t)(g * G + h0 + hl) * D + d] : 0.0f;
     }
     __syncthreads();
+    if (a.rot_k) { /* block-uniform */
+        for (int c = tid; c < rows * D / a.rot_k; c += ATTN_THREADS) kv_hadamard(qs + c * a.rot_k, a.rot_k);
+        __syncthreads();
+    }
     int jmax = -1;
     for (int r = 0; r < rows; r++) jmax = max(jmax, last_s[r]);
     const int j0 = split * p.split_cells, j1 = min(j0 + p.split_cells, jmax + 1);
@@ -84,14 +98,29 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
 #pragma unroll
         for (int i = 0; i < DPT; i++) acc[r][i] = 0.0f;
 
-    const uint16_t *kg = a.k + (int64_t)g * D, *vg = a.v + (int64_t)g * D;
+    const uint16_t *kg = (const uint16_t *)a.k + (int64_t)g * D, *vg = (const uint16_t *)a.v + (int64_t)g * D;
+    const int nbh = D / QK8_0, wbh = nbh * (int)(sizeof(block_q8_0) / 2); /* Q8: blocks, 16-bit words per head */
+    const int64_t cb = a.kv_stride / QK8_0;                                /* Q8: blocks between cells */
+    const block_q8_0 *kq = (const block_q8_0 *)a.k + (int64_t)g * nbh, *vq = (const block_q8_0 *)a.v + (int64_t)g * nbh;
+    const block_q8_0 *vsq = (const block_q8_0 *)vs;
     for (int jt = j0; jt < j1; jt += tk) {
         const int n = min(tk, j1 - jt);
-        for (int i = tid; i < tk * D; i += ATTN_THREADS) {
-            const int jj = i / D, d = i % D;
-            const int64_t o = (int64_t)(jt + jj) * a.kv_stride + d;
-            ks[jj * (D + 1) + d] = jj < n ? blocks_f16_to_f32(kg[o]) : 0.0f;
-            vs[i] = jj < n ? vg[o] : 0;
+        if constexpr (Q8) {
+            for (int i = tid; i < tk * D; i += ATTN_THREADS) {
+                const int jj = i / D, d = i % D;
+                ks[jj * (D + 1) + d] = jj < n ? blocks_value_q8_0(kq + (jt + jj) * cb + d / QK8_0, d % QK8_0) : 0.0f;
+            }
+            for (int i = tid; i < tk * wbh; i += ATTN_THREADS) { /* raw blocks, 2-byte words (blocks are 34 bytes) */
+                const int jj = i / wbh, w = i % wbh;
+                vs[i] = jj < n ? ((const uint16_t *)(vq + (jt + jj) * cb))[w] : 0;
+            }
+        } else {
+            for (int i = tid; i < tk * D; i += ATTN_THREADS) {
+                const int jj = i / D, d = i % D;
+                const int64_t o = (int64_t)(jt + jj) * a.kv_stride + d;
+                ks[jj * (D + 1) + d] = jj < n ? blocks_f16_to_f32(kg[o]) : 0.0f;
+                vs[i] = jj < n ? vg[o] : 0;
+            }
         }
         __syncthreads();
         for (int i = tid; i < rows * tk; i += ATTN_THREADS) {
@@ -132,7 +161,8 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
 #pragma unroll
             for (int i = 0; i < DPT; i++) {
                 const int d = tid + i * ATTN_THREADS;
-                v[i] = d < D ? blocks_f16_to_f32(vs[jj * D + d]) : 0.0f;
+                if constexpr (Q8) v[i] = d < D ? blocks_value_q8_0(vsq + jj * nbh + d / QK8_0, d % QK8_0) : 0.0f;
+                else v[i] = d < D ? blocks_f16_to_f32(vs[jj * D + d]) : 0.0f;
             }
             const float *pr = P + jj * RMAX;
 #pragma unroll
@@ -146,13 +176,19 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
         __syncthreads(); /* ks and P are refilled by the next tile */
     }
 
+    const bool stage = p.n_split == 1 && a.rot_v; /* rotate the output rows in the q tile before writing */
 #pragma unroll
     for (int r = 0; r < RMAX; r++) {
         if (r >= rows) break;
         const int t = t0 + r / p.hb, hl = r % p.hb;
         if (t >= a.n_tokens || h0 + hl >= G) continue;
         const int h = g * G + h0 + hl;
-        if (p.n_split > 1) {
+        if (stage) {
+            const float l = l_s[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (tid + i * ATTN_THREADS < D) qs[r * D + tid + i * ATTN_THREADS] = acc[r][i] * inv;
+        } else if (p.n_split > 1) {
             float *part = a.scratch + (((int64_t)split * a.n_tokens + t) * a.n_head + h) * (D + 2);
             if (tid == 0) part[0] = m_s[r], part[1] = l_s[r];
 #pragma unroll
@@ -166,10 +202,20 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
                 if (tid + i * ATTN_THREADS < D) o[tid + i * ATTN_THREADS] = acc[r][i] * inv;
         }
     }
+    if (stage) { /* block-uniform; the last tile's __syncthreads ended every read of the q tile */
+        __syncthreads();
+        for (int c = tid; c < rows * D / a.rot_v; c += ATTN_THREADS) kv_hadamard(qs + c * a.rot_v, a.rot_v);
+        __syncthreads();
+        for (int i = tid; i < rows * D; i += ATTN_THREADS) {
+            const int r = i / D, t = t0 + r / p.hb, hl = r % p.hb;
+            if (t < a.n_tokens && h0 + hl < G) a.out[(int64_t)t * a.out_stride + (int64_t)(g * G + h0 + hl) * D + i % D] = qs[i];
+        }
+    }
 }
 
-/* One block per (token, head): merges the n_split partials of that row. */
+/* One block per (token, head): merges the n_split partials of that row (and rotates it with rot_v). */
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_constant__ struct attn_args a, int n_split) {
+    __shared__ float ob[ATTN_MAX_D];
     const int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head, D = a.head_dim;
     const size_t split_stride = (size_t)a.n_tokens * a.n_head * (D + 2);
     const float *part = a.scratch + ((size_t)t * a.n_head + h) * (D + 2);
@@ -188,7 +234,14 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_c
             const float m = part[s * split_stride];
             if (m != -INFINITY) acc += part[s * split_stride + 2 + d] * expf(m - M);
         }
-        o[d] = acc * inv;
+        if (a.rot_v) ob[d] = acc * inv;
+        else o[d] = acc * inv;
+    }
+    if (a.rot_v) { /* block-uniform */
+        __syncthreads();
+        for (int c = threadIdx.x; c < D / a.rot_v; c += ATTN_THREADS) kv_hadamard(ob + c * a.rot_v, a.rot_v);
+        __syncthreads();
+        for (int d = threadIdx.x; d < D; d += ATTN_THREADS) o[d] = ob[d];
     }
 }
 
@@ -263,7 +316,7 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
 #pragma unroll
     for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
-    const uint16_t *kg = a.k + (int64_t)g * D, *vg = a.v + (int64_t)g * D;
+    const uint16_t *kg = (const uint16_t *)a.k + (int64_t)g * D, *vg = (const uint16_t *)a.v + (int64_t)g * D;
     const uint32_t *qh32 = (const uint32_t *)qh, *ql32 = (const uint32_t *)ql, *ks32 = (const uint32_t *)ks;
 
     for (int jt = 0; jt <= jmax; jt += TK) {
@@ -379,7 +432,7 @@ static cudaError_t attn_mma_launch(const struct attn_args *a, cudaStream_t s) {
     return cudaGetLastError();
 }
 
-template <int DPT>
+template <int DPT, bool Q8>
 static cudaError_t attn_launch(const struct attn_args *a, const struct attn_plan &p, cudaStream_t s) {
     constexpr int RMAX = ATTN_ROWS / DPT;
     const int G = a->n_head / a->n_head_kv, D = a->head_dim;
@@ -387,7 +440,7 @@ static cudaError_t attn_launch(const struct attn_args *a, const struct attn_plan
                     (unsigned)p.n_split);
     const size_t smem = sizeof(float) * (size_t)(attn_round4(p.hb * p.bt * D) + attn_round4(p.tk * (D + 1)) +
                                                  p.tk * RMAX + 4 * RMAX) + sizeof(uint16_t) * (size_t)(p.tk * D);
-    attn_kernel<DPT><<<grid, ATTN_THREADS, smem, s>>>(*a, p);
+    attn_kernel<DPT, Q8><<<grid, ATTN_THREADS, smem, s>>>(*a, p);
     if (p.n_split > 1) attn_merge<<<(unsigned)(a->n_tokens * a->n_head), ATTN_THREADS, 0, s>>>(*a, p.n_split);
     return cudaGetLastError();
 }
@@ -397,6 +450,11 @@ extern "C" cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s) {
         a->n_head % a->n_head_kv || a->head_dim < 1 || a->head_dim > ATTN_MAX_D || a->n_kv < 1)
         return cudaErrorInvalidValue;
     if (a->variant < ATTN_AUTO || a->variant > ATTN_MMA) return cudaErrorInvalidValue;
+    const bool q8 = a->kv_type == INFER_TYPE_Q8_0;
+    if (a->kv_type != INFER_TYPE_F16 && !q8) return cudaErrorInvalidValue;
+    if (!kv_rot_valid(a->rot_k, a->head_dim) || !kv_rot_valid(a->rot_v, a->head_dim) || (!q8 && (a->rot_k || a->rot_v)))
+        return cudaErrorInvalidValue;
+    if (q8 && (a->head_dim % QK8_0 || a->kv_stride % QK8_0 || a->variant == ATTN_MMA)) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaGetLastError();
     if ((int64_t)a->n_tokens * a->n_head > 2147483647) return cudaErrorInvalidValue;
     if (a->variant == ATTN_MMA) { /* 4-byte K/V loads: even strides and offsets */
@@ -420,8 +478,8 @@ extern "C" cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s) {
     p.split_cells = (a->n_kv + p.n_split - 1) / p.n_split;
     if ((a->n_tokens + p.bt - 1) / p.bt > 65535) return cudaErrorInvalidValue;
     switch (dpt) {
-    case 1: return attn_launch<1>(a, p, s);
-    case 2: return attn_launch<2>(a, p, s);
-    default: return attn_launch<4>(a, p, s);
+    case 1: return q8 ? attn_launch<1, true>(a, p, s) : attn_launch<1, false>(a, p, s);
+    case 2: return q8 ? attn_launch<2, true>(a, p, s) : attn_launch<2, false>(a, p, s);
+    default: return q8 ? attn_launch<4, true>(a, p, s) : attn_launch<4, false>(a, p, s);
     }
 }

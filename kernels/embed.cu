@@ -6,7 +6,13 @@
  * n_tokens); each thread decodes one element. Bytes: n_tokens rows of the table read, n_tokens * n_embd
  * floats written. An id outside the table writes NaNs (the launcher cannot read ids: no host reads).
  * kv_store: cells[pos[t]][i] = f16(x[t][i]), round to nearest even like the CPU's conversion. Grid
- * (ceil(row / 256), n_tokens), one element per thread.
+ * (ceil(row / 256), n_tokens), one element per thread. Q8_0 cells: one warp per block of 32 values,
+ * amax by warp reduction, then the CPU's arithmetic in the same order (d = amax / 127, id = 1 / d,
+ * q = roundf(x * id), IEEE division: no fast math), so the cells are bit-identical to cpu_kv_store's.
+ * Grid (ceil(row / 32 / 8), n_tokens), 8 warps per CUDA block. With rot (llama.cpp's Hadamard rotation):
+ * one warp per chunk of rot values, rotated in shared memory with the butterflies of kv_hadamard (each
+ * stage's pairs spread over the lanes: the same f32 operations per element as the CPU's sequential
+ * loop), then quantised block by block as above. Grid (ceil(row / rot / 8), n_tokens).
  */
 #include "common.cuh"
 
@@ -40,7 +46,46 @@ static __global__ void __launch_bounds__(EMBED_THREADS) embed_kernel(const struc
 static __global__ void __launch_bounds__(EMBED_THREADS) kv_store_kernel(const struct kv_store_args a) {
     const int64_t i = (int64_t)blockIdx.x * EMBED_THREADS + threadIdx.x, t = blockIdx.y;
     if (i >= a.row) return;
-    a.cells[(size_t)a.pos[t] * (size_t)a.cell_stride + (size_t)i] = blocks_f32_to_f16(a.x[t * a.x_stride + i]);
+    ((uint16_t *)a.cells)[(size_t)a.pos[t] * (size_t)a.cell_stride + (size_t)i] = blocks_f32_to_f16(a.x[t * a.x_stride + i]);
+}
+
+static __global__ void __launch_bounds__(EMBED_THREADS) kv_store_q8_0_kernel(const struct kv_store_args a) {
+    const int64_t b = (int64_t)blockIdx.x * (EMBED_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE, t = blockIdx.y;
+    const int lane = threadIdx.x % WARP_SIZE;
+    if (b >= a.row / QK8_0) return; /* warp-uniform */
+    const float x = a.x[t * a.x_stride + b * QK8_0 + lane];
+    const float amax = warp_max(fabsf(x));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    block_q8_0 *y = (block_q8_0 *)a.cells + (size_t)a.pos[t] * (size_t)(a.cell_stride / QK8_0) + (size_t)b;
+    y->qs[lane] = (int8_t)roundf(x * id);
+    if (lane == 0) y->d = blocks_f32_to_f16(d);
+}
+
+static __global__ void __launch_bounds__(EMBED_THREADS) kv_store_q8_0_rot_kernel(const struct kv_store_args a) {
+    __shared__ float sh[EMBED_THREADS / WARP_SIZE][512];
+    const int w = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, n = a.rot;
+    const int64_t c = (int64_t)blockIdx.x * (EMBED_THREADS / WARP_SIZE) + w, t = blockIdx.y; /* chunk c of row t */
+    if (c >= a.row / n) return; /* warp-uniform */
+    float *x = sh[w];
+    const float s = 1.0f / sqrtf((float)n);
+    for (int i = lane; i < n; i += WARP_SIZE) x[i] = a.x[t * a.x_stride + c * n + i] * s;
+    __syncwarp();
+    for (int len = 1; len < n; len <<= 1) {
+        for (int q = lane; q < n / 2; q += WARP_SIZE) {
+            const int j = q / len * 2 * len + q % len;
+            const float u = x[j], v = x[j + len];
+            x[j] = u + v, x[j + len] = u - v;
+        }
+        __syncwarp();
+    }
+    block_q8_0 *y = (block_q8_0 *)a.cells + (size_t)a.pos[t] * (size_t)(a.cell_stride / QK8_0) + (size_t)(c * n / QK8_0);
+    for (int b = 0; b < n / QK8_0; b++) {
+        const float v = x[b * QK8_0 + lane];
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].qs[lane] = (int8_t)roundf(v * id);
+        if (lane == 0) y[b].d = blocks_f32_to_f16(d);
+    }
 }
 
 /* Bytes of a row of n elements of a type embed decodes; 0 for anything else. */
@@ -70,9 +115,21 @@ extern "C" cudaError_t cuda_embed(const struct embed_args *a, cudaStream_t s) {
 
 extern "C" cudaError_t cuda_kv_store(const struct kv_store_args *a, cudaStream_t s) {
     if (!a->x || !a->cells || !a->pos || a->row <= 0 || a->x_stride < a->row || a->cell_stride < a->row ||
-        a->n_tokens < 0 || a->n_tokens > 65535)
+        a->n_tokens < 0 || a->n_tokens > 65535 || (a->type != INFER_TYPE_F16 && a->type != INFER_TYPE_Q8_0))
         return cudaErrorInvalidValue;
+    if (a->type == INFER_TYPE_Q8_0 && (a->row % QK8_0 || a->cell_stride % QK8_0)) return cudaErrorInvalidValue;
+    if (!kv_rot_valid(a->rot, a->row) || (a->rot && a->type != INFER_TYPE_Q8_0)) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaSuccess;
+    if (a->rot) {
+        const int64_t per = EMBED_THREADS / WARP_SIZE, nc = a->row / a->rot;
+        kv_store_q8_0_rot_kernel<<<dim3((unsigned)((nc + per - 1) / per), (unsigned)a->n_tokens), EMBED_THREADS, 0, s>>>(*a);
+        return cudaGetLastError();
+    }
+    if (a->type == INFER_TYPE_Q8_0) {
+        const int64_t per = EMBED_THREADS / WARP_SIZE, nb = a->row / QK8_0;
+        kv_store_q8_0_kernel<<<dim3((unsigned)((nb + per - 1) / per), (unsigned)a->n_tokens), EMBED_THREADS, 0, s>>>(*a);
+        return cudaGetLastError();
+    }
     dim3 grid((unsigned)((a->row + EMBED_THREADS - 1) / EMBED_THREADS), (unsigned)a->n_tokens);
     kv_store_kernel<<<grid, EMBED_THREADS, 0, s>>>(*a);
     return cudaGetLastError();

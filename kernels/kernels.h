@@ -13,6 +13,7 @@
 #ifndef INFER_KERNELS_H
 #define INFER_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -256,23 +257,69 @@ struct gdn_args {
 };
 struct op_cost gdn_cost(const struct gdn_args *a);
 
-/* ---- attn: softmax(scale * q k^T) v over an f16 KV cache, GQA (head h reads kv head
- * h / (n_head / n_head_kv)), causal: query t sees cells 0..pos[t] (cell j holds position j). ---- */
+/* ---- attn: softmax(scale * q k^T) v over a KV cache of f16 or Q8_0 cells, GQA (head h reads kv head
+ * h / (n_head / n_head_kv)), causal: query t sees cells 0..pos[t] (cell j holds position j).
+ * Cells: value i of kv head g in cell j is element j * kv_stride + g * head_dim + i of k (v) read as a
+ * row of kv_type: f16 halves, or Q8_0 blocks of 32 (element e in block e / 32, so kv_stride and
+ * head_dim must be multiples of 32; a head is head_dim / 32 whole blocks). Strides count values,
+ * never bytes: kv_cell_bytes() converts.
+ * Q8_0 scores: the CPU rounds each q head row to Q8_0 and takes the integer block dots, like llama.cpp's
+ * CPU flash attention (ggml_vec_dot_q8_0_q8_0); CUDA dequantises K and keeps q in f32 (like llama.cpp's
+ * CUDA tile kernels). V is dequantised exactly (q * d) on both; the accumulation is f32.
+ * Rotation (llama.cpp's attn_rot_k / attn_rot_v for quantised caches): the cells then hold K and V
+ * rows rotated by kv_hadamard in chunks of rot_k / rot_v values (kv_store's rot); attn rotates each q
+ * head row in chunks of rot_k before its dots and its output rows in chunks of rot_v (H is its own
+ * inverse, so the result is the unrotated attention up to the cells' rounding). 0: none. ---- */
 struct attn_args {
     const float *q;      /* (n_tokens, n_head, head_dim), rows q_stride floats apart */
-    const uint16_t *k;   /* (n_kv, n_head_kv, head_dim) f16, cells kv_stride halves apart */
-    const uint16_t *v;   /* (n_kv, n_head_kv, head_dim) f16, same strides */
+    const void *k;       /* (n_kv, n_head_kv, head_dim) cells of kv_type, cells kv_stride values apart */
+    const void *v;       /* (n_kv, n_head_kv, head_dim), same type and strides */
     float *out;          /* (n_tokens, n_head, head_dim), rows out_stride floats apart */
     const int32_t *pos;  /* (n_tokens), each < n_kv */
     int32_t n_tokens, n_head, n_head_kv, head_dim, n_kv;
-    int64_t q_stride, kv_stride, out_stride;
+    int64_t q_stride, kv_stride, out_stride; /* floats, values (of kv_type), floats */
     float scale;
     float *scratch;      /* CUDA split-K partials, attn_scratch_floats(a) floats; NULL: no split (CPU ignores) */
     int32_t variant;     /* ATTN_* (CUDA; the CPU ignores it) */
+    int32_t kv_type;     /* INFER_TYPE_F16 | INFER_TYPE_Q8_0: the cells' type */
+    int32_t rot_k, rot_v;/* Q8_0 only: Hadamard chunk sizes (powers of two dividing head_dim, <= 512), 0: none */
 };
 
+/* The Walsh-Hadamard rotation of n values (n a power of two), ggml-cpu's fwht (what llama.cpp's
+ * llama_mul_mat_hadamard runs on the CPU): x *= 1/sqrt(n), then the butterflies (u, v) -> (u + v, u - v)
+ * at distance 1, 2, ..., n/2. Orthonormal and symmetric: applying it twice gives x back. */
+static inline INFER_HD void kv_hadamard(float *x, int n) {
+    const float s = 1.0f / sqrtf((float)n);
+    for (int i = 0; i < n; i++) x[i] *= s;
+    for (int len = 1; len < n; len <<= 1)
+        for (int i = 0; i < n; i += 2 * len)
+            for (int j = i; j < i + len; j++) {
+                const float u = x[j], v = x[j + len];
+                x[j] = u + v, x[j + len] = u - v;
+            }
+}
+/* llama.cpp's rotation sizes for a quantised cache of head_dim hd (llama-kv-cache.cpp): K by the largest
+ * power of two >= 64 dividing hd, V by 64; none when hd is not a multiple of 64. */
+static inline INFER_HD int32_t kv_rot_k(int64_t hd) {
+    int32_t n = 64;
+    if (hd % 64) return 0;
+    while (hd % (2 * n) == 0 && 2 * n <= 512) n *= 2;
+    return n;
+}
+static inline INFER_HD int32_t kv_rot_v(int64_t hd) { return hd % 64 ? 0 : 64; }
+/* Whether rot is a valid chunk size for rows of n values: 0, or a power of two 32..512 dividing n. */
+static inline INFER_HD int kv_rot_valid(int32_t rot, int64_t n) {
+    return rot == 0 || (rot >= 32 && rot <= 512 && !(rot & (rot - 1)) && n % rot == 0);
+}
+
+/* Bytes of n values of KV cells of type t (n a multiple of 32 for Q8_0); 0 for a type KV cells never have. */
+static inline INFER_HD size_t kv_cell_bytes(int32_t t, int64_t n) {
+    return t == INFER_TYPE_F16 ? (size_t)n * 2 : t == INFER_TYPE_Q8_0 ? (size_t)(n / 32) * 34 : 0;
+}
+
 /* CUDA attention variants: ATTN_AUTO (0) picks; ATTN_SIMT is the CUDA-core kernel (decode split-K and
- * prefill); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split). */
+ * prefill); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split, f16 cells only: it
+ * refuses Q8_0 cells with cudaErrorInvalidValue, AUTO takes ATTN_SIMT for them). */
 enum { ATTN_AUTO = 0, ATTN_SIMT = 1, ATTN_MMA = 2 };
 
 /* CUDA flash-decoding splits the KV cells of a call with at most ATTN_SPLIT_TOKENS tokens over
@@ -326,13 +373,19 @@ struct embed_args {
     float *y;            /* (n_tokens, n_embd) packed */
 };
 
-/* ---- kv_store: cells[pos[t]] = f16(x[t]) for the n_tokens rows of one sequence (KV cache writes) ---- */
+/* ---- kv_store: cells[pos[t]] = x[t] rounded to the cells' type, for the n_tokens rows of one sequence
+ * (KV cache writes). F16: nearest-even halves. Q8_0: per block of 32, d = amax / 127, q = roundf(x / d)
+ * through the f32 reciprocal, d stored as f16 (ggml's quantize_row_q8_0_ref); row must be a multiple of
+ * 32 and cell_stride too. rot > 0 (Q8_0 only): each chunk of rot values is rotated by kv_hadamard
+ * first (see attn). ---- */
 struct kv_store_args {
     const float *x;      /* (n_tokens, row), rows x_stride floats apart */
-    uint16_t *cells;     /* the sequence's first cell; cells cell_stride halves apart */
+    void *cells;         /* the sequence's first cell; cells cell_stride values (of type) apart */
     const int32_t *pos;  /* (n_tokens) cell of each row */
     int64_t row, x_stride, cell_stride;
     int32_t n_tokens;
+    int32_t type;        /* INFER_TYPE_F16 | INFER_TYPE_Q8_0 */
+    int32_t rot;         /* Q8_0 only: Hadamard chunk size (a power of two dividing row, <= 512), 0: none */
 };
 
 /* CUDA launchers (kernels/<op>.cu). The CPU twins are declared in lib/cpu/cpu.h. */

@@ -13,13 +13,16 @@ static infer_status kv_cache_buf(struct kv_cache *c, double count, size_t size, 
 }
 
 infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
-                             int32_t n_ring, int mtp, struct kv_cache **out) {
+                             int32_t n_ring, int mtp, int32_t kv_type, struct kv_cache **out) {
     infer_status st = INFER_OK;
     const struct arch_hparams *hp = &m->hp;
     *out = NULL;
     if (n_seq < 1 || n_ctx < 1 || n_ring < 0)
         return infer_fail(INFER_E_ARG, "cache: n_seq %d n_ctx %d n_ring %d: expected n_seq, n_ctx >= 1, n_ring >= 0",
                           n_seq, n_ctx, n_ring);
+    if ((kv_type != INFER_TYPE_F16 && kv_type != INFER_TYPE_Q8_0) || (kv_type == INFER_TYPE_Q8_0 && hp->head_dim % 32))
+        return infer_fail(INFER_E_ARG, "cache: kv type %d with head_dim %lld: expected F16, or Q8_0 with head_dim a "
+                          "multiple of 32", kv_type, (long long)hp->head_dim);
     if (mtp && hp->n_layer_nextn < 1)
         return infer_fail(INFER_E_ARG, "cache: MTP cells asked of a model without an MTP layer");
     struct kv_cache *c = xcalloc(1, sizeof *c);
@@ -45,15 +48,16 @@ infer_status kv_cache_create(struct infer_backend *be, const struct infer_model 
         else
             c->kv_of[il] = c->n_kv_layer++;
     }
-    c->row = hp->n_head_kv * hp->head_dim;
+    c->type = kv_type, c->row = hp->n_head_kv * hp->head_dim, c->row_bytes = kv_cell_bytes(kv_type, c->row);
+    if (kv_type == INFER_TYPE_Q8_0) c->rot_k = kv_rot_k(hp->head_dim), c->rot_v = kv_rot_v(hp->head_dim);
     c->conv_n = c->n_gdn ? (hp->d_conv - 1) * (2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
     c->ssm_n = c->n_gdn ? hp->d_inner * hp->d_state : 0;
     c->n_embd_h = mtp ? hp->n_embd : 0;
-    const double cells = (double)c->n_kv_layer * n_seq * n_ctx * (double)c->row;
+    const double cells = (double)c->n_kv_layer * n_seq * n_ctx;
     const double conv = (double)c->n_gdn * n_seq * (double)c->conv_n, ssm = (double)c->n_gdn * n_seq * (double)c->ssm_n;
     const double h = (double)n_seq * (double)c->n_embd_h;
-    TRY(kv_cache_buf(c, cells, sizeof(uint16_t), "the K cells", &c->k));
-    TRY(kv_cache_buf(c, cells, sizeof(uint16_t), "the V cells", &c->v));
+    TRY(kv_cache_buf(c, cells, c->row_bytes, "the K cells", &c->k));
+    TRY(kv_cache_buf(c, cells, c->row_bytes, "the V cells", &c->v));
     TRY(kv_cache_buf(c, conv, sizeof(float), "the conv windows", &c->conv));
     TRY(kv_cache_buf(c, ssm, sizeof(float), "the recurrent states", &c->ssm));
     TRY(kv_cache_buf(c, h, sizeof(float), "the hidden states", &c->h));
@@ -80,11 +84,11 @@ void kv_cache_free(struct kv_cache *c) {
 }
 
 static size_t kv_cache_off(const struct kv_cache *c, int32_t layer, int32_t seq) {
-    return (((size_t)c->kv_of[layer] * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_ctx) * (size_t)c->row;
+    return (((size_t)c->kv_of[layer] * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_ctx) * c->row_bytes; /* bytes */
 }
 
-uint16_t *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq) { return c->k + kv_cache_off(c, layer, seq); }
-uint16_t *kv_cache_v(const struct kv_cache *c, int32_t layer, int32_t seq) { return c->v + kv_cache_off(c, layer, seq); }
+void *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq) { return (char *)c->k + kv_cache_off(c, layer, seq); }
+void *kv_cache_v(const struct kv_cache *c, int32_t layer, int32_t seq) { return (char *)c->v + kv_cache_off(c, layer, seq); }
 
 float *kv_cache_conv(const struct kv_cache *c, int32_t layer, int32_t seq) {
     return c->conv + ((size_t)c->gdn_of[layer] * (size_t)c->n_seq + (size_t)seq) * (size_t)c->conv_n;

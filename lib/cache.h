@@ -10,7 +10,7 @@
  *
  * Every buffer is memory of the context's backend (device memory on CUDA): it is zeroed and copied
  * with the backend's zero / copy ops, never touched from the host.
- * Layout (f16 cells; f32 states):
+ * Layout (cells of kv type: f16 or Q8_0 rows; f32 states):
  *   k, v      [kv layer][seq][cell][n_head_kv * head_dim]   kv layers: trunk attention layers, then
  *                                                           the MTP block when the context drafts
  *   conv      [gdn layer][seq][(d_conv - 1) * conv channels]  ssm [gdn layer][seq][Hv * d_state^2]
@@ -32,10 +32,13 @@ struct kv_cache {
     int32_t n_kv_layer, n_gdn;
     int32_t *kv_of;          /* (n_layer_all) kv layer of a model layer, -1 if none */
     int32_t *gdn_of;         /* (n_layer_all) gdn layer of a model layer, -1 if none */
-    int64_t row;             /* n_head_kv * head_dim: halves per cell */
+    int32_t type;            /* the cells' type: INFER_TYPE_F16 or INFER_TYPE_Q8_0 */
+    int64_t row;             /* n_head_kv * head_dim: values per cell */
+    size_t row_bytes;        /* bytes per cell: kv_cell_bytes(type, row) */
+    int32_t rot_k, rot_v;    /* Q8_0: llama.cpp's Hadamard rotation of K and V rows (kernels.h kv_rot_k/v), 0: none */
     int64_t conv_n, ssm_n;   /* floats per (gdn layer, seq) */
     int64_t n_embd_h;        /* n_embd when hidden states are kept (drafting contexts), else 0 */
-    uint16_t *k, *v;
+    void *k, *v;
     float *conv, *ssm, *h;
     float *ring_conv, *ring_ssm, *ring_h;
     float *ckpt_conv, *ckpt_ssm, *ckpt_h;
@@ -45,14 +48,15 @@ struct kv_cache {
     int32_t *ckpt_len;       /* (n_seq) length at the checkpoint, -1 for none */
 };
 
-/* Gives *out with every sequence empty, for model m: n_ring snapshots per sequence (0: none), the MTP
- * block's cells and hidden states when mtp. INFER_E_OOM (with the byte count) when it does not fit. */
+/* Gives *out with every sequence empty, for model m: cells of kv_type (F16 or Q8_0), n_ring snapshots per
+ * sequence (0: none), the MTP block's cells and hidden states when mtp. INFER_E_OOM (with the byte count)
+ * when it does not fit. */
 infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
-                             int32_t n_ring, int mtp, struct kv_cache **out);
+                             int32_t n_ring, int mtp, int32_t kv_type, struct kv_cache **out);
 void kv_cache_free(struct kv_cache *c); /* NULL is a no-op */
-/* First cell of (model layer, seq) in k / v; the layer must have cells. */
-uint16_t *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq);
-uint16_t *kv_cache_v(const struct kv_cache *c, int32_t layer, int32_t seq);
+/* First cell of (model layer, seq) in k / v (cells row values = row_bytes apart); the layer must have cells. */
+void *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq);
+void *kv_cache_v(const struct kv_cache *c, int32_t layer, int32_t seq);
 /* State of (model layer, seq) of a GDN layer; the ring base of that layer for seq (slot 0). */
 float *kv_cache_conv(const struct kv_cache *c, int32_t layer, int32_t seq);
 float *kv_cache_ssm(const struct kv_cache *c, int32_t layer, int32_t seq);

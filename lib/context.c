@@ -106,9 +106,13 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
                           "n_ctx, n_batch, n_threads >= 0 and n_seq 0..256", p->n_ctx, p->n_batch, p->n_seq,
                           p->n_threads);
     if (p->kv_type == INFER_TYPE_F32)
-        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type F32: the attention op reads f16 caches only");
-    if (p->kv_type != INFER_TYPE_F16)
-        return infer_fail(INFER_E_ARG, "infer_ctx_create: kv_type %d: expected F16 (%d)", p->kv_type, INFER_TYPE_F16);
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type F32: the attention op reads f16 or Q8_0 cells only");
+    if (p->kv_type != INFER_TYPE_F16 && p->kv_type != INFER_TYPE_Q8_0)
+        return infer_fail(INFER_E_ARG, "infer_ctx_create: kv_type %d: expected F16 (%d) or Q8_0 (%d)", p->kv_type,
+                          INFER_TYPE_F16, INFER_TYPE_Q8_0);
+    if (p->kv_type == INFER_TYPE_Q8_0 && m->hp.head_dim % 32) /* a head is whole Q8_0 blocks, like llama.cpp */
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type Q8_0: head_dim %lld is not a multiple of 32",
+                          (long long)m->hp.head_dim);
     if (p->n_draft < 0 || p->n_draft > INFER_MAX_DRAFT)
         return infer_fail(INFER_E_ARG, "infer_ctx_create: n_draft %d: expected 0..%d", p->n_draft, INFER_MAX_DRAFT);
     if (p->n_draft > 0 && m->be)
@@ -146,7 +150,7 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
     else
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
-    TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, &c->kv));
+    TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, p->kv_type, &c->kv));
     TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->x));
     TRY(ctx_alloc(c, T * (size_t)ctx_max(n_embd, nq), sizeof(float), &c->xn));
     TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->q));

@@ -5,7 +5,7 @@
  *   qwen3 / gated: q, k = per-head RMSNorm(q) * attn_q_norm, (k) * attn_k_norm
  *   q, k = RoPE(q, k) over the first n_rot dims at each token's position (llama: adjacent pairs;
  *   others NeoX halves; qwen35's IMROPE is NeoX for text, spec §4.1)
- *   K/V cells at those positions <- k, v (f16);  o = softmax(q K^T / sqrt(head_dim)) V
+ *   K/V cells at those positions <- k, v (f16 or Q8_0, the context's kv type);  o = softmax(q K^T / sqrt(head_dim)) V
  *   gated: o *= sigmoid(gate)
  *   x += Wo o   (residual fused in the epilogue)
  * Every token's K/V is stored before any attention runs, so a token attends to the earlier tokens
@@ -15,14 +15,15 @@
 
 #include "forward.h"
 
-/* cells pos[t] of seq[t] <- rows of src (n_tokens, row) as f16, one kv_store per run of a sequence */
+/* cells pos[t] of seq[t] <- rows of src (n_tokens, row) in the cell type, one kv_store per run of a sequence */
 static infer_status layer_attn_store(struct infer_ctx *c, int32_t il, const float *src, int is_v, int32_t n_tokens) {
     infer_status st = INFER_OK;
     const int64_t row = c->kv->row;
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
-        uint16_t *cells = is_v ? kv_cache_v(c->kv, il, c->seq[t0]) : kv_cache_k(c->kv, il, c->seq[t0]);
-        struct kv_store_args a = {src + (size_t)t0 * (size_t)row, cells, c->dpos + t0, row, row, row, t1 - t0};
+        void *cells = is_v ? kv_cache_v(c->kv, il, c->seq[t0]) : kv_cache_k(c->kv, il, c->seq[t0]);
+        struct kv_store_args a = {src + (size_t)t0 * (size_t)row, cells, c->dpos + t0, row, row, row, t1 - t0, c->kv->type,
+                                  is_v ? c->kv->rot_v : c->kv->rot_k};
         TRY(c->be->ops->kv_store(c->be, &a));
     }
 fail:
@@ -74,7 +75,8 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
         const int32_t s = c->seq[t0];
         struct attn_args a = {c->q + (size_t)t0 * nq, kv_cache_k(c->kv, il, s), kv_cache_v(c->kv, il, s),
                               c->att + (size_t)t0 * nq, c->dpos + t0, t1 - t0, nh, nkv, hd, c->n_ctx, nq, nk, nq,
-                              1.0f / sqrtf((float)hd), t1 - t0 <= ATTN_SPLIT_TOKENS ? c->attn_scratch : NULL, 0};
+                              1.0f / sqrtf((float)hd), t1 - t0 <= ATTN_SPLIT_TOKENS ? c->attn_scratch : NULL, 0,
+                              c->kv->type, c->kv->rot_k, c->kv->rot_v};
         TRY(be->ops->attn(be, &a));
     }
     if (gated) {

@@ -222,29 +222,54 @@ void ref_act(const struct act_args *a, double *y) {
     }
 }
 
+/* Values off..off+n-1 of a row of KV cells of type (F16 halves or Q8_0 blocks; off a block multiple). */
+static void ref_kv_values(int32_t type, const void *cells, int64_t off, int n, double *out) {
+    if (type == INFER_TYPE_F16)
+        for (int i = 0; i < n; i++) out[i] = ref_f16(((const uint16_t *)cells)[off + i]);
+    else
+        ref_dequant(type, (const uint8_t *)cells + ref_row_bytes(type, off), out, n);
+}
+
+/* y = H x for each chunk of n values of len (n 0: y = x); H[i][j] = (-1)^popcount(i & j) / sqrt(n), the
+ * Sylvester-order Walsh-Hadamard matrix. */
+void ref_hadamard(const double *x, double *y, int len, int n) {
+    for (int c = 0; c < len; c += n ? n : len)
+        for (int i = 0; i < (n ? n : len); i++) {
+            double s = 0;
+            if (!n) s = x[c + i];
+            for (int j = 0; n && j < n; j++) s += (__builtin_popcount((unsigned)(i & j)) & 1 ? -1 : 1) * x[c + j];
+            y[c + i] = n ? s / sqrt((double)n) : s;
+        }
+}
+
 void ref_attn(const struct attn_args *a, double *out) {
     int d = a->head_dim, group = a->n_head / a->n_head_kv;
-    double *p = malloc(sizeof(double) * a->n_kv);
+    double *p = malloc(sizeof(double) * a->n_kv), *kv = malloc(sizeof(double) * d);
+    double *vs = malloc(sizeof(double) * (size_t)a->n_kv * d), *q = malloc(sizeof(double) * d);
+    double *o = malloc(sizeof(double) * d);
     for (int t = 0; t < a->n_tokens; t++)
         for (int h = 0; h < a->n_head; h++) {
-            const float *q = a->q + t * a->q_stride + h * d;
+            for (int i = 0; i < d; i++) o[i] = a->q[t * a->q_stride + h * d + i];
+            ref_hadamard(o, q, d, a->rot_k);
             int g = h / group, last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
             double m = -INFINITY, s = 0;
             for (int j = 0; j <= last; j++) {
                 double dot = 0;
-                for (int i = 0; i < d; i++) dot += q[i] * ref_f16(a->k[j * a->kv_stride + g * d + i]);
+                ref_kv_values(a->kv_type, a->k, j * a->kv_stride + g * d, d, kv);
+                for (int i = 0; i < d; i++) dot += q[i] * kv[i];
                 p[j] = dot * a->scale;
                 m = fmax(m, p[j]);
+                ref_kv_values(a->kv_type, a->v, j * a->kv_stride + g * d, d, vs + (size_t)j * d);
             }
             for (int j = 0; j <= last; j++) s += (p[j] = exp(p[j] - m));
-            double *o = out + ((int64_t)t * a->n_head + h) * d;
             for (int i = 0; i < d; i++) {
                 double acc = 0;
-                for (int j = 0; j <= last; j++) acc += p[j] * ref_f16(a->v[j * a->kv_stride + g * d + i]);
+                for (int j = 0; j <= last; j++) acc += p[j] * vs[(size_t)j * d + i];
                 o[i] = acc / s;
             }
+            ref_hadamard(o, out + ((int64_t)t * a->n_head + h) * d, d, a->rot_v);
         }
-    free(p);
+    free(p), free(kv), free(vs), free(q), free(o);
 }
 
 void ref_moe_route(const struct moe_route_args *a, double *probs) {

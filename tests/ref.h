@@ -28,7 +28,13 @@ void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs)
 void ref_norm(const struct norm_args *a, double *y);
 void ref_rope(const struct rope_args *a, const float *x_in, double *y);
 void ref_act(const struct act_args *a, double *y);
+/* Attention over the dequantised cells (a->kv_type) with q as given, rotated by rot_k and the output by
+ * rot_v (ref_hadamard): a caller comparing with the CPU's Q8_0 path passes a q whose rotation is already
+ * on the Q8_0 grid (rounding it again changes nothing). */
 void ref_attn(const struct attn_args *a, double *out);
+/* y = H x per chunk of n of the len values, H the orthonormal Walsh-Hadamard matrix of size n in
+ * Sylvester order (n 0: y = x). */
+void ref_hadamard(const double *x, double *y, int len, int n);
 void ref_moe_route(const struct moe_route_args *a, double *probs /* (n_tokens, n_expert) */);
 /* MoE FFN in double on dequantised weights and unquantised activations. */
 void ref_moe_ffn(const struct moe_ffn_args *a, double *y);

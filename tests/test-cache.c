@@ -4,6 +4,7 @@
  * changed); two sequences in one batch equal two separate runs; a batch that would overflow n_ctx
  * fails with INFER_E_CTX_FULL and changes nothing; malformed batches are INFER_E_ARG; unsupported
  * parameters are refused; fault injection on creation gives INFER_E_OOM. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -164,6 +165,26 @@ static void run_arch(const char *arch, const char *dir) {
     T_CHECK(infer_ctx_create(m, &p, &cx) == INFER_E_UNSUPPORTED && !cx, "%s kv_type F32 is UNSUPPORTED", arch);
     p = infer_ctx_params_default(), p.n_seq = -1;
     T_CHECK(infer_ctx_create(m, &p, &cx) == INFER_E_ARG && !cx, "%s n_seq -1 is INFER_E_ARG", arch);
+    p = infer_ctx_params_default(), p.kv_type = INFER_TYPE_BF16;
+    T_CHECK(infer_ctx_create(m, &p, &cx) == INFER_E_ARG && !cx, "%s kv_type BF16 is INFER_E_ARG", arch);
+    /* a Q8_0 cache: the fresh run moves by the cells' rounding only (not zero: the cells are really Q8_0),
+     * and truncate + resume is bit-identical as with f16 cells */
+    p = infer_ctx_params_default(), p.n_ctx = 64, p.n_batch = 32, p.n_threads = 2, p.n_draft = g_draft;
+    p.kv_type = INFER_TYPE_Q8_0;
+    T_CHECK(infer_ctx_create(m, &p, &cx) == INFER_OK, "%s kv_type Q8_0: %s", arch, infer_last_error());
+    if (cx) {
+        float *q8 = malloc((size_t)N_D * nv * sizeof(float)), *q8b = malloc((size_t)N_D * nv * sizeof(float));
+        T_CHECK(infer_decode(cx, &bp) == INFER_OK && steps(cx, gen, N_D, q8, nv), "%s Q8_0 cache run", arch);
+        double dd = 0, nn = 0;
+        for (size_t i = 0; i < (size_t)N_D * nv; i++) dd += (q8[i] - fresh[i]) * (double)(q8[i] - fresh[i]), nn += fresh[i] * (double)fresh[i];
+        printf("  %s Q8_0 cache against f16: rel L2 %.3g\n", arch, sqrt(dd / nn));
+        T_CHECK(dd > 0 && dd < 0.2 * 0.2 * nn, "%s Q8_0 cache against f16: rel L2 %.3g (expected in (0, 0.2))", arch,
+                sqrt(dd / nn));
+        T_CHECK(infer_seq_rm(cx, 0, N_P, -1) == INFER_OK && steps(cx, gen, N_D, q8b, nv) &&
+                    !memcmp(q8, q8b, (size_t)N_D * nv * sizeof(float)), "%s Q8_0 cache: truncate + resume bit-identical", arch);
+        free(q8), free(q8b);
+        infer_ctx_free(cx), cx = NULL;
+    }
 
     /* fault injection: every allocation of ctx create fails in turn -> INFER_E_OOM, nothing leaks (ASan) */
     p = infer_ctx_params_default(), p.n_ctx = 32, p.n_batch = 8, p.n_threads = 1;

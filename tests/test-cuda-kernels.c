@@ -7,7 +7,11 @@
  * in (0, 1); attention queries up to +-200 so scores reach ~100 and need the max subtracted; shapes
  * with tails (odd head_dim, channel and column counts), batch 1 and > 1, GQA ratios 1/2/3/8/16, padded
  * strides. Device outputs start as NaN (and padding between rows must stay NaN).
- * Attention runs the default variant and, for head_dim 64/128/256, ATTN_MMA (tensor cores) too.
+ * Attention runs the default variant and, for head_dim 64/128/256, ATTN_MMA (tensor cores) too; over
+ * Q8_0 cells the default only (ATTN_MMA must refuse them), with and without llama.cpp's Hadamard
+ * rotation (rot_k / rot_v), q prepared so that its rotation lies on the Q8_0 grid: the CPU rounds
+ * (rotated) q itself (llama.cpp's CPU way), the GPU dequantises K and keeps q, so on such a q both
+ * score the same values and the f16 tolerances hold.
  * Tolerances (max |gpu - cpu| over a case):
  *   attn      2e-5 (outputs are convex combinations of |v| <= 1; f32 sums in another order); 1e-4 with
  *             |q| up to 30 or 200, where the scores' own f32 rounding (~1e-5) moves the weights
@@ -77,28 +81,50 @@ static double max_diff(const float *a, const float *b, int64_t n, double *amax) 
 
 /* ---- attn ---- */
 
-/* nt tokens at positions first_pos.. (the last nt cells of a prefill when first_pos = n_kv - nt) */
-static void attn_case(int nt, int nh, int nkv, int hd, int n_kv, int first_pos, float qr, int split) {
-    const int64_t qs = (int64_t)nh * hd + 3, os = (int64_t)nh * hd + 5, ks = (int64_t)nkv * hd + 8;
+/* nt tokens at positions first_pos.. (the last nt cells of a prefill when first_pos = n_kv - nt), cells
+ * of type kt (F16 or Q8_0) */
+static void attn_run(int32_t kt, int32_t rot_k, int32_t rot_v, int nt, int nh, int nkv, int hd, int n_kv, int first_pos, float qr, int split) {
+    const int q8 = kt == INFER_TYPE_Q8_0;
+    const int64_t qs = (int64_t)nh * hd + 3, os = (int64_t)nh * hd + 5, ks = (int64_t)nkv * hd + (q8 ? 32 : 8);
     const int64_t nq = nt * qs, no = nt * os, nc = n_kv * ks;
+    const size_t cb = q8 ? (size_t)(nc / 32) * 34 : 2 * (size_t)nc; /* bytes of K, and of V */
     float *q = malloc(sizeof(float) * (size_t)nq), *oc = nans(no);
-    uint16_t *kv = malloc(2 * (size_t)nc * 2);
+    uint8_t *kv = malloc(2 * cb);
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)nt);
     fill(q, nq, -qr, qr);
-    for (int64_t i = 0; i < 2 * nc; i++) kv[i] = blocks_f32_to_f16(frand(-1, 1));
+    if (q8) {
+        float *f = malloc(sizeof(float) * 2 * (size_t)nc);
+        fill(f, 2 * nc, -1, 1);
+        T_CHECK(quant_quantize_row(INFER_TYPE_Q8_0, f, kv, 2 * nc) == INFER_OK, "q8_0 cells"); /* K then V */
+        free(f);
+        uint8_t qq[512 / 32 * 34];
+        for (int64_t r = 0; r < (int64_t)nt * nh; r++) { /* each q head row: H(Q8_0(H q)), H q rounds to itself */
+            float *qh = q + (r / nh) * qs + (r % nh) * hd;
+            for (int c = 0; rot_k && c < hd; c += rot_k) kv_hadamard(qh + c, rot_k);
+            quant_quantize_row(INFER_TYPE_Q8_0, qh, qq, hd);
+            quant_dequant_row(INFER_TYPE_Q8_0, qq, qh, hd);
+            for (int c = 0; rot_k && c < hd; c += rot_k) kv_hadamard(qh + c, rot_k);
+        }
+    } else {
+        for (int64_t i = 0; i < 2 * nc; i++) ((uint16_t *)kv)[i] = blocks_f32_to_f16(frand(-1, 1));
+    }
     for (int t = 0; t < nt; t++) pos[t] = first_pos + t;
-    struct attn_args a = {q, kv, kv + nc, oc, pos, nt, nh, nkv, hd, n_kv, qs, ks, os, 1.0f / sqrtf((float)hd), NULL, 0};
+    struct attn_args a = {q, kv, kv + cb, oc, pos, nt, nh, nkv, hd, n_kv, qs, ks, os, 1.0f / sqrtf((float)hd), NULL, 0, kt, rot_k, rot_v};
     T_CHECK(cpu_attn(&a, NULL) == INFER_OK, "cpu_attn: %s", infer_last_error());
 
     struct attn_args g = a;
     g.q = dev(q, sizeof(float) * (size_t)nq);
-    g.k = dev(kv, 2 * (size_t)nc * 2);
-    g.v = g.k + nc;
+    g.k = dev(kv, 2 * cb);
+    g.v = (const uint8_t *)g.k + cb;
     g.pos = dev(pos, sizeof(int32_t) * (size_t)nt);
     const size_t sf = attn_scratch_floats(&a);
     g.scratch = split && sf ? dev(NULL, sizeof(float) * sf) : NULL;
     /* the default, and the tensor-core kernel where it applies (it never splits) */
-    const int mma = hd == 64 || hd == 128 || hd == 256;
+    const int mma = !q8 && (hd == 64 || hd == 128 || hd == 256);
+    if (q8) {
+        g.variant = ATTN_MMA;
+        T_CHECK(cuda_attn(&g, 0) == cudaErrorInvalidValue, "attn: the tensor-core kernel refuses Q8_0 cells");
+    }
     for (int variant = ATTN_AUTO; variant <= (mma ? ATTN_MMA : ATTN_AUTO); variant += mma ? ATTN_MMA : 1) {
         g.variant = variant;
         g.out = dev(NULL, sizeof(float) * (size_t)no);
@@ -113,8 +139,8 @@ static void attn_case(int nt, int nh, int nkv, int hd, int n_kv, int first_pos, 
             for (int64_t i = (int64_t)nh * hd; i < os; i++) pad_ok &= isnan(og[t * os + i]);
         }
         const double tol = qr <= 8 ? 2e-5 : 1e-4; /* scores of +-100 carry f32 rounding ~1e-5 into the exponent */
-        T_CHECK(worst <= tol, "attn %s nt=%d heads %d/%d hd=%d n_kv=%d pos0=%d |q|<=%g splits=%d: max |gpu - cpu| = %.3g",
-                variant == ATTN_MMA ? "mma" : "auto", nt, nh, nkv, hd, n_kv, first_pos, qr,
+        T_CHECK(worst <= tol, "attn %s rot %d/%d %s nt=%d heads %d/%d hd=%d n_kv=%d pos0=%d |q|<=%g splits=%d: max |gpu - cpu| = %.3g",
+                q8 ? "q8_0" : "f16", rot_k, rot_v, variant == ATTN_MMA ? "mma" : "auto", nt, nh, nkv, hd, n_kv, first_pos, qr,
                 g.scratch && variant != ATTN_MMA ? attn_splits(&a) : 1, worst);
         T_CHECK(pad_ok, "attn variant %d nt=%d hd=%d: the kernel wrote between output rows", variant, nt, hd);
         cudaFree(g.out);
@@ -122,6 +148,10 @@ static void attn_case(int nt, int nh, int nkv, int hd, int n_kv, int first_pos, 
     }
     cudaFree((void *)g.q), cudaFree((void *)g.k), cudaFree((void *)g.pos), cudaFree(g.scratch);
     free(q), free(oc), free(kv), free(pos);
+}
+
+static void attn_case(int nt, int nh, int nkv, int hd, int n_kv, int first_pos, float qr, int split) {
+    attn_run(INFER_TYPE_F16, 0, 0, nt, nh, nkv, hd, n_kv, first_pos, qr, split);
 }
 
 static void test_attn(void) {
@@ -137,9 +167,19 @@ static void test_attn(void) {
     attn_case(100, 16, 2, 256, 100, 0, 200, 1);   /* prefill from 0, G = 8, large scores */
     attn_case(70, 8, 8, 64, 70, 0, 4, 1);         /* prefill, G = 1: 32 tokens per block */
     attn_case(150, 32, 8, 128, 180, 30, 8, 1);    /* prefill after a cached prefix, G = 4 */
+    /* Q8_0 cells: decode with splits, verify, hd 512, prefill with G = 2 / 8; llama.cpp's rotation sizes
+     * (rot_k = largest power of two dividing hd, rot_v = 64) but for one case of each kind */
+    attn_run(INFER_TYPE_Q8_0, 0, 0, 1, 16, 8, 128, 1000, 999, 4, 1);
+    attn_run(INFER_TYPE_Q8_0, 128, 64, 1, 16, 8, 128, 1000, 999, 4, 1);
+    attn_run(INFER_TYPE_Q8_0, 128, 64, 1, 32, 4, 128, 4096, 4095, 200, 1);
+    attn_run(INFER_TYPE_Q8_0, 256, 64, 4, 16, 2, 256, 777, 773, 30, 1);
+    attn_run(INFER_TYPE_Q8_0, 512, 64, 8, 16, 1, 512, 600, 592, 4, 1);
+    attn_run(INFER_TYPE_Q8_0, 0, 0, 37, 6, 3, 64, 57, 20, 8, 1);
+    attn_run(INFER_TYPE_Q8_0, 64, 64, 37, 6, 3, 64, 57, 20, 8, 1);
+    attn_run(INFER_TYPE_Q8_0, 256, 64, 100, 16, 2, 256, 100, 0, 200, 1);
 
     struct attn_args bad = {0};
-    bad.n_tokens = 1, bad.n_head = 3, bad.n_head_kv = 2, bad.head_dim = 8, bad.n_kv = 4;
+    bad.n_tokens = 1, bad.n_head = 3, bad.n_head_kv = 2, bad.head_dim = 8, bad.n_kv = 4, bad.kv_type = INFER_TYPE_F16;
     T_CHECK(cuda_attn(&bad, 0) == cudaErrorInvalidValue, "attn: missing pointers are an error");
     float f[4];
     uint16_t h[4];
@@ -150,6 +190,14 @@ static void test_attn(void) {
     T_CHECK(cuda_attn(&bad, 0) == cudaErrorInvalidValue, "attn: head_dim 1024 is an error");
     bad.head_dim = 8, bad.variant = ATTN_MMA;
     T_CHECK(cuda_attn(&bad, 0) == cudaErrorInvalidValue, "attn: the tensor-core kernel refuses head_dim 8");
+    bad.variant = ATTN_AUTO, bad.kv_type = INFER_TYPE_F32;
+    T_CHECK(cuda_attn(&bad, 0) == cudaErrorInvalidValue, "attn: f32 cells are an error");
+    bad.kv_type = INFER_TYPE_Q8_0, bad.kv_stride = 32;
+    T_CHECK(cuda_attn(&bad, 0) == cudaErrorInvalidValue, "attn: Q8_0 cells with head_dim 8 are an error");
+    bad.head_dim = 64, bad.kv_stride = 128, bad.rot_k = 48;
+    T_CHECK(cuda_attn(&bad, 0) == cudaErrorInvalidValue, "attn: rot_k 48 is an error");
+    bad.rot_k = 0, bad.rot_v = 128;
+    T_CHECK(cuda_attn(&bad, 0) == cudaErrorInvalidValue, "attn: rot_v 128 over head_dim 64 is an error");
 }
 
 /* ---- ssm_conv ---- */

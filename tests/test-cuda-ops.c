@@ -114,6 +114,15 @@ static void check_refusals(void) {
     r.n_rot = 8, r.mode = 1;
     T_CHECK(cuda_rope(&r, 0) == cudaErrorInvalidValue, "rope mode 1 is refused");
 
+    uint8_t cells[4 * 34];
+    struct kv_store_args kv = {buf, cells, pos, 40, 40, 64, 1, INFER_TYPE_Q8_0, 0};
+    T_CHECK(cuda_kv_store(&kv, 0) == cudaErrorInvalidValue, "kv_store Q8_0 with row 40 (not whole blocks) is refused");
+    kv.row = 32, kv.x_stride = 32, kv.cell_stride = 40;
+    T_CHECK(cuda_kv_store(&kv, 0) == cudaErrorInvalidValue, "kv_store Q8_0 with cell_stride 40 is refused");
+    kv.cell_stride = 32, kv.rot = 64;
+    T_CHECK(cuda_kv_store(&kv, 0) == cudaErrorInvalidValue, "kv_store Q8_0 rot 64 over rows of 32 is refused");
+    kv.rot = 0, kv.type = INFER_TYPE_F32;
+    T_CHECK(cuda_kv_store(&kv, 0) == cudaErrorInvalidValue, "kv_store into f32 cells is refused");
     struct norm_q_args nq = {{buf, NULL, buf, 40, 1, 40, 40, 1e-6f, NULL, 0}, INFER_TYPE_Q8_1, buf};
     T_CHECK(cuda_norm_q(&nq, 0) == cudaErrorInvalidValue, "norm_q n not a multiple of 32 is refused");
     nq.norm.n = nq.norm.x_stride = nq.norm.y_stride = 32, nq.q_type = INFER_TYPE_Q8_0;
@@ -289,6 +298,30 @@ static void run_embed(int32_t type) {
     free(table), free(want), free(got);
 }
 
+/* Q8_0 cells: one warp per block on the GPU, the same arithmetic as the CPU (and the same Hadamard
+ * butterflies in the same order with rot), so bit-identical too (rows of 512 values = 16 blocks, cells
+ * 544 values apart, inputs past the f16 range) */
+static void run_kv_store_q8_0(int32_t rot) {
+    enum { ROW = 512, STRIDE = 544, N_CELLS = 17, N_TOK = 5, CB = STRIDE / 32 * 34 };
+    static float x[ROW * N_TOK];
+    fill(x, ROW * N_TOK, -70000, 70000);
+    for (int i = 0; i < 32; i++) x[64 + i] = 0.0f; /* an all-zero block: d = 0 */
+    int32_t pos[N_TOK] = {3, 0, 16, 7, 8};
+    uint8_t *want = malloc(CB * N_CELLS), *got = malloc(CB * N_CELLS);
+    memset(want, 0xAB, CB * N_CELLS);
+    struct kv_store_args a = {x, want, pos, ROW, ROW, STRIDE, N_TOK, INFER_TYPE_Q8_0, rot};
+    T_CHECK(cpu_kv_store(&a, NULL) == INFER_OK, "cpu_kv_store: %s", infer_last_error());
+    memset(got, 0xAB, CB * N_CELLS);
+    a.x = dev_from(x, sizeof x), a.pos = dev_from(pos, sizeof pos), a.cells = dev_from(got, CB * N_CELLS);
+    CK(cuda_kv_store(&a, 0));
+    CK(cudaDeviceSynchronize());
+    host_from(got, a.cells, CB * N_CELLS);
+    T_CHECK(!memcmp(got, want, CB * N_CELLS), "kv_store q8_0 rot %d: cells bit-identical to cpu_kv_store, others "
+            "untouched", rot);
+    cudaFree((void *)a.x), cudaFree((void *)a.pos), cudaFree(a.cells);
+    free(want), free(got);
+}
+
 static void run_kv_store(void) {
     enum { ROW = 520, STRIDE = 523, N_CELLS = 17, N_TOK = 5 };
     float x[ROW * N_TOK];
@@ -296,7 +329,7 @@ static void run_kv_store(void) {
     int32_t pos[N_TOK] = {3, 0, 16, 7, 8};
     uint16_t *want = malloc(2 * STRIDE * N_CELLS), *got = malloc(2 * STRIDE * N_CELLS);
     memset(want, 0xAB, 2 * STRIDE * N_CELLS);
-    struct kv_store_args a = {x, want, pos, ROW, ROW, STRIDE, N_TOK};
+    struct kv_store_args a = {x, want, pos, ROW, ROW, STRIDE, N_TOK, INFER_TYPE_F16, 0};
     T_CHECK(cpu_kv_store(&a, NULL) == INFER_OK, "cpu_kv_store: %s", infer_last_error());
     memset(got, 0xAB, 2 * STRIDE * N_CELLS);
     a.x = dev_from(x, sizeof x), a.pos = dev_from(pos, sizeof pos), a.cells = dev_from(got, 2 * STRIDE * N_CELLS);
@@ -485,6 +518,9 @@ int main(void) {
                                           INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS};
     for (size_t i = 0; i < N_OF(embed_types); i++) run_embed(embed_types[i]);
     run_kv_store();
+    run_kv_store_q8_0(0);
+    run_kv_store_q8_0(64);
+    run_kv_store_q8_0(512);
     run_backend(n_dev);
     return t_done();
 }

@@ -123,10 +123,22 @@ static const struct tcase tops_cases[] = {
     {"attn", "", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
     {"attn", "", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
     {"attn", "", {3, 4, 4, 64}, {3}, -16, 16, 1.0f, 1e-9},
-    /* embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens} */
+    /* Q8_0 cells (types "q8_0"), param[1] = rot_k (then rot_v = 64): decode with GQA 4, a GQA-8 prefill
+     * batch, a longer cache; without and with llama.cpp's Hadamard rotation */
+    {"attn", "q8_0", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
+    {"attn", "q8_0", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
+    {"attn", "q8_0", {7, 6, 2, 64}, {300}, -2, 2, 0, 1e-9},
+    {"attn", "q8_0", {1, 8, 2, 128}, {37, 128}, -4, 4, 1.0f, 1e-9},
+    {"attn", "q8_0", {5, 16, 2, 256}, {40, 256}, -1, 1, 0, 1e-9},
+    {"attn", "q8_0", {7, 6, 2, 64}, {300, 64}, -2, 2, 0, 1e-9},
+    /* embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens}, param[0] = rot (Q8_0) */
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
     {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
+    {"kv_store", "q8_0", {256, 20, 6}, {0}, -3, 3, 0, 0},
+    {"kv_store", "q8_0", {64, 3, 3}, {0}, -1e4, 1e4, 0, 0},
+    {"kv_store", "q8_0", {256, 20, 6}, {128}, -3, 3, 0, 0},
+    {"kv_store", "q8_0", {512, 5, 3}, {64}, -1e4, 1e4, 0, 0},
     /* moe_route: {n_tokens, n_expert, n_expert_used}, param[0] = norm */
     {"moe_route", "", {3, 64, 8}, {1}, -8, 8, 0, 0},
     {"moe_route", "", {2, 128, 8}, {0}, -8, 8, 0, 0},
@@ -583,10 +595,64 @@ static void run_embed(struct tctx *x) {
     free(w), free(ids), free(y), free(r);
 }
 
+/* kv_store into Q8_0 cells (cells row + 32 values apart): per block of 32 of a stored row, d is the
+ * f16 of amax / 127, the largest magnitude gets |q| = 127 and every q is the nearest step
+ * (|x / d - q| <= 1/2, d unrounded, in double); the other bytes are untouched. With rot, x is the row
+ * rotated by ref_hadamard: the op rotates in f32, so d may be one f16 step away and the steps get
+ * 1e-4 of slack. */
+static void run_kv_store_q8_0(struct tctx *x) {
+    const char *desc = x->desc;
+    const int64_t row = x->c->ne[0], n_cells = x->c->ne[1], stride = row + 32, cb = (int64_t)ref_row_bytes(INFER_TYPE_Q8_0, stride);
+    const int32_t nt = (int32_t)x->c->ne[2];
+    float *in = malloc(sizeof(float) * row * nt);
+    tops_fill(in, row * nt, x->c->lo, x->c->hi);
+    uint8_t *cells = malloc((size_t)(cb * n_cells));
+    memset(cells, 0xAB, (size_t)(cb * n_cells));
+    int32_t *pos = malloc(sizeof(int32_t) * nt);
+    for (int32_t t = 0; t < nt; t++) pos[t] = (int32_t)((t * 7 + 2) % n_cells);
+    const int32_t rot = x->c->param[0];
+    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_Q8_0, rot};
+    double *xr = malloc(sizeof(double) * row), *xd = malloc(sizeof(double) * row);
+    T_CHECK(x->be->ops->kv_store(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
+    int ok = 1, n_bad = 0;
+    for (int64_t c = 0; c < n_cells; c++) {
+        int32_t t = -1;
+        for (int32_t k = 0; k < nt; k++)
+            if (pos[k] == c) t = k;
+        const uint8_t *cell = cells + c * cb;
+        const int64_t stored = t < 0 ? 0 : (int64_t)ref_row_bytes(INFER_TYPE_Q8_0, row);
+        for (int64_t i = stored; i < cb; i++) ok &= cell[i] == 0xAB;
+        if (t >= 0) {
+            for (int64_t i = 0; i < row; i++) xd[i] = in[t * row + i];
+            ref_hadamard(xd, xr, (int)row, rot);
+        }
+        for (int64_t b = 0; t >= 0 && b < row / 32; b++) {
+            const double *xb = xr + b * 32;
+            const uint8_t *blk = cell + b * 34;
+            double amax = 0;
+            for (int i = 0; i < 32; i++) amax = fmax(amax, fabs(xb[i]));
+            const double d = amax / 127, d16 = ref_f16((uint16_t)(blk[0] | blk[1] << 8)), want = ref_round_f16((float)d);
+            int bok = rot ? fabs(d16 - want) <= 1e-3 * want : d16 == want;
+            for (int i = 0; i < 32; i++) {
+                const int q = (int8_t)blk[2 + i];
+                bok &= fabs(xb[i] / d - q) <= 0.5 + (rot ? 1e-4 : 1e-6) && (fabs(xb[i]) != amax || abs(q) == 127 || rot);
+            }
+            if (!bok && n_bad++ < 3) printf("  cell %lld block %lld: d %.9g (want %.9g)\n", (long long)c, (long long)b, d16, d);
+            ok &= bok;
+        }
+    }
+    T_CHECK(ok, "%s: cells at pos hold Q8_0(x) (d = f16(amax/127), nearest q), the rest untouched", desc);
+    free(in), free(cells), free(pos), free(xr), free(xd);
+}
+
 /* kv_store: the named cells hold the nearest-even halves of their rows (overflow to inf included),
  * the others are untouched. */
 static void run_kv_store(struct tctx *x) {
     const char *desc = x->desc;
+    if (x->type == INFER_TYPE_Q8_0) {
+        run_kv_store_q8_0(x);
+        return;
+    }
     const int64_t row = x->c->ne[0], n_cells = x->c->ne[1], stride = row + 3;
     const int32_t nt = (int32_t)x->c->ne[2];
     float *in = malloc(sizeof(float) * row * nt);
@@ -595,7 +661,7 @@ static void run_kv_store(struct tctx *x) {
     memset(cells, 0xAB, sizeof(uint16_t) * stride * n_cells);
     int32_t *pos = malloc(sizeof(int32_t) * nt);
     for (int32_t t = 0; t < nt; t++) pos[t] = (int32_t)((t * 7 + 2) % n_cells); /* distinct while nt <= n_cells / gcd */
-    struct kv_store_args a = {in, cells, pos, row, row, stride, nt};
+    struct kv_store_args a = {in, cells, pos, row, row, stride, nt, INFER_TYPE_F16, 0};
     T_CHECK(x->be->ops->kv_store(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     int ok = 1;
     for (int64_t c = 0; c < n_cells; c++) {
@@ -812,32 +878,58 @@ static void run_gdn(struct tctx *x) {
     free(rs);
 }
 
+/* attn over f16 cells, or Q8_0 cells (types "q8_0", cells 32 values wider than a row): against ref_attn
+ * on the dequantised cells. For Q8_0 q goes in already rounded to Q8_0 (the CPU rounds it, like
+ * llama.cpp's CPU flash attention, and rounding twice changes nothing), and on the CPU the raw q must
+ * then give the same output bit for bit. */
 static void run_attn(struct tctx *x) {
     const char *desc = x->desc;
     int32_t nt = (int32_t)x->c->ne[0], nh = (int32_t)x->c->ne[1], nkv = (int32_t)x->c->ne[2], hd = (int32_t)x->c->ne[3];
     int32_t ncell = x->c->param[0];
-    int64_t nq = (int64_t)nt * nh * hd, nc = (int64_t)ncell * nkv * hd;
-    float *q = malloc(sizeof(float) * nq), *o = tops_nan(nq);
-    uint16_t *k = malloc(2 * nc), *v = malloc(2 * nc);
+    const int q8 = x->type == INFER_TYPE_Q8_0;
+    const int32_t kt = q8 ? INFER_TYPE_Q8_0 : INFER_TYPE_F16;
+    const int64_t ks = (int64_t)nkv * hd + (q8 ? 32 : 0); /* values between cells */
+    int64_t nq = (int64_t)nt * nh * hd, nc = (int64_t)ncell * ks;
+    float *q = malloc(sizeof(float) * nq), *o = tops_nan(nq), *kf = malloc(sizeof(float) * nc);
+    const size_t kb = q8 ? ref_row_bytes(INFER_TYPE_Q8_0, nc) : 2 * (size_t)nc;
+    uint8_t *k = malloc(kb), *v = malloc(kb);
     int32_t *pos = malloc(sizeof(int32_t) * nt);
     tops_fill(q, nq, x->c->lo, x->c->hi);
-    for (int64_t i = 0; i < nc; i++) {
-        k[i] = blocks_f32_to_f16(tops_unif(-1, 1));
-        v[i] = blocks_f32_to_f16(tops_unif(-1, 1));
+    for (int kvi = 0; kvi < 2; kvi++) {
+        uint8_t *cells = kvi ? v : k;
+        tops_fill(kf, nc, -1, 1);
+        if (q8) T_CHECK(quant_quantize_row(INFER_TYPE_Q8_0, kf, cells, nc) == INFER_OK, "%s: cells", desc);
+        else
+            for (int64_t i = 0; i < nc; i++) ((uint16_t *)cells)[i] = blocks_f32_to_f16(kf[i]);
+    }
+    float *q_raw = NULL;
+    const int32_t rot_k = x->c->param[1], rot_v = rot_k ? 64 : 0;
+    if (q8) { /* q = H(Q8_0(H q)), so H q is on the Q8_0 grid up to f32 rounding and rounds to itself */
+        q_raw = malloc(sizeof(float) * nq);
+        memcpy(q_raw, q, sizeof(float) * nq);
+        for (int64_t c = 0; rot_k && c < nq; c += rot_k) kv_hadamard(q + c, rot_k);
+        uint8_t *qq = malloc(ref_row_bytes(INFER_TYPE_Q8_0, nq));
+        quant_quantize_row(INFER_TYPE_Q8_0, q, qq, nq);
+        quant_dequant_row(INFER_TYPE_Q8_0, qq, q, nq);
+        for (int64_t c = 0; rot_k && c < nq; c += rot_k) kv_hadamard(q + c, rot_k);
+        free(qq);
     }
     for (int t = 0; t < nt; t++) pos[t] = ncell - nt + t; /* the last nt positions: a causal prefill batch */
     float scale = x->c->fparam > 0 ? x->c->fparam : 1.0f / sqrtf((float)hd);
-    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, (int64_t)nkv * hd, (int64_t)nh * hd, scale, NULL, 0};
+    struct attn_args a = {q, k, v, o, pos, nt, nh, nkv, hd, ncell, (int64_t)nh * hd, ks, (int64_t)nh * hd, scale, NULL, 0, kt, rot_k, rot_v};
     double *r = malloc(sizeof(double) * nq);
     T_CHECK(x->be->ops->attn(x->be, &a) == INFER_OK, "%s: %s", desc, infer_last_error());
     ref_attn(&a, r);
     TOPS_NMSE(o, r, nq, x->c->tol);
-    free(q);
-    free(o);
-    free(k);
-    free(v);
-    free(pos);
-    free(r);
+    if (q8 && !strncmp(desc, "cpu", 3)) {
+        float *o2 = tops_nan(nq);
+        struct attn_args a2 = a;
+        a2.q = q_raw, a2.out = o2;
+        T_CHECK(x->be->ops->attn(x->be, &a2) == INFER_OK && !memcmp(o, o2, sizeof(float) * nq),
+                "%s: raw q gives the output of q rounded to Q8_0, bit for bit", desc);
+        free(o2);
+    }
+    free(q), free(q_raw), free(o), free(kf), free(k), free(v), free(pos), free(r);
 }
 
 static void run_moe_route(struct tctx *x) {
@@ -959,10 +1051,26 @@ static void run_errors(struct tctx *x) {
     qa.n = 33;
     T_CHECK(be->ops->quantize(be, &qa) == INFER_E_ARG, "%s: quantize n 33", desc);
     uint16_t kv[64] = {0};
-    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1, NULL, 0};
+    struct attn_args at = {f, kv, kv, y, pos, 1, 3, 2, 8, 4, 24, 16, 24, 1, NULL, 0, INFER_TYPE_F16, 0, 0};
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: 3 heads over 2 kv heads", desc);
     at.n_head = 4;
     T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: negative position", desc);
+    pos[0] = 0;
+    at.kv_type = INFER_TYPE_F32;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_UNSUPPORTED, "%s: attention over f32 cells", desc);
+    at.kv_type = INFER_TYPE_Q8_0;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: Q8_0 cells with head_dim 8", desc);
+    at.head_dim = 64, at.kv_stride = 128, at.q_stride = at.out_stride = 256, at.rot_k = 48;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: Q8_0 rot_k 48", desc);
+    at.kv_type = INFER_TYPE_F16, at.rot_k = 64;
+    T_CHECK(be->ops->attn(be, &at) == INFER_E_ARG, "%s: a rotation of f16 cells", desc);
+    pos[0] = -1;
+    struct kv_store_args ks = {f, q, pos + 0, 40, 40, 64, 0, INFER_TYPE_Q8_0, 0};
+    T_CHECK(be->ops->kv_store(be, &ks) == INFER_E_ARG, "%s: Q8_0 cells of 40 values", desc);
+    ks.row = ks.x_stride = 64, ks.rot = 128;
+    T_CHECK(be->ops->kv_store(be, &ks) == INFER_E_ARG, "%s: Q8_0 rot 128 over rows of 64", desc);
+    ks.rot = 0, ks.type = INFER_TYPE_BF16;
+    T_CHECK(be->ops->kv_store(be, &ks) == INFER_E_UNSUPPORTED, "%s: bf16 cells", desc);
     struct rope_args ro = {f, pos, 1, 1, 64, 65, 64, 64, ROPE_NORMAL, 1e4f, 1};
     T_CHECK(be->ops->rope(be, &ro) == INFER_E_ARG, "%s: n_rot 65 > head_dim", desc);
     struct moe_route_args mr = {f, ids, y, 1, 4, 5, 1};

@@ -76,6 +76,10 @@ int main(void) {
     T_CHECK(run(run_tool, "-m x.gguf -p hi --ids 1,2", 1, out, sizeof out) == 2 && strstr(out, "exactly one"),
             "-p and --ids: %s", out);
     T_CHECK(run(run_tool, "-m x.gguf --ids 1,,2", 1, out, sizeof out) == 2 && strstr(out, "--ids"), "bad --ids: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -ctk q4_0 -ctv q4_0", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "-ctk: 'q4_0'"), "-ctk q4_0: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -ctk q8_0", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "different types"), "-ctk q8_0 with an f16 V cache: %s", out);
     T_CHECK(run(run_tool, "-m /nonexistent.gguf -p hi", 1, out, sizeof out) == 1 && count_lines(out) == 1 &&
                 strstr(out, "/nonexistent.gguf"), "missing model: %s", out);
     T_CHECK(run(bench_tool, "-m x.gguf -o xml", 1, out, sizeof out) == 2 && strstr(out, "-o: 'xml'"), "bench -o: %s", out);
@@ -186,6 +190,11 @@ int main(void) {
     snprintf(args, sizeof args, "-m %s -p 8 -n 2 -r 1 -t 1 -o json", model);
     T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && out[0] == '[' && strstr(out, "\"n_gen\": 2") &&
                 strstr(out, "]\n"), "bench json: %s", out);
+    snprintf(args, sizeof args, "-m %s -p 8 -n 2 -r 1 -t 1 -ctk q8_0 -ctv q8_0", model);
+    T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && strstr(out, "| pp8 kv q8_0 |") && strstr(out, "| tg2 kv q8_0 |"),
+            "bench with a q8_0 cache: %s", out);
+    snprintf(args, sizeof args, "-m %s --ids 5,17,42 -n 4 --temp 0 -t 1 --print-ids -ctk q8_0 -ctv q8_0", model);
+    T_CHECK(run(run_tool, args, 0, out, sizeof out) == 0 && count_lines(out) == 1, "llm-run with a q8_0 cache: %s", out);
 
     /* ---- --mtp: refused without an MTP layer; on a model whose MTP head agrees with it, the same ids
      * as plain greedy decoding with every draft accepted; llm-bench adds the drafted tg row ---- */

@@ -41,6 +41,14 @@ static int args_float(const struct args *a, const char *flag, const char *s, flo
     return 0;
 }
 
+/* -ctk / -ctv: a KV cell type by llama.cpp's name (f16 or q8_0). */
+static int args_kv_type(const struct args *a, const char *flag, const char *s, int32_t *out) {
+    if (!strcmp(s, "f16")) *out = INFER_TYPE_F16;
+    else if (!strcmp(s, "q8_0")) *out = INFER_TYPE_Q8_0;
+    else return args_bad(a, flag, s, "is not a supported KV cache type (f16 or q8_0)");
+    return 0;
+}
+
 /* "1,2,3" into out (at most cap); lo is the smallest value allowed. */
 static int args_list(const struct args *a, const char *flag, const char *s, int32_t lo, int32_t *out, int cap,
                      int *n) {
@@ -72,6 +80,7 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
     a->repeat_last_n = a->sp.penalty_last_n;
     a->reps = 5;
     a->output = "md";
+    a->type_k = a->type_v = INFER_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -127,6 +136,10 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
         } else if (!strcmp(f, "--mtp")) {
             rc = args_i32(a, f, v, 0, &a->mtp);
             if (!rc && a->mtp > INFER_MAX_DRAFT) return args_bad(a, f, v, "is more than 4 (INFER_MAX_DRAFT)");
+        } else if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k")) {
+            rc = args_kv_type(a, f, v, &a->type_k);
+        } else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) {
+            rc = args_kv_type(a, f, v, &a->type_v);
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             rc = args_i32(a, f, v, 0, &a->n_threads);
         } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {
@@ -165,6 +178,12 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             return 2;
         }
         if (rc) return rc;
+    }
+    if (a->type_k != a->type_v) {
+        fprintf(stderr, "%s: -ctk %s -ctv %s: K and V caches of different types are not supported; give both the "
+                "same type\n", tool, a->type_k == INFER_TYPE_Q8_0 ? "q8_0" : "f16",
+                a->type_v == INFER_TYPE_Q8_0 ? "q8_0" : "f16");
+        return 2;
     }
     return 0;
 }

@@ -47,6 +47,7 @@ static int usage(int to_err) {
             "  -r N          repetitions (default 5)\n"
             "  -t N          threads (default: all cores)\n"
             "  -o FMT        md (default), csv or json\n"
+            "  -ctk/-ctv T   KV cache type: f16 (default) or q8_0 (both the same; q8_0 tags the test name)\n"
             "  --mtp N       also run each tg test with MTP speculative decoding, N = 1..4 drafts per step\n"
             "  -ngl N[,N...] layers on the GPU: 0 = CPU (default); >= the layer count (99) = all on CUDA\n"
             "                device 0 (partial offload: not yet)\n");
@@ -179,6 +180,7 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
     cp.n_batch = r->n_prompt > 512 ? r->n_prompt : 512;
     cp.n_threads = a->n_threads;
     cp.n_draft = r->mtp;
+    cp.kv_type = a->type_k;
     infer_ctx *c = NULL;
     infer_sampler *smp = NULL;
     infer_sampler_params sp = infer_sampler_params_default();
@@ -254,6 +256,7 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     const struct bench_model *bm = r->bm;
     char test[64], size[32], params[32], mbt[32] = "-", gbs[32] = "-", pct[32] = "-", acc[32] = "-", tf[32] = "-";
     test_name(r, test, sizeof test);
+    if (a->type_k == INFER_TYPE_Q8_0) strncat(test, " kv q8_0", sizeof test - strlen(test) - 1);
     if (bm->size >= (1 << 30))
         snprintf(size, sizeof size, "%.2f GiB", bm->size / (1 << 30));
     else

@@ -38,6 +38,7 @@ static int usage(const char *tool, int to_err) {
             "  --ids 1,2,3           the prompt as token ids (no tokenisation)\n"
             "  --print-ids           print the generated token ids on one line instead of the text\n"
             "  --logits-out FILE     logits of every prompt position, [n_prompt][n_vocab] little-endian f32\n"
+            "  -ctk T, -ctv T        KV cache type of K and V: f16 (default) or q8_0 (both the same)\n"
             "  --mtp N               speculative decoding with the model's MTP head, N = 1..4 drafts per step\n"
             "  -ngl N                layers on the GPU: 0 = CPU (default); N >= the model's layer count (e.g. 99)\n"
             "                        runs every layer and the head on CUDA device 0 (partial offload: not yet)\n",
@@ -151,6 +152,7 @@ int main(int argc, char **argv) {
     if (a.n_batch) cp.n_batch = a.n_batch;
     cp.n_threads = a.n_threads;
     cp.n_draft = a.mtp;
+    cp.kv_type = a.type_k;
     if (a.mtp > 0 && infer_model_n_mtp(m) < 1) {
         fprintf(stderr, "llm-run: --mtp %d: %s has no MTP layer\n", a.mtp, a.model[0]);
         goto out;

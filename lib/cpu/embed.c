@@ -1,4 +1,6 @@
-/* embed: embedding lookup (ggml_get_rows) and KV cache writes (f32 rows rounded to f16 cells).
+/* embed: embedding lookup (ggml_get_rows) and KV cache writes (f32 rows rounded to f16 cells, or
+ * quantised to Q8_0 cells by the Q8_0 activation quantiser, quantize_row_q8_0_ref's math, after
+ * llama.cpp's Hadamard rotation when rot is set).
  * Both are pure data movement, split over tokens; kept as ops so a device backend runs them where the
  * data lives instead of in a host loop.
  */
@@ -31,9 +33,23 @@ static void kv_store_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     (void)ith;
     const struct kv_store_args *a = ctx;
     for (int64_t t = t0; t < t1; t++) {
-        uint16_t *dst = a->cells + (size_t)a->pos[t] * (size_t)a->cell_stride;
         const float *src = a->x + t * a->x_stride;
-        for (int64_t i = 0; i < a->row; i++) dst[i] = quant_f32_to_f16(src[i]);
+        char *dst = (char *)a->cells + kv_cell_bytes(a->type, (int64_t)a->pos[t] * a->cell_stride);
+        if (a->type == INFER_TYPE_Q8_0 && a->rot) { /* chunk by chunk: rotate, then quantise */
+            float buf[512];
+            for (int64_t c = 0; c < a->row; c += a->rot) {
+                memcpy(buf, src + c, sizeof(float) * (size_t)a->rot);
+                kv_hadamard(buf, a->rot);
+                struct quantize_args q = {INFER_TYPE_Q8_0, buf, dst + kv_cell_bytes(INFER_TYPE_Q8_0, c), a->rot, 1, a->rot};
+                (void)cpu_quantize(&q, NULL); /* valid: rot checked to be a multiple of 32 */
+            }
+        } else if (a->type == INFER_TYPE_Q8_0) {
+            struct quantize_args q = {INFER_TYPE_Q8_0, src, dst, a->row, 1, a->row};
+            (void)cpu_quantize(&q, NULL); /* valid: row checked to be a multiple of 32 */
+        } else {
+            uint16_t *h = (uint16_t *)dst;
+            for (int64_t i = 0; i < a->row; i++) h[i] = quant_f32_to_f16(src[i]);
+        }
     }
 }
 
@@ -42,6 +58,14 @@ infer_status cpu_kv_store(const struct kv_store_args *a, struct pool *p) {
         a->cell_stride < a->row)
         return infer_fail(INFER_E_ARG, "cpu_kv_store: row %lld, strides %lld/%lld: expected row > 0 and strides >= row",
                           (long long)a->row, (long long)a->x_stride, (long long)a->cell_stride);
+    if (a->type != INFER_TYPE_F16 && a->type != INFER_TYPE_Q8_0)
+        return infer_fail(INFER_E_UNSUPPORTED, "cpu_kv_store: type %d: expected F16 or Q8_0 cells", a->type);
+    if (a->type == INFER_TYPE_Q8_0 && (a->row % QK8_0 || a->cell_stride % QK8_0))
+        return infer_fail(INFER_E_ARG, "cpu_kv_store: Q8_0 cells with row %lld, cell_stride %lld: expected multiples "
+                          "of %d", (long long)a->row, (long long)a->cell_stride, QK8_0);
+    if (!kv_rot_valid(a->rot, a->row) || (a->rot && a->type != INFER_TYPE_Q8_0))
+        return infer_fail(INFER_E_ARG, "cpu_kv_store: rot %d (type %d, row %lld): expected 0, or for Q8_0 cells a "
+                          "power of two 32..512 dividing row", a->rot, a->type, (long long)a->row);
     for (int32_t t = 0; t < a->n_tokens; t++)
         if (a->pos[t] < 0)
             return infer_fail(INFER_E_ARG, "cpu_kv_store: pos[%d] = %d: expected >= 0", t, a->pos[t]);
