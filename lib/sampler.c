@@ -289,8 +289,6 @@ int32_t sampler_penalty_pairs(infer_sampler *s, int32_t *pairs) {
     return n;
 }
 
-const infer_sampler_params *sampler_params(const infer_sampler *s) { return &s->p; }
-
 void sampler_probs(infer_sampler *s, const float *logits, float *probs) {
     const struct sampler_cand *c;
     const int32_t n = sampler_filter(s, logits, &c);

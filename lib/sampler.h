@@ -25,8 +25,6 @@ int32_t sampler_sample_u(infer_sampler *s, const float *logits, double u);
 /* The penalties as distinct (token, count) pairs (pairs: room for 2 * penalty_last_n ints), in the order
  * of the window; 0 when the penalties are off. Records nothing. */
 int32_t sampler_penalty_pairs(infer_sampler *s, int32_t *pairs);
-/* The parameters s was created with. */
-const infer_sampler_params *sampler_params(const infer_sampler *s);
 
 /* The vocabulary size s was created for. */
 int32_t sampler_vocab(const infer_sampler *s);
