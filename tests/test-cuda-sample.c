@@ -9,11 +9,13 @@
  *     SAMPLE_MAX_CAND, n_vocab > SAMPLE_MAX_CAND), and never where top-k <= SAMPLE_MAX_CAND;
  *   - a different token where the host's decision lies within rounding of a boundary (kernels/sample.cu
  *     "exactness": CUDA's expf / exp vs glibc's, and the tree-summed z of a truncated set): top-p's
- *     cumulative probability within 1e-4 (relative) of top_p, or u * total within 1e-9 of a running sum,
- *     both recomputed here in double. Such rows are counted and must stay under 1%.
+ *     cumulative probability within 1e-4 + 4 e_z (relative) of top_p, e_z the relative error of the host's
+ *     own float z, or u * total within 1e-9 of a running sum (not the last), all recomputed here in
+ *     double. Such rows are printed, counted, and must stay under 1%.
  * The input logits must come back unchanged. The launcher refuses a set nothing can cut (no top-k <=
  * SAMPLE_MAX_CAND, top-p or min-p, n_vocab > SAMPLE_MAX_CAND) and missing buffers.
- * Without a device the test prints SKIP (no CUDA device) and exits 77.
+ * Without a device the test prints SKIP (no CUDA device) and exits 77. tests/emu/run-sample.sh builds
+ * this file with SAMPLE_EMU against the kernel run on the CPU (a block as 1024 fibers), no GPU needed.
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,7 +27,25 @@
 #include "kernels.h"
 #include "t.h"
 
-#ifdef INFER_CUDA
+#ifdef SAMPLE_EMU /* tests/emu/run-sample.sh: "device" memory is host memory, the kernel runs as fibers */
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+int emu_sample(const struct sample_args *a);
+#define cuda_sample(a, s) emu_sample(a)
+#define cudaGetErrorString(e) ((e) ? "error" : "no error")
+#define cudaMalloc(p, n) ((*(p) = malloc(n)) ? 0 : 1)
+#define cudaMemcpy(d, s, n, kind) (memcpy(d, s, n), 0)
+#define cudaMemset(d, v, n) (memset(d, v, n), 0)
+#define cudaDeviceSynchronize() 0
+#define cudaGetLastError() ((void)0)
+#define cudaFree free
+#define device_count(why) 1
+#endif
+#ifndef SAMPLE_VOCABS
+#define SAMPLE_VOCABS 1, 7, 1000, 1024, 1025, 32000, 151936
+#endif
+
+#if defined(INFER_CUDA) || defined(SAMPLE_EMU)
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) {
@@ -75,8 +95,10 @@ static int dcand_cmp(const void *x, const void *y) {
 
 /* How close the host's decisions on this row lie to a boundary, in double: the smallest relative
  * distance of top-p's cumulative probability from top_p (*mp), and of u * total from a running sum of
- * the draw (*mu). Penalised logits are computed as the op does (sample_penalise). */
-static void margins(const float *row, const struct sample_args *a, double u, double *mp, double *mu) {
+ * the draw other than the last (*mu); *mz is the relative error of the host's own float z (summed in its
+ * order), a measure of how far another summation order may land. Penalised logits are computed as the
+ * op does (sample_penalise). */
+static void margins(const float *row, const struct sample_args *a, double u, double *mp, double *mu, double *mz) {
     const int32_t n = a->n_vocab;
     struct dcand *c = malloc((size_t)n * sizeof *c);
     float *v = malloc((size_t)n * sizeof *v);
@@ -90,7 +112,13 @@ static void margins(const float *row, const struct sample_args *a, double u, dou
     const double max = c[0].l;
     int32_t k = a->top_k > 0 && a->top_k < n ? a->top_k : n;
     double z = 0;
+    float zf = 0;
     for (int32_t i = 0; i < k; i++) z += exp(c[i].l - max);
+    if (k < n)
+        for (int32_t i = 0; i < k; i++) zf += expf((float)c[i].l - (float)max);
+    else
+        for (int32_t i = 0; i < n; i++) zf += expf(v[i] - (float)max);
+    *mz = fabs(zf - z) / z;
     if (a->min_p > 0) {
         const float min_logit = (float)max + logf(a->min_p);
         int32_t m = 0;
@@ -111,7 +139,7 @@ static void margins(const float *row, const struct sample_args *a, double u, dou
     }
     double m2 = c[0].l / a->temp, total = 0, cum = 0;
     for (int32_t i = 0; i < k; i++) total += exp(c[i].l / a->temp - m2);
-    for (int32_t i = 0; i < k; i++) {
+    for (int32_t i = 0; i + 1 < k; i++) {
         cum += exp(c[i].l / a->temp - m2);
         const double d = fabs(u * total - cum) / total;
         if (d < *mu) *mu = d;
@@ -173,12 +201,15 @@ static void run_case(const char *name, struct sample_args p, int32_t n, int mode
                     p.top_k);
             continue;
         }
-        double mp, mu;
-        margins(l + r * stride, &p, u[r], &mp, &mu);
-        const int near = mp < 1e-4 || mu < 1e-9;
+        double mp, mu, mz;
+        margins(l + r * stride, &p, u[r], &mp, &mu, &mz);
+        const int near = mp < 1e-4 + 4 * mz || mu < 1e-9;
         st->near += near;
-        T_CHECK(near, "%s, %s logits, n %d, row %d (u %.17g): gpu %d, cpu %d (margins: top-p %.3g, draw %.3g)", name,
-                mode_name[mode], n, r, u[r], got[r], want[r], mp, mu);
+        if (near)
+            printf("note: %s, %s logits, n %d, row %d: gpu %d, cpu %d, within rounding (margins: top-p %.3g, "
+                   "draw %.3g, z %.3g)\n", name, mode_name[mode], n, r, got[r], want[r], mp, mu, mz);
+        T_CHECK(near, "%s, %s logits, n %d, row %d (u %.17g): gpu %d, cpu %d (margins: top-p %.3g, draw %.3g, z %.3g)",
+                name, mode_name[mode], n, r, u[r], got[r], want[r], mp, mu, mz);
     }
     cudaFree((void *)d.logits), cudaFree((void *)d.pen), cudaFree((void *)d.u), cudaFree(d.out), cudaFree(d.scratch);
     free(l), free(back);
@@ -214,7 +245,7 @@ static void test_sample(void) {
         {"min-p 1.5 (nothing survives)", ps(1, 0, 1, 1.5f, 1, 0, 0), 0},
         {"top-p 0", ps(1, 0, 0, 0, 1, 0, 0), 0},
     };
-    const int32_t vocabs[] = {1, 7, 1000, 1024, 1025, 32000, 151936};
+    const int32_t vocabs[] = {SAMPLE_VOCABS};
     struct stats st = {0, 0, 0};
     for (size_t vi = 0; vi < sizeof vocabs / sizeof *vocabs; vi++)
         for (size_t si = 0; si < sizeof sets / sizeof *sets; si++) {
