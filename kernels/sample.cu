@@ -25,6 +25,10 @@
  * (a) CUDA's expf / exp may differ from glibc's by an ulp, and (b) the tree-summed z of (3). Both can
  * only move a decision that lies within a few ulps of a boundary: top-p's cumulative sum against top_p,
  * or u * total against a running sum. Everywhere else the token is the host's.
+ * Limits: with top-k on and k <= SAMPLE_MAX_CAND (the default chain: 40) a row is never refused; without
+ * it a row is refused when more than SAMPLE_MAX_CAND tokens survive min-p / are needed to reach top_p
+ * (flat rows: e.g. uniform logits in [-10, 10] over 32000 tokens at top-p 0.9; peaked LLM rows pass).
+ * Penalty tokens are not range-checked on the device (the host builds them from accepted tokens).
  * Cost: the row is read once to copy, 4 times by the select, once to compact (L2-resident); the
  * sequential walks touch at most SAMPLE_MAX_CAND shared entries.
  */
