@@ -272,6 +272,11 @@ INFER_API int32_t infer_sampler_sample(infer_sampler *s, const float *logits);
 /* Records a token (e.g. of the prompt) for the penalties without sampling. */
 INFER_API void infer_sampler_accept(infer_sampler *s, int32_t token);
 INFER_API void infer_sampler_reset(infer_sampler *s);
+/* Picks a token from the logits of token i of c's last batch (negative: from the end, like
+ * infer_logits) and records it in s: the token infer_sampler_sample(s, infer_logits(c, i)) gives, drawn
+ * where the logits live (on a GPU context only the token is copied back; the host chain runs when the
+ * device cannot). INFER_E_ARG when token i's logits were not asked for or s is for another vocabulary. */
+INFER_API infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *token);
 
 /* ---- speculative decoding with the model's MTP head (contexts with n_draft > 0) ---- */
 

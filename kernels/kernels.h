@@ -388,6 +388,50 @@ struct kv_store_args {
     int32_t rot;         /* Q8_0 only: Hadamard chunk size (a power of two dividing row, <= 512), 0: none */
 };
 
+/* ---- sample: one token per row of logits, exactly lib/sampler.c's chain (its header has the rules):
+ * NaN -> -inf; penalties for each (token, count) pair; greedy (temp <= 0, or every logit -inf) = the
+ * argmax, ties to the lowest id; else top-k (0 < top_k < n_vocab) in the order (logit desc, id asc),
+ * top-p's normaliser z = sum expf(l - max) over that set, min-p (l >= max + logf(min_p)), top-p's
+ * shortest prefix with cumulative expf(l - max) / z >= top_p (float, in the order), l / temp, and the
+ * draw: total = sum exp((double)l - max') over the survivors (double, in their order: sorted when top-k
+ * or top-p is on, else by id), the first survivor whose running sum exceeds u * total (else the last).
+ * u is drawn by the caller (one per row, [0, 1)), so any backend gives the token the host chain gives.
+ * CUDA bounds (see kernels/sample.cu): it keeps at most SAMPLE_MAX_CAND sorted candidates. When the set
+ * could need more and no filter can cut it (top-k off or > SAMPLE_MAX_CAND, top_p >= 1, min_p <= 0,
+ * n_vocab > SAMPLE_MAX_CAND) the launcher refuses (cudaErrorInvalidValue); when a row's cut falls
+ * beyond them the kernel writes SAMPLE_REFUSED for that row. Either way the caller samples on the host.
+ * The CPU twin has no bounds. Scratch: sample_scratch_bytes(); it carries nothing between calls. ---- */
+enum { SAMPLE_MAX_CAND = 1024, SAMPLE_REFUSED = -1 };
+struct sample_args {
+    const float *logits; /* (n_rows, n_vocab), rows stride floats apart; not modified */
+    int64_t stride;
+    int32_t n_rows, n_vocab;
+    const int32_t *pen;  /* (n_pen, 2) (token, count > 0) pairs, distinct tokens, for every row; or NULL */
+    int32_t n_pen;
+    float repeat_penalty, frequency_penalty, presence_penalty;
+    int32_t top_k;       /* <= 0: off */
+    float top_p, min_p, temp;
+    const double *u;     /* (n_rows) uniforms in [0, 1); unused when greedy (may be NULL then) */
+    int32_t *out;        /* (n_rows) token ids (or SAMPLE_REFUSED, CUDA only) */
+    void *scratch;       /* sample_scratch_bytes(n_rows, n_vocab) bytes */
+};
+static inline INFER_HD size_t sample_scratch_bytes(int32_t n_rows, int32_t n_vocab) {
+    return (size_t)n_rows * (size_t)n_vocab * 8; /* CPU: {id, logit} candidates; CUDA: penalised rows */
+}
+/* The penalised logit of a token seen count > 0 times (both backends and lib/sampler.c use this, with
+ * rounding spelt out so that nvcc cannot contract it into an FMA the host does not do). */
+#ifdef __CUDA_ARCH__
+#define SAMPLE_MUL(a, b) __fmul_rn(a, b)
+#define SAMPLE_ADD(a, b) __fadd_rn(a, b)
+#else
+#define SAMPLE_MUL(a, b) ((a) * (b))
+#define SAMPLE_ADD(a, b) ((a) + (b))
+#endif
+static inline INFER_HD float sample_penalise(float l, int32_t count, float repeat, float freq, float presence) {
+    l = l <= 0 ? SAMPLE_MUL(l, repeat) : l / repeat;
+    return l - SAMPLE_ADD(SAMPLE_MUL((float)count, freq), presence);
+}
+
 /* CUDA launchers (kernels/<op>.cu). The CPU twins are declared in lib/cpu/cpu.h. */
 #if defined(INFER_CUDA) || defined(__CUDACC__)
 #include <cuda_runtime_api.h>
@@ -405,6 +449,7 @@ cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t s);
 cudaError_t cuda_gdn(const struct gdn_args *a, cudaStream_t s);
 cudaError_t cuda_moe_route(const struct moe_route_args *a, cudaStream_t s);
 cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s);
+cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s);
 /* mm keeps a state per backend, made on the backend's device: its mode from env INFER_MATMUL (unset
  * or "mma": nothing on the device; "cublas": a cuBLAS handle, a 32 MiB cuBLAS workspace and the
  * MM_SCRATCH_BYTES scratch; anything else: cudaErrorInvalidValue), all allocated here so cuda_mm

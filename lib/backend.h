@@ -54,6 +54,7 @@ struct infer_backend_ops {
     infer_status (*rope_norm)(struct infer_backend *b, const struct rope_norm_args *a);
     infer_status (*embed)(struct infer_backend *b, const struct embed_args *a);
     infer_status (*kv_store)(struct infer_backend *b, const struct kv_store_args *a);
+    infer_status (*sample)(struct infer_backend *b, const struct sample_args *a); /* SAMPLE_REFUSED rows: use the host */
 };
 
 struct infer_backend {

@@ -75,6 +75,7 @@ BACKEND_CPU_OP(ssm_conv, ssm_conv_args)
 BACKEND_CPU_OP(gdn, gdn_args)
 BACKEND_CPU_OP(embed, embed_args)
 BACKEND_CPU_OP(kv_store, kv_store_args)
+BACKEND_CPU_OP(sample, sample_args)
 
 static const struct infer_backend_ops backend_cpu_ops = {
     .name = "cpu",
@@ -102,6 +103,7 @@ static const struct infer_backend_ops backend_cpu_ops = {
     .gdn = backend_cpu_gdn,
     .embed = backend_cpu_embed,
     .kv_store = backend_cpu_kv_store,
+    .sample = backend_cpu_sample,
 };
 
 infer_status backend_cpu_create(int n_threads, struct infer_backend **out) {

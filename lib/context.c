@@ -221,6 +221,7 @@ void infer_ctx_free(infer_ctx *c) {
                         c->moe_scratch, c->on_device ? c->dtok : NULL, c->on_device ? c->dpos : NULL,
                         c->on_device ? c->dout : NULL};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) c->be->ops->free(c->be, bufs[i]);
+        c->be->ops->free(c->be, c->sample_buf);
         kv_cache_free(c->kv);
         backend_free(c->be);
     }

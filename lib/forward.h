@@ -65,6 +65,8 @@ struct infer_ctx {
     int32_t n_tokens;     /* of the last successful batch; 0 before any */
     int32_t xq_type;      /* activation type currently in xq for xn / q (-2: stale) */
     int64_t spec_steps, spec_drafted, spec_accepted; /* infer_spec_step counters */
+    void *sample_buf;         /* infer_sample's backend buffer (u, token, penalties, scratch), on first use */
+    size_t sample_buf_bytes;
 };
 
 /* Runs the layers over tokens already validated into c->pos / c->seq / c->out_row (n_out rows asked),

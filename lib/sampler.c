@@ -17,12 +17,17 @@
  * only on the maximum) drops the tail before sorting, with top-p's normaliser taken over the set
  * before that drop, which gives exactly the sequential result (both keep a prefix of one order).
  * The draw uses a private xoshiro256** seeded with splitmix64: the same seed gives the same tokens
- * on every platform, and nothing else in the process can disturb the sequence.
+ * on every platform, and nothing else in the process can disturb the sequence. Every non-greedy pick
+ * takes exactly one uniform u, drawn before the chain runs; the chain is then a function of (logits,
+ * penalties, u), which the backends' sample op (kernels.h) computes where the logits live: infer_sample
+ * hands it u and the window's (token, count) pairs and copies back only the token.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward.h"
+#include "kernels.h"
 #include "sampler.h"
 
 struct infer_sampler {
@@ -32,6 +37,7 @@ struct infer_sampler {
     int32_t *count;            /* (n_vocab) occurrences of each token in the ring */
     int32_t *ring;             /* (penalty_last_n) last accepted tokens */
     int32_t ring_head, ring_len;
+    int32_t *pairs;            /* (penalty_last_n, 2) infer_sample's penalty list */
     uint64_t rng[4];
 };
 
@@ -89,7 +95,8 @@ infer_status infer_sampler_create(const infer_sampler_params *p, int32_t n_vocab
     s->cand = xmalloc((size_t)n_vocab * sizeof *s->cand);
     s->count = xcalloc((size_t)n_vocab, sizeof *s->count);
     s->ring = xmalloc((size_t)(p->penalty_last_n ? p->penalty_last_n : 1) * sizeof *s->ring);
-    if (!s->cand || !s->count || !s->ring) {
+    s->pairs = xmalloc((size_t)(p->penalty_last_n ? p->penalty_last_n : 1) * 2 * sizeof *s->pairs);
+    if (!s->cand || !s->count || !s->ring || !s->pairs) {
         infer_sampler_free(s);
         return INFER_OOM("sampler arrays");
     }
@@ -103,6 +110,7 @@ void infer_sampler_free(infer_sampler *s) {
     xfree(s->cand);
     xfree(s->count);
     xfree(s->ring);
+    xfree(s->pairs);
     xfree(s);
 }
 
@@ -158,17 +166,19 @@ static void sampler_select(struct sampler_cand *c, int32_t n, int32_t k) {
     }
 }
 
+static int sampler_penalties_on(const infer_sampler_params *p) {
+    return p->penalty_last_n != 0 &&
+           (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+}
+
 static void sampler_penalties(infer_sampler *s) {
     const infer_sampler_params *p = &s->p;
-    if (p->penalty_last_n == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f &&
-                                   p->presence_penalty == 0.0f))
-        return;
+    if (!sampler_penalties_on(p)) return;
     for (int32_t i = 0; i < s->ring_len; i++) {
         const int32_t t = s->ring[i], c = s->count[t];
         if (c <= 0) continue; /* already applied: counts are negated below until the loop ends */
-        float *l = &s->cand[t].logit;
-        *l = *l <= 0 ? *l * p->repeat_penalty : *l / p->repeat_penalty;
-        *l -= (float)c * p->frequency_penalty + p->presence_penalty;
+        s->cand[t].logit = sample_penalise(s->cand[t].logit, c, p->repeat_penalty, p->frequency_penalty,
+                                           p->presence_penalty);
         s->count[t] = -c;
     }
     for (int32_t i = 0; i < s->ring_len; i++)
@@ -185,6 +195,10 @@ int32_t sampler_filter(infer_sampler *s, const float *logits, const struct sampl
         c[i].logit = isnan(logits[i]) ? -INFINITY : logits[i]; /* NaN would break the total order */
     }
     sampler_penalties(s);
+    return sampler_chain(c, n, p);
+}
+
+int32_t sampler_chain(struct sampler_cand *c, int32_t n, const infer_sampler_params *p) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
         if (c[i].logit > c[best].logit) best = i;
@@ -226,27 +240,34 @@ int32_t sampler_filter(infer_sampler *s, const float *logits, const struct sampl
     return n;
 }
 
-int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
-    if (!s || !logits) return -1;
+int32_t sampler_pick(const struct sampler_cand *c, int32_t n, double u) {
+    if (n <= 1) return c[0].id; /* the loop below would pick it too: u < 1 = total */
+    /* softmax over the survivors, inverse CDF in double */
+    float max = c[0].logit;
+    for (int32_t i = 1; i < n; i++)
+        if (c[i].logit > max) max = c[i].logit;
+    double total = 0.0, cum = 0.0;
+    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].logit - max);
+    u *= total;
+    for (int32_t i = 0; i < n; i++) {
+        cum += exp((double)c[i].logit - max);
+        if (u < cum) return c[i].id;
+    }
+    return c[n - 1].id; /* rounding left u at the very top */
+}
+
+int32_t sampler_sample_u(infer_sampler *s, const float *logits, double u) {
     const struct sampler_cand *c;
     const int32_t n = sampler_filter(s, logits, &c);
-    int32_t pick = c[0].id;
-    if (n > 1) { /* softmax over the survivors, inverse CDF in double */
-        float max = c[0].logit;
-        for (int32_t i = 1; i < n; i++)
-            if (c[i].logit > max) max = c[i].logit;
-        double total = 0.0, cum = 0.0;
-        for (int32_t i = 0; i < n; i++) total += exp((double)c[i].logit - max);
-        const double u = (double)(sampler_next(s->rng) >> 11) * 0x1.0p-53 * total;
-        pick = c[n - 1].id;
-        for (int32_t i = 0; i < n; i++) {
-            cum += exp((double)c[i].logit - max);
-            if (u < cum) {
-                pick = c[i].id;
-                break;
-            }
-        }
-    }
+    return sampler_pick(c, n, u);
+}
+
+int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    /* one uniform per call when temp > 0, whatever the chain leaves: the generator's sequence then does
+     * not depend on the logits, and infer_sample (which draws before the chain runs) matches it */
+    const double u = sampler_is_greedy(s) ? 0.0 : sampler_uniform(s);
+    const int32_t pick = sampler_sample_u(s, logits, u);
     infer_sampler_accept(s, pick);
     return pick;
 }
@@ -254,6 +275,19 @@ int32_t infer_sampler_sample(infer_sampler *s, const float *logits) {
 int sampler_is_greedy(const infer_sampler *s) { return s->p.temp <= 0; }
 
 double sampler_uniform(infer_sampler *s) { return (double)(sampler_next(s->rng) >> 11) * 0x1.0p-53; }
+
+int32_t sampler_penalty_pairs(infer_sampler *s, int32_t *pairs) {
+    if (!sampler_penalties_on(&s->p)) return 0;
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->ring_len; i++) { /* each token once: counts negated until the loop ends */
+        const int32_t t = s->ring[i], c = s->count[t];
+        if (c <= 0) continue;
+        pairs[2 * n] = t, pairs[2 * n + 1] = c, n++;
+        s->count[t] = -c;
+    }
+    for (int32_t i = 0; i < n; i++) s->count[pairs[2 * i]] = pairs[2 * i + 1];
+    return n;
+}
 
 void sampler_probs(infer_sampler *s, const float *logits, float *probs) {
     const struct sampler_cand *c;
@@ -281,3 +315,60 @@ int32_t sampler_draw(infer_sampler *s, const float *probs, double total) {
 }
 
 int32_t sampler_vocab(const infer_sampler *s) { return s->n_vocab; }
+
+/* infer_sample's buffer in c's backend memory: u (double) | token (int32, padded) | penalty pairs
+ * (room for the window) | the op's scratch for one row. Grown on first use, freed with the context. */
+static infer_status sampler_ctx_buf(infer_ctx *c, const infer_sampler *s, size_t *pen_off, size_t *scr_off) {
+    const size_t pen_cap = (size_t)(s->p.penalty_last_n ? s->p.penalty_last_n : 1) * 2 * sizeof(int32_t);
+    *pen_off = 16, *scr_off = 16 + ((pen_cap + 15) & ~(size_t)15);
+    const size_t need = *scr_off + sample_scratch_bytes(1, s->n_vocab);
+    if (c->sample_buf_bytes >= need) return INFER_OK;
+    c->be->ops->free(c->be, c->sample_buf);
+    c->sample_buf = NULL, c->sample_buf_bytes = 0;
+    infer_status st = c->be->ops->alloc(c->be, need, &c->sample_buf);
+    if (st == INFER_OK) c->sample_buf_bytes = need;
+    return st;
+}
+
+infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *token) {
+    infer_status st = INFER_OK;
+    if (token) *token = -1;
+    if (!c || !s || !token) return infer_fail(INFER_E_ARG, "infer_sample: context, sampler or token is NULL");
+    const int32_t n_vocab = c->m->hp.n_vocab, t = i < 0 ? c->n_tokens + i : i;
+    if (s->n_vocab != n_vocab)
+        return infer_fail(INFER_E_ARG, "infer_sample: sampler for %d tokens: expected the model's %d", s->n_vocab,
+                          n_vocab);
+    if (t < 0 || t >= c->n_tokens || c->out_row[t] < 0)
+        return infer_fail(INFER_E_ARG, "infer_sample: token %d of the last batch (%d tokens): expected one whose "
+                          "logits were asked for", i, c->n_tokens);
+    const double u = sampler_is_greedy(s) ? 0.0 : sampler_uniform(s);
+    int32_t pick = SAMPLE_REFUSED;
+    if (c->be->ops->sample) {
+        size_t pen_off, scr_off;
+        TRY(sampler_ctx_buf(c, s, &pen_off, &scr_off));
+        char *b = c->sample_buf;
+        const int32_t n_pen = sampler_penalty_pairs(s, s->pairs);
+        TRY(c->be->ops->upload(c->be, b, &u, sizeof u));
+        if (n_pen) TRY(c->be->ops->upload(c->be, b + pen_off, s->pairs, (size_t)n_pen * 2 * sizeof(int32_t)));
+        const struct sample_args a = {c->logits + (size_t)c->out_row[t] * (size_t)n_vocab, n_vocab, 1, n_vocab,
+                                      n_pen ? (const int32_t *)(b + pen_off) : NULL, n_pen, s->p.repeat_penalty,
+                                      s->p.frequency_penalty, s->p.presence_penalty, s->p.top_k, s->p.top_p,
+                                      s->p.min_p, s->p.temp, (const double *)b, (int32_t *)(b + 8), b + scr_off};
+        st = c->be->ops->sample(c->be, &a);
+        if (st == INFER_OK) TRY(c->be->ops->download(c->be, &pick, b + 8, sizeof pick));
+        else if (st != INFER_E_UNSUPPORTED) goto fail;
+        st = INFER_OK;
+    }
+    if (pick == SAMPLE_REFUSED) { /* the device could not: the host chain, with the same u */
+        const float *l = infer_logits(c, t);
+        if (!l) return infer_fail(INFER_E_ARG, "infer_sample: no host logits for token %d", i);
+        pick = sampler_sample_u(s, l, u);
+    }
+    if (pick < 0 || pick >= n_vocab)
+        return infer_fail(INFER_E_DEVICE, "infer_sample: the %s backend picked token %d: expected 0..%d",
+                          c->be->ops->name, pick, n_vocab - 1);
+    infer_sampler_accept(s, pick);
+    *token = pick;
+fail:
+    return st;
+}

@@ -14,6 +14,18 @@ struct sampler_cand {
  * logits divided by temp; with temp <= 0 the argmax alone. Records nothing for the penalties. */
 int32_t sampler_filter(infer_sampler *s, const float *logits, const struct sampler_cand **out);
 
+/* sampler_filter's stages after the penalties, on n candidates {id, penalised logit} in id order:
+ * filters c in place and returns the survivor count (logits divided by temp; greedy: the argmax). */
+int32_t sampler_chain(struct sampler_cand *c, int32_t n, const infer_sampler_params *p);
+/* The draw over n survivors of sampler_chain with the uniform u in [0, 1): the first whose running sum
+ * of exp(logit - max) (double, in their order) exceeds u * total, else the last. */
+int32_t sampler_pick(const struct sampler_cand *c, int32_t n, double u);
+/* infer_sampler_sample's pick with the uniform u (ignored when greedy); records nothing. */
+int32_t sampler_sample_u(infer_sampler *s, const float *logits, double u);
+/* The penalties as distinct (token, count) pairs (pairs: room for 2 * penalty_last_n ints), in the order
+ * of the window; 0 when the penalties are off. Records nothing. */
+int32_t sampler_penalty_pairs(infer_sampler *s, int32_t *pairs);
+
 /* The vocabulary size s was created for. */
 int32_t sampler_vocab(const infer_sampler *s);
 /* 1 when s is greedy (temp <= 0). */

@@ -264,7 +264,8 @@ int main(int argc, char **argv) {
     const char *stop = NULL;
     /* t is always the next token to print; with --mtp, pend holds the rest of the last step's tokens
      * (accepted drafts, already decoded, then the model's own token, not decoded yet) */
-    int32_t t = infer_sampler_sample(smp, infer_logits(c, -1)), pend[INFER_MAX_DRAFT + 1];
+    int32_t t = -1, pend[INFER_MAX_DRAFT + 1];
+    if ((st = infer_sample(c, smp, -1, &t)) != INFER_OK) goto lib_fail; /* on the device with -ngl */
     int32_t n_pend = 0, i_pend = 0;
     while (n_gen < n_max) {
         if (t < 0 || infer_token_is_eog(m, t)) {
@@ -302,7 +303,12 @@ int main(int argc, char **argv) {
             fprintf(stderr, "\nllm-run: %s\n", infer_last_error());
             goto out;
         }
-        t = a.mtp ? pend[i_pend++] : infer_sampler_sample(smp, infer_logits(c, -1));
+        if (a.mtp) {
+            t = pend[i_pend++];
+        } else if ((st = infer_sample(c, smp, -1, &t)) != INFER_OK) {
+            fprintf(stderr, "\nllm-run: %s\n", infer_last_error());
+            goto out;
+        }
     }
     const double t2 = now_s();
     if (a.print_ids) {
