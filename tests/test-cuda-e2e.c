@@ -14,7 +14,8 @@
  *     argmax of at least 90% of rows the same; broken kernels give errors of order 1;
  *   - graphs change nothing: decode logits with graphs and with INFER_CUDA_GRAPHS=0 are bit-identical;
  *   - two sequences decoded in one batch (the graph key includes the sequence of each token) match
- *     the CPU.
+ *     the CPU;
+ *   - infer_sample on the device picks what infer_sampler_sample picks from the downloaded logits.
  * Without a device the GPU part prints SKIP (no CUDA device) and the test exits 77 after the checks
  * above have passed.
  */
@@ -156,6 +157,35 @@ static void check_graphs(void) {
     if (path) unlink(path);
 }
 
+/* infer_sample on the device (the sample op, or its host fallback) picks what infer_sampler_sample picks
+ * from the downloaded logits with the same seed: greedy, the default chain, and a flat top-p-only chain
+ * (more than the kernel's 1024 candidates survive: the host fallback). */
+static void check_sample(void) {
+    const char *path = synth_file("qwen3", "Q8_0");
+    infer_model *m = path ? load(path, 99) : NULL;
+    infer_ctx *c = m ? make_ctx(m, 1) : NULL;
+    int32_t tok[8] = {1, 2, 3, 4, 5, 6, 7, 8}, same = 0, n = 0;
+    infer_batch b = {8, tok, NULL, NULL, NULL};
+    if (c && infer_decode(c, &b) != INFER_OK) T_CHECK(0, "decode: %s", infer_last_error());
+    for (int k = 0; c && k < 3; k++) {
+        infer_sampler_params sp = infer_sampler_params_default();
+        sp.seed = 42 + (uint64_t)k;
+        if (k == 0) sp.temp = 0;
+        if (k == 2) sp.top_k = 0, sp.min_p = 0, sp.top_p = 0.999f, sp.temp = 5.0f;
+        infer_sampler *s1 = NULL, *s2 = NULL;
+        infer_sampler_create(&sp, infer_vocab_size(m), &s1), infer_sampler_create(&sp, infer_vocab_size(m), &s2);
+        for (int i = 0; s1 && s2 && i < 20; i++, n++) {
+            int32_t a = -1;
+            if (infer_sample(c, s1, -1, &a) != INFER_OK) T_CHECK(0, "infer_sample: %s", infer_last_error());
+            same += a == infer_sampler_sample(s2, infer_logits(c, -1));
+        }
+        infer_sampler_free(s1), infer_sampler_free(s2);
+    }
+    T_CHECK(n == 60 && same == n, "infer_sample on the GPU equals the host sampler: %d of %d", same, n);
+    infer_ctx_free(c), infer_model_free(m);
+    if (path) unlink(path);
+}
+
 /* Two sequences in one batch, then each alone, against the CPU. */
 static void check_two_sequences(void) {
     const char *path = synth_file("qwen3moe", "Q8_0");
@@ -243,6 +273,7 @@ int main(void) {
         for (size_t k = 0; k < sizeof types / sizeof *types; k++) check_model(archs[a], types[k]);
     check_graphs();
     check_two_sequences();
+    check_sample();
     rmdir(dir);
     return t_done();
 }
