@@ -2,6 +2,7 @@
 #include "llama_peer.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../peer.h"
@@ -164,6 +165,32 @@ int32_t llama_peer_eval(const struct llama_peer *p, void *ctx, int32_t *tokens, 
     if (!logits) return -100;
     memcpy(out, logits, sizeof(float) * (size_t)n_vocab);
     return 0;
+}
+
+int llama_peer_logits_run(const struct llama_peer *p, void *ctx, const int32_t *tokens, int n_prompt, int n_all,
+                          int32_t n_vocab, float *out) {
+    int32_t *tok = malloc((size_t)n_all * sizeof *tok); /* llama_batch_get_one takes a mutable pointer */
+    int8_t *flags = malloc((size_t)n_prompt);
+    int ok = tok && flags;
+    if (ok) {
+        memcpy(tok, tokens, (size_t)n_all * sizeof *tok);
+        memset(flags, 1, (size_t)n_prompt);
+        struct llama_peer_batch b = p->batch_get_one(tok, n_prompt);
+        b.logits = flags;
+        ok = p->decode(ctx, b) == 0;
+    }
+    for (int i = 0; ok && i < n_prompt; i++) {
+        const float *l = p->get_logits_ith(ctx, i);
+        if (!l) ok = 0;
+        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
+    }
+    for (int i = n_prompt; ok && i < n_all; i++) {
+        const float *l = p->decode(ctx, p->batch_get_one(tok + i, 1)) == 0 ? p->get_logits_ith(ctx, -1) : NULL;
+        if (!l) ok = 0;
+        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
+    }
+    free(tok), free(flags);
+    return ok;
 }
 
 uint32_t llama_peer_quantize(const struct llama_peer *p, const char *in, const char *out, int32_t ftype) {

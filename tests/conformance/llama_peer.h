@@ -119,6 +119,10 @@ void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx
  * Returns llama_decode's status, or -100 if no logits came back. */
 int32_t llama_peer_eval(const struct llama_peer *p, void *ctx, int32_t *tokens, int32_t n, float *out,
                         int32_t n_vocab);
+/* tokens[0..n_prompt) in one batch with every position's logits, then tokens[n_prompt..n_all) one at a
+ * time: out (n_all, n_vocab) holds the logits of every position. 1 on success, 0 if a decode failed. */
+int llama_peer_logits_run(const struct llama_peer *p, void *ctx, const int32_t *tokens, int n_prompt, int n_all,
+                          int32_t n_vocab, float *out);
 /* llama_model_quantize with 1 thread and the given llama_ftype; 0 on success. */
 uint32_t llama_peer_quantize(const struct llama_peer *p, const char *in, const char *out, int32_t ftype);
 

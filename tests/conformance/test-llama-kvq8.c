@@ -43,25 +43,7 @@ static int llama_run(const struct llama_peer *pe, void *model, const int32_t *to
         T_CHECK(0, "llama.cpp context with kv type %d", kv);
         return 0;
     }
-    int ok = 1;
-    int32_t tok[N_ALL];
-    memcpy(tok, tokens, sizeof tok);
-    int8_t flags[N_ALL];
-    memset(flags, 1, sizeof flags);
-    struct llama_peer_batch b = pe->batch_get_one(tok, N_PROMPT);
-    b.logits = flags;
-    if (pe->decode(ctx, b) != 0) ok = 0;
-    for (int i = 0; ok && i < N_PROMPT; i++) {
-        const float *l = pe->get_logits_ith(ctx, i);
-        if (!l) ok = 0;
-        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
-    }
-    for (int i = N_PROMPT; ok && i < N_ALL; i++) {
-        if (pe->decode(ctx, pe->batch_get_one(tok + i, 1)) != 0) ok = 0;
-        const float *l = ok ? pe->get_logits_ith(ctx, -1) : NULL;
-        if (!l) ok = 0;
-        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
-    }
+    const int ok = llama_peer_logits_run(pe, ctx, tokens, N_PROMPT, N_ALL, n_vocab, out);
     pe->ctx_free(ctx);
     T_CHECK(ok, "llama.cpp (kv type %d) decodes the prompt and %d steps", kv, N_GEN);
     return ok;

@@ -40,25 +40,7 @@ static int llama_run(const struct llama_peer *pe, void *model, const int32_t *to
         T_CHECK(0, "llama.cpp context");
         return 0;
     }
-    int ok = 1;
-    int32_t tok[MAX_ALL];
-    memcpy(tok, tokens, (size_t)N_ALL * sizeof *tok);
-    int8_t flags[MAX_ALL];
-    memset(flags, 1, sizeof flags);
-    struct llama_peer_batch b = pe->batch_get_one(tok, N_PROMPT);
-    b.logits = flags;
-    if (pe->decode(ctx, b) != 0) ok = 0;
-    for (int i = 0; ok && i < N_PROMPT; i++) {
-        const float *l = pe->get_logits_ith(ctx, i);
-        if (!l) ok = 0;
-        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
-    }
-    for (int i = N_PROMPT; ok && i < N_ALL; i++) {
-        if (pe->decode(ctx, pe->batch_get_one(tok + i, 1)) != 0) ok = 0;
-        const float *l = ok ? pe->get_logits_ith(ctx, -1) : NULL;
-        if (!l) ok = 0;
-        else memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof(float));
-    }
+    const int ok = llama_peer_logits_run(pe, ctx, tokens, N_PROMPT, N_ALL, n_vocab, out);
     pe->ctx_free(ctx);
     T_CHECK(ok, "llama.cpp decodes the prompt and %d steps", N_GEN);
     return ok;
