@@ -30,6 +30,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "quant.h"
+#include "randw.h"
 #include "t.h"
 
 /* ---- host: the cuBLAS mode's chunk plan ---- */
@@ -99,41 +100,6 @@ static uint32_t rnd(void) {
 }
 static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() % 1000001) / 1000000.0f; }
 
-/* Offsets of the f16 scale fields of each block type. */
-struct scale_fields {
-    int32_t type;
-    int n;
-    int off[2];
-};
-static const struct scale_fields scale_fields[] = {
-    {INFER_TYPE_Q8_0, 1, {0}}, {INFER_TYPE_Q4_0, 1, {0}},    {INFER_TYPE_IQ4_NL, 1, {0}}, {INFER_TYPE_IQ4_XS, 1, {0}},
-    {INFER_TYPE_Q4_K, 2, {0, 2}}, {INFER_TYPE_Q5_K, 2, {0, 2}}, {INFER_TYPE_Q6_K, 1, {208}},
-};
-
-/* Random valid weights: float types from random values; quantised types as random bytes whose f16
- * scales are small finite numbers (random bytes could spell NaN or Inf there). */
-static void random_weights(int32_t type, uint8_t *w, int64_t n_in, int64_t n_out) {
-    const struct quant_type *qt = quant_type(type);
-    const size_t rb = quant_row_bytes(type, n_in), bytes = rb * (size_t)n_out;
-    if (qt->blck == 1) {
-        float *row = malloc(sizeof(float) * (size_t)n_in);
-        for (int64_t r = 0; r < n_out; r++) {
-            for (int64_t c = 0; c < n_in; c++) row[c] = frand(-1, 1);
-            quant_quantize_row(type, row, w + rb * (size_t)r, n_in);
-        }
-        free(row);
-        return;
-    }
-    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
-    for (size_t f = 0; f < sizeof scale_fields / sizeof *scale_fields; f++) {
-        if (scale_fields[f].type != type) continue;
-        for (size_t b = 0; b < bytes / (size_t)qt->bytes; b++)
-            for (int k = 0; k < scale_fields[f].n; k++) {
-                uint16_t h = quant_f32_to_f16(frand(0.001f, 0.02f) * (rnd() % 4 == 0 ? -1.0f : 1.0f));
-                memcpy(w + b * (size_t)qt->bytes + scale_fields[f].off[k], &h, 2);
-            }
-    }
-}
 
 static const int32_t types[] = {INFER_TYPE_F32, INFER_TYPE_F16, INFER_TYPE_BF16, INFER_TYPE_Q8_0, INFER_TYPE_Q4_0,
                                 INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K};
@@ -148,7 +114,7 @@ static void test_decoders(void) {
         uint8_t *w = malloc(rb * (size_t)n_rows);
         float *ref = malloc(sizeof(float) * (size_t)n_in);
         uint16_t *got = aligned_alloc(16, sizeof(uint16_t) * 512);
-        random_weights(t, w, n_in, n_rows);
+        randw_weights(t, w, n_in, n_rows, rnd);
         int bad = 0, first = -1;
         for (int64_t r = 0; r < n_rows; r++) {
             quant_dequant_row(t, w + rb * (size_t)r, ref, n_in);
@@ -280,8 +246,8 @@ static void emulate_case(int32_t type, int64_t n_in, int64_t n_out, int64_t nt, 
     const size_t rb = quant_row_bytes(type, n_in), xn = (size_t)(nt * n_in), yn = (size_t)(nt * n_out);
     uint8_t *w = malloc(rb * (size_t)n_out), *w2 = malloc(rb * (size_t)n_out);
     float *x = malloc(sizeof(float) * xn), *add = malloc(sizeof(float) * yn), *y = malloc(sizeof(float) * yn);
-    random_weights(type, w, n_in, n_out);
-    random_weights(type, w2, n_in, n_out);
+    randw_weights(type, w, n_in, n_out, rnd);
+    randw_weights(type, w2, n_in, n_out, rnd);
     for (size_t i = 0; i < xn; i++) x[i] = frand(-2, 2) * (i % 97 == 0 ? 20.0f : 1.0f);
     for (size_t i = 0; i < yn; i++) add[i] = frand(-1, 1);
     struct refs r;
@@ -318,8 +284,8 @@ static void run_case(struct cuda_mm_state *const st[2], int32_t type, int64_t n_
     const size_t xn = (size_t)(nt * n_in), yn = (size_t)(nt * n_out);
     uint8_t *w = malloc(wbytes), *w2 = malloc(wbytes);
     float *x = malloc(sizeof(float) * xn), *add = malloc(sizeof(float) * yn), *y = malloc(sizeof(float) * yn);
-    random_weights(type, w, n_in, n_out);
-    random_weights(type, w2, n_in, n_out);
+    randw_weights(type, w, n_in, n_out, rnd);
+    randw_weights(type, w2, n_in, n_out, rnd);
     for (size_t i = 0; i < xn; i++) x[i] = frand(-2, 2) * (i % 97 == 0 ? 20.0f : 1.0f);
     for (size_t i = 0; i < yn; i++) add[i] = frand(-1, 1);
     struct refs r;

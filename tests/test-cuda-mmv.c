@@ -15,6 +15,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "quant.h"
+#include "randw.h"
 #include "t.h"
 
 #ifdef INFER_CUDA
@@ -26,41 +27,6 @@ static uint32_t rnd(void) {
 }
 static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() % 1000001) / 1000000.0f; }
 
-/* Offsets of the f16 scale fields of each block type, and the block's size. */
-struct scale_fields {
-    int32_t type;
-    int n;
-    int off[2];
-};
-static const struct scale_fields scale_fields[] = {
-    {INFER_TYPE_Q8_0, 1, {0}}, {INFER_TYPE_Q4_0, 1, {0}},    {INFER_TYPE_IQ4_NL, 1, {0}}, {INFER_TYPE_IQ4_XS, 1, {0}},
-    {INFER_TYPE_Q4_K, 2, {0, 2}}, {INFER_TYPE_Q5_K, 2, {0, 2}}, {INFER_TYPE_Q6_K, 1, {208}},
-};
-
-/* Random valid weights: float types from random values; quantised types as random bytes whose f16
- * scales are small finite numbers (random bytes could spell NaN or Inf there). */
-static void random_weights(int32_t type, uint8_t *w, int64_t n_in, int64_t n_out) {
-    const struct quant_type *qt = quant_type(type);
-    const size_t bytes = quant_row_bytes(type, n_in) * (size_t)n_out;
-    if (qt->blck == 1) {
-        float *row = malloc(sizeof(float) * (size_t)n_in);
-        for (int64_t r = 0; r < n_out; r++) {
-            for (int64_t c = 0; c < n_in; c++) row[c] = frand(-1, 1);
-            quant_quantize_row(type, row, w + quant_row_bytes(type, n_in) * (size_t)r, n_in);
-        }
-        free(row);
-        return;
-    }
-    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
-    for (size_t f = 0; f < sizeof scale_fields / sizeof *scale_fields; f++) {
-        if (scale_fields[f].type != type) continue;
-        for (size_t b = 0; b < bytes / (size_t)qt->bytes; b++)
-            for (int k = 0; k < scale_fields[f].n; k++) {
-                uint16_t h = quant_f32_to_f16(frand(0.001f, 0.02f) * (rnd() % 4 == 0 ? -1.0f : 1.0f));
-                memcpy(w + b * (size_t)qt->bytes + scale_fields[f].off[k], &h, 2);
-            }
-    }
-}
 
 #define CK(x) T_CHECK((x) == cudaSuccess, "%s: %s", #x, cudaGetErrorString(x))
 
@@ -72,8 +38,8 @@ static void run_case(int32_t type, int64_t n_in, int64_t n_out, int nt, int epil
     float *wrow2 = malloc(sizeof(float) * (size_t)n_in);
     const size_t xqb = q8_split_bytes(n_in, nt);
     uint8_t *xq = malloc(xqb);
-    random_weights(type, w, n_in, n_out);
-    random_weights(type, w2, n_in, n_out);
+    randw_weights(type, w, n_in, n_out, rnd);
+    randw_weights(type, w2, n_in, n_out, rnd);
     for (int64_t i = 0; i < n_in * nt; i++) x[i] = frand(-2, 2) * (i % 97 == 0 ? 20.0f : 1.0f);
     for (int64_t i = 0; i < n_out * nt; i++) add[i] = frand(-1, 1);
 
