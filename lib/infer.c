@@ -2,7 +2,7 @@
  *
  * infer_model_load = gguf_open (validate the container) + model_bind (the architecture's tensors,
  * shapes and types) + optionally a NaN/Inf scan of the data + with n_gpu_layers the upload of every
- * weight to CUDA device 0 (model_upload.c). Progress is reported at the start, after
+ * weight to CUDA device main_gpu (model_upload.c). Progress is reported at the start, after
  * binding, while scanning (by bytes) and at the end; a nonzero return from the callback cancels.
  */
 #include <inttypes.h>
@@ -89,7 +89,7 @@ static infer_status infer_check_tensors(const struct infer_model *m, const infer
     return INFER_OK;
 }
 
-/* n_gpu_layers: all layers (and the head) on CUDA device 0, or none; a split is refused for now. */
+/* n_gpu_layers: all layers (and the head) on CUDA device main_gpu, or none; a split is refused for now. */
 static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
     infer_status st = INFER_OK;
     const int64_t n_layer = m->hp.n_layer;
@@ -98,8 +98,8 @@ static infer_status infer_offload(struct infer_model *m, const infer_model_param
                           "the GPU and the CPU is not supported yet; use 0 (CPU) or >= %" PRId64 " (every layer on "
                           "the GPU)", m->gguf->path, p->n_gpu_layers, n_layer, n_layer);
     struct infer_backend *be = NULL;
-    TRY(backend_cuda_create(0, &be));
-    st = model_upload(m, be, 0, p, 0.15f, 0.95f);
+    TRY(backend_cuda_create(p->main_gpu, &be));
+    st = model_upload(m, be, p->main_gpu, p, 0.15f, 0.95f);
     if (st != INFER_OK) backend_free(be);
 fail:
     return st;

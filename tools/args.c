@@ -149,6 +149,8 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
                 rc = args_list(a, f, v, 0, a->ngl, ARGS_MAX_LIST, &a->n_ngl);
             else
                 rc = args_i32(a, f, v, 0, &a->n_gpu_layers);
+        } else if (!strcmp(f, "-mg") || !strcmp(f, "--main-gpu")) {
+            rc = args_i32(a, f, v, 0, &a->main_gpu);
         } else if (!bench && (!strcmp(f, "-s") || !strcmp(f, "--seed"))) {
             rc = args_int(a, f, v, -1, INT64_MAX, &x);
             a->seed = x;

@@ -50,7 +50,8 @@ static int usage(int to_err) {
             "  -ctk/-ctv T   KV cache type: f16 (default) or q8_0 (both the same; q8_0 tags the test name)\n"
             "  --mtp N       also run each tg test with MTP speculative decoding, N = 1..4 drafts per step\n"
             "  -ngl N[,N...] layers on the GPU: 0 = CPU (default); >= the layer count (99) = all on CUDA\n"
-            "                device 0 (partial offload: not yet)\n");
+            "                device 0 (partial offload: not yet)\n"
+            "  -mg N         the CUDA device for -ngl (default 0)\n");
     return to_err ? 2 : 0;
 }
 
@@ -342,12 +343,13 @@ int main(int argc, char **argv) {
     if (any_gpu) {
         char name[256] = "?";
         uint64_t total = 0, avail = 0;
-        infer_device_name(0, name, sizeof name);
-        infer_device_memory(0, &total, &avail);
-        if (infer_device_bandwidth(0, &dev_bw) != INFER_OK)
+        const int dev = a.main_gpu;
+        infer_device_name(dev, name, sizeof name);
+        infer_device_memory(dev, &total, &avail);
+        if (infer_device_bandwidth(dev, &dev_bw) != INFER_OK)
             fprintf(stderr, "llm-bench: device bandwidth: %s\n", infer_last_error());
-        fprintf(stderr, "llm-bench: CUDA device 0: %s, %.1f GiB (%.1f free); copy kernel: %.2f GB/s (read + write)\n",
-                name, (double)total / (1 << 30), (double)avail / (1 << 30), dev_bw / 1e9);
+        fprintf(stderr, "llm-bench: CUDA device %d: %s, %.1f GiB (%.1f free); copy kernel: %.2f GB/s (read + write)\n",
+                dev, name, (double)total / (1 << 30), (double)avail / (1 << 30), dev_bw / 1e9);
     }
     int first = 1, ret = 0;
     for (int mi = 0; mi < a.n_model; mi++)
@@ -356,6 +358,7 @@ int main(int argc, char **argv) {
             struct bench_model bm;
             infer_model_params mp = infer_model_params_default();
             mp.n_gpu_layers = a.ngl[gi];
+            mp.main_gpu = a.main_gpu;
             if (infer_model_load(a.model[mi], &mp, &m) != INFER_OK) {
                 fprintf(stderr, "llm-bench: %s\n", infer_last_error());
                 ret = 1;

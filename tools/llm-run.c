@@ -41,7 +41,8 @@ static int usage(const char *tool, int to_err) {
             "  -ctk T, -ctv T        KV cache type of K and V: f16 (default) or q8_0 (both the same)\n"
             "  --mtp N               speculative decoding with the model's MTP head, N = 1..4 drafts per step\n"
             "  -ngl N                layers on the GPU: 0 = CPU (default); N >= the model's layer count (e.g. 99)\n"
-            "                        runs every layer and the head on CUDA device 0 (partial offload: not yet)\n",
+            "                        runs every layer and the head on CUDA device 0 (partial offload: not yet)\n"
+            "  -mg N                 the CUDA device for -ngl (default 0)\n",
             tool);
     return to_err ? 2 : 0;
 }
@@ -55,6 +56,7 @@ static double now_s(void) {
 static int progress_open; /* a progress line without its newline is on stderr */
 
 static int progress(float x, void *user) {
+    if (x <= 0.1f) return 0; /* nothing shown until the file is bound: a refused file is then one line */
     fprintf(stderr, "\rloading %s: %3.0f%%%s", (const char *)user, 100.0 * x, x >= 1.0f ? "\n" : "");
     progress_open = x < 1.0f;
     return 0;
@@ -142,6 +144,7 @@ int main(int argc, char **argv) {
     struct stat sb;
     infer_model_params mp = infer_model_params_default();
     mp.n_gpu_layers = a.n_gpu_layers;
+    mp.main_gpu = a.main_gpu;
     if (stat(a.model[0], &sb) == 0 && sb.st_size >= PROGRESS_MIN_BYTES) {
         mp.progress = progress;
         mp.progress_user = (void *)a.model[0];
