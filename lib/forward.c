@@ -113,11 +113,12 @@ fail:
 }
 
 /* The graph key of a batch: the ops and their arguments follow from the token count, the rows asked and
- * each token's sequence (which KV cells it writes) — everything else that changes is read from backend
- * memory. 0 (no graph) for prefill-sized batches and for recurrent layers, whose snapshot slots are
- * kernel arguments that move with the position. */
+ * each token's sequence (which KV cells and recurrent state it uses) — everything else that changes is
+ * read from backend memory. 0 (no graph) for prefill-sized batches and for contexts with a snapshot ring
+ * (drafting), whose ring slots are kernel arguments that move with the position; without a ring the
+ * recurrent layers' arguments are fixed too. */
 static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
-    if (!c->on_device || n_tokens > MMV_MAX_TOKENS || (c->m->arch->flags & ARCH_F_HYBRID)) return 0;
+    if (!c->on_device || n_tokens > MMV_MAX_TOKENS || c->kv->n_ring > 0) return 0;
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the shape */
     const int32_t shape[2] = {n_tokens, n_out};
     for (int i = 0; i < 2 + n_tokens; i++) {
