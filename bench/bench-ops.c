@@ -1,7 +1,7 @@
 /* bench-ops: per-kernel speed on the local GPU, as a roofline table.
  *
  * First the denominator: device-to-device copy bandwidth (bytes read + written per second), measured
- * here, in this run. Then each op and variant at real model shapes: median µs over many replays
+ * here, in this run, by infer_device_bandwidth's copy kernel (llm-bench's roofline uses the same). Then each op and variant at real model shapes: median µs over many replays
  * (CUDA events; inputs rotated across enough copies to defeat the 50 MB L2), GB/s from <op>_cost(),
  * and % of the copy bandwidth. Never part of `make test`.
  * mm (prefill, compute-bound) reports TFLOPS for both cuda_mm modes instead.
@@ -63,29 +63,6 @@ static float time_ms(cudaEvent_t a, cudaEvent_t b) {
     float ms;
     CK(cudaEventElapsedTime(&ms, a, b));
     return ms;
-}
-
-static double copy_bandwidth(void) {
-    const size_t n = (size_t)1 << 30;
-    void *a, *b;
-    CK(cudaMalloc(&a, n));
-    CK(cudaMalloc(&b, n));
-    CK(cudaMemset(a, 1, n));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    float best = 1e30f;
-    for (int i = 0; i < 10; i++) {
-        CK(cudaEventRecord(e0, 0));
-        CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, 0));
-        CK(cudaEventRecord(e1, 0));
-        CK(cudaEventSynchronize(e1));
-        float ms = time_ms(e0, e1);
-        if (i > 1 && ms < best) best = ms;
-    }
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-    return 2.0 * (double)n / (best * 1e-3) / 1e9;
 }
 
 struct shape {
@@ -258,8 +235,14 @@ int main(int argc, char **argv) {
     char name[256];
     size_t mem = 0;
     if (device_describe(0, name, sizeof name, &mem) != INFER_OK) return 1;
-    const double bw = copy_bandwidth();
-    printf("device: %s, %.1f GiB; copy bandwidth (read + write): %.0f GB/s\n\n", name, (double)mem / (1 << 30), bw);
+    double bw = 0; /* the same copy-kernel probe as llm-bench's roofline, so both tools share a denominator */
+    if (infer_device_bandwidth(0, &bw) != INFER_OK) {
+        fprintf(stderr, "bench-ops: %s\n", infer_last_error());
+        return 1;
+    }
+    bw /= 1e9;
+    printf("device: %s, %.1f GiB; copy kernel bandwidth (read + write): %.0f GB/s\n\n", name, (double)mem / (1 << 30),
+           bw);
     if (has_op(ops, "mmv")) bench_mmv(bw, repeats, only_type);
     if (has_op(ops, "mm")) bench_mm(repeats, only_type);
     return 0;
