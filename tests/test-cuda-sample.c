@@ -25,6 +25,7 @@
 #include "cpu/cpu.h"
 #include "device.h"
 #include "kernels.h"
+#include "sample_rows.h"
 #include "t.h"
 
 #ifdef SAMPLE_EMU /* tests/emu/run-sample.sh: "device" memory is host memory, the kernel runs as fibers */
@@ -62,25 +63,6 @@ static void *dev(const void *src, size_t n) {
     if (src) CK(cudaMemcpy(d, src, n, cudaMemcpyHostToDevice));
     else CK(cudaMemset(d, 0xFF, n ? n : 4));
     return d;
-}
-
-enum { MODE_CONT, MODE_TIES, MODE_PEAK, MODE_NAN, MODE_FLAT, MODE_N };
-static const char *mode_name[] = {"continuous", "ties", "peaked", "nan/-inf", "all equal"};
-
-static void fill_row(float *l, int32_t n, int mode) {
-    for (int32_t i = 0; i < n; i++) {
-        switch (mode) {
-        case MODE_CONT: l[i] = (float)(urand() * 20 - 10); break;
-        case MODE_TIES: l[i] = (float)(rnd() % 6) * 0.75f - 2; break;
-        case MODE_PEAK: l[i] = (float)(urand() * 4 - 2) + (rnd() % 50 == 0 ? 9.0f : 0.0f); break;
-        case MODE_NAN: {
-            const uint32_t r = rnd() % 10;
-            l[i] = r == 0 ? NAN : r == 1 ? -INFINITY : (float)(rnd() % 40) * 0.25f - 5;
-            break;
-        }
-        default: l[i] = 1.5f; break;
-        }
-    }
 }
 
 struct dcand {
@@ -158,7 +140,7 @@ static void run_case(const char *name, struct sample_args p, int32_t n, int mode
     double u[ROWS];
     int32_t pairs[2 * HIST], want[ROWS], got[ROWS];
     for (int r = 0; r < ROWS; r++) {
-        fill_row(l + r * stride, n, mode);
+        sample_fill_row(l + r * stride, n, mode, rnd);
         for (int64_t i = n; i < stride; i++) l[r * stride + i] = 1e30f; /* padding: must never be read */
         u[r] = r == 0 ? 0.0 : r == ROWS - 1 ? 1.0 - 0x1.0p-53 : urand();
     }
@@ -197,7 +179,7 @@ static void run_case(const char *name, struct sample_args p, int32_t n, int mode
         if (got[r] == want[r]) continue;
         if (got[r] == SAMPLE_REFUSED) {
             st->refused++;
-            T_CHECK(truncatable, "%s, %s logits, n %d, row %d: refused with top-k %d", name, mode_name[mode], n, r,
+            T_CHECK(truncatable, "%s, %s logits, n %d, row %d: refused with top-k %d", name, sample_mode_name[mode], n, r,
                     p.top_k);
             continue;
         }
@@ -207,9 +189,9 @@ static void run_case(const char *name, struct sample_args p, int32_t n, int mode
         st->near += near;
         if (near)
             printf("note: %s, %s logits, n %d, row %d: gpu %d, cpu %d, within rounding (margins: top-p %.3g, "
-                   "draw %.3g, z %.3g)\n", name, mode_name[mode], n, r, got[r], want[r], mp, mu, mz);
+                   "draw %.3g, z %.3g)\n", name, sample_mode_name[mode], n, r, got[r], want[r], mp, mu, mz);
         T_CHECK(near, "%s, %s logits, n %d, row %d (u %.17g): gpu %d, cpu %d (margins: top-p %.3g, draw %.3g, z %.3g)",
-                name, mode_name[mode], n, r, u[r], got[r], want[r], mp, mu, mz);
+                name, sample_mode_name[mode], n, r, u[r], got[r], want[r], mp, mu, mz);
     }
     cudaFree((void *)d.logits), cudaFree((void *)d.pen), cudaFree((void *)d.u), cudaFree(d.out), cudaFree(d.scratch);
     free(l), free(back);

@@ -20,6 +20,7 @@
 #include "infer.h"
 #include "sampler.h"
 #include "../tools/synth.h"
+#include "sample_rows.h"
 #include "t.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -108,25 +109,6 @@ done:
 }
 
 /* ---- inputs ---- */
-enum { MODE_CONT, MODE_TIES, MODE_PEAK, MODE_NAN, MODE_FLAT, MODE_N };
-static const char *mode_name[] = {"continuous", "ties", "peaked", "nan/-inf", "all equal"};
-
-static void fill_row(float *l, int32_t n, int mode) {
-    for (int32_t i = 0; i < n; i++) {
-        switch (mode) {
-        case MODE_CONT: l[i] = (float)(urand() * 20 - 10); break;
-        case MODE_TIES: l[i] = (float)(rnd() % 6) * 0.75f - 2; break;
-        case MODE_PEAK: l[i] = (float)(urand() * 4 - 2) + (rnd() % 50 == 0 ? 9.0f : 0.0f); break;
-        case MODE_NAN: {
-            const uint32_t r = rnd() % 10;
-            l[i] = r == 0 ? NAN : r == 1 ? -INFINITY : (float)(rnd() % 40) * 0.25f - 5;
-            break;
-        }
-        default: l[i] = 1.5f; break;
-        }
-    }
-}
-
 /* A history of n_hist tokens under n (so the penalties hit repeated and single tokens). */
 static void fill_hist(int32_t *h, int32_t n_hist, int32_t n) {
     for (int32_t j = 0; j < n_hist; j++) h[j] = (int32_t)(rnd() % (uint32_t)(n < 30 ? n : 30));
@@ -187,7 +169,8 @@ static void test_reference(struct pool *pool) {
                 fill_hist(hist, HIST, n);
                 const int pen = p->repeat_penalty != 1 || p->frequency_penalty != 0 || p->presence_penalty != 0;
                 const int32_t np = pen ? hist_pairs(hist, HIST, p->penalty_last_n, n, pairs) : 0;
-                for (int r = 0; r < ROWS; r++) fill_row(l + (size_t)r * (size_t)(n + 3), n, mode), u[r] = urand();
+                for (int r = 0; r < ROWS; r++)
+                    sample_fill_row(l + (size_t)r * (size_t)(n + 3), n, mode, rnd), u[r] = urand();
                 u[0] = 0.0, u[ROWS - 1] = 1.0 - 0x1.0p-53; /* the ends of [0, 1) */
                 const struct sample_args a = {l, n + 3, ROWS, n, np ? pairs : NULL, np, p->repeat_penalty,
                                               p->frequency_penalty, p->presence_penalty, p->top_k, p->top_p,
@@ -199,7 +182,7 @@ static void test_reference(struct pool *pool) {
                     n_cases++;
                     if (out[r] != want && n_bad++ < 10)
                         T_CHECK(0, "%s, %s logits, n_vocab %d, row %d (u %.17g): cpu_sample %d, reference %d",
-                                sets[si].name, mode_name[mode], n, r, u[r], out[r], want);
+                                sets[si].name, sample_mode_name[mode], n, r, u[r], out[r], want);
                 }
             }
         free(l), free(scratch);
@@ -236,7 +219,7 @@ static void test_sequence(void) {
         infer_sampler_create(&sets[si], N, &s2);
         int same = 1, singles = 0;
         for (int step = 0; step < STEPS && s1 && s2; step++) {
-            fill_row(l, N, step % 3 ? MODE_CONT : MODE_PEAK);
+            sample_fill_row(l, N, step % 3 ? MODE_CONT : MODE_PEAK, rnd);
             if (step % 3 == 0) l[rnd() % N] = 40; /* one token takes all the mass */
             singles += step % 3 == 0;
             const int32_t want = infer_sampler_sample(s2, l);

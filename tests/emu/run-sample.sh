@@ -37,5 +37,6 @@ EOC
 g++ -std=c++17 -O1 -ffp-contract=off -Wall -Wno-unknown-pragmas -Itests/emu -Iinclude -Ikernels -c "$B/sample_emu.cc" -o "$B/sample_emu.o"
 gcc -std=c11 -D_GNU_SOURCE -O1 -ffp-contract=off -Wall -DSAMPLE_EMU "-DSAMPLE_VOCABS=$VOCABS" -Iinclude -Ilib -Ikernels -Itests \
     -c tests/test-cuda-sample.c -o "$B/test-cuda-sample.o"
-g++ -o "$B/test-cuda-sample" "$B/test-cuda-sample.o" "$B/sample_emu.o" "${BUILD:-build}/libinfer.a" -lpthread -lm -ldl
+gcc -std=c11 -O1 -Wall -Iinclude -c tests/sample_rows.c -o "$B/sample_rows.o"
+g++ -o "$B/test-cuda-sample" "$B/test-cuda-sample.o" "$B/sample_rows.o" "$B/sample_emu.o" "${BUILD:-build}/libinfer.a" -lpthread -lm -ldl
 exec "$B/test-cuda-sample"
