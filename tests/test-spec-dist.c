@@ -5,18 +5,18 @@
  * (synth --mtp-noise 0.1), so about half of the drafts are accepted and both branches of the
  * rule (accept the draft; on rejection draw from norm(max(0, p - q))) and the bonus token after a full
  * acceptance all run. (A random MTP head's top tokens are unrelated to the target's: nearly every draft
- * would be rejected.) The sampler: temperature 3, top-k 4, top-p and min-p off, so each step's
+ * would be rejected. This target is a bigram table, its state unused: rollback is test-spec-rollback's.) The sampler: temperature 3, top-k 4, top-p and min-p off, so each step's
  * distribution has 4 tokens and the first three generated tokens fall into at most 64 cells.
  * Each trial returns the context to the checkpoint after the prompt and runs infer_spec_step (the prompt's
  * last token as `last`) until three tokens are out. The expected probability of (t1, t2, t3) is
  * p(t1) p(t2 | t1) p(t3 | t1 t2), each factor the sampler's own distribution (sampler_probs) on the logits
  * of a plain context (n_draft 0) after that prefix.
  * The test: Pearson's chi-squared over the cells (those with fewer than 5 expected pooled into one),
- * failing when its p-value is below ALPHA = 1e-6, with n_draft 1 and 2, N_TRIALS trials each; plain
+ * failing when its p-value is below ALPHA = 1e-6, with n_draft 1 and 2, N_TRIALS = 20000 trials each; plain
  * sampling (infer_sampler_sample on the same logits) runs through the same test as a control of the
  * expected table. A token outside the support (probability 0) is a failure on its own. The trials are
- * consecutive draws of one seeded generator, so a run is deterministic; over seeds each of the 4
- * chi-squared checks fails by chance with probability 1e-6, all together at most 4e-6.
+ * consecutive draws of one seeded generator, so a run is deterministic; over seeds each of the 3
+ * chi-squared checks fails by chance with probability 1e-6, all together at most 3e-6.
  * The p-value (the regularised upper incomplete gamma function) is checked first against closed forms.
  */
 #include <math.h>
