@@ -62,6 +62,8 @@ static infer_model *make_model(const char *arch, const char *ftype, int32_t *n_e
     return m;
 }
 
+/* One thread: results do not depend on it (threads split output rows), and on a loaded 2-core machine the
+ * pool's waits made this test six times slower. */
 static infer_ctx *make_ctx(const infer_model *m, int32_t n_draft) {
     infer_ctx_params p = infer_ctx_params_default();
     p.n_ctx = N_CTX, p.n_batch = 32, p.n_threads = 1, p.n_draft = n_draft;
