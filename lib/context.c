@@ -135,6 +135,7 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
         n_threads = n > 0 ? (int)(n < 64 ? n : 64) : 1;
     }
     c->n_draft = p->n_draft;
+    c->spec_force = -1;
     const size_t T = (size_t)c->n_batch;
     const int64_t hd = hp->head_dim, nq = hp->n_head * hd, nk = hp->n_head_kv * hd, n_embd = hp->n_embd;
     const int hybrid = (m->arch->flags & ARCH_F_HYBRID) != 0, moe = hp->n_expert > 0;
@@ -302,6 +303,7 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     if (!c || !b) return infer_fail(INFER_E_ARG, "infer_decode: %s is NULL", c ? "batch" : "context");
     c->n_tokens = 0; /* logits of the previous batch are gone whatever happens */
     c->logits_ready = 0;
+    c->spec_kept = 0;
     TRY(ctx_validate(c, b, &n_out));
     TRY(forward_run(c, b->token, b->n_tokens, n_out));
     if (c->n_draft) TRY(ctx_mtp_follow(c, b->token, b->n_tokens));

@@ -65,6 +65,9 @@ struct infer_ctx {
     int32_t n_tokens;     /* of the last successful batch; 0 before any */
     int32_t xq_type;      /* activation type currently in xq for xn / q (-2: stale) */
     int64_t spec_steps, spec_drafted, spec_accepted; /* infer_spec_step counters */
+    int32_t spec_force; /* test hook (spec_force_accept): drafts the next step accepts; -1: the rule decides */
+    int32_t spec_kept;  /* rows of the last step's verification batch still in logits (spec_verify_logits) */
+    int32_t spec_drafts; /* drafts of the last step in mtp_logits (spec_draft_logits) */
     void *sample_buf;         /* infer_sample's backend buffer (u, token, penalties, scratch), on first use */
     size_t sample_buf_bytes;
 };

@@ -111,11 +111,16 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
 
     int32_t n = 0;
     const int greedy = sampler_is_greedy(s);
+    const int32_t force = c->spec_force < k ? c->spec_force : k;
+    c->spec_force = -1; /* the hook holds for one step */
     for (int32_t i = 0; i <= k; i++) {
         const float *logits = infer_logits(c, i);
         int32_t t;
         int accepted = 0;
-        if (greedy) {
+        if (i < force) { /* test hook: kept whatever the rule says */
+            t = tok[i + 1], accepted = 1;
+            infer_sampler_accept(s, t);
+        } else if (greedy) {
             t = infer_sampler_sample(s, logits); /* records t */
             accepted = i < k && t == tok[i + 1];
         } else {
@@ -127,11 +132,13 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
             }
             infer_sampler_accept(s, t);
         }
+        if (i == force) accepted = 0;
         out[n++] = t;
         if (!accepted) break;
     }
     TRY(kv_cache_truncate(c->kv, seq, n_past + n));
     c->n_tokens = 0; /* the verify rows past the accepted ones no longer match the caches */
+    c->spec_kept = n, c->spec_drafts = k;
     c->spec_steps++, c->spec_drafted += k, c->spec_accepted += n - 1;
     *n_out = n;
 fail:
@@ -156,3 +163,17 @@ infer_status spec_mtp_eval(infer_ctx *c, int32_t seq, int32_t pos0, const int32_
 }
 
 const float *spec_hidden(const infer_ctx *c) { return c && c->n_draft ? c->hid : NULL; }
+
+void spec_force_accept(infer_ctx *c, int32_t n) {
+    if (c) c->spec_force = n < 0 ? -1 : n;
+}
+
+const float *spec_verify_logits(const infer_ctx *c, int32_t i) {
+    if (!c || c->on_device || i < 0 || i >= c->spec_kept) return NULL;
+    return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
+}
+
+const float *spec_draft_logits(const infer_ctx *c, int32_t j) {
+    if (!c || j < 0 || j >= c->spec_drafts) return NULL;
+    return c->mtp_logits + (size_t)j * (size_t)c->m->hp.n_vocab;
+}

@@ -21,4 +21,17 @@ infer_status spec_mtp_eval(infer_ctx *c, int32_t seq, int32_t pos0, const int32_
  * drafting context, (n_tokens, n_embd); NULL for other contexts. */
 const float *spec_hidden(const infer_ctx *c);
 
+/* Test hook: the next infer_spec_step on c keeps exactly min(n, drafts made) drafts whatever the
+ * acceptance rule says (each recorded in the sampler as if accepted), then emits the sampler's own
+ * token from the next row, so every rollback depth can be reached on any model. n < 0: off (the
+ * default). One step only. */
+void spec_force_accept(infer_ctx *c, int32_t n);
+/* For tests: the target's logits of row i of the last infer_spec_step's verification batch (row i:
+ * after the token at its position n_past + i), for the rows it kept (i < its n_out); NULL otherwise,
+ * after an infer_decode, and on a device. Borrowed until the next step or infer_decode on c. */
+const float *spec_verify_logits(const infer_ctx *c, int32_t i);
+/* For tests: the MTP head's output for draft j of the last infer_spec_step (greedy samplers: its
+ * logits; temp > 0: its distribution q_j after the sampler's chain); NULL past the drafts it made. */
+const float *spec_draft_logits(const infer_ctx *c, int32_t j);
+
 #endif

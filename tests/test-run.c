@@ -5,7 +5,13 @@
  * must be the argmax chain computed here (one thread on both sides, so the sums run in one order).
  * The library's logits themselves are checked against llama.cpp by test-llama-logits. Usage errors
  * exit 2 with one line naming the flag; failures exit 1 with one line. Skips (loudly) when the forward
- * pass reports the architecture unsupported. */
+ * pass reports the architecture unsupported.
+ *   --chat: the prompt ids (--verbose-prompt) equal hand-written ChatML (qwen3) and Llama 3 (llama)
+ *   sequences, derived below from the synthetic vocabulary;
+ *   --top-k 1 at temperature 1 gives exactly the greedy ids (also with --mtp 3);
+ *   each sampling flag (-s, --temp, --top-k, --top-p, --min-p, the three penalties, --repeat-last-n) gives
+ *   the ids the API gives with that parameter, and different ids than without it; no flags give the
+ *   documented defaults. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +42,124 @@ static int count_lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
     return n;
+}
+
+/* The ids of llm-run's --verbose-prompt lines ("%6d -> 'piece'") in out; returns their count. */
+static int prompt_ids(const char *out, int32_t *ids, int cap) {
+    int n = 0;
+    for (const char *line = out; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        int id;
+        char quote;
+        if (sscanf(line, "%d -> %c", &id, &quote) == 2 && quote == '\'' && n < cap) ids[n++] = id;
+    }
+    return n;
+}
+
+/* The synthetic vocabulary (tools/synth.c): byte b is token b; merged token 256 + k joins L[k / 16] (L: the
+ * letters 'a'..'p', then the merged tokens) with the letter 'a' + k % 16, rank k; the control tokens are the
+ * last ids of the 640. So "el" is k = 4 * 16 + 11 = 75 (331), "lo" k = 11 * 16 + 14 = 190 (446), "an"
+ * k = 13 (269); "Hello" merges "el" (rank 75) before "ll" (187) and "lo" (190), then "lo": H el lo. Only
+ * pairs ending in a..p merge, so "user" and the rest of "assistant" stay bytes. */
+enum { NL = 10, QWEN_IM_START = 638, QWEN_IM_END = 639 };                    /* <|endoftext|> is 637 */
+enum { L3_BOT = 635, L3_START_HEADER = 637, L3_END_HEADER = 638, L3_EOT = 639 }; /* <|end_of_text|> is 636 */
+#define IDS_USER 117, 115, 101, 114
+#define IDS_ASSISTANT 97, 115, 115, 105, 115, 116, 269, 116
+#define IDS_HELLO 72, 331, 446
+/* "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n" (llama.cpp's chatml, no BOS for qwen) */
+static const int32_t chatml_hello[] = {QWEN_IM_START, IDS_USER, NL, IDS_HELLO, QWEN_IM_END, NL,
+                                       QWEN_IM_START, IDS_ASSISTANT, NL};
+/* "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant
+ * <|end_header_id|>\n\n": one BOS, the message trimmed, "\n\n" two byte tokens in this vocabulary */
+static const int32_t llama3_hello[] = {L3_BOT, L3_START_HEADER, IDS_USER, L3_END_HEADER, NL, NL, IDS_HELLO,
+                                       L3_EOT, L3_START_HEADER, IDS_ASSISTANT, L3_END_HEADER, NL, NL};
+
+/* llm-run --chat --verbose-prompt on model with prompt: its prompt ids equal want[0..n). */
+static void check_chat(const char *model, const char *prompt, const char *what, const int32_t *want, int n) {
+    static char out[1 << 16];
+    char args[1024];
+    int32_t got[64];
+    snprintf(args, sizeof args, "-m %s -p %s --chat --verbose-prompt -n 0 -t 1", model, prompt);
+    const int rc = run(run_tool, args, 1, out, sizeof out), n_got = prompt_ids(out, got, 64);
+    int first = -1;
+    for (int i = 0; i < n || i < n_got; i++)
+        if (i >= n || i >= n_got || got[i] != want[i]) {
+            first = i;
+            break;
+        }
+    T_CHECK(rc == 0 && first < 0, "--chat %s: %d prompt ids, expected %d, first difference at %d (got %d, want %d):\n%s",
+            what, n_got, n, first, first >= 0 && first < n_got ? got[first] : -1, first >= 0 && first < n ? want[first] : -1,
+            out);
+}
+
+/* The reference for llm-run --ids PROMPT -n n_gen -t 1 --print-ids with sampler sp: the API as llm-run drives
+ * it — the prompt in one batch and recorded in the sampler, then each token sampled from the last logits
+ * and decoded, up to an end of generation — printed as llm-run prints it ("a b c\n"). 0 on failure. */
+static int api_ids(const infer_model *m, const int32_t *prompt, int n_prompt, infer_sampler_params sp, int n_gen,
+                   char *out, size_t cap) {
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_threads = 1;
+    infer_ctx *c = NULL;
+    infer_sampler *s = NULL;
+    infer_batch b = {n_prompt, prompt, NULL, NULL, NULL};
+    int ok = infer_ctx_create(m, &cp, &c) == INFER_OK && infer_sampler_create(&sp, infer_vocab_size(m), &s) == INFER_OK &&
+             infer_decode(c, &b) == INFER_OK;
+    for (int i = 0; ok && i < n_prompt; i++) infer_sampler_accept(s, prompt[i]);
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; ok && i < n_gen; i++) {
+        int32_t t = infer_sampler_sample(s, infer_logits(c, -1));
+        if (infer_token_is_eog(m, t)) break;
+        k += (size_t)snprintf(out + k, cap - k, "%s%d", i ? " " : "", t);
+        infer_batch one = {1, &t, NULL, NULL, NULL};
+        ok = k < cap && (i + 1 == n_gen || infer_decode(c, &one) == INFER_OK);
+    }
+    ok = ok && (size_t)snprintf(out + k, cap - k, "\n") < cap - k;
+    infer_sampler_free(s), infer_ctx_free(c);
+    return ok;
+}
+
+/* Each sampling flag on top of a base with every filter off: llm-run's ids equal the API's with that one
+ * parameter set, and differ from the ids without it (so the flag reached the sampler and mattered). */
+static void check_sampling_flags(const char *model, const infer_model *m) {
+    enum { N_GEN = 16, N_CASES = 11 };
+    static const int32_t prompt[] = {5, 17, 42, 3, 99, 250, 5, 17};
+    const char *base_flags = "--temp 1 --top-k 0 --top-p 1 --min-p 0 --repeat-last-n 64 -s 5";
+    infer_sampler_params base = infer_sampler_params_default();
+    base.temp = 1, base.top_k = 0, base.top_p = 1, base.min_p = 0, base.penalty_last_n = 64, base.seed = 5;
+    /* extra flags (after the base: the last value of a flag wins), the parameters they set, and a case whose
+     * ids they must change besides the base's: for --repeat-last-n the penalty it shortens, for --top-k 1 the
+     * temperature alone (random weights give nearly flat logits: a flag moves the picks by a few ids) */
+    static const char *const extra[N_CASES] = {"", "-s 6", "--temp 0.3", "--top-k 3", "--top-p 0.5", "--min-p 0.9",
+                                               "--repeat-penalty 3", "--presence-penalty 2", "--frequency-penalty 2",
+                                               "--repeat-penalty 3 --repeat-last-n 4", "--temp 0.3 --top-k 1"};
+    infer_sampler_params sp[N_CASES];
+    int against[N_CASES];
+    for (int i = 0; i < N_CASES; i++) sp[i] = base, against[i] = 0;
+    sp[1].seed = 6, sp[2].temp = 0.3f, sp[3].top_k = 3, sp[4].top_p = 0.5f, sp[5].min_p = 0.9f;
+    sp[6].repeat_penalty = 3, sp[7].presence_penalty = 2, sp[8].frequency_penalty = 2;
+    sp[9].repeat_penalty = 3, sp[9].penalty_last_n = 4, against[9] = 6;
+    sp[10].temp = 0.3f, sp[10].top_k = 1, against[10] = 2;
+    static char want[N_CASES][512], got[4096];
+    char args[1024];
+    for (int i = 0; i < N_CASES; i++) {
+        if (!api_ids(m, prompt, 8, sp[i], N_GEN, want[i], sizeof want[i])) {
+            T_CHECK(0, "API reference for '%s': %s", extra[i], infer_last_error());
+            continue;
+        }
+        snprintf(args, sizeof args, "-m %s --ids 5,17,42,3,99,250,5,17 -n %d -t 1 --print-ids %s %s", model, N_GEN,
+                 base_flags, extra[i]);
+        T_CHECK(run(run_tool, args, 0, got, sizeof got) == 0 && !strcmp(got, want[i]),
+                "sampling '%s': llm-run gives %s       the API gives %s", extra[i], got, want[i]);
+        if (i > 0)
+            T_CHECK(strcmp(want[i], want[0]) != 0 && strcmp(want[i], want[against[i]]) != 0,
+                    "sampling '%s' gives the ids of the base or of '%s': %s", extra[i], extra[against[i]], want[i]);
+    }
+    /* no sampling flags but the seed: the documented defaults (0.8, 40, 0.95, 0.05, penalties off) */
+    infer_sampler_params d = infer_sampler_params_default();
+    d.seed = 5;
+    snprintf(args, sizeof args, "-m %s --ids 5,17,42,3,99,250,5,17 -n %d -t 1 --print-ids -s 5", model, N_GEN);
+    T_CHECK(api_ids(m, prompt, 8, d, N_GEN, want[0], sizeof want[0]) && run(run_tool, args, 0, got, sizeof got) == 0 &&
+            !strcmp(got, want[0]), "default sampling: llm-run gives %s       the API gives %s", got, want[0]);
 }
 
 static int argmax(const float *l, int n) {
@@ -169,6 +293,18 @@ int main(void) {
             "all sampling flags, speeds on stderr: %s", out);
     snprintf(args, sizeof args, "-m %s -p 'Hello' --chat -n 4 -s 1", model);
     T_CHECK(run(run_tool, args, 1, out, sizeof out) == 0, "--chat on qwen3: %s", out);
+    check_chat(model, "Hello", "qwen3 (ChatML)", chatml_hello, (int)(sizeof chatml_hello / sizeof *chatml_hello));
+    char llama_model[640];
+    snprintf(llama_model, sizeof llama_model, "%s/llama.gguf", dir);
+    struct synth_params lp;
+    synth_params_default("llama", &lp);
+    T_CHECK(synth_write(&lp, llama_model) == INFER_OK, "synth llama: %s", infer_last_error());
+    check_chat(llama_model, "' Hello \n'", "llama (Llama 3)", llama3_hello, (int)(sizeof llama3_hello / sizeof *llama3_hello));
+    check_sampling_flags(model, m);
+    /* --top-k 1 leaves one candidate: at temperature 1 and any seed, the greedy chain */
+    snprintf(args, sizeof args, "-m %s --ids 5,17,42,3,99,250 -n 8 --temp 1 --top-k 1 --top-p 1 --min-p 0 -s 123 -t 1 "
+             "--print-ids", model);
+    T_CHECK(run(run_tool, args, 0, out, sizeof out) == 0 && !strcmp(out, want), "--top-k 1: '%s', greedy '%s'", out, want);
     snprintf(args, sizeof args, "-m %s -p 'a b c d e f g h i j k l m n o p' -c 4", model);
     T_CHECK(run(run_tool, args, 1, out, sizeof out) == 1 && count_lines(out) == 1 && strstr(out, "does not fit"),
             "prompt longer than the context: %s", out);
@@ -213,6 +349,12 @@ int main(void) {
             out, out2);
     T_CHECK(run(run_tool, args, 1, out2, sizeof out2) == 0 && strstr(out2, "mean accepted length 3.000") &&
                 strstr(out2, "4.000 tokens per forward"), "--mtp 3 reports full acceptance: %s", out2);
+    /* rejection sampling against one-candidate distributions (top-p and min-p off, which alone would leave
+     * this bigram model one candidate): the greedy ids again */
+    snprintf(args, sizeof args, "-m %s --ids 5,17,42 -n 40 --temp 20 --top-k 1 --top-p 1 --min-p 0 -s 9 -t 1 "
+             "--print-ids --mtp 3", mtp_model);
+    T_CHECK(run(run_tool, args, 0, out2, sizeof out2) == 0 && !strcmp(out, out2),
+            "--mtp 3 --top-k 1 at temperature 20 gives the greedy ids: %s / %s", out, out2);
     snprintf(args, sizeof args, "-m %s -p 0 -n 8 -r 1 -t 1 --mtp 2", mtp_model);
     T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && strstr(out, "| tg8 |") && strstr(out, "| tg8 mtp2 |") &&
                 strstr(out, "accepted/step") && strstr(out, "| 2.00 | 3.00 |"), "bench --mtp 2: %s", out);

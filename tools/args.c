@@ -95,6 +95,10 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             a->print_ids = 1;
             continue;
         }
+        if (!strcmp(f, "--verbose-prompt")) {
+            a->verbose_prompt = 1;
+            continue;
+        }
         if (f[0] != '-') {
             fprintf(stderr, "%s: unexpected argument '%s'\n", tool, f);
             return 2;

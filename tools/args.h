@@ -28,7 +28,7 @@ struct args {
     int32_t main_gpu;                       /* -mg N: the CUDA device -ngl loads onto (0) */
     int32_t mtp;                            /* --mtp N: MTP speculative decoding, N drafts per step (0: off) */
     int32_t type_k, type_v;                 /* -ctk, -ctv: KV cache cell types (INFER_TYPE_F16 | Q8_0), equal */
-    int chat, print_ids;                    /* --chat, --print-ids */
+    int chat, print_ids, verbose_prompt;    /* --chat, --print-ids, --verbose-prompt */
     int32_t ids[4096];                      /* --ids 1,2,3 */
     int n_ids;
     const char *logits_out;                 /* --logits-out FILE */

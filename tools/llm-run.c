@@ -7,7 +7,8 @@
  * time until -n tokens, an end-of-generation token or a full context. Only the generated text goes
  * to stdout (UTF-8 safe through a token stream); loading progress, the seed (so that a run with
  * -s -1 can be repeated) and the speeds go to stderr. --print-ids prints the generated ids on one
- * line instead of the text. --logits-out writes the logits of every prompt position,
+ * line instead of the text; --verbose-prompt lists the prompt's token ids (after --chat's template) on
+ * stderr. --logits-out writes the logits of every prompt position,
  * [n_prompt][n_vocab] little-endian f32, for comparisons. Errors are one line on stderr and exit status 1; usage errors exit 2.
  */
 #include <stdio.h>
@@ -37,6 +38,8 @@ static int usage(const char *tool, int to_err) {
             "  --chat                wrap the prompt in the model's chat template (ChatML for qwen3*, Llama 3)\n"
             "  --ids 1,2,3           the prompt as token ids (no tokenisation)\n"
             "  --print-ids           print the generated token ids on one line instead of the text\n"
+            "  --verbose-prompt      the prompt's tokens on stderr before generating, one a line as llama.cpp\n"
+            "                        prints them: \"    ID -> 'piece'\" (control bytes escaped: \\n, \\xNN)\n"
             "  --logits-out FILE     logits of every prompt position, [n_prompt][n_vocab] little-endian f32\n"
             "  -ctk T, -ctv T        KV cache type of K and V: f16 (default) or q8_0 (both the same)\n"
             "  --mtp N               speculative decoding with the model's MTP head, N = 1..4 drafts per step\n"
@@ -88,6 +91,29 @@ static char *read_file(const char *path, size_t *len) {
     buf[n] = 0;
     *len = n;
     return buf;
+}
+
+/* --verbose-prompt: the prompt's ids and pieces on stderr, one token a line like llama.cpp's
+ * "%6d -> '%s'", with control bytes escaped so that a "\n" token stays on its line. */
+static void print_prompt(const infer_model *m, const int32_t *ids, int32_t n) {
+    char piece[256];
+    fprintf(stderr, "llm-run: prompt: %d tokens\n", n);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t k = infer_token_to_piece(m, ids[i], piece, (int32_t)sizeof piece, 1);
+        if (k > (int32_t)sizeof piece) k = (int32_t)sizeof piece;
+        fprintf(stderr, "%6d -> '", ids[i]);
+        for (int32_t j = 0; j < k; j++) {
+            const unsigned char ch = (unsigned char)piece[j];
+            if (ch == '\n') {
+                fputs("\\n", stderr);
+            } else if (ch < 0x20 || ch == 0x7f) {
+                fprintf(stderr, "\\x%02x", ch);
+            } else {
+                fputc(ch, stderr);
+            }
+        }
+        fputs("'\n", stderr);
+    }
 }
 
 /* The chat template around prompt for the model's family (malloc'd), or NULL for an unknown family. */
@@ -210,6 +236,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "llm-run: the prompt is empty after tokenisation\n");
         goto out;
     }
+    if (a.verbose_prompt) print_prompt(m, ids, n_prompt);
 
     /* ---- sampler ---- */
     infer_sampler_params sp = a.sp;
