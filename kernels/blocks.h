@@ -2,7 +2,7 @@
  * (gcc, C11) and the CUDA kernels (nvcc, C++): every function is `static inline INFER_HD`.
  *
  * Why one header: a weight must decode to the same bits on the host and on the device, and both
- * must equal llama.cpp's dequantize_row_<t> (spec gguf-quant-tokenizer.md §3). So the half/bfloat16
+ * must equal llama.cpp's dequantize_row_<t> (docs/quant.md §3). So the half/bfloat16
  * conversions are integer bit manipulation (no F16C, no cuda_fp16.h), half fields are uint16_t, and
  * every value is computed in ggml's order: (d * scale_int) * q_int - (dmin * min_int). The products
  * before a final add are exact in binary32 (§3.0), so FMA contraction (nvcc's default) cannot

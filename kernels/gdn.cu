@@ -1,5 +1,5 @@
 /* gdn.cu: the gated delta rule of a Gated DeltaNet layer, recurrent form (gdn_args; CPU twin
- * lib/cpu/gdn.c, math in ../shared/specs/qwen35.md §4.4).
+ * lib/cpu/gdn.c, math in docs/qwen35.md §4.4).
  *
  * Per token t and value head j (key head kh = grouped ? j / (n_vhead / n_group) : j % n_group):
  *   beta = sigmoid(b), g = softplus(a + dt_bias[j]) * ssm_a[j] (softplus(x) = x above 20);

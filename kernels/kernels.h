@@ -222,7 +222,7 @@ struct ssm_conv_args {
 };
 
 /* ---- gdn: the gated delta rule of a Gated DeltaNet layer over n_tokens of one sequence
- * (../shared/specs/qwen35.md §4.4 steps 2, 5-7). Per token t and value head j, with key head
+ * (docs/qwen35.md §4.4 steps 2, 5-7). Per token t and value head j, with key head
  * g(j) = grouped ? j / (n_vhead / n_group) : j % n_group:
  *   beta = sigmoid(b[t][j]);  gdecay = softplus(a[t][j] + dt_bias[j]) * ssm_a[j]   (softplus(x) = x for x > 20)
  *   q, k = L2-normalised q[t][g], k[t][g]:  x / sqrt(||x||^2 + eps), computed as llama.cpp 3.22's

@@ -3,7 +3,7 @@
  * Layout: rows, then keys (one line per key with a "reads" and a "requires" column of arch bits), then
  * role names, then arch_tensors(), which walks globals and then each layer: norms, the mixer of the
  * layer's kind (attention or GDN), the FFN of the row's kind, and for MTP layers the nextn.* extras.
- * Facts from ../shared/specs/qwen35.md §2-3 and llama.cpp src/llama-arch.cpp / src/models/.
+ * Facts from docs/qwen35.md §2-3 and llama.cpp src/llama-arch.cpp / src/models/.
  */
 #include "arch.h"
 

@@ -5,7 +5,7 @@
  * kinds they stack (attention / gated deltanet), the FFN kind (dense / MoE / MoE + shared expert) and a
  * few flags. The loader (model.c) checks a file against arch_tensors(); synth writes exactly the same
  * list, so what we write is what we check. Hyperparameter keys are a second table (arch_keys), also
- * shared by the reader and the writer. Facts: ../shared/specs/qwen35.md §2-3, llama.cpp llama-arch.cpp.
+ * shared by the reader and the writer. Facts: docs/qwen35.md §2-3, llama.cpp llama-arch.cpp.
  *
  * Shapes are ggml ne order: ne[0] is the contiguous (row) dimension, a matrix {IN, OUT}.
  */

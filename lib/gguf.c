@@ -4,7 +4,7 @@
  * and walked once by a bounds-checked cursor; nothing is allocated from a count before the count has
  * been checked against the bytes that remain, so a hostile header fails fast instead of asking for
  * terabytes. Metadata is decoded into owned memory (strings NUL-terminated, arrays native); tensor
- * data stays in the mapping. The checks are llama.cpp's (../shared/specs/gguf-quant-tokenizer.md §1.7),
+ * data stays in the mapping. The checks are llama.cpp's (docs/gguf.md §7),
  * so we accept exactly the files it accepts, and every failure names the file, the item and what was
  * expected.
  *

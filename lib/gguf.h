@@ -4,7 +4,7 @@
  * version, counts, string and array lengths, dims, type ids, size arithmetic overflow, offsets and
  * sizes inside the file, alignment, duplicate keys and names. Metadata is decoded into owned memory
  * (strings NUL-terminated); tensor data stays in the mapping. A failure names the file, the item and
- * what was expected. See ../shared/specs/gguf-quant-tokenizer.md §1.
+ * what was expected. See docs/gguf.md.
  */
 #ifndef INFER_GGUF_H
 #define INFER_GGUF_H

@@ -4,7 +4,7 @@
  *   gated (qwen35*, qwen3next): Wq n packs [query | gate] per head (2 * head_dim rows each)
  *   qwen3 / gated: q, k = per-head RMSNorm(q) * attn_q_norm, (k) * attn_k_norm
  *   q, k = RoPE(q, k) over the first n_rot dims at each token's position (llama: adjacent pairs;
- *   others NeoX halves; qwen35's IMROPE is NeoX for text, spec §4.1)
+ *   others NeoX halves; qwen35's IMROPE is NeoX for text, docs/qwen35.md §4.1)
  *   K/V cells at those positions <- k, v (f16 or Q8_0, the context's kv type);  o = softmax(q K^T / sqrt(head_dim)) V
  *   gated: o *= sigmoid(gate)
  *   x += Wo o   (residual fused in the epilogue)

@@ -1,5 +1,5 @@
 /* layer_gdn: the Gated DeltaNet (linear attention) block of qwen35, qwen35moe and qwen3next
- * (../shared/specs/qwen35.md §4.4):
+ * (docs/qwen35.md §4.4):
  *   n = RMSNorm(x) * attn_norm
  *   qkv = W_qkv n  [q (Hk x d) | k (Hk x d) | v (Hv x d)];  z = W_gate n;  b, a = W_beta n, W_alpha n
  *   (qwen3next: one fused W_ba, grouped by key head; the gdn op reads it in place)

@@ -1,6 +1,6 @@
 /* layer_moe: the routed-expert FFN block of qwen3moe, qwen35moe and qwen3next (llama.cpp build_moe_ffn
  * with softmax gating, norm_w = true, no weight scale), plus the sigmoid-gated shared expert of the
- * hybrid archs (../shared/specs/qwen35.md §4.5):
+ * hybrid archs (docs/qwen35.md §4.5):
  *   n = RMSNorm(x) * ffn_norm (post_attention_norm);  p = softmax(W_router n) over all experts
  *   w = p[top-k] / sum(p[top-k]);  x += sum_k w_k down_e(silu(gate_e n) * up_e n)
  *   shared expert: s = sigmoid(w_sg . n) * down_s(silu(gate_s n) * up_s n)

@@ -1,5 +1,5 @@
 /* layer_mtp: the MTP (nextn) block of the hybrid archs, which predicts the token after next
- * (../shared/specs/qwen35.md §6.1). For a token x at position p and the target's post-output_norm
+ * (docs/qwen35.md §6.1). For a token x at position p and the target's post-output_norm
  * hidden state h of position p - 1:
  *   u = W_eh [RMSNorm(E[x]) * enorm | RMSNorm(h) * hnorm]          (embedding half first)
  *   one full-attention decoder block at layer index n_layer, with its own KV cells (position p)

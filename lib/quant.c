@@ -2,7 +2,7 @@
  *
  * Decoding is kernels/blocks.h applied block by block, so the host and the CUDA kernels share one
  * definition and both equal ggml's dequantize_row_<t> bit for bit. The quantisers follow ggml's
- * quantize_row_<t>_ref algorithms (spec gguf-quant-tokenizer.md §4) operation for operation, in the
+ * quantize_row_<t>_ref algorithms (docs/quant.md §4) operation for operation, in the
  * same float order, so they reproduce its bytes: this file is compiled with -std=c11, which turns
  * off FMA contraction, and every reduction below runs in ggml's index order. Which variant each
  * quantiser mirrors is stated at the function (IQ4_NL/IQ4_XS: llama-quantize's ntry = 7 search).

@@ -7,7 +7,7 @@
  * quantize_iq4_nl / quantize_iq4_xs without an imatrix (llama-quantize's search, ntry = 7; note that
  * quantize_row_iq4_nl_ref skips that search). One difference: for an all-zero Q8_K block ggml leaves
  * bsums unwritten, we write zeros. Inputs to the quantisers must be finite (NaN/Inf give unspecified
- * codes, never a crash). See ../shared/specs/gguf-quant-tokenizer.md §2-4.
+ * codes, never a crash). See docs/quant.md §2-4.
  */
 #ifndef INFER_QUANT_H
 #define INFER_QUANT_H

@@ -1,7 +1,7 @@
 /* tokenizer: byte-level BPE and SPM tokenisation from GGUF metadata, bit-identical to llama.cpp.
  *
  * Why this design: llama.cpp is the reference, so every step follows its observable behaviour
- * (spec §7-§9), but the implementation is ours: the pre-tokenizer regexes are hand-written
+ * (docs/tokenizer.md), but the implementation is ours: the pre-tokenizer regexes are hand-written
  * scanners over code points (no regex engine), vocabulary and merge lookups are open-addressing
  * hash tables over byte strings, and both merge loops share one binary heap.
  *
@@ -335,7 +335,7 @@ infer_status tokenizer_load(const struct gguf_file *f, struct tokenizer **out) {
     TRY(meta_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos));
     TRY(meta_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix));
 
-    /* attributes llama.cpp derives from the texts (spec §7.2) */
+    /* attributes llama.cpp derives from the texts (docs/tokenizer.md §2) */
     for (int32_t i = 0; i < n; i++) {
         struct token *tk = &t->tokens[i];
         if (text_in(tk->text, eog_texts)) {
@@ -638,7 +638,7 @@ static int spm_piece(struct session *s, const char *text, size_t len, int space_
     return 0;
 }
 
-/* ---- BPE pre-tokenizers: hand-written forms of the regexes of spec §8.4 ----
+/* ---- BPE pre-tokenizers: hand-written forms of the regexes of docs/tokenizer.md §6 ----
  * They work on the code points cp[0..n) of one raw fragment and append word lengths (in code
  * points) to *words. Positions outside the fragment have no class and read as OUT. */
 
@@ -816,7 +816,7 @@ static int frags_push(struct frags *a, size_t off, size_t len, int32_t id) {
 
 static int is_c_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-/* Splits the text at special tokens, longest first, leftmost occurrences (spec §8.1). */
+/* Splits the text at special tokens, longest first, leftmost occurrences (docs/tokenizer.md §3). */
 static int partition(const struct tokenizer *t, const char *text, size_t len, int parse_special, struct frags *cur,
                      struct frags *next) {
     cur->n = 0;

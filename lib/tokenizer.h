@@ -2,7 +2,7 @@
  *
  * Models: byte-level BPE (tokenizer.ggml.model "gpt2") with the pre-tokenizers gpt-2, llama-bpe
  * (Llama 3), qwen2 (Qwen2/Qwen3) and qwen35 (Qwen3.5); SPM ("llama") with byte fallback.
- * See ../shared/specs/gguf-quant-tokenizer.md §7-§9. A loaded tokenizer is immutable and may be
+ * See docs/tokenizer.md. A loaded tokenizer is immutable and may be
  * shared across threads; encode allocates its scratch per call.
  */
 #ifndef INFER_TOKENIZER_H

@@ -58,7 +58,7 @@ size_t ref_row_bytes(int32_t type, int64_t n) {
     return 0;
 }
 
-/* Element e of a block, per spec §3. */
+/* Element e of a block, per docs/quant.md §3. */
 static double ref_elem(int32_t type, const uint8_t *b, int e) {
     switch (type) {
     case INFER_TYPE_Q8_0: return rd_f16(b) * (int8_t)b[2 + e];

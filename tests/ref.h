@@ -1,5 +1,5 @@
 /* ref: float64 references of the ops (ref_<op>), written from the formulas in
- * ../shared/specs/gguf-quant-tokenizer.md §3 and ggml's op definitions, independent of lib/cpu
+ * docs/quant.md §3 and ggml's op definitions, independent of lib/cpu
  * (own block decoders, own f16 conversion through _Float16). Shapes follow kernels/kernels.h.
  */
 #ifndef TEST_REF_H
@@ -41,7 +41,7 @@ void ref_moe_ffn(const struct moe_ffn_args *a, double *y);
 /* Depthwise causal conv + SiLU from the window state_in (the args' layout); y (n_tokens, n_ch) and the
  * final window state_out ((d_conv-1), n_ch). a->state, a->snap are not read. */
 void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *y, double *state_out);
-/* The gated delta rule as a plain double recurrence (qwen35.md §4.4 steps 2, 5-7) from state_in (the
+/* The gated delta rule as a plain double recurrence (docs/qwen35.md §4.4 steps 2, 5-7) from state_in (the
  * args' layout, S[i][c] at [j][c][i]): out (n_tokens, n_vhead, d_state) and the final state_out. */
 void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, double *state_out);
 

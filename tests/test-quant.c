@@ -95,7 +95,7 @@ static void test_table(void) {
     int n_layout = 0;
     for (int32_t id = 0; id < INFER_TYPE_COUNT; id++) n_layout += quant_type(id) != NULL;
     T_CHECK(n_layout == 43 - 8, "%d ids with a layout, expected 35", n_layout);
-    /* spot checks of the rest of ggml's table (spec §2) */
+    /* spot checks of the rest of ggml's table (docs/quant.md §2) */
     T_CHECK(infer_type_block_bytes(16) == 66 && infer_type_block_bytes(29) == 56 && infer_type_block_bytes(39) == 17 &&
                 infer_type_block_size(40) == 64 && infer_type_block_size(41) == 128 && infer_type_block_bytes(28) == 8,
             "IQ2_XXS/IQ1_M/MXFP4/NVFP4/Q1_0/F64 sizes");

@@ -8,7 +8,7 @@
  *    ftype_tensor_type() (which synth uses to write a file of that type directly).
  * 5. mtp_agree, without our forward pass: the set tensors dequantise to the promised values (zero output
  *    projections, identity eh_proj, ones, equal norms); a float64 bigram table computed here from the file
- *    (main: output*RMSNorm(E[x])*output_norm; MTP: spec §6.1 with zero block outputs) has the same argmax
+ *    (main: output*RMSNorm(E[x])*output_norm; MTP: docs/qwen35.md §6.1 with zero block outputs) has the same argmax
  *    for every token and is one cycle through the vocabulary; with mtp_noise the agreement falls as
  *    documented in synth.h; and llama.cpp's greedy token after each single token x is the table's.
  */
@@ -217,7 +217,7 @@ static int64_t bigram_main(const struct bigram *b, int64_t x, double *hn, double
     return argmax_rows(b->out, hn, b->V, b->E, margin);
 }
 
-/* Spec §6.1 with attn_output / ffn_down* zero: u = eh_proj*[RMSNorm(E[x])*enorm; RMSNorm(h)*hnorm], the block
+/* docs/qwen35.md §6.1 with attn_output / ffn_down* zero: u = eh_proj*[RMSNorm(E[x])*enorm; RMSNorm(h)*hnorm], the block
  * adds nothing, y = RMSNorm(u)*shared_head_norm, logits = output*y. */
 static int64_t bigram_mtp(const struct bigram *b, int64_t x, const double *h) {
     const int64_t E = b->E;

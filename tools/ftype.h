@@ -1,5 +1,5 @@
 /* ftype: which tensor gets which type in a file of a given llama.cpp file type (llama-quantize's
- * default rules without an imatrix; ../shared/specs/gguf-quant-tokenizer.md §6). Shared by
+ * default rules without an imatrix; docs/quant.md §6). Shared by
  * `llm-gguf synth` and `llm-gguf quantize`. */
 #ifndef INFER_FTYPE_H
 #define INFER_FTYPE_H

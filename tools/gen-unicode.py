@@ -18,7 +18,7 @@ path = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/unicode/UnicodeData.txt
 MAX = 0x110000
 FLAG = {"L": 0x04, "N": 0x02, "Z": 0x08, "M": 0x10, "P": 0x20, "S": 0x40, "C": 0x80}
 UNDEFINED, WHITESPACE = 0x01, 0x100
-# \s as the pre-tokenizer regexes see it (spec §8.4): not derivable from the General Category alone
+# \s as the pre-tokenizer regexes see it (docs/tokenizer.md §6): not derivable from the General Category alone
 # (U+0009..000D and U+0085 are Cc), so it is listed.
 SPACES = [(0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
           (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)]

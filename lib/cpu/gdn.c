@@ -1,5 +1,5 @@
 /* gdn: the gated delta rule of a Gated DeltaNet layer (contract in kernels.h gdn_args, math in
- * ../shared/specs/qwen35.md §4.4 and §5).
+ * docs/qwen35.md §4.4 and §5).
  *
  * Recurrent form, llama.cpp's CPU order of operations (ggml_compute_forward_gated_delta_net_one_chunk;
  * the dot products use eight partial sums like ggml's SIMD vec_dot, not its exact lanes): per token

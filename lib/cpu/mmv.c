@@ -1,6 +1,6 @@
 /* mmv: the dot products of a weight row with one activation row, for every weight type, and cpu_mmv.
  *
- * Math (llama.cpp's CPU vec_dot, spec §5): the activations are quantised once per op to the weight
+ * Math (llama.cpp's CPU vec_dot, docs/quant.md §5): the activations are quantised once per op to the weight
  * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/IQ4_NL); per block the integer sum
  * Σ scale·q_w·q_x is exact, then multiplied by the f32 product of the two block scales. Float weights
  * take f32 activations, rounded to f16 (F16) or bf16 (BF16) first as ggml does, and multiply in f32.
@@ -334,7 +334,7 @@ MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
     return mmv_hsum(acc);
 }
 
-/* The 12 packed scale bytes of Q4_K/Q5_K (spec §3.6) as 8 scales and 8 mins, branch-free:
+/* The 12 packed scale bytes of Q4_K/Q5_K (docs/quant.md §3.6) as 8 scales and 8 mins, branch-free:
  * bytes 0-3 hold sc0-3 (6 bits) + the top 2 bits of sc4-7, bytes 4-7 the same for the mins,
  * bytes 8-11 the low nibbles of sc4-7 (low) and m4-7 (high). */
 static inline void mmv_k_unpack(const uint8_t *scales, uint32_t sc[2], uint32_t m[2]) {
