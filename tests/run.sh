@@ -13,13 +13,14 @@ record() { # name status
     esac
 }
 
-run() { # name command...: runs it, logs to $B/test-logs/name.log, prints its failures and summary
+run() { # name command...: runs it, logs to $B/test-logs/name.log, prints its failures, summary and seconds
     name=$1
     shift
+    t0=$(date +%s)
     "$@" > "$B/test-logs/$name.log" 2>&1
     st=$?
     grep -E '^(FAIL|SKIP)' "$B/test-logs/$name.log" | head -20
-    tail -n 1 "$B/test-logs/$name.log"
+    echo "$(tail -n 1 "$B/test-logs/$name.log") ($(($(date +%s) - t0)) s)"
     record "$name" $st
 }
 
