@@ -8,20 +8,23 @@
  * Each run's prompt rows and its decode rows are compared with llama.cpp's on their own:
  *   - relative L2 error of every row <= the case's row bound, and the mean over the rows <= its mean
  *     bound (F32/F16) or <= 2x llama.cpp's own spread between its settings over the same rows (Q8_0,
- *     Q4_K_M: flash attention on against off, weight repacking off against on, the larger);
+ *     Q4_K_M: flash attention on against off, weight repacking off against on, the larger). A row over
+ *     its bound passes only where that spread is at least half our error (llama.cpp changes its mind
+ *     there too: an expert-routing near-tie moves a whole row), at most MAX_TIES rows, each printed;
  *   - F32/F16: the same argmax at every row but near-ties (logits_cmp.h: llama.cpp's gap between its
  *     top token and ours below that row's largest |error|), at most MAX_TIES of them, each printed;
  *     Q8_0/Q4_K_M: argmax agreement no more than 3 points below llama.cpp's agreement with itself.
- * The bounds are per case, about 10x the worst measured on two llama.cpp CPU backends (the one this
- * machine picks and INFER_PEER_CPU=haswell, see tests/run.sh); the measurements are in the table.
+ * The bounds are per case, about 10x the worst measured (see the table); tests/run.sh runs this test on
+ * the llama.cpp CPU backend the machine picks and again on a fixed one (INFER_PEER_CPU).
  *
  * Cases: llama, qwen3, qwen3moe (56-token prompt + 16 steps) and qwen35, qwen35moe, qwen3next (with
  * their MTP layer, which the main pass skips; 100 + 48: one full GDN chunk of 64 and a partial one) in
- * F32, F16, Q8_0, Q4_K_M, two tied-head cases, and two hybrids at real dimensions in F16 with a 200-token
- * prompt (three full chunks and a partial one) + 16 steps: Qwen3.5-27B's (24/4 heads of 256, GDN 16
- * k-heads, 48 v-heads, d_state 128) and Qwen3.5-35B-A3B's (16/2 heads of 256, GDN 16/32 heads, d_state
- * 128, 256 experts top-8), 4 layers (the 4th full attention), vocab 4096, n_embd 1024, and n_ff 1024
- * (27B) or expert and shared-expert n_ff 64 (35B-A3B), which define no head, state or group size. */
+ * F32, F16, Q8_0, Q4_K_M, two tied-head cases, and two hybrids at real dimensions with a 200-token prompt
+ * (three full chunks and a partial one) + 16 steps: Qwen3.5-27B's in F16 (24/4 heads of 256, GDN 16
+ * k-heads and 48 v-heads of d_state 128) and Qwen3.5-35B-A3B's in F32 (16/2 heads of 256, GDN 16/32
+ * heads of 128, 256 experts top-8), 4 layers (the 4th full attention), vocab 4096, and reduced sizes that
+ * define no head, state or group: n_embd 1024 and n_ff 1024 (27B), n_embd 512 and expert / shared-expert
+ * n_ff 64 (35B-A3B). INFER_TEST_ONLY=<arch> runs only that arch's cases. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,8 +244,8 @@ done:
 
 /* Bounds on the relative L2 error (worst row, mean over a section), about 10x the largest measured over
  * the four sections on six llama.cpp CPU backends (zen4, the one this 2-core AMD EPYC Zen 4 picks, and
- * haswell, icelake, skylakex, sse42, x64 forced; the numbers did not differ by more than 1.3x between
- * them): measured row / mean in each comment. Quantised cases have no mean bound here: theirs is 2x
+ * haswell, icelake, skylakex, sse42, x64 forced; the F32/F16 numbers differed by less than 1.3x between
+ * them, the quantised MoE ones by up to 1.9x): measured row / mean in each comment. Quantised cases have no mean bound here: theirs is 2x
  * llama.cpp's own spread. */
 static const struct kase cases[] = {
     {"llama", "F32", 0, NULL, 2e-3, 1.5e-3},       /* 1.8e-4 / 1.1e-4 */
