@@ -57,9 +57,14 @@ typedef struct { uint16_t bits; } peer_bf16;
 static void *peer;
 static const char *peer_why = "peer not opened";
 
+/* A peer symbol; when the peer lacks it, peer_why says so for the skip that follows. */
 static void *psym(const char *name) {
+    static char why[128];
     void *p = peer_sym(peer, name);
-    if (peer && !p) printf("note: %s not exported by the peer\n", name);
+    if (peer && !p) {
+        snprintf(why, sizeof why, "%s not exported by the peer", name);
+        peer_why = why;
+    }
     return p;
 }
 
@@ -157,7 +162,7 @@ static void test_f16(void) {
     }
     T_CHECK(bad_ref == 0, "f16->f32: %d of 65536 differ from the IEEE value", bad_ref);
     if (p_h2f) T_CHECK(bad_peer == 0, "f16->f32: %d of 65536 differ from ggml_fp16_to_fp32", bad_peer);
-    else T_SKIP("ggml_fp16_to_fp32: %s", peer_why);
+    else T_SKIP_PEER("ggml_fp16_to_fp32: %s", peer_why);
 
     /* f32 -> f16: hand-worked special values */
     static const struct { uint32_t in; uint16_t out; } c[] = {
@@ -208,7 +213,7 @@ static void test_f16(void) {
         T_CHECK(bad_b == 0, "f32->bf16: %d of 8.4M patterns differ from ggml_fp32_to_bf16", bad_b);
         T_CHECK(bad_bf == 0, "bf16->f32: %d of 65536 differ from ggml_bf16_to_fp32", bad_bf);
     } else {
-        T_SKIP("f32->f16/bf16 against the peer: %s", peer_why);
+        T_SKIP_PEER("f32->f16/bf16 against the peer: %s", peer_why);
     }
 
     /* bf16: hand-worked values (round to nearest even on the low 16 bits; NaN quieted) */
@@ -319,7 +324,7 @@ static void test_dequant(void) {
         T_CHECK(bad_f == 0, "%s: %d non-finite values from finite scales", t->name, bad_f);
         T_CHECK(bad_alt == 0, "%s: blocks_value/blocks_sub disagree with blocks_dequant in %d blocks", t->name, bad_alt);
         if (fn) T_CHECK(bad_peer == 0, "%s: %d of %d rows differ from %s", t->name, bad_peer, ROWS, cases[c].peer_name);
-        else T_SKIP("%s against the peer: %s", t->name, peer_why);
+        else T_SKIP_PEER("%s against the peer: %s", t->name, peer_why);
     }
     /* a hand-worked Q4_K block: d = 1, dmin = 0.5, sub-block 5 has sc = 0x2A, m = 0x15 */
     block_q4_K b;
@@ -433,7 +438,7 @@ static void test_quantize(void) {
                     t->name, (long long)(blocks - same), (long long)blocks, cases[c].peer_name, 100 * worst_vs_peer);
             T_CHECK(worst_vs_peer <= 0.01, "%s: error %.2f%% above the peer's", t->name, 100 * worst_vs_peer);
         } else {
-            T_SKIP("%s against %s: %s", t->name, cases[c].peer_name, peer_why);
+            T_SKIP_PEER("%s against %s: %s", t->name, cases[c].peer_name, peer_why);
         }
     }
 

@@ -97,7 +97,7 @@ static int peer_bind(void) {
     h = h ? peer_open("libggml.v0.5.0.so", &why) : NULL;
     h = h ? peer_open("libllama.v0.5.0.so", &why) : NULL;
     if (!h) {
-        T_SKIP("llama.cpp peer: %s", why ? why : "not installed");
+        T_SKIP_PEER("llama.cpp peer: %s", why ? why : "not installed");
         return 0;
     }
     *(void **)&lp.penalties = peer_sym(h, "llama_sampler_init_penalties");

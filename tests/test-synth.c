@@ -491,7 +491,7 @@ int main(void) {
     const int got = llama_peer_load(&pe, &why);
     T_CHECK(got >= 0, "llama.cpp peer: %s", why ? why : ""); /* a layout mismatch fails, never skips */
     if (got == 0) {
-        T_SKIP("%s", why ? why : "llama.cpp peer unavailable");
+        T_SKIP_PEER("llama.cpp peer: %s", why ? why : "unavailable");
     } else if (got == 1) {
         static const int32_t qtypes[] = {FTYPE_Q4_K_M, FTYPE_Q8_0, FTYPE_Q6_K, FTYPE_F16, FTYPE_BF16};
         for (int i = 0; i < 6; i++)

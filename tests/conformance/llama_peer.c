@@ -1,6 +1,7 @@
 /* llama_peer: binding the llama.cpp oracle's C API at run time (see llama_peer.h). */
 #include "llama_peer.h"
 
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,45 @@ static const char *check_layouts(const struct llama_peer *p) {
     if (b.n_tokens != 3 || b.token != tok || b.embd || b.pos || b.n_seq_id || b.seq_id || b.logits)
         return "llama_batch layout differs from llama.cpp v0.5.0's";
     return NULL;
+}
+
+/* INFER_PEER_CPU unset or empty: every backend of the folder, so llama.cpp picks its best CPU variant for
+ * this machine (ggml_backend_load_all_from_path). Set to a variant name ("haswell", "x64"): that one
+ * library alone (ggml_backend_load), so the bounds are also met on a CPU backend the machine would not
+ * pick. NULL on success, else why not. */
+static const char *load_cpu_backend(void *ggml, void (*load_all)(const char *)) {
+    static char msg[4600];
+    const char *variant = getenv("INFER_PEER_CPU");
+    if (!variant || !*variant) {
+        load_all(peer_bin_dir());
+        return NULL;
+    }
+    void *(*load_one)(const char *) = (void *(*)(const char *))peer_sym(ggml, "ggml_backend_load");
+    if (!load_one) return "the llama.cpp peer lacks ggml_backend_load";
+    char path[4400];
+    snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", peer_bin_dir(), variant);
+    if (load_one(path)) return NULL;
+    /* ggml refuses a variant whose ggml_backend_score is 0 on this CPU, or a file that is not there */
+    snprintf(msg, sizeof msg, "INFER_PEER_CPU=%s: ggml_backend_load(%s) failed (missing, or not for this CPU)",
+             variant, path);
+    return msg;
+}
+
+/* dl_iterate_phdr callback: the first loaded object named libggml-cpu-*.so into *user. */
+static int find_cpu_lib(struct dl_phdr_info *info, size_t size, void *user) {
+    (void)size;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *name = slash ? slash + 1 : info->dlpi_name;
+    if (strncmp(name, "libggml-cpu-", 12) != 0) return 0;
+    snprintf((char *)user, 64, "%s", name);
+    return 1;
+}
+
+const char *llama_peer_cpu_variant(void) {
+    static char name[64];
+    name[0] = 0;
+    dl_iterate_phdr(find_cpu_lib, name);
+    return name[0] ? name : "none";
 }
 
 int llama_peer_load(struct llama_peer *p, const char **why) {
@@ -83,7 +123,15 @@ int llama_peer_load(struct llama_peer *p, const char **why) {
         *(void **)&p->dequantize_row[dq[i].id] = peer_sym(base, dq[i].sym);
     log_set(quiet, NULL);
     static int initialised;
-    if (!initialised) load_all(peer_bin_dir()), backend_init(), initialised = 1;
+    if (!initialised) {
+        const char *bad_cpu = load_cpu_backend(ggml, load_all);
+        if (bad_cpu) {
+            *why = bad_cpu;
+            return -1;
+        }
+        backend_init();
+        initialised = 1;
+    }
     const char *bad = check_layouts(p);
     if (bad) {
         *why = bad;

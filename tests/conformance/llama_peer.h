@@ -95,10 +95,17 @@ struct llama_peer {
     void (*dequantize_row[43])(const void *x, float *y, int64_t k);
 };
 
-/* Binds the peer once (quiet logging, CPU backends loaded) and checks the struct layouts through the
- * default values. Returns 0 with *why set if it is not installed; -1 with *why set if a layout check
- * fails (a test must then fail, not skip); 1 when ready. */
+/* Binds the peer once (quiet logging, a CPU backend loaded: see llama_peer_cpu_variant) and checks the
+ * struct layouts through the default values. Returns 0 with *why set if it is not installed or a library
+ * does not dlopen (a test skips with T_SKIP_PEER: a failure under INFER_REQUIRE_PEER=1); -1 with *why set
+ * if a symbol is missing, INFER_PEER_CPU names a variant that does not load, or a layout check fails (a
+ * test must then fail, not skip); 1 when ready. */
 int llama_peer_load(struct llama_peer *p, const char **why);
+
+/* The CPU backend library llama.cpp runs on in this process ("libggml-cpu-zen4.so"), found among the
+ * loaded objects; "none" before llama_peer_load. INFER_PEER_CPU=<variant> makes llama_peer_load load
+ * libggml-cpu-<variant>.so alone instead of the one llama.cpp picks. */
+const char *llama_peer_cpu_variant(void);
 
 /* What the caller expects of a model; 0 = do not check. */
 struct llama_peer_expect {

@@ -8,7 +8,8 @@
  * near-tie, where llama.cpp's top-2 logit gap at that step is below 1e-3 (so float rounding may
  * legitimately pick either). After such a divergence the stream is not compared further: the two
  * runs continue from different histories. Prints how many streams matched fully and every
- * divergence with its gap. */
+ * divergence with its gap, and the llama.cpp CPU backend it ran on: tests/run.sh runs it on the one
+ * llama.cpp picks and again on a fixed one (INFER_PEER_CPU, see llama_peer.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,11 +165,12 @@ int main(void) {
     const char *why = NULL;
     const int got = llama_peer_load(&pe, &why);
     if (got == 0) {
-        T_SKIP("llama.cpp peer: %s", why);
+        T_SKIP_PEER("llama.cpp peer: %s", why);
         return t_done();
     }
     T_CHECK(got == 1, "llama.cpp peer: %s", why ? why : "");
     if (got != 1) return t_done();
+    printf("llama.cpp CPU backend: %s\n", llama_peer_cpu_variant());
     if (!mkdtemp(dir)) return 1;
     static const char *const archs[] = {"llama", "qwen3", "qwen3moe"};
     for (int a = 0; a < 3; a++)

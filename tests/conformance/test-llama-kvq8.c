@@ -132,7 +132,7 @@ int main(void) {
     const char *why = NULL;
     const int got = llama_peer_load(&pe, &why);
     if (got == 0) {
-        T_SKIP("llama.cpp peer: %s", why);
+        T_SKIP_PEER("llama.cpp peer: %s", why);
         return t_done();
     }
     T_CHECK(got == 1, "llama.cpp peer: %s", why ? why : ""); /* a layout mismatch fails, never skips */

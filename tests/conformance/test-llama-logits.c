@@ -1,16 +1,30 @@
 /* test-llama-logits: our forward pass against llama.cpp's on synthetic models.
  *
- * For llama, qwen3 and qwen3moe in F32 and F16: a 56-token prompt in one batch with logits at every
- * position, then 16 greedy decode steps (tokens picked from our logits, fed to both); for the hybrid
- * qwen35, qwen35moe and qwen3next (with their MTP layer, which the main pass skips) a 64-token prompt
- * and 64 steps, and the prompt once more token by token (our recurrent GDN form against the batched
- * one, and both against llama.cpp). Each position
- * compared with llama.cpp without flash attention (its f32 attention math, like ours): relative L2
- * error <= 1e-3 and the same argmax. For Q8_0 and Q4_K_M the bound is llama.cpp's own spread between
- * its settings — flash attention on against off, and CPU weight repacking off against on, the larger
- * of the two: ours against llama.cpp's defaults (flash off, repacking on) must stay within 2x that
- * mean relative L2 error (or 1e-3, whichever is larger) and the argmax agreement no more than 3
- * points below llama.cpp's self-agreement. The measured numbers are printed. */
+ * Per case (arch, file type): a prompt, then greedy decode steps (tokens picked from our logits, fed to
+ * both engines). llama.cpp (flash attention off: its f32 attention math, like ours) decodes the prompt
+ * in one batch with logits at every position, then one token at a time. We run twice, kept apart:
+ *   batch — the prompt in one infer_decode call (the hybrids' chunked Gated DeltaNet form), then steps;
+ *   1x1   — the prompt token by token (the recurrent form), then the same steps.
+ * Each run's prompt rows and its decode rows are compared with llama.cpp's on their own:
+ *   - relative L2 error of every row <= the case's row bound, and the mean over the rows <= its mean
+ *     bound (F32/F16) or <= 2x llama.cpp's own spread between its settings over the same rows (Q8_0,
+ *     Q4_K_M: flash attention on against off, weight repacking off against on, the larger). A row over
+ *     its bound passes only where that spread is at least half our error (llama.cpp changes its mind
+ *     there too: an expert-routing near-tie moves a whole row), at most MAX_TIES rows, each printed;
+ *   - F32/F16: the same argmax at every row but near-ties (logits_cmp.h: llama.cpp's gap between its
+ *     top token and ours below that row's largest |error|), at most MAX_TIES of them, each printed;
+ *     Q8_0/Q4_K_M: argmax agreement no more than 3 points below llama.cpp's agreement with itself.
+ * The bounds are per case, about 10x the worst measured (see the table); tests/run.sh runs this test on
+ * the llama.cpp CPU backend the machine picks and again on a fixed one (INFER_PEER_CPU).
+ *
+ * Cases: llama, qwen3, qwen3moe (56-token prompt + 16 steps) and qwen35, qwen35moe, qwen3next (with
+ * their MTP layer, which the main pass skips; 100 + 48: one full GDN chunk of 64 and a partial one) in
+ * F32, F16, Q8_0, Q4_K_M, two tied-head cases, and two hybrids at real dimensions with a 200-token prompt
+ * (three full chunks and a partial one) + 16 steps: Qwen3.5-27B's in F16 (24/4 heads of 256, GDN 16
+ * k-heads and 48 v-heads of d_state 128) and Qwen3.5-35B-A3B's in F32 (16/2 heads of 256, GDN 16/32
+ * heads of 128, 256 experts top-8), 4 layers (the 4th full attention), vocab 4096, and reduced sizes that
+ * define no head, state or group: n_embd 1024 and n_ff 1024 (27B), n_embd 512 and expert / shared-expert
+ * n_ff 64 (35B-A3B). INFER_TEST_ONLY=<arch> runs only that arch's cases. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,16 +36,25 @@
 #include "llama_peer.h"
 #include "logits_cmp.h"
 
-enum { MAX_ALL = 128 };
-static int N_PROMPT = 56, N_GEN = 16, N_ALL = 72; /* per architecture, see main */
+enum { MAX_ALL = 256, MAX_TIES = 2 };
+
+struct kase {
+    const char *arch, *ftype;
+    int tied;
+    const char *real; /* NULL: synth's small defaults; else the synth preset whose head/state dims it keeps */
+    /* bounds on the relative L2 error: the worst row, the mean over a section's rows (F32/F16 only) */
+    double row, mean;
+};
 
 static char dir[] = "/tmp/test-llama-logits-XXXXXX";
 
-/* llama.cpp's logits for tokens[0..N_PROMPT) in one batch (every position) then one token at a time
- * for the rest: out (N_ALL, n_vocab). flash: llama.cpp's flash attention on (1) or off (0). One thread:
+static int is_float(const char *ftype) { return !strcmp(ftype, "F32") || !strcmp(ftype, "F16"); }
+
+/* llama.cpp's logits for tokens[0..n_prompt) in one batch (every position) then one token at a time
+ * up to n_all: out (n_all, n_vocab). flash: llama.cpp's flash attention on (1) or off (0). One thread:
  * the test machine is small and shared, and its pool spins. 0 on failure. */
-static int llama_run(const struct llama_peer *pe, void *model, const int32_t *tokens, int n_vocab, int flash,
-                     float *out) {
+static int llama_run(const struct llama_peer *pe, void *model, const int32_t *tokens, int n_prompt, int n_all,
+                     int n_vocab, int flash, float *out) {
     struct llama_peer_context_params cp = pe->context_default_params(); /* layout checked by llama_peer_load */
     cp.n_threads = cp.n_threads_batch = 1;
     cp.flash_attn_type = flash;
@@ -40,18 +63,19 @@ static int llama_run(const struct llama_peer *pe, void *model, const int32_t *to
         T_CHECK(0, "llama.cpp context");
         return 0;
     }
-    const int ok = llama_peer_logits_run(pe, ctx, tokens, N_PROMPT, N_ALL, n_vocab, out);
+    const int ok = llama_peer_logits_run(pe, ctx, tokens, n_prompt, n_all, n_vocab, out);
     pe->ctx_free(ctx);
-    T_CHECK(ok, "llama.cpp decodes the prompt and %d steps", N_GEN);
+    T_CHECK(ok, "llama.cpp decodes the prompt and %d steps", n_all - n_prompt);
     return ok;
 }
 
 /* Ours: the prompt in one batch (one_by_one: token by token) with every position's logits, then
- * greedy steps whose tokens are written into tokens[N_PROMPT..] (one_by_one: taken from there).
+ * greedy steps whose tokens are written into tokens[n_prompt..] (one_by_one: taken from there).
  * 0 on failure. */
-static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, int one_by_one, float *out) {
+static int ours_run(infer_model *m, int32_t *tokens, int n_prompt, int n_all, int n_vocab, int one_by_one,
+                    float *out) {
     infer_ctx_params p = infer_ctx_params_default();
-    p.n_ctx = MAX_ALL, p.n_batch = 64, p.n_threads = 2;
+    p.n_ctx = MAX_ALL, p.n_batch = n_prompt, p.n_threads = 2;
     infer_ctx *c = NULL;
     infer_status st = infer_ctx_create(m, &p, &c);
     if (st != INFER_OK) {
@@ -61,8 +85,8 @@ static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, int one_by_one
     int8_t flags[MAX_ALL];
     memset(flags, 1, sizeof flags);
     int ok = 1;
-    for (int i0 = 0; ok && i0 < N_PROMPT; i0 += one_by_one ? 1 : N_PROMPT) {
-        infer_batch b = {one_by_one ? 1 : N_PROMPT, tokens + i0, NULL, NULL, flags};
+    for (int i0 = 0; ok && i0 < n_prompt; i0 += one_by_one ? 1 : n_prompt) {
+        infer_batch b = {one_by_one ? 1 : n_prompt, tokens + i0, NULL, NULL, flags};
         ok = infer_decode(c, &b) == INFER_OK;
         for (int i = 0; ok && i < b.n_tokens; i++) {
             const float *l = infer_logits(c, i);
@@ -70,7 +94,7 @@ static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, int one_by_one
             else memcpy(out + (size_t)(i0 + i) * n_vocab, l, (size_t)n_vocab * sizeof(float));
         }
     }
-    for (int i = N_PROMPT; ok && i < N_ALL; i++) {
+    for (int i = n_prompt; ok && i < n_all; i++) {
         if (!one_by_one) tokens[i] = cmp_argmax(out + (size_t)(i - 1) * n_vocab, n_vocab);
         infer_batch s = {1, tokens + i, NULL, NULL, NULL};
         ok = infer_decode(c, &s) == INFER_OK;
@@ -83,107 +107,196 @@ static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, int one_by_one
     return ok;
 }
 
-static void check_one(const struct llama_peer *pe, const char *arch, const char *ftype, int tied) {
+/* The model of a case: synth's small defaults, or a preset's real head/state/group/expert dims with 4
+ * layers and the sizes that define none of them reduced (see the header). */
+static int case_params(const struct kase *k, struct synth_params *sp) {
+    const int ok = (k->real ? synth_preset(k->real, sp) : synth_params_default(k->arch, sp)) == INFER_OK;
+    sp->ftype = k->ftype, sp->seed = 11, sp->tied = k->tied;
+    sp->mtp = !k->real && (!strcmp(k->arch, "qwen35") || !strcmp(k->arch, "qwen35moe") || !strcmp(k->arch, "qwen3next"));
+    if (k->real) {
+        sp->n_layer = 4, sp->full_attention_interval = 4;
+        sp->n_vocab = 4096, sp->n_embd = sp->n_ff_exp ? 512 : 1024;
+        if (sp->n_ff) sp->n_ff = 1024;
+        if (sp->n_ff_exp) sp->n_ff_exp = 64;
+        if (sp->n_ff_shexp) sp->n_ff_shexp = 64;
+    }
+    return ok && !strcmp(sp->arch, k->arch);
+}
+
+/* llama.cpp's own spread at row i: the larger relative L2 error of its other two settings. */
+static double spread_row(const float *on, const float *nr, const float *ref, int n_vocab, int i) {
+    const size_t at = (size_t)i * n_vocab;
+    const double a = cmp_rel_l2(on + at, ref + at, n_vocab), b = cmp_rel_l2(nr + at, ref + at, n_vocab);
+    return a > b ? a : b;
+}
+
+/* One section (rows from..to of one of our runs) against llama.cpp (ref; on, nr: with flash attention
+ * on, without repacking). A row over the row bound is accepted only where llama.cpp disagrees with
+ * itself about as much (its spread there at least half our error: an expert-routing near-tie moves the
+ * whole row), at most MAX_TIES such rows, each printed. */
+static void check_section(const struct kase *k, const char *name, const float *ours, const float *ref,
+                          const float *on, const float *nr, int n_vocab, int from, int to) {
+    char label[96];
+    snprintf(label, sizeof label, "%s %s%s%s %s", k->arch, k->ftype, k->tied ? " tied" : "", k->real ? " real" : "",
+             name);
+    const struct cmp c = cmp_rows_print(label, ours, ref, n_vocab, from, to);
+    const struct cmp self = cmp_worse(cmp_rows(on, ref, n_vocab, from, to), cmp_rows(nr, ref, n_vocab, from, to));
+    int over = 0, shared = 0;
+    double rest = 0; /* the worst row but those llama.cpp's own spread explains */
+    for (int i = from; i < to; i++) {
+        const double e = cmp_rel_l2(ours + (size_t)i * n_vocab, ref + (size_t)i * n_vocab, n_vocab);
+        const double s = e > k->row ? spread_row(on, nr, ref, n_vocab, i) : 0;
+        if (e <= k->row || e > 2 * s) rest = e > rest ? e : rest;
+        if (e <= k->row) continue;
+        over += e > 2 * s, shared += e <= 2 * s;
+        printf("  %s row %d: rel L2 %.3g over the row bound %.3g; llama.cpp's own spread there %.3g (%s)\n", label,
+               i, e, k->row, s, e <= 2 * s ? "llama.cpp's too" : "ours alone");
+    }
+    printf("  %-36s rel L2 max %.2e (row %d", label, c.max_rel, c.worst);
+    if (shared) printf("; without llama.cpp's: %.2e", rest);
+    printf(") mean %.2e argmax %d/%d | llama.cpp's settings: max %.2e mean %.2e argmax %d/%d\n", c.mean_rel, c.agree,
+           to - from, self.max_rel, self.mean_rel, self.agree, to - from);
+    T_CHECK(over == 0, "%s: %d rows over the row bound %.3g that llama.cpp's own spread does not explain (worst row %d: "
+            "%.3g)", label, over, k->row, c.worst, c.max_rel);
+    T_CHECK(shared <= MAX_TIES, "%s: %d rows over the row bound where llama.cpp disagrees with itself (<= %d)", label,
+            shared, MAX_TIES);
+    if (is_float(k->ftype)) {
+        T_CHECK(c.mean_rel <= k->mean, "%s: mean rel L2 %.3g (<= %.3g)", label, c.mean_rel, k->mean);
+        T_CHECK(c.flips == 0, "%s: %d argmax mismatches not at a near-tie", label, c.flips);
+        T_CHECK(c.ties <= MAX_TIES, "%s: %d near-tie argmax mismatches (<= %d)", label, c.ties, MAX_TIES);
+    } else {
+        T_CHECK(c.mean_rel <= 2 * self.mean_rel, "%s: mean rel L2 %.3g within 2x llama.cpp's spread %.3g", label,
+                c.mean_rel, self.mean_rel);
+    }
+}
+
+/* Quantised: the argmax agreement of one of our runs (all its rows) against llama.cpp's with itself. */
+static void check_agreement(const struct kase *k, const char *name, const float *ours, const float *ref,
+                            const float *on, const float *nr, int n_vocab, int n_all) {
+    const struct cmp self = cmp_worse(cmp_rows(on, ref, n_vocab, 0, n_all), cmp_rows(nr, ref, n_vocab, 0, n_all));
+    const double self_pct = 100.0 * self.agree / n_all, our_pct = 100.0 * cmp_rows(ours, ref, n_vocab, 0, n_all).agree / n_all;
+    T_CHECK(our_pct >= self_pct - 3, "%s %s%s %s: argmax agreement %.1f%% >= llama.cpp's self-agreement %.1f%% - 3",
+            k->arch, k->ftype, k->tied ? " tied" : "", name, our_pct, self_pct);
+}
+
+static void check_one(const struct llama_peer *pe, const struct kase *k) {
     struct synth_params sp;
-    synth_params_default(arch, &sp);
-    sp.ftype = ftype, sp.seed = 11, sp.tied = tied;
-    const int hybrid = !strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe") || !strcmp(arch, "qwen3next");
-    sp.mtp = hybrid;
-    N_PROMPT = hybrid ? 64 : 56, N_GEN = hybrid ? 64 : 16, N_ALL = N_PROMPT + N_GEN;
+    if (!case_params(k, &sp)) {
+        T_CHECK(0, "synth params for %s %s", k->arch, k->real ? k->real : "");
+        return;
+    }
+    const int hybrid = sp.ssm_d_state > 0;
+    const int n_prompt = k->real ? 200 : hybrid ? 100 : 56, n_all = n_prompt + (k->real ? 16 : hybrid ? 48 : 16);
     char path[256];
-    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", dir, arch, ftype, tied ? "-tied" : "");
+    snprintf(path, sizeof path, "%s/%s-%s%s%s.gguf", dir, k->arch, k->ftype, k->tied ? "-tied" : "",
+             k->real ? "-real" : "");
     if (synth_write(&sp, path) != INFER_OK) {
-        T_CHECK(0, "synth %s %s: %s", arch, ftype, infer_last_error());
+        T_CHECK(0, "synth %s %s: %s", k->arch, k->ftype, infer_last_error());
         return;
     }
     infer_model *m = NULL;
-    void *lm = NULL;
-    float *ours = NULL, *ref = NULL, *refon = NULL, *ours1 = NULL, *refnr = NULL;
-    void *lm_nr = NULL; /* the same file loaded without weight repacking */
+    void *lm = NULL, *lm_nr = NULL; /* lm_nr: the same file loaded without weight repacking */
+    float *buf = NULL;
     if (infer_model_load(path, NULL, &m) != INFER_OK) {
         T_CHECK(0, "load %s: %s", path, infer_last_error());
         goto done;
     }
     const int n_vocab = infer_vocab_size(m);
-    ours = malloc((size_t)N_ALL * n_vocab * sizeof(float));
-    ref = malloc((size_t)N_ALL * n_vocab * sizeof(float));
-    refon = malloc((size_t)N_ALL * n_vocab * sizeof(float));
-    ours1 = malloc((size_t)N_ALL * n_vocab * sizeof(float));
-    refnr = malloc((size_t)N_ALL * n_vocab * sizeof(float));
-    lm = pe->model_load(path, pe->model_default_params());
-    struct llama_peer_model_params nr = pe->model_default_params();
-    nr.use_extra_bufts = 0;
-    lm_nr = pe->model_load(path, nr);
-    if (!ours || !ref || !refon || !ours1 || !refnr || !lm || !lm_nr) {
-        T_CHECK(0, "%s %s: llama.cpp loads the model, buffers", arch, ftype);
+    const size_t rows = (size_t)n_all * n_vocab;
+    buf = malloc(5 * rows * sizeof(float));
+    const struct llama_peer_expect want = {.n_embd = sp.n_embd, .n_layer = sp.n_layer, .n_head = sp.n_head,
+                                           .n_head_kv = sp.n_head_kv, .n_vocab = n_vocab};
+    const char *why = "";
+    lm = llama_peer_model_load(pe, path, 0, &want, &why);
+    if (lm) {
+        struct llama_peer_model_params nr = pe->model_default_params();
+        nr.n_gpu_layers = 0, nr.use_extra_bufts = 0;
+        lm_nr = pe->model_load(path, nr);
+    }
+    if (!buf || !lm || !lm_nr) {
+        T_CHECK(0, "%s %s: llama.cpp loads the model (%s), buffers", k->arch, k->ftype, why);
         goto done;
     }
+    float *ours = buf, *ours1 = ours + rows, *ref = ours1 + rows;
+    float *on = ref + rows, *nr = on + rows;
     int32_t tokens[MAX_ALL];
-    for (int i = 0; i < N_PROMPT; i++) tokens[i] = (int32_t)((i * 37 + 11) % (n_vocab - 8));
-    if (!ours_run(m, tokens, n_vocab, 0, ours) || !llama_run(pe, lm, tokens, n_vocab, 0, ref) ||
-        !llama_run(pe, lm, tokens, n_vocab, 1, refon) || !llama_run(pe, lm_nr, tokens, n_vocab, 0, refnr) ||
-        (hybrid && !ours_run(m, tokens, n_vocab, 1, ours1)))
+    for (int i = 0; i < n_prompt; i++) tokens[i] = (int32_t)((i * 37 + 11) % (n_vocab - 8));
+    if (!ours_run(m, tokens, n_prompt, n_all, n_vocab, 0, ours) || !ours_run(m, tokens, n_prompt, n_all, n_vocab, 1, ours1) ||
+        !llama_run(pe, lm, tokens, n_prompt, n_all, n_vocab, 0, ref) ||
+        !llama_run(pe, lm, tokens, n_prompt, n_all, n_vocab, 1, on) ||
+        !llama_run(pe, lm_nr, tokens, n_prompt, n_all, n_vocab, 0, nr))
         goto done;
-    if (hybrid) { /* token by token against one batch: the recurrent and chunked forms, same llama.cpp bounds */
-        struct cmp o1 = cmp_rows(ours1, ref, n_vocab, 0, N_ALL), ob = cmp_rows(ours1, ours, n_vocab, 0, N_PROMPT);
-        printf("  %-9s %-6s token by token: vs llama.cpp max rel L2 %.2e mean %.2e argmax %d/%d | vs our batch max "
-               "%.2e\n", arch, ftype, o1.max_rel, o1.mean_rel, o1.agree, N_ALL, ob.max_rel);
-        T_CHECK(ob.max_rel <= 1e-3 || strcmp(ftype, "F32"), "%s %s: token by token vs one batch: max rel L2 %.3g "
-                "(<= 1e-3)", arch, ftype, ob.max_rel);
-        memcpy(ours, ours1, (size_t)N_PROMPT * n_vocab * sizeof(float)); /* the checks below then cover both */
-        struct cmp pp1 = cmp_rows(ours1, ref, n_vocab, 0, N_PROMPT);
-        if (!strcmp(ftype, "F32") || !strcmp(ftype, "F16"))
-            T_CHECK(pp1.max_rel <= 1e-3 && pp1.agree == N_PROMPT, "%s %s token by token: max rel L2 %.3g (<= 1e-3), "
-                    "argmax %d/%d", arch, ftype, pp1.max_rel, pp1.agree, N_PROMPT);
-    }
-    const struct cmp self = cmp_worse(cmp_rows(refon, ref, n_vocab, 0, N_ALL), cmp_rows(refnr, ref, n_vocab, 0, N_ALL));
-    struct cmp pp = cmp_rows(ours, ref, n_vocab, 0, N_PROMPT), dec = cmp_rows(ours, ref, n_vocab, N_PROMPT, N_ALL);
-    const int is_float = !strcmp(ftype, "F32") || !strcmp(ftype, "F16");
-    if (is_float) {
-        printf("  %-8s %-6s%s prompt: max rel L2 %.2e mean %.2e argmax %d/%d | decode: max %.2e mean %.2e argmax %d/%d "
-               "| llama.cpp's settings: max %.2e\n", arch, ftype, tied ? " tied" : "", pp.max_rel, pp.mean_rel, pp.agree, N_PROMPT,
-               dec.max_rel, dec.mean_rel, dec.agree, N_GEN, self.max_rel);
-        T_CHECK(pp.max_rel <= 1e-3 && pp.agree == N_PROMPT, "%s %s prompt: max rel L2 %.3g (<= 1e-3), argmax %d/%d",
-                arch, ftype, pp.max_rel, pp.agree, N_PROMPT);
-        T_CHECK(dec.max_rel <= 1e-3 && dec.agree == N_GEN, "%s %s decode: max rel L2 %.3g (<= 1e-3), argmax %d/%d",
-                arch, ftype, dec.max_rel, dec.agree, N_GEN);
-    } else {
-        struct cmp all = cmp_rows(ours, ref, n_vocab, 0, N_ALL);
-        double bound = 2 * self.mean_rel > 1e-3 ? 2 * self.mean_rel : 1e-3;
-        double self_pct = 100.0 * self.agree / N_ALL, our_pct = 100.0 * all.agree / N_ALL;
-        printf("  %-8s %-6s%s ours: mean rel L2 %.2e (max %.2e) argmax %.1f%% | llama.cpp's settings: mean %.2e "
-               "(max %.2e) argmax %.1f%%\n", arch, ftype, tied ? " tied" : "", all.mean_rel, all.max_rel, our_pct, self.mean_rel,
-               self.max_rel, self_pct);
-        T_CHECK(all.mean_rel <= bound, "%s %s: mean rel L2 %.3g within max(2 x llama.cpp's spread %.3g, 1e-3)", arch,
-                ftype, all.mean_rel, self.mean_rel);
-        T_CHECK(our_pct >= self_pct - 3, "%s %s: argmax agreement %.1f%% >= llama.cpp's self-agreement %.1f%% - 3",
-                arch, ftype, our_pct, self_pct);
+    check_section(k, "batch prompt", ours, ref, on, nr, n_vocab, 0, n_prompt);
+    check_section(k, "batch decode", ours, ref, on, nr, n_vocab, n_prompt, n_all);
+    check_section(k, "1x1 prompt", ours1, ref, on, nr, n_vocab, 0, n_prompt);
+    check_section(k, "1x1 decode", ours1, ref, on, nr, n_vocab, n_prompt, n_all);
+    if (!is_float(k->ftype)) {
+        check_agreement(k, "batch", ours, ref, on, nr, n_vocab, n_all);
+        check_agreement(k, "1x1", ours1, ref, on, nr, n_vocab, n_all);
     }
 done:
     if (lm) pe->model_free(lm);
     if (lm_nr) pe->model_free(lm_nr);
     infer_model_free(m);
-    free(ours), free(ref), free(refon), free(ours1), free(refnr);
+    free(buf);
     unlink(path);
 }
+
+/* Bounds on the relative L2 error (worst row, mean over a section), about 10x the largest measured over
+ * the four sections on six llama.cpp CPU backends (zen4, the one this 2-core AMD EPYC Zen 4 picks, and
+ * haswell, icelake, skylakex, sse42, x64 forced; the F32/F16 numbers differed by less than 1.3x between
+ * them, the quantised MoE ones by up to 1.9x): measured row / mean in each comment. Quantised cases have no mean bound here: theirs is 2x
+ * llama.cpp's own spread. */
+static const struct kase cases[] = {
+    {"llama", "F32", 0, NULL, 2e-3, 1.5e-3},       /* 1.8e-4 / 1.1e-4 */
+    {"llama", "F16", 0, NULL, 6e-3, 5e-3},         /* 5.2e-4 / 4.1e-4 */
+    {"llama", "Q8_0", 0, NULL, 0.15, 0},           /* 1.2e-2 */
+    {"llama", "Q4_K_M", 0, NULL, 0.2, 0},          /* 1.7e-2 */
+    {"qwen3", "F32", 0, NULL, 4e-3, 3e-3},         /* 3.6e-4 / 2.2e-4 */
+    {"qwen3", "F16", 0, NULL, 8e-3, 6e-3},         /* 6.6e-4 / 5.1e-4 */
+    {"qwen3", "Q8_0", 0, NULL, 0.15, 0},           /* 1.4e-2 */
+    {"qwen3", "Q4_K_M", 0, NULL, 0.2, 0},          /* 1.8e-2 */
+    {"qwen3moe", "F32", 0, NULL, 3e-3, 2e-3},      /* 2.8e-4 / 2.0e-4 */
+    {"qwen3moe", "F16", 0, NULL, 6e-3, 5e-3},      /* 5.8e-4 / 4.5e-4 */
+    {"qwen3moe", "Q8_0", 0, NULL, 0.15, 0},        /* 1.1e-2 */
+    {"qwen3moe", "Q4_K_M", 0, NULL, 0.2, 0},       /* 1.7e-2 */
+    {"qwen35", "F32", 0, NULL, 1.5e-3, 6e-4},      /* 1.3e-4 / 5.7e-5 */
+    {"qwen35", "F16", 0, NULL, 6e-3, 5e-3},        /* 5.7e-4 / 4.1e-4 */
+    {"qwen35", "Q8_0", 0, NULL, 0.15, 0},          /* 1.3e-2 */
+    {"qwen35", "Q4_K_M", 0, NULL, 0.2, 0},         /* 1.6e-2 */
+    {"qwen35moe", "F32", 0, NULL, 2e-3, 8e-4},     /* 2.0e-4 / 6.5e-5 */
+    {"qwen35moe", "F16", 0, NULL, 6e-3, 4e-3},     /* 5.2e-4 / 3.4e-4 */
+    {"qwen35moe", "Q8_0", 0, NULL, 0.15, 0},       /* 1.2e-2 */
+    {"qwen35moe", "Q4_K_M", 0, NULL, 0.2, 0},      /* 1.7e-2 */
+    {"qwen3next", "F32", 0, NULL, 2e-3, 8e-4},     /* 1.6e-4 / 6.3e-5 */
+    {"qwen3next", "F16", 0, NULL, 6e-3, 4e-3},     /* 5.1e-4 / 3.3e-4 */
+    {"qwen3next", "Q8_0", 0, NULL, 0.15, 0},       /* 1.1e-2 */
+    {"qwen3next", "Q4_K_M", 0, NULL, 0.15, 0},     /* 1.4e-2 */
+    {"qwen3", "F32", 1, NULL, 4e-3, 3e-3},         /* LM head tied to token_embd: 3.2e-4 / 2.1e-4 */
+    {"llama", "Q8_0", 1, NULL, 0.15, 0},           /* 1.1e-2 */
+    {"qwen35", "F16", 0, "qwen35-27b", 1.5e-2, 1e-2}, /* 1.4e-3 / 9.4e-4 */
+    /* F32: in F16, llama.cpp's haswell backend chose another expert (top-8 of 256) than ours at row 153
+     * and the difference travelled along the sequence (rows up to 0.1); in F32 only the attention layer's
+     * f16 KV cache is noisy, and the one row whose expert choice differs (156, 3.4e-2) differs as much
+     * in llama.cpp between its own settings */
+    {"qwen35moe", "F32", 0, "qwen35-35b-a3b", 3e-3, 4e-3}, /* other rows 2.8e-4 / 3.3e-4 */
+};
 
 int main(void) {
     struct llama_peer pe;
     const char *why = NULL;
     const int got = llama_peer_load(&pe, &why);
     if (got == 0) {
-        T_SKIP("llama.cpp peer: %s", why);
+        T_SKIP_PEER("llama.cpp peer: %s", why);
         return t_done();
     }
     T_CHECK(got == 1, "llama.cpp peer: %s", why ? why : ""); /* a layout mismatch fails, never skips */
     if (got != 1) return t_done();
+    printf("llama.cpp CPU backend: %s\n", llama_peer_cpu_variant());
     if (!mkdtemp(dir)) return 1;
-    static const char *const archs[] = {"llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
-    static const char *const ftypes[] = {"F32", "F16", "Q8_0", "Q4_K_M"};
-    for (int a = 0; a < 6; a++)
-        for (int f = 0; f < 4; f++) check_one(&pe, archs[a], ftypes[f], 0);
-    check_one(&pe, "qwen3", "F32", 1); /* LM head tied to token_embd */
-    check_one(&pe, "llama", "Q8_0", 1);
+    const char *only = getenv("INFER_TEST_ONLY"); /* an arch name: run only its cases (while measuring) */
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (!only || !strcmp(only, cases[i].arch)) check_one(&pe, &cases[i]);
     rmdir(dir);
     return t_done();
 }

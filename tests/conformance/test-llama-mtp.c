@@ -18,11 +18,14 @@
  *       spec_mtp_eval(pos0 48, rows 0..j) and takes the last row (the hook only writes from pos0 <= the
  *       MTP cells held, and the cells a draft writes past the sequence end are not held), so only step 0
  *       is a one-row pass on our side; the others are the same math in one batch.
- * Bounds as test-llama-logits: F32/F16 relative L2 <= 1e-3 at every row and the same argmax; Q8_0 and
- * Q4_K_M within 2x llama.cpp's own spread between its settings (flash attention on against off, weight
- * repacking off against on, the larger; llama.cpp's other runs take the same tokens and h rows) or
- * 1e-3, whichever is larger, in mean relative L2, and argmax agreement no more than 3 points below
- * llama.cpp's self-agreement. The measured numbers are printed. */
+ * Each of (1), (2) and (3) is checked on its own, with per-case bounds about 10x the worst measured on
+ * llama.cpp's zen4 (this machine's pick) and haswell backends, on the relative L2 error of the worst row
+ * and the mean over the rows: F32/F16 against the table; Q8_0/Q4_K_M rows against the table and the
+ * mean within 2x llama.cpp's own spread between its settings over the same rows (flash attention on
+ * against off, weight repacking off against on, the larger; llama.cpp's other runs take the same tokens
+ * and h rows). Logits rows: F32/F16 the same argmax but near-ties (logits_cmp.h), at most MAX_TIES;
+ * Q8_0/Q4_K_M prompt rows within 3 points of llama.cpp's agreement with itself, and the draft rows as
+ * F32/F16 (a draft step is the token MTP proposes). The measured numbers are printed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +38,16 @@
 #include "logits_cmp.h"
 #include "spec.h"
 
-enum { N_PROMPT = 48, N_DRAFT = 4, N_ROWS = N_PROMPT + N_DRAFT };
+enum { N_PROMPT = 48, N_DRAFT = 4, N_ROWS = N_PROMPT + N_DRAFT, MAX_TIES = 1 };
+
+/* bounds on the relative L2 error: the worst row, the mean over a section (F32/F16 only) */
+struct bound {
+    double row, mean;
+};
+struct kase {
+    const char *arch, *ftype;
+    struct bound h, mtp; /* the target's h rows; MTP logits rows (prompt and drafts alike) */
+};
 
 static char dir[] = "/tmp/test-llama-mtp-XXXXXX";
 
@@ -135,7 +147,40 @@ static int ours_run(infer_model *m, const struct rows *r, int n_embd, int n_voca
     return ok;
 }
 
-static void check_one(const struct llama_peer *pe, const char *arch, const char *ftype) {
+static int is_float(const char *ftype) { return !strcmp(ftype, "F32") || !strcmp(ftype, "F16"); }
+
+/* Rows from..to of ours against llama.cpp's (ref; on, nr: its other settings), n values each. logits: the
+ * rows are logits (argmax checked), else hidden states. */
+static void check_rows(const struct kase *k, const char *label, const char *what, struct bound b, const float *ours,
+                       const float *ref, const float *on, const float *nr, int n, int from, int to, int logits) {
+    char name[96];
+    snprintf(name, sizeof name, "%s %s", label, what);
+    const struct cmp c = cmp_rows_print(logits ? name : NULL, ours, ref, n, from, to);
+    const struct cmp self = cmp_worse(cmp_rows(on, ref, n, from, to), cmp_rows(nr, ref, n, from, to));
+    printf("  %-26s rel L2 max %.2e (row %d) mean %.2e", name, c.max_rel, c.worst, c.mean_rel);
+    if (logits) printf(" argmax %d/%d", c.agree, to - from);
+    printf(" | llama.cpp's settings: max %.2e mean %.2e", self.max_rel, self.mean_rel);
+    if (logits) printf(" argmax %d/%d", self.agree, to - from);
+    printf("\n");
+    T_CHECK(c.max_rel <= b.row, "%s: worst row %d rel L2 %.3g (<= %.3g)", name, c.worst, c.max_rel, b.row);
+    if (is_float(k->ftype))
+        T_CHECK(c.mean_rel <= b.mean, "%s: mean rel L2 %.3g (<= %.3g)", name, c.mean_rel, b.mean);
+    else
+        T_CHECK(c.mean_rel <= 2 * self.mean_rel, "%s: mean rel L2 %.3g within 2x llama.cpp's spread %.3g", name,
+                c.mean_rel, self.mean_rel);
+    if (!logits) return;
+    if (is_float(k->ftype) || from >= N_PROMPT) {
+        T_CHECK(c.flips == 0, "%s: %d argmax mismatches not at a near-tie", name, c.flips);
+        T_CHECK(c.ties <= MAX_TIES, "%s: %d near-tie argmax mismatches (<= %d)", name, c.ties, MAX_TIES);
+    } else {
+        const double self_pct = 100.0 * self.agree / (to - from), our_pct = 100.0 * c.agree / (to - from);
+        T_CHECK(our_pct >= self_pct - 3, "%s: argmax agreement %.1f%% >= llama.cpp's self-agreement %.1f%% - 3", name,
+                our_pct, self_pct);
+    }
+}
+
+static void check_one(const struct llama_peer *pe, const struct kase *k) {
+    const char *arch = k->arch, *ftype = k->ftype;
     struct synth_params sp;
     synth_params_default(arch, &sp);
     sp.ftype = ftype, sp.seed = 13, sp.mtp = 1;
@@ -177,33 +222,11 @@ static void check_one(const struct llama_peer *pe, const char *arch, const char 
         !llama_run(pe, lm_nr, prompt, n_embd, n_vocab, 0, 0, &r, h_nr, l_nr) ||
         !ours_run(m, &r, n_embd, n_vocab, h_ours, l_ours))
         goto done;
-    const struct cmp hs = cmp_worse(cmp_rows(h_on, h_ref, n_embd, 0, N_PROMPT), cmp_rows(h_nr, h_ref, n_embd, 0, N_PROMPT));
-    const struct cmp ls = cmp_worse(cmp_rows(l_on, l_ref, n_vocab, 0, N_ROWS), cmp_rows(l_nr, l_ref, n_vocab, 0, N_ROWS));
-    const struct cmp ho = cmp_rows(h_ours, h_ref, n_embd, 0, N_PROMPT);
-    const struct cmp lp = cmp_rows(l_ours, l_ref, n_vocab, 0, N_PROMPT),
-                     ld = cmp_rows(l_ours, l_ref, n_vocab, N_PROMPT, N_ROWS);
-    const struct cmp la = cmp_rows(l_ours, l_ref, n_vocab, 0, N_ROWS);
-    printf("  %-9s %-6s h: max rel L2 %.2e mean %.2e (llama.cpp's settings: max %.2e mean %.2e) | MTP prompt: max "
-           "%.2e mean %.2e argmax %d/%d | drafts: max %.2e argmax %d/%d | llama.cpp's settings: max %.2e mean %.2e "
-           "argmax %d/%d\n", arch, ftype, ho.max_rel, ho.mean_rel, hs.max_rel, hs.mean_rel, lp.max_rel, lp.mean_rel,
-           lp.agree, N_PROMPT, ld.max_rel, ld.agree, N_DRAFT, ls.max_rel, ls.mean_rel, ls.agree, N_ROWS);
-    if (!strcmp(ftype, "F32") || !strcmp(ftype, "F16")) {
-        T_CHECK(ho.max_rel <= 1e-3, "%s %s target h: max rel L2 %.3g (<= 1e-3)", arch, ftype, ho.max_rel);
-        T_CHECK(lp.max_rel <= 1e-3 && lp.agree == N_PROMPT, "%s %s MTP prompt rows: max rel L2 %.3g (<= 1e-3), "
-                "argmax %d/%d", arch, ftype, lp.max_rel, lp.agree, N_PROMPT);
-        T_CHECK(ld.max_rel <= 1e-3 && ld.agree == N_DRAFT, "%s %s MTP draft steps: max rel L2 %.3g (<= 1e-3), "
-                "argmax %d/%d", arch, ftype, ld.max_rel, ld.agree, N_DRAFT);
-    } else {
-        const double hb = 2 * hs.mean_rel > 1e-3 ? 2 * hs.mean_rel : 1e-3;
-        const double lb = 2 * ls.mean_rel > 1e-3 ? 2 * ls.mean_rel : 1e-3;
-        const double self_pct = 100.0 * ls.agree / N_ROWS, our_pct = 100.0 * la.agree / N_ROWS;
-        T_CHECK(ho.mean_rel <= hb, "%s %s target h: mean rel L2 %.3g within max(2 x llama.cpp's spread %.3g, 1e-3)",
-                arch, ftype, ho.mean_rel, hs.mean_rel);
-        T_CHECK(la.mean_rel <= lb, "%s %s MTP logits: mean rel L2 %.3g within max(2 x llama.cpp's spread %.3g, 1e-3)",
-                arch, ftype, la.mean_rel, ls.mean_rel);
-        T_CHECK(our_pct >= self_pct - 3, "%s %s MTP argmax agreement %.1f%% >= llama.cpp's self-agreement %.1f%% - 3",
-                arch, ftype, our_pct, self_pct);
-    }
+    char label[64];
+    snprintf(label, sizeof label, "%s %s", k->arch, k->ftype);
+    check_rows(k, label, "target h", k->h, h_ours, h_ref, h_on, h_nr, n_embd, 0, N_PROMPT, 0);
+    check_rows(k, label, "MTP prompt", k->mtp, l_ours, l_ref, l_on, l_nr, n_vocab, 0, N_PROMPT, 1);
+    check_rows(k, label, "MTP drafts", k->mtp, l_ours, l_ref, l_on, l_nr, n_vocab, N_PROMPT, N_ROWS, 1);
 done:
     if (lm) pe->model_free(lm);
     if (lm_nr) pe->model_free(lm_nr);
@@ -212,21 +235,36 @@ done:
     unlink(path);
 }
 
+/* About 10x the worst measured on the zen4 and haswell backends (2-core AMD EPYC Zen 4), in the comments
+ * as h row / mean, MTP row / mean (the MTP logits: the larger of the prompt's and the drafts'). */
+static const struct kase cases[] = {
+    {"qwen35", "F32", {1.5e-3, 8e-4}, {3e-4, 1.5e-4}},    /* 1.4e-4 / 7.2e-5, 2.8e-5 / 1.1e-5 */
+    {"qwen35", "F16", {5e-3, 4e-3}, {2e-3, 1e-3}},        /* 4.3e-4 / 3.1e-4, 1.7e-4 / 9.0e-5 */
+    {"qwen35", "Q8_0", {4e-2, 0}, {4e-2, 0}},             /* 3.8e-3, 3.3e-3 */
+    {"qwen35", "Q4_K_M", {0.15, 0}, {5e-2, 0}},           /* 1.3e-2, 4.5e-3 */
+    {"qwen35moe", "F32", {2e-3, 8e-4}, {3e-4, 1.5e-4}},   /* 1.9e-4 / 7.8e-5, 2.5e-5 / 1.1e-5 */
+    {"qwen35moe", "F16", {4e-3, 3e-3}, {2e-3, 1e-3}},     /* 3.5e-4 / 2.5e-4, 1.9e-4 / 8.3e-5 */
+    {"qwen35moe", "Q8_0", {3e-2, 0}, {3e-2, 0}},          /* 2.7e-3, 2.8e-3 */
+    {"qwen35moe", "Q4_K_M", {8e-2, 0}, {5e-2, 0}},        /* 7.1e-3, 4.4e-3 */
+    {"qwen3next", "F32", {2e-3, 8e-4}, {3e-4, 1e-4}},     /* 1.7e-4 / 7.9e-5, 2.3e-5 / 9.7e-6 */
+    {"qwen3next", "F16", {4e-3, 3e-3}, {2e-3, 1e-3}},     /* 4.0e-4 / 2.6e-4, 1.6e-4 / 8.3e-5 */
+    {"qwen3next", "Q8_0", {8e-2, 0}, {3e-2, 0}},          /* 6.8e-3, 3.0e-3 */
+    {"qwen3next", "Q4_K_M", {6e-2, 0}, {5e-2, 0}},        /* 5.5e-3, 4.3e-3 */
+};
+
 int main(void) {
     struct llama_peer pe;
     const char *why = NULL;
     const int got = llama_peer_load(&pe, &why);
     if (got == 0) {
-        T_SKIP("llama.cpp peer: %s", why);
+        T_SKIP_PEER("llama.cpp peer: %s", why);
         return t_done();
     }
     T_CHECK(got == 1, "llama.cpp peer: %s", why ? why : ""); /* a layout mismatch fails, never skips */
     if (got != 1) return t_done();
+    printf("llama.cpp CPU backend: %s\n", llama_peer_cpu_variant());
     if (!mkdtemp(dir)) return 1;
-    static const char *const archs[] = {"qwen35", "qwen35moe", "qwen3next"};
-    static const char *const ftypes[] = {"F32", "F16", "Q8_0", "Q4_K_M"};
-    for (int a = 0; a < 3; a++)
-        for (int f = 0; f < 4; f++) check_one(&pe, archs[a], ftypes[f]);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_one(&pe, &cases[i]);
     rmdir(dir);
     return t_done();
 }

@@ -102,7 +102,7 @@ int main(void) {
     const int ready = llama_peer_load(&pe, &why);
     if (ready <= 0) {
         if (ready == 0)
-            T_SKIP("llama.cpp peer: %s", why);
+            T_SKIP_PEER("llama.cpp peer: %s", why);
         else
             T_CHECK(0, "llama.cpp peer: %s", why);
         return t_done();
