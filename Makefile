@@ -7,20 +7,35 @@ BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -DINFER_BUILD -Iincl
 LDLIBS  := -lpthread -lm -ldl
 PREFIX  ?= /usr/local
 
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ifeq ($(SAN),1)
-BUILD   ?= build-san
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS  += $(SANFLAGS)
 LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(EMU),1)
+BUILD   ?= $(if $(filter 1,$(SAN)),build-emu-san,build-emu)
 else
-BUILD   ?= build
+BUILD   ?= $(if $(filter 1,$(SAN)),build-san,build)
 endif
 
-# ---- CUDA: on when nvcc exists, unless INFER_CUDA=0 ----
+# ---- CUDA: nvcc when it exists (unless INFER_CUDA=0); EMU=1: the same kernels built by g++ and run by
+# the CUDA emulator in emu/ (emu/include stands in for the CUDA headers, no libcudart) ----
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 ifeq ($(INFER_CUDA),0)
 NVCC :=
 endif
 CUDA_ARCHS ?= 80 86 89 90 120
+CXX     ?= g++
+ifeq ($(EMU),1)
+NVCC       :=
+BASE       += -DINFER_CUDA=1 -DINFER_EMU=1 -Iemu/include
+EMU_CXX    := $(CXX) -std=c++17 -fPIC -fvisibility=hidden -ftls-model=initial-exec -ffp-contract=off $(WARN) \
+              -Wno-unknown-pragmas -DINFER_BUILD -DINFER_CUDA=1 -DINFER_EMU=1 -Iemu/include -Iemu -Iinclude -Ilib \
+              -Ikernels -MMD -MP $(CFLAGS)
+LDLIBS     += -lstdc++
+KERNEL_SRC := $(wildcard kernels/*.cu)
+EMU_SRC    := $(wildcard emu/*.cc)
+endif
 ifneq ($(NVCC),)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 BASE       += -DINFER_CUDA=1 -I$(CUDA_HOME)/include
@@ -32,7 +47,7 @@ KERNEL_SRC := $(wildcard kernels/*.cu)
 endif
 
 LIB_SRC   := $(wildcard lib/*.c lib/cpu/*.c)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(KERNEL_SRC:%.cu=$(BUILD)/%.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(KERNEL_SRC:%.cu=$(BUILD)/%.o) $(EMU_SRC:%.cc=$(BUILD)/%.o)
 TOOL_MAIN := $(wildcard tools/llm-*.c)
 TOOL_AUX  := $(filter-out $(TOOL_MAIN),$(wildcard tools/*.c))
 TOOLS     := $(TOOL_MAIN:tools/%.c=$(BUILD)/%)
@@ -50,9 +65,20 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(WARN) $(CFLAGS) -c $< -o $@
 
+ifeq ($(EMU),1)
+# kernels as C++ device code for the emulator: __CUDA_ARCH__ set, so device-only paths are the ones built
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -x c++ -D__CUDACC__ -D__CUDA_ARCH__=800 -c $< -o $@
+
+$(BUILD)/emu/%.o: emu/%.cc
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -c $< -o $@
+else
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
+endif
 
 $(BUILD)/libinfer.a: $(LIB_OBJ)
 	@rm -f $@

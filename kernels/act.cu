@@ -90,13 +90,13 @@ extern "C" cudaError_t cuda_act(const struct act_args *a, cudaStream_t s) {
     }
     if (a->op == ACT_SOFTMAX) {
         const unsigned blocks = (unsigned)(a->n_rows < ACT_SOFTMAX_MAX_BLOCKS ? a->n_rows : ACT_SOFTMAX_MAX_BLOCKS);
-        act_softmax_kernel<<<blocks, ACT_THREADS, 0, s>>>(*a);
+        launch_kernel(act_softmax_kernel, blocks, ACT_THREADS, 0, s, *a);
         return cudaGetLastError();
     }
     const dim3 grid((unsigned)((a->n + ACT_THREADS - 1) / ACT_THREADS),
                     (unsigned)(a->n_rows < ACT_MAX_GRID_Y ? a->n_rows : ACT_MAX_GRID_Y));
     switch (a->op) {
-#define ACT_CASE(op) case op: act_elem_kernel<op><<<grid, ACT_THREADS, 0, s>>>(*a); break;
+#define ACT_CASE(op) case op: launch_kernel(act_elem_kernel<op>, grid, ACT_THREADS, 0, s, *a); break;
         ACT_CASE(ACT_SILU) ACT_CASE(ACT_SWIGLU) ACT_CASE(ACT_SIGMOID_MUL) ACT_CASE(ACT_SIGMOID_MUL_ROW) ACT_CASE(ACT_ADD)
 #undef ACT_CASE
     default: return cudaErrorInvalidValue;

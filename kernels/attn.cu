@@ -44,6 +44,7 @@
 #include <cuda_fp16.h>
 
 #include "common.cuh"
+#include "ptx.cuh"
 
 enum { ATTN_THREADS = 128, ATTN_WARPS = ATTN_THREADS / WARP_SIZE, ATTN_ROWS = 32, ATTN_TILE_FLOATS = 4096,
        ATTN_MAX_D = 512 };
@@ -60,7 +61,7 @@ template <int DPT, bool Q8>
 static __global__ void __launch_bounds__(ATTN_THREADS)
     attn_kernel(const __grid_constant__ struct attn_args a, const struct attn_plan p) {
     constexpr int RMAX = ATTN_ROWS / DPT;
-    extern __shared__ float smem[];
+    float *smem = dyn_smem<float>();
     const int D = a.head_dim, G = a.n_head / a.n_head_kv, tid = threadIdx.x;
     const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
     const int n_hchunk = (G + p.hb - 1) / p.hb;
@@ -256,12 +257,6 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_c
  * registers, rescaled per row. Q hi/lo sit in shared memory for the whole block. */
 enum { MMA_WARPS = 4, MMA_ROWS = 16 * MMA_WARPS };
 
-static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* f16 bits of x (round to nearest even) and of the remainder x - f16(x). */
 static __device__ __forceinline__ void f16_split(float x, uint32_t &hi, uint32_t &lo) {
@@ -286,7 +281,7 @@ template <int D>
 static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
     attn_mma_kernel(const __grid_constant__ struct attn_args a, const struct attn_plan p) {
     constexpr int TK = mma_shape<D>::TK, LD = mma_shape<D>::LD, NT = TK / 8, ND = D / 8;
-    extern __shared__ float smem[];
+    float *smem = dyn_smem<float>();
     uint16_t *qh = (uint16_t *)smem, *ql = qh + MMA_ROWS * LD, *ks = ql + MMA_ROWS * LD, *vs = ks + TK * LD;
     int *last_s = (int *)(vs + TK * LD);
     const int G = a.n_head / a.n_head_kv, tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
@@ -341,8 +336,8 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
                                         qh32[rB * (LD / 2) + w0 + 4]};
                 const uint32_t al[4] = {ql32[rA * (LD / 2) + w0], ql32[rB * (LD / 2) + w0], ql32[rA * (LD / 2) + w0 + 4],
                                         ql32[rB * (LD / 2) + w0 + 4]};
-                mma_16816(sc[nt], ah, b0, b1);
-                mma_16816(sc[nt], al, b0, b1);
+                ptx_mma_16816(sc[nt], ah, b0, b1);
+                ptx_mma_16816(sc[nt], al, b0, b1);
             }
         }
         /* mask, scale, online softmax per row (c0 c1: row A, c2 c3: row B) */
@@ -391,8 +386,8 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
                 const uint16_t *vd = v0 + 8 * d;
                 const uint32_t b0 = (uint32_t)vd[0] | (uint32_t)vd[LD] << 16;
                 const uint32_t b1 = (uint32_t)vd[8 * LD] | (uint32_t)vd[9 * LD] << 16;
-                mma_16816(o[d], ph, b0, b1);
-                mma_16816(o[d], pl, b0, b1);
+                ptx_mma_16816(o[d], ph, b0, b1);
+                ptx_mma_16816(o[d], pl, b0, b1);
             }
         }
         __syncthreads(); /* ks and vs are refilled by the next tile */
@@ -428,7 +423,7 @@ static cudaError_t attn_mma_launch(const struct attn_args *a, cudaStream_t s) {
         if (e != cudaSuccess) return e;
     }
     const dim3 grid((unsigned)(a->n_head_kv * ((G + p.hb - 1) / p.hb)), (unsigned)((a->n_tokens + p.bt - 1) / p.bt));
-    attn_mma_kernel<D><<<grid, MMA_WARPS * WARP_SIZE, smem, s>>>(*a, p);
+    launch_kernel(attn_mma_kernel<D>, grid, MMA_WARPS * WARP_SIZE, smem, s, *a, p);
     return cudaGetLastError();
 }
 
@@ -440,8 +435,8 @@ static cudaError_t attn_launch(const struct attn_args *a, const struct attn_plan
                     (unsigned)p.n_split);
     const size_t smem = sizeof(float) * (size_t)(attn_round4(p.hb * p.bt * D) + attn_round4(p.tk * (D + 1)) +
                                                  p.tk * RMAX + 4 * RMAX) + sizeof(uint16_t) * (size_t)(p.tk * D);
-    attn_kernel<DPT, Q8><<<grid, ATTN_THREADS, smem, s>>>(*a, p);
-    if (p.n_split > 1) attn_merge<<<(unsigned)(a->n_tokens * a->n_head), ATTN_THREADS, 0, s>>>(*a, p.n_split);
+    launch_kernel(attn_kernel<DPT, Q8>, grid, ATTN_THREADS, smem, s, *a, p);
+    if (p.n_split > 1) launch_kernel(attn_merge, (unsigned)(a->n_tokens * a->n_head), ATTN_THREADS, 0, s, *a, p.n_split);
     return cudaGetLastError();
 }
 

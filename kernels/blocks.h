@@ -37,6 +37,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __CUDA_ARCH__
+#include "ptx.cuh" /* the device conversion below */
+#endif
+
 #ifdef __CUDACC__
 #define INFER_HD __host__ __device__
 #else
@@ -132,9 +136,7 @@ static inline INFER_HD float blocks_f16_to_f32(uint16_t h) {
 #ifdef __CUDA_ARCH__
     /* note: one hardware conversion instead of ~15 integer ops on the GPU's hot path; identical
      * for every finite and infinite value (the conversion is exact), NaN payloads aside. */
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
+    return ptx_cvt_f32_f16(h);
 #endif
     const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     const uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;

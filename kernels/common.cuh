@@ -1,5 +1,6 @@
-/* common.cuh: small device helpers shared by the kernels: warp reductions, unaligned-safe integer
- * loads from quantised blocks, and launch-error plumbing. Included only by nvcc. */
+/* common.cuh: what every kernel file shares: the one way to launch a kernel and to reach dynamic shared
+ * memory, warp reductions, unaligned-safe integer loads from quantised blocks. Included by nvcc, and by
+ * g++ for the CUDA emulator (INFER_EMU: emu/include stands in for the CUDA headers, see emu/README.md). */
 #ifndef INFER_COMMON_CUH
 #define INFER_COMMON_CUH
 
@@ -9,6 +10,23 @@
 #include "kernels.h"
 
 #define WARP_SIZE 32
+
+/* launch_kernel(kernel, grid, block, shared_bytes, stream, args...): kernel<<<grid, block, shared_bytes,
+ * stream>>>(args...). Launch errors are read with cudaGetLastError as after <<<>>>. The emulator defines
+ * it as a macro that runs the kernel over fibers when the stream reaches it. */
+#ifndef INFER_EMU
+template <typename... P, typename... A>
+static inline void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s,
+                                 A... args) {
+    kernel<<<grid, block, shared_bytes, s>>>(args...);
+}
+
+/* The block's dynamic shared memory (the launch's shared_bytes), 16-byte aligned. */
+template <typename T> static __device__ __forceinline__ T *dyn_smem() {
+    extern __shared__ __align__(16) unsigned char dyn_smem_bytes[];
+    return (T *)dyn_smem_bytes;
+}
+#endif
 
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

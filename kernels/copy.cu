@@ -45,8 +45,8 @@ extern "C" cudaError_t cuda_copy(void *dst, const void *src, size_t bytes, cudaS
     size_t blocks = (bytes + per_block - 1) / per_block;
     if (blocks > COPY_MAX_BLOCKS) blocks = COPY_MAX_BLOCKS; /* the loops stride over the rest */
     if (aligned)
-        copy16_kernel<<<(unsigned)blocks, COPY_THREADS, 0, s>>>((uint4 *)dst, (const uint4 *)src, bytes / 16);
+        launch_kernel(copy16_kernel, (unsigned)blocks, COPY_THREADS, 0, s, (uint4 *)dst, (const uint4 *)src, bytes / 16);
     else
-        copy1_kernel<<<(unsigned)blocks, COPY_THREADS, 0, s>>>((uint8_t *)dst, (const uint8_t *)src, bytes);
+        launch_kernel(copy1_kernel, (unsigned)blocks, COPY_THREADS, 0, s, (uint8_t *)dst, (const uint8_t *)src, bytes);
     return cudaGetLastError();
 }

@@ -109,7 +109,7 @@ extern "C" cudaError_t cuda_embed(const struct embed_args *a, cudaStream_t s) {
     if (!rb || !a->table || !a->ids || !a->y || a->n_tokens < 0 || a->n_tokens > 65535) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaSuccess;
     dim3 grid((unsigned)((a->n_embd + EMBED_THREADS - 1) / EMBED_THREADS), (unsigned)a->n_tokens);
-    embed_kernel<<<grid, EMBED_THREADS, 0, s>>>(*a, rb);
+    launch_kernel(embed_kernel, grid, EMBED_THREADS, 0, s, *a, rb);
     return cudaGetLastError();
 }
 
@@ -122,15 +122,15 @@ extern "C" cudaError_t cuda_kv_store(const struct kv_store_args *a, cudaStream_t
     if (a->n_tokens == 0) return cudaSuccess;
     if (a->rot) {
         const int64_t per = EMBED_THREADS / WARP_SIZE, nc = a->row / a->rot;
-        kv_store_q8_0_rot_kernel<<<dim3((unsigned)((nc + per - 1) / per), (unsigned)a->n_tokens), EMBED_THREADS, 0, s>>>(*a);
+        launch_kernel(kv_store_q8_0_rot_kernel, dim3((unsigned)((nc + per - 1) / per), (unsigned)a->n_tokens), EMBED_THREADS, 0, s, *a);
         return cudaGetLastError();
     }
     if (a->type == INFER_TYPE_Q8_0) {
         const int64_t per = EMBED_THREADS / WARP_SIZE, nb = a->row / QK8_0;
-        kv_store_q8_0_kernel<<<dim3((unsigned)((nb + per - 1) / per), (unsigned)a->n_tokens), EMBED_THREADS, 0, s>>>(*a);
+        launch_kernel(kv_store_q8_0_kernel, dim3((unsigned)((nb + per - 1) / per), (unsigned)a->n_tokens), EMBED_THREADS, 0, s, *a);
         return cudaGetLastError();
     }
     dim3 grid((unsigned)((a->row + EMBED_THREADS - 1) / EMBED_THREADS), (unsigned)a->n_tokens);
-    kv_store_kernel<<<grid, EMBED_THREADS, 0, s>>>(*a);
+    launch_kernel(kv_store_kernel, grid, EMBED_THREADS, 0, s, *a);
     return cudaGetLastError();
 }

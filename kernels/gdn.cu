@@ -123,7 +123,7 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_recurrent_kernel(const
 template <int NI>
 static cudaError_t gdn_launch(const struct gdn_args *a, cudaStream_t s) {
     const dim3 grid((unsigned)a->n_vhead, (unsigned)((a->d_state + GDN_COLS - 1) / GDN_COLS));
-    gdn_recurrent_kernel<NI><<<grid, GDN_THREADS, 0, s>>>(*a);
+    launch_kernel(gdn_recurrent_kernel<NI>, grid, GDN_THREADS, 0, s, *a);
     return cudaGetLastError();
 }
 

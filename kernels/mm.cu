@@ -51,6 +51,7 @@ extern "C" { /* status.h has no C++ guard; included first so quant.h's copy is a
 }
 #include "blocks.h"
 #include "common.cuh"
+#include "ptx.cuh"
 #include "quant.h"
 
 enum { MM_BM = 64, MM_BN = 64, MM_BK = 64, MM_LDK = MM_BK + 8, MM_WARPS = 4, MM_THREADS = MM_WARPS * WARP_SIZE };
@@ -312,13 +313,6 @@ MM_UNROLL
             }
 }
 
-static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 /* acc[mt][nt] += W rows (32wm + 16mt + 0..15) x x tokens (32wn + 8nt + 0..7)^T over 16 values at kw. */
 static __device__ __forceinline__ void mma_step(float acc[2][4][4], const uint32_t *s32, const uint32_t b[4][2], int wm,
                                                 int g, int kw) {
@@ -327,7 +321,7 @@ static __device__ __forceinline__ void mma_step(float acc[2][4][4], const uint32
         uint32_t af[4];
         frag_a(s32, 32 * wm + 16 * mt + g, kw, af);
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++) mma_16816(acc[mt][nt], af, b[nt][0], b[nt][1]);
+        for (int nt = 0; nt < 4; nt++) ptx_mma_16816(acc[mt][nt], af, b[nt][0], b[nt][1]);
     }
 }
 
@@ -366,8 +360,8 @@ static __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const __grid_cons
 
 template <int T> static cudaError_t mma_launch(const struct mm_args *a, size_t rb, cudaStream_t s) {
     const dim3 grid((unsigned)((a->n_out + MM_BM - 1) / MM_BM), (unsigned)((a->n_tokens + MM_BN - 1) / MM_BN));
-    if (a->epilogue == MMV_SWIGLU) mm_kernel<T, true><<<grid, MM_THREADS, 0, s>>>(*a, rb);
-    else mm_kernel<T, false><<<grid, MM_THREADS, 0, s>>>(*a, rb);
+    if (a->epilogue == MMV_SWIGLU) launch_kernel(mm_kernel<T, true>, grid, MM_THREADS, 0, s, *a, rb);
+    else launch_kernel(mm_kernel<T, false>, grid, MM_THREADS, 0, s, *a, rb);
     return cudaGetLastError();
 }
 
@@ -508,7 +502,7 @@ static cudaError_t blas_chunk(const struct mm_args *a, struct cuda_mm_state *st,
                               int64_t ldc, cudaStream_t s) {
     uint16_t *xh = (uint16_t *)st->scratch, *wh = (uint16_t *)((char *)st->scratch + p->w_off);
     const int64_t n_items = is_float_type<T>::value ? nr * a->n_in : nr * (a->n_in / 32);
-    dequant_f16_kernel<T><<<grid_for(n_items), 256, 0, s>>>((const uint8_t *)w, rb, a->n_in, r0, nr, wh);
+    launch_kernel(dequant_f16_kernel<T>, grid_for(n_items), 256, 0, s, (const uint8_t *)w, rb, a->n_in, r0, nr, wh);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     const float alpha = 1.0f;
@@ -532,7 +526,7 @@ template <int T> static cudaError_t blas_launch(const struct mm_args *a, struct 
     float *up = (float *)((char *)st->scratch + p.t_off);
     for (int64_t t0 = 0; t0 < a->n_tokens; t0 += p.tokens) {
         const int64_t nt = a->n_tokens - t0 < p.tokens ? a->n_tokens - t0 : p.tokens;
-        f32_to_f16_kernel<<<grid_for(nt * a->n_in), 256, 0, s>>>(a->x + t0 * a->n_in, nt * a->n_in, (uint16_t *)st->scratch);
+        launch_kernel(f32_to_f16_kernel, grid_for(nt * a->n_in), 256, 0, s, a->x + t0 * a->n_in, nt * a->n_in, (uint16_t *)st->scratch);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
         for (int64_t r0 = 0; r0 < a->n_out; r0 += p.rows) {
             const int64_t nr = a->n_out - r0 < p.rows ? a->n_out - r0 : p.rows;
@@ -540,7 +534,7 @@ template <int T> static cudaError_t blas_launch(const struct mm_args *a, struct 
             if ((e = blas_chunk<T>(a, st, &p, a->w, rb, r0, nr, nt, beta, yc, a->n_out, s)) != cudaSuccess) return e;
             if (!swiglu) continue;
             if ((e = blas_chunk<T>(a, st, &p, a->w2, rb, r0, nr, nt, 0.0f, up, nr, s)) != cudaSuccess) return e;
-            swiglu_chunk_kernel<<<grid_for(nr * nt), 256, 0, s>>>(a->y, up, a->n_out, r0, nr, t0, nt);
+            launch_kernel(swiglu_chunk_kernel, grid_for(nr * nt), 256, 0, s, a->y, up, a->n_out, r0, nr, t0, nt);
             if ((e = cudaGetLastError()) != cudaSuccess) return e;
         }
     }

@@ -260,7 +260,7 @@ template <int T>
 static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
     const dim3 grid((unsigned)((a->n_out + MMV_WARPS - 1) / MMV_WARPS));
     switch (a->n_tokens) {
-#define MMV_CASE(nt) case nt: mmv_kernel<T, nt><<<grid, MMV_THREADS, 0, s>>>(*a); break;
+#define MMV_CASE(nt) case nt: launch_kernel(mmv_kernel<T, nt>, grid, MMV_THREADS, 0, s, *a); break;
         MMV_CASE(1) MMV_CASE(2) MMV_CASE(3) MMV_CASE(4) MMV_CASE(5) MMV_CASE(6) MMV_CASE(7) MMV_CASE(8)
 #undef MMV_CASE
     default: return cudaErrorInvalidValue;

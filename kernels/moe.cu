@@ -85,7 +85,7 @@ extern "C" cudaError_t cuda_moe_route(const struct moe_route_args *a, cudaStream
         a->n_expert_used < 1 || a->n_expert_used > a->n_expert || a->n_expert_used > MOE_MAX_USED)
         return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaGetLastError();
-    moe_route_kernel<<<(unsigned)((a->n_tokens + MOE_WARPS - 1) / MOE_WARPS), MOE_THREADS, 0, s>>>(*a);
+    launch_kernel(moe_route_kernel, (unsigned)((a->n_tokens + MOE_WARPS - 1) / MOE_WARPS), MOE_THREADS, 0, s, *a);
     return cudaGetLastError();
 }
 
@@ -209,13 +209,13 @@ extern "C" cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s
     const struct moe_rows rb = {quant_row_bytes(a->type_gate_up, a->n_embd), quant_row_bytes(a->type_down, a->n_ff)};
     const dim3 ggrid((unsigned)gx, (unsigned)pairs), dgrid((unsigned)dx, (unsigned)a->n_tokens);
     switch (a->type_gate_up) {
-#define MOE_GU(t) case INFER_TYPE_##t: moe_gate_up<INFER_TYPE_##t><<<ggrid, MOE_THREADS, 0, s>>>(*a, rb); break;
+#define MOE_GU(t) case INFER_TYPE_##t: launch_kernel(moe_gate_up<INFER_TYPE_##t>, ggrid, MOE_THREADS, 0, s, *a, rb); break;
         MOE_FLOAT_TYPES(MOE_GU) MOE_QUANT_TYPES(MOE_GU)
 #undef MOE_GU
     default: return cudaErrorInvalidValue;
     }
     switch (a->type_down) {
-#define MOE_DN(t) case INFER_TYPE_##t: moe_down<INFER_TYPE_##t><<<dgrid, MOE_THREADS, 0, s>>>(*a, rb); break;
+#define MOE_DN(t) case INFER_TYPE_##t: launch_kernel(moe_down<INFER_TYPE_##t>, dgrid, MOE_THREADS, 0, s, *a, rb); break;
         MOE_FLOAT_TYPES(MOE_DN) MOE_QUANT_TYPES(MOE_DN)
 #undef MOE_DN
     default: return cudaErrorInvalidValue;

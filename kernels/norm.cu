@@ -99,10 +99,10 @@ extern "C" cudaError_t cuda_norm_q(const struct norm_q_args *q, cudaStream_t s) 
         return cudaErrorInvalidValue;
     if (a->n_rows == 0) return cudaGetLastError();
     if (a->n >= NORM_BLOCK_MIN_N) {
-        norm_q_kernel<NORM_THREADS><<<(unsigned)a->n_rows, NORM_THREADS, 0, s>>>(*q);
+        launch_kernel(norm_q_kernel<NORM_THREADS>, (unsigned)a->n_rows, NORM_THREADS, 0, s, *q);
     } else {
         const int rows_per_block = NORM_THREADS / WARP_SIZE;
-        norm_q_kernel<WARP_SIZE><<<(unsigned)((a->n_rows + rows_per_block - 1) / rows_per_block), NORM_THREADS, 0, s>>>(*q);
+        launch_kernel(norm_q_kernel<WARP_SIZE>, (unsigned)((a->n_rows + rows_per_block - 1) / rows_per_block), NORM_THREADS, 0, s, *q);
     }
     return cudaGetLastError();
 }
@@ -113,10 +113,10 @@ extern "C" cudaError_t cuda_norm(const struct norm_args *a, cudaStream_t s) {
         return cudaErrorInvalidValue;
     if (a->n_rows == 0) return cudaGetLastError();
     if (a->n >= NORM_BLOCK_MIN_N) {
-        norm_kernel<NORM_THREADS><<<(unsigned)a->n_rows, NORM_THREADS, 0, s>>>(*a);
+        launch_kernel(norm_kernel<NORM_THREADS>, (unsigned)a->n_rows, NORM_THREADS, 0, s, *a);
     } else {
         const int rows_per_block = NORM_THREADS / WARP_SIZE;
-        norm_kernel<WARP_SIZE><<<(unsigned)((a->n_rows + rows_per_block - 1) / rows_per_block), NORM_THREADS, 0, s>>>(*a);
+        launch_kernel(norm_kernel<WARP_SIZE>, (unsigned)((a->n_rows + rows_per_block - 1) / rows_per_block), NORM_THREADS, 0, s, *a);
     }
     return cudaGetLastError();
 }

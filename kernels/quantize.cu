@@ -35,6 +35,6 @@ extern "C" cudaError_t cuda_quantize(const struct quantize_args *a, cudaStream_t
         return cudaErrorInvalidValue;
     const int64_t n_groups = a->n / Q8_SPLIT_BLOCK;
     dim3 grid((unsigned)((n_groups + QUANTIZE_GROUPS_PER_BLOCK - 1) / QUANTIZE_GROUPS_PER_BLOCK), (unsigned)a->n_rows);
-    quantize_q8_split_kernel<<<grid, QUANTIZE_THREADS, 0, s>>>(*a);
+    launch_kernel(quantize_q8_split_kernel, grid, QUANTIZE_THREADS, 0, s, *a);
     return cudaGetLastError();
 }

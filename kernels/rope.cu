@@ -89,8 +89,8 @@ extern "C" cudaError_t cuda_rope_norm(const struct rope_norm_args *a, cudaStream
     if (blocks > 2147483647) return cudaErrorInvalidValue;
     if (rows == 0) return cudaGetLastError();
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot); /* host libm, as lib/cpu/rope.c */
-    if (r->mode == ROPE_NEOX) rope_norm_kernel<ROPE_NEOX><<<(unsigned)blocks, ROPE_THREADS, 0, s>>>(*a, theta_scale);
-    else rope_norm_kernel<ROPE_NORMAL><<<(unsigned)blocks, ROPE_THREADS, 0, s>>>(*a, theta_scale);
+    if (r->mode == ROPE_NEOX) launch_kernel(rope_norm_kernel<ROPE_NEOX>, (unsigned)blocks, ROPE_THREADS, 0, s, *a, theta_scale);
+    else launch_kernel(rope_norm_kernel<ROPE_NORMAL>, (unsigned)blocks, ROPE_THREADS, 0, s, *a, theta_scale);
     return cudaGetLastError();
 }
 
@@ -103,7 +103,7 @@ extern "C" cudaError_t cuda_rope(const struct rope_args *a, cudaStream_t s) {
     if (blocks > 2147483647) return cudaErrorInvalidValue;
     if (pairs == 0) return cudaGetLastError();
     const float theta_scale = powf(a->freq_base, -2.0f / (float)a->n_rot); /* host libm, as lib/cpu/rope.c */
-    if (a->mode == ROPE_NEOX) rope_kernel<ROPE_NEOX><<<(unsigned)blocks, ROPE_THREADS, 0, s>>>(*a, theta_scale);
-    else rope_kernel<ROPE_NORMAL><<<(unsigned)blocks, ROPE_THREADS, 0, s>>>(*a, theta_scale);
+    if (a->mode == ROPE_NEOX) launch_kernel(rope_kernel<ROPE_NEOX>, (unsigned)blocks, ROPE_THREADS, 0, s, *a, theta_scale);
+    else launch_kernel(rope_kernel<ROPE_NORMAL>, (unsigned)blocks, ROPE_THREADS, 0, s, *a, theta_scale);
     return cudaGetLastError();
 }

@@ -346,6 +346,6 @@ cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s) {
     if (a->temp > 0.0f && a->n_vocab > SAMPLE_MAX_CAND && !small_k && !(a->top_p < 1.0f) && !(a->min_p > 0.0f))
         return cudaErrorInvalidValue;
     const float log_min_p = a->min_p > 0.0f ? logf(a->min_p) : 0.0f; /* host libm: lib/sampler.c's bits */
-    sample_kernel<<<a->n_rows, SAMPLE_THREADS, 0, s>>>(*a, log_min_p);
+    launch_kernel(sample_kernel, a->n_rows, SAMPLE_THREADS, 0, s, *a, log_min_p);
     return cudaGetLastError();
 }

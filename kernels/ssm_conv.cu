@@ -56,6 +56,6 @@ extern "C" cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t
         return cudaErrorInvalidValue;
     const int64_t blocks = (a->n_ch + CONV_THREADS - 1) / CONV_THREADS;
     if (blocks > 2147483647) return cudaErrorInvalidValue;
-    ssm_conv_kernel<<<(unsigned)blocks, CONV_THREADS, 0, s>>>(*a);
+    launch_kernel(ssm_conv_kernel, (unsigned)blocks, CONV_THREADS, 0, s, *a);
     return cudaGetLastError();
 }

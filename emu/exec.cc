@@ -1,0 +1,396 @@
+/* exec.cc: one kernel launch on the CPU.
+ *
+ * Blocks run one after another on the calling host thread, in the launch's order (forward, reverse or a
+ * seeded permutation). A block's threads are fibers; the scheduler runs in phases: every ready thread
+ * runs, in the order, until it waits (a barrier, a collective) or returns; then
+ *   - each warp's collectives whose lanes have all arrived are computed and their lanes made ready;
+ *   - when no collective can complete and every live thread waits at __syncthreads, the barrier opens;
+ *   - anything else is a bug in the kernel, reported with the block, warp and lanes: a collective whose
+ *     mask omits the caller, names a lane beyond the block, a lane that exited or one waiting elsewhere;
+ *     lanes of one mask at different collectives; __syncthreads reached by only part of the block (a
+ *     thread that returned early counts as absent); mma.sync without all 32 lanes.
+ * A reversed or shuffled order inside each phase changes which thread writes shared memory first, so a
+ * missing barrier gives a different result in another order (runtime.cc compares them).
+ */
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "internal.h"
+
+namespace emu {
+
+thread_local fiber_view *cur_thread INFER_EMU_TLS;
+thread_local dim3 cur_block INFER_EMU_TLS, cur_block_dim INFER_EMU_TLS, cur_grid_dim INFER_EMU_TLS;
+thread_local unsigned char *cur_dyn_smem INFER_EMU_TLS;
+
+static thread_local fiber_pool *run_pool;
+static thread_local fiber *run_fiber;
+static thread_local const kernel_call *run_call;
+
+const char *order_name(int o) { return o == ORDER_FORWARD ? "forward" : o == ORDER_REVERSE ? "reverse" : "random"; }
+
+static const char *op_name(int op) {
+    static const char *const names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
+                                        "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
+                                        "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+                                        "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync",
+                                        "__reduce_or_sync", "__reduce_xor_sync", "mma.sync m16n8k16"};
+    return op >= 0 && op < (int)(sizeof names / sizeof names[0]) ? names[op] : "?";
+}
+
+std::string describe(const kernel_call &k) {
+    char b[512];
+    snprintf(b, sizeof b, "launch_kernel(%s) at %s:%d, grid (%u,%u,%u) block (%u,%u,%u) shared %zu", k.where->text,
+             k.where->file, k.where->line, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z, k.smem);
+    return b;
+}
+
+/* ---- from inside a fiber ---- */
+
+static void block_entry() {
+    fiber *f = run_fiber;
+    run_call->args->invoke();
+    f->state = F_DONE;
+    fiber_exit(run_pool, f);
+}
+
+uint64_t warp_op(int kind, unsigned mask, uint64_t value, int arg, int width) {
+    fiber *f = run_fiber;
+    f->op = kind, f->mask = mask, f->in = value, f->arg = arg, f->width = width;
+    f->state = F_WARP;
+    fiber_yield(run_pool, f);
+    run_fiber = f;
+    cur_thread = &f->view;
+    return f->out;
+}
+
+int block_barrier(int kind, int pred) {
+    fiber *f = run_fiber;
+    f->op = kind, f->pred = pred != 0;
+    f->state = F_BARRIER;
+    fiber_yield(run_pool, f);
+    run_fiber = f;
+    cur_thread = &f->view;
+    return (int)f->out;
+}
+
+void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    fiber *f = run_fiber;
+    memcpy(f->mma_a, a, sizeof f->mma_a);
+    f->mma_b[0] = b0, f->mma_b[1] = b1;
+    memcpy(f->mma_c, c, sizeof f->mma_c);
+    warp_op(WOP_MMA_16816, 0xffffffffu, 0, 0, 32);
+    memcpy(c, f->mma_c, sizeof f->mma_c);
+}
+
+void device_trap(const char *why) {
+    fprintf(stderr, "emu: device trap in %s: %s\n", run_call ? describe(*run_call).c_str() : "?", why);
+    abort();
+}
+
+/* ---- the scheduler ---- */
+
+struct block_run {
+    fiber_pool *p;
+    int n;                /* threads */
+    std::string why;      /* the report, when the block failed */
+    dim3 bidx;
+};
+
+static std::string where(const block_run &b, int warp, const char *what) {
+    char s[600];
+    snprintf(s, sizeof s, "block (%u,%u,%u) warp %d: %s", b.bidx.x, b.bidx.y, b.bidx.z, warp, what);
+    return s;
+}
+
+static std::string lanes_str(unsigned m) {
+    std::string s;
+    for (int l = 0; l < 32; l++)
+        if (m >> l & 1) s += (s.empty() ? "" : ",") + std::to_string(l);
+    return s;
+}
+
+/* The source lane lane reads in a shuffle, or -1: its own value (out of its segment). */
+static int shfl_source(const fiber &f, int lane) {
+    const int w = f.width, seg = lane & ~(w - 1);
+    switch (f.op) {
+    case WOP_SHFL_IDX: return seg | (f.arg & (w - 1));
+    case WOP_SHFL_UP: return (lane & (w - 1)) >= f.arg ? lane - f.arg : lane;
+    case WOP_SHFL_DOWN: return (lane & (w - 1)) + f.arg < w ? lane + f.arg : lane;
+    default: {
+        const int s = lane ^ f.arg;
+        return s >= seg + w ? lane : s; /* xor: a later segment gives the lane its own value */
+    }
+    }
+}
+
+/* The mma.sync m16n8k16 product of the warp's fragments, as the PTX ISA lays them out: lane 4g + t
+ * holds A rows g, g+8 at columns 2t, 2t+1 (a0, a1 / a2, a3) and 2t+8, 2t+9 (a4..a7); B rows 2t, 2t+1
+ * (b0) and 2t+8, 2t+9 (b1) of column g; C/D rows g (c0, c1) and g+8 (c2, c3) at columns 2t, 2t+1.
+ * Products of halves are exact in float; they are summed in float in k order onto C. */
+static void mma_resolve(fiber *lanes) {
+    float A[16][16], B[16][8], C[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane / 4, t = lane % 4;
+        const fiber &f = lanes[lane];
+        for (int i = 0; i < 8; i++) {
+            const uint32_t word = f.mma_a[i / 2];
+            const uint16_t h = (uint16_t)(i & 1 ? word >> 16 : word & 0xFFFF);
+            const int row = g + ((i / 2) % 2 ? 8 : 0), col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+            A[row][col] = emu_f16_bits_to_f32(h);
+        }
+        for (int i = 0; i < 4; i++) {
+            const uint32_t word = f.mma_b[i / 2];
+            const uint16_t h = (uint16_t)(i & 1 ? word >> 16 : word & 0xFFFF);
+            B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = emu_f16_bits_to_f32(h);
+        }
+        for (int i = 0; i < 4; i++) C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)] = f.mma_c[i];
+    }
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 8; c++) {
+            float acc = C[r][c];
+            for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];
+            C[r][c] = acc;
+        }
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane / 4, t = lane % 4;
+        for (int i = 0; i < 4; i++) lanes[lane].mma_c[i] = C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)];
+    }
+}
+
+/* Computes the collective of the lanes in mask m of the warp starting at fiber w0 (all arrived). */
+static bool resolve_group(block_run &b, int warp, fiber *w0, unsigned m) {
+    const int op = w0[__builtin_ctz(m)].op;
+    if (op == WOP_MMA_16816) {
+        if (m != 0xffffffffu) {
+            b.why = where(b, warp, "mma.sync executed by only some lanes of the warp (needs all 32)");
+            return false;
+        }
+        mma_resolve(w0);
+        return true;
+    }
+    uint64_t acc = 0;
+    bool first = true;
+    for (int l = 0; l < 32; l++) {
+        if (!(m >> l & 1)) continue;
+        const fiber &f = w0[l];
+        const uint32_t v = (uint32_t)f.in;
+        switch (op) {
+        case WOP_BALLOT: acc |= (uint64_t)(f.in != 0) << l; break;
+        case WOP_ANY: acc |= f.in != 0; break;
+        case WOP_ALL: acc = first ? f.in != 0 : (acc && f.in != 0); break;
+        case WOP_RED_ADD: acc = (uint32_t)(acc + v); break;
+        case WOP_RED_MIN_U: acc = first || v < acc ? v : acc; break;
+        case WOP_RED_MAX_U: acc = first || v > acc ? v : acc; break;
+        case WOP_RED_MIN_I: acc = first || (int32_t)v < (int32_t)acc ? v : acc; break;
+        case WOP_RED_MAX_I: acc = first || (int32_t)v > (int32_t)acc ? v : acc; break;
+        case WOP_RED_AND: acc = first ? v : (acc & v); break;
+        case WOP_RED_OR: acc |= v; break;
+        case WOP_RED_XOR: acc ^= v; break;
+        default: break;
+        }
+        first = false;
+    }
+    for (int l = 0; l < 32; l++) {
+        if (!(m >> l & 1)) continue;
+        fiber &f = w0[l];
+        if (op >= WOP_SHFL_IDX && op <= WOP_SHFL_XOR) {
+            if (f.width < 1 || f.width > 32 || (f.width & (f.width - 1))) {
+                b.why = where(b, warp, (std::string(op_name(op)) + ": width " + std::to_string(f.width) +
+                                        " is not a power of two in 1..32").c_str());
+                return false;
+            }
+            const int src = shfl_source(f, l);
+            if (!(m >> src & 1)) {
+                b.why = where(b, warp, (std::string(op_name(op)) + ": lane " + std::to_string(l) + " reads lane " +
+                                        std::to_string(src) + ", which is not in the mask " + lanes_str(m)).c_str());
+                return false;
+            }
+            f.out = w0[src].in;
+        } else {
+            f.out = acc;
+        }
+    }
+    return true;
+}
+
+/* One pass over the warps: completes every collective whose lanes have all arrived. Returns 1 when
+ * some completed, 0 when none, -1 on a bug (b.why). */
+static int resolve_warps(block_run &b) {
+    int progress = 0;
+    for (int w0 = 0; w0 < b.n; w0 += 32) {
+        fiber *lanes = &b.p->fibers[w0];
+        const int nl = b.n - w0 < 32 ? b.n - w0 : 32, warp = w0 / 32;
+        const unsigned exists = nl == 32 ? 0xffffffffu : (1u << nl) - 1;
+        unsigned done = 0;
+        for (int l = 0; l < nl; l++) {
+            const fiber &f = lanes[l];
+            if (f.state != F_WARP || (done >> l & 1)) continue;
+            const unsigned m = f.mask;
+            if (!(m >> l & 1)) {
+                b.why = where(b, warp, (std::string(op_name(f.op)) + ": lane " + std::to_string(l) + "'s mask " +
+                                        lanes_str(m) + " does not name the lane itself").c_str());
+                return -1;
+            }
+            if (m & ~exists) {
+                b.why = where(b, warp, (std::string(op_name(f.op)) + ": mask names lanes " + lanes_str(m & ~exists) +
+                                        " beyond the block's last thread").c_str());
+                return -1;
+            }
+            bool all = true;
+            for (int k = 0; k < nl; k++) {
+                if (!(m >> k & 1)) continue;
+                const fiber &o = lanes[k];
+                if (o.state == F_DONE) {
+                    b.why = where(b, warp, (std::string(op_name(f.op)) + ": mask " + lanes_str(m) + " names lane " +
+                                            std::to_string(k) + ", which has exited").c_str());
+                    return -1;
+                }
+                if (o.state != F_WARP || o.mask != m || o.op != f.op) all = false;
+            }
+            if (!all) continue;
+            if (!resolve_group(b, warp, lanes, m)) return -1;
+            for (int k = 0; k < nl; k++)
+                if (m >> k & 1) lanes[k].state = F_READY;
+            done |= m;
+            progress = 1;
+        }
+    }
+    return progress;
+}
+
+/* Nothing can move: say why. */
+static std::string deadlock(block_run &b) {
+    for (int w0 = 0; w0 < b.n; w0 += 32) {
+        const fiber *lanes = &b.p->fibers[w0];
+        const int nl = b.n - w0 < 32 ? b.n - w0 : 32;
+        for (int l = 0; l < nl; l++) {
+            if (lanes[l].state != F_WARP) continue;
+            const unsigned m = lanes[l].mask;
+            std::string at_bar, other;
+            for (int k = 0; k < nl; k++) {
+                if (!(m >> k & 1)) continue;
+                if (lanes[k].state == F_BARRIER) at_bar += (at_bar.empty() ? "" : ",") + std::to_string(k);
+                else if (lanes[k].op != lanes[l].op || lanes[k].mask != m)
+                    other += (other.empty() ? "" : ",") + std::to_string(k) + " (" + op_name(lanes[k].op) + " mask " +
+                             lanes_str(lanes[k].mask) + ")";
+            }
+            std::string s = std::string("divergent collective: lane ") + std::to_string(l) + " waits in " +
+                            op_name(lanes[l].op) + " with mask " + lanes_str(m);
+            if (!at_bar.empty()) s += "; lanes " + at_bar + " wait at __syncthreads";
+            if (!other.empty()) s += "; lanes " + other + " wait in another collective";
+            return where(b, w0 / 32, s.c_str());
+        }
+    }
+    return where(b, 0, "deadlock");
+}
+
+static void make_order(std::vector<int> &v, int n, int order, std::mt19937_64 &rng) {
+    v.resize((size_t)n);
+    for (int i = 0; i < n; i++) v[(size_t)i] = order == ORDER_REVERSE ? n - 1 - i : i;
+    if (order == ORDER_RANDOM)
+        for (int i = n - 1; i > 0; i--) std::swap(v[(size_t)i], v[(size_t)(rng() % (uint64_t)(i + 1))]);
+}
+
+static bool run_block(block_run &b, int order, std::mt19937_64 &rng, std::vector<int> &ord) {
+    fiber *F = b.p->fibers;
+    const dim3 bd = cur_block_dim;
+    for (int i = 0; i < b.n; i++) {
+        fiber &f = F[i];
+        f.linear = i;
+        f.view.tid = dim3((unsigned)i % bd.x, (unsigned)i / bd.x % bd.y, (unsigned)i / (bd.x * bd.y));
+        f.state = F_READY;
+        fiber_start(b.p, &f, block_entry);
+    }
+    b.p->dirty = false;
+    for (;;) {
+        make_order(ord, b.n, order, rng);
+        for (int i : ord) {
+            fiber &f = F[i];
+            if (f.state != F_READY) continue;
+            run_fiber = &f;
+            cur_thread = &f.view;
+            fiber_resume(b.p, &f);
+        }
+        const int r = resolve_warps(b);
+        if (r < 0) break;
+        if (r > 0) continue;
+        int n_done = 0, n_bar = 0, n_warp = 0, kind = -1;
+        bool mixed = false;
+        for (int i = 0; i < b.n; i++) {
+            n_done += F[i].state == F_DONE, n_warp += F[i].state == F_WARP;
+            if (F[i].state == F_BARRIER) {
+                n_bar++;
+                if (kind >= 0 && F[i].op != kind) mixed = true;
+                kind = F[i].op;
+            }
+        }
+        if (n_done == b.n) return true;
+        if (n_warp) {
+            b.why = deadlock(b);
+            break;
+        }
+        if (n_done) {
+            b.why = where(b, 0, ("__syncthreads reached by " + std::to_string(n_bar) + " of " + std::to_string(b.n) +
+                                 " threads: " + std::to_string(n_done) + " returned before it").c_str());
+            break;
+        }
+        if (mixed) {
+            b.why = where(b, 0, "threads wait at different kinds of block barrier (__syncthreads / _count / _and / _or)");
+            break;
+        }
+        uint64_t acc = kind == BAR_AND ? 1 : 0; /* the barrier opens: its reduction for the _count/_and/_or forms */
+        for (int i = 0; i < b.n; i++) {
+            if (kind == BAR_COUNT) acc += (uint64_t)F[i].pred;
+            else if (kind == BAR_AND) acc = acc && F[i].pred;
+            else if (kind == BAR_OR) acc = acc || F[i].pred;
+        }
+        for (int i = 0; i < b.n; i++) F[i].out = acc, F[i].state = F_READY;
+    }
+    b.p->dirty = true; /* fibers were left mid-kernel */
+    return false;
+}
+
+bool run_kernel(const kernel_call &k, int order, uint64_t seed, std::string *why) {
+    const int n = (int)(k.block.x * k.block.y * k.block.z);
+    block_run b;
+    b.p = pool_get(n);
+    b.n = n;
+    std::mt19937_64 rng(seed);
+    std::vector<int> ord;
+    std::vector<unsigned char> smem(k.smem ? k.smem : 1);
+    const kernel_call *saved_call = run_call;
+    fiber_pool *saved_pool = run_pool;
+    run_call = &k;
+    run_pool = b.p;
+    cur_grid_dim = k.grid;
+    cur_block_dim = k.block;
+    cur_dyn_smem = k.smem ? smem.data() : nullptr;
+    const uint64_t nb = (uint64_t)k.grid.x * k.grid.y * k.grid.z;
+    std::vector<uint64_t> blocks;
+    if (order == ORDER_RANDOM) { /* a permutation of the blocks too (inter-block races) */
+        blocks.resize(nb);
+        for (uint64_t i = 0; i < nb; i++) blocks[i] = i;
+        for (uint64_t i = nb - 1; i > 0 && nb > 1; i--) std::swap(blocks[i], blocks[rng() % (i + 1)]);
+    }
+    bool ok = true;
+    for (uint64_t i = 0; i < nb && ok; i++) {
+        const uint64_t bi = order == ORDER_FORWARD ? i : order == ORDER_REVERSE ? nb - 1 - i : blocks[i];
+        b.bidx = dim3((unsigned)(bi % k.grid.x), (unsigned)(bi / k.grid.x % k.grid.y),
+                      (unsigned)(bi / ((uint64_t)k.grid.x * k.grid.y)));
+        cur_block = b.bidx;
+        if (k.smem) memset(smem.data(), 0xFF, k.smem); /* garbage, as a GPU leaves it: NaN floats, -1 ints */
+        ok = run_block(b, order, rng, ord);
+    }
+    run_call = saved_call;
+    run_pool = saved_pool;
+    if (!ok) *why = b.why;
+    return ok;
+}
+
+} /* namespace emu */
+
+float emu_cvt_f32_f16(uint16_t h) { return emu_f16_bits_to_f32(h); }
