@@ -5,7 +5,8 @@
  * ±8); outputs are pre-filled with NaN so an unwritten element fails. Floats compare by NMSE against
  * the reference; the quantised dot products also per element against Σ|w·x| (exact integer sums, so
  * ~1e-6 relative), against the scalar variant, and bit-for-bit / per element against the real
- * llama.cpp (libggml-base quantize_row_*_ref, libggml-cpu vec_dot) when `make peer` installed it.
+ * llama.cpp (libggml-base quantize_row_*_ref, libggml-cpu vec_dot) when `make peer` installed it
+ * (without it a T_SKIP_PEER: a failure under INFER_REQUIRE_PEER=1).
  * Fused ops (SwiGLU and residual epilogues, MoE FFN) are compared with the unfused chain of CPU ops.
  *
  * Usage: test-ops [-o op1,op2] [-t q4_K,f16] [-b cpu|cuda] [-n threads] [--list]
@@ -341,7 +342,7 @@ static void run_quantize(struct tctx *x) {
                 tops_type_name(x->type));
     } else {
         static int once;
-        if (!once++) T_SKIP("llama.cpp peer not installed: quantize not compared bit for bit");
+        if (!once++) T_SKIP_PEER("llama.cpp peer not installed: quantize not compared bit for bit");
     }
     free(in);
     free(q);
@@ -477,7 +478,7 @@ static void run_matmul(struct tctx *x, int mmv) {
         }
     } else if (!peer && mmv) {
         static int once;
-        if (!once++) T_SKIP("llama.cpp peer not installed: dot products not compared with ggml");
+        if (!once++) T_SKIP_PEER("llama.cpp peer not installed: dot products not compared with ggml");
     }
     free(y0);
     free(xf);
