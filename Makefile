@@ -103,6 +103,19 @@ bench-ops: $(BUILD)/bench-ops
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX_OBJ) $(BUILD)/libinfer.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# test-emu: CUDA source of its own, checked on the emulator (EMU=1) and, built by nvcc, on a real GPU
+ifeq ($(EMU),1)
+all: $(BUILD)/tests/emu/test-emu
+$(BUILD)/tests/emu/test-emu: tests/emu/test-emu.cu $(BUILD)/libinfer.a
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) -x c++ -D__CUDACC__ -D__CUDA_ARCH__=800 -Itests $(LDFLAGS) -o $@ $< -x none $(BUILD)/libinfer.a $(LDLIBS)
+else ifneq ($(NVCC),)
+all: $(BUILD)/tests/emu/test-emu
+$(BUILD)/tests/emu/test-emu: tests/emu/test-emu.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -Itests -o $@ $< -Xlinker -rpath,$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64 -lcublas -lnccl
+endif
+
 # ---- the peer: the real llama.cpp CPU build from npm, used as the oracle by the tests ----
 PEER_DIR     := build/peer
 PEER_VERSION := 3.22.1
@@ -144,8 +157,16 @@ $(VOCAB_DIR)/.done:
 # ---- tests ----
 FUZZ_TIME ?= 20
 test: all peer
-	@INFER_BUILD_DIR=$(BUILD) INFER_PEER_DIR=$(PEER_DIR) FUZZ_TIME=$(FUZZ_TIME) SAN=$(SAN) \
-	  MAKE="$(MAKE)" sh tests/run.sh
+	@st=0; INFER_BUILD_DIR=$(BUILD) INFER_PEER_DIR=$(PEER_DIR) FUZZ_TIME=$(FUZZ_TIME) SAN=$(SAN) \
+	  MAKE="$(MAKE)" sh tests/run.sh || st=1; \
+	$(MAKE) --no-print-directory check-emu SAN=$(SAN) || st=1; exit $$st
+
+# Every GPU test on the CUDA emulator: the EMU=1 build (build-emu/, build-emu-san/ with SAN=1), then its
+# GPU test programs; none may skip.
+EMU_BUILD := $(if $(filter 1,$(SAN)),build-emu-san,build-emu)
+check-emu:
+	@$(MAKE) --no-print-directory EMU=1 SAN=$(SAN) -j$(shell nproc) all
+	@INFER_BUILD_DIR=$(EMU_BUILD) INFER_PEER_DIR=$(PEER_DIR) INFER_EMU_RUN=1 SAN=$(SAN) sh tests/run.sh
 
 FUZZ_CC ?= clang
 fuzz: $(BUILD)/fuzz-gguf
@@ -175,10 +196,10 @@ format:
 	clang-format -i include/*.h lib/*.[ch] lib/cpu/*.c kernels/*.h kernels/*.cu tools/*.[ch] tests/*.[ch] tests/*/*.c
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-emu build-emu-san
 
 # keep objects that pattern chains would otherwise delete as intermediates (and rebuild every time)
 .SECONDARY:
 
-.PHONY: all test peer fuzz install demo format clean check-gpu bench-ops
+.PHONY: all test peer fuzz install demo format clean check-gpu check-emu bench-ops
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

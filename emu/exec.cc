@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <random>
 
 #include "internal.h"
@@ -29,6 +30,17 @@ thread_local unsigned char *cur_dyn_smem INFER_EMU_TLS;
 static thread_local fiber_pool *run_pool;
 static thread_local fiber *run_fiber;
 static thread_local const kernel_call *run_call;
+
+struct block_run {
+    fiber_pool *p;
+    int n;                     /* threads */
+    std::string why;           /* the report, when the block failed */
+    dim3 bidx;
+    std::vector<int> ready;    /* fibers to run in the next phase, ascending */
+    std::vector<int> waiting;  /* per warp: lanes waiting in a collective */
+    int n_done, n_bar;
+};
+static thread_local block_run *run_block_state;
 
 const char *order_name(int o) { return o == ORDER_FORWARD ? "forward" : o == ORDER_REVERSE ? "reverse" : "random"; }
 
@@ -54,6 +66,7 @@ static void block_entry() {
     fiber *f = run_fiber;
     run_call->args->invoke();
     f->state = F_DONE;
+    run_block_state->n_done++;
     fiber_exit(run_pool, f);
 }
 
@@ -61,6 +74,7 @@ uint64_t warp_op(int kind, unsigned mask, uint64_t value, int arg, int width) {
     fiber *f = run_fiber;
     f->op = kind, f->mask = mask, f->in = value, f->arg = arg, f->width = width;
     f->state = F_WARP;
+    run_block_state->waiting[(size_t)(f->linear / 32)]++;
     fiber_yield(run_pool, f);
     run_fiber = f;
     cur_thread = &f->view;
@@ -71,6 +85,7 @@ int block_barrier(int kind, int pred) {
     fiber *f = run_fiber;
     f->op = kind, f->pred = pred != 0;
     f->state = F_BARRIER;
+    run_block_state->n_bar++;
     fiber_yield(run_pool, f);
     run_fiber = f;
     cur_thread = &f->view;
@@ -93,12 +108,6 @@ void device_trap(const char *why) {
 
 /* ---- the scheduler ---- */
 
-struct block_run {
-    fiber_pool *p;
-    int n;                /* threads */
-    std::string why;      /* the report, when the block failed */
-    dim3 bidx;
-};
 
 static std::string where(const block_run &b, int warp, const char *what) {
     char s[600];
@@ -106,11 +115,17 @@ static std::string where(const block_run &b, int warp, const char *what) {
     return s;
 }
 
+/* The lanes of a mask as ranges: "0-15,20". */
 static std::string lanes_str(unsigned m) {
     std::string s;
-    for (int l = 0; l < 32; l++)
-        if (m >> l & 1) s += (s.empty() ? "" : ",") + std::to_string(l);
-    return s;
+    for (int l = 0; l < 32; l++) {
+        if (!(m >> l & 1)) continue;
+        int e = l;
+        while (e + 1 < 32 && (m >> (e + 1) & 1)) e++;
+        s += (s.empty() ? "" : ",") + std::to_string(l) + (e > l ? "-" + std::to_string(e) : "");
+        l = e;
+    }
+    return s.empty() ? "none" : s;
 }
 
 /* The source lane lane reads in a shuffle, or -1: its own value (out of its segment). */
@@ -132,6 +147,12 @@ static int shfl_source(const fiber &f, int lane) {
  * (b0) and 2t+8, 2t+9 (b1) of column g; C/D rows g (c0, c1) and g+8 (c2, c3) at columns 2t, 2t+1.
  * Products of halves are exact in float; they are summed in float in k order onto C. */
 static void mma_resolve(fiber *lanes) {
+    static const std::vector<float> half_to_float = [] { /* every binary16 value as float: a table lookup */
+        std::vector<float> t(65536);
+        for (uint32_t h = 0; h < 65536; h++) t[h] = emu_f16_bits_to_f32((uint16_t)h);
+        return t;
+    }();
+    const float *h2f = half_to_float.data();
     float A[16][16], B[16][8], C[16][8];
     for (int lane = 0; lane < 32; lane++) {
         const int g = lane / 4, t = lane % 4;
@@ -140,20 +161,19 @@ static void mma_resolve(fiber *lanes) {
             const uint32_t word = f.mma_a[i / 2];
             const uint16_t h = (uint16_t)(i & 1 ? word >> 16 : word & 0xFFFF);
             const int row = g + ((i / 2) % 2 ? 8 : 0), col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
-            A[row][col] = emu_f16_bits_to_f32(h);
+            A[row][col] = h2f[h];
         }
         for (int i = 0; i < 4; i++) {
             const uint32_t word = f.mma_b[i / 2];
             const uint16_t h = (uint16_t)(i & 1 ? word >> 16 : word & 0xFFFF);
-            B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = emu_f16_bits_to_f32(h);
+            B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = h2f[h];
         }
         for (int i = 0; i < 4; i++) C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)] = f.mma_c[i];
     }
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 8; c++) {
-            float acc = C[r][c];
-            for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];
-            C[r][c] = acc;
+    for (int r = 0; r < 16; r++) /* per element of C: += A[r][k] B[k][c] for k = 0..15 in order */
+        for (int k = 0; k < 16; k++) {
+            const float a = A[r][k];
+            for (int c = 0; c < 8; c++) C[r][c] += a * B[k][c];
         }
     for (int lane = 0; lane < 32; lane++) {
         const int g = lane / 4, t = lane % 4;
@@ -217,18 +237,39 @@ static bool resolve_group(block_run &b, int warp, fiber *w0, unsigned m) {
     return true;
 }
 
+/* Makes the lanes in m of the warp at w0 ready again (they are queued in ascending order). */
+static void release(block_run &b, int w0, unsigned m) {
+    for (int k = 0; k < 32; k++)
+        if (m >> k & 1) {
+            b.p->fibers[w0 + k].state = F_READY;
+            b.ready.push_back(w0 + k);
+        }
+    b.waiting[(size_t)(w0 / 32)] -= __builtin_popcount(m);
+}
+
 /* One pass over the warps: completes every collective whose lanes have all arrived. Returns 1 when
  * some completed, 0 when none, -1 on a bug (b.why). */
 static int resolve_warps(block_run &b) {
     int progress = 0;
     for (int w0 = 0; w0 < b.n; w0 += 32) {
+        const int warp = w0 / 32;
+        if (!b.waiting[(size_t)warp]) continue;
         fiber *lanes = &b.p->fibers[w0];
-        const int nl = b.n - w0 < 32 ? b.n - w0 : 32, warp = w0 / 32;
+        const int nl = b.n - w0 < 32 ? b.n - w0 : 32;
         const unsigned exists = nl == 32 ? 0xffffffffu : (1u << nl) - 1;
-        unsigned done = 0;
+        if (b.waiting[(size_t)warp] == nl) { /* the common case: the whole warp in one collective */
+            bool same = lanes[0].mask == exists;
+            for (int l = 1; l < nl && same; l++) same = lanes[l].mask == exists && lanes[l].op == lanes[0].op;
+            if (same) {
+                if (!resolve_group(b, warp, lanes, exists)) return -1;
+                release(b, w0, exists);
+                progress = 1;
+                continue;
+            }
+        }
         for (int l = 0; l < nl; l++) {
             const fiber &f = lanes[l];
-            if (f.state != F_WARP || (done >> l & 1)) continue;
+            if (f.state != F_WARP) continue;
             const unsigned m = f.mask;
             if (!(m >> l & 1)) {
                 b.why = where(b, warp, (std::string(op_name(f.op)) + ": lane " + std::to_string(l) + "'s mask " +
@@ -253,9 +294,7 @@ static int resolve_warps(block_run &b) {
             }
             if (!all) continue;
             if (!resolve_group(b, warp, lanes, m)) return -1;
-            for (int k = 0; k < nl; k++)
-                if (m >> k & 1) lanes[k].state = F_READY;
-            done |= m;
+            release(b, w0, m);
             progress = 1;
         }
     }
@@ -288,29 +327,30 @@ static std::string deadlock(block_run &b) {
     return where(b, 0, "deadlock");
 }
 
-static void make_order(std::vector<int> &v, int n, int order, std::mt19937_64 &rng) {
-    v.resize((size_t)n);
-    for (int i = 0; i < n; i++) v[(size_t)i] = order == ORDER_REVERSE ? n - 1 - i : i;
-    if (order == ORDER_RANDOM)
-        for (int i = n - 1; i > 0; i--) std::swap(v[(size_t)i], v[(size_t)(rng() % (uint64_t)(i + 1))]);
-}
-
-static bool run_block(block_run &b, int order, std::mt19937_64 &rng, std::vector<int> &ord) {
+static bool run_block(block_run &b, int order, std::mt19937_64 &rng) {
     fiber *F = b.p->fibers;
     const dim3 bd = cur_block_dim;
+    b.ready.clear();
+    b.waiting.assign((size_t)(b.n + 31) / 32, 0);
+    b.n_done = b.n_bar = 0;
     for (int i = 0; i < b.n; i++) {
         fiber &f = F[i];
         f.linear = i;
         f.view.tid = dim3((unsigned)i % bd.x, (unsigned)i / bd.x % bd.y, (unsigned)i / (bd.x * bd.y));
         f.state = F_READY;
         fiber_start(b.p, &f, block_entry);
+        b.ready.push_back(i);
     }
     b.p->dirty = false;
+    std::vector<int> phase;
     for (;;) {
-        make_order(ord, b.n, order, rng);
-        for (int i : ord) {
+        phase.swap(b.ready);
+        b.ready.clear();
+        if (order == ORDER_REVERSE) std::reverse(phase.begin(), phase.end());
+        else if (order == ORDER_RANDOM)
+            for (size_t i = phase.size(); i > 1; i--) std::swap(phase[i - 1], phase[(size_t)(rng() % i)]);
+        for (int i : phase) {
             fiber &f = F[i];
-            if (f.state != F_READY) continue;
             run_fiber = &f;
             cur_thread = &f.view;
             fiber_resume(b.p, &f);
@@ -318,26 +358,21 @@ static bool run_block(block_run &b, int order, std::mt19937_64 &rng, std::vector
         const int r = resolve_warps(b);
         if (r < 0) break;
         if (r > 0) continue;
-        int n_done = 0, n_bar = 0, n_warp = 0, kind = -1;
-        bool mixed = false;
-        for (int i = 0; i < b.n; i++) {
-            n_done += F[i].state == F_DONE, n_warp += F[i].state == F_WARP;
-            if (F[i].state == F_BARRIER) {
-                n_bar++;
-                if (kind >= 0 && F[i].op != kind) mixed = true;
-                kind = F[i].op;
-            }
-        }
-        if (n_done == b.n) return true;
+        if (b.n_done == b.n) return true;
+        int n_warp = 0;
+        for (int w : b.waiting) n_warp += w;
         if (n_warp) {
             b.why = deadlock(b);
             break;
         }
-        if (n_done) {
-            b.why = where(b, 0, ("__syncthreads reached by " + std::to_string(n_bar) + " of " + std::to_string(b.n) +
-                                 " threads: " + std::to_string(n_done) + " returned before it").c_str());
+        if (b.n_done) {
+            b.why = where(b, 0, ("__syncthreads reached by " + std::to_string(b.n_bar) + " of " + std::to_string(b.n) +
+                                 " threads: " + std::to_string(b.n_done) + " returned before it").c_str());
             break;
         }
+        const int kind = F[0].op;
+        bool mixed = false;
+        for (int i = 1; i < b.n; i++) mixed = mixed || F[i].op != kind;
         if (mixed) {
             b.why = where(b, 0, "threads wait at different kinds of block barrier (__syncthreads / _count / _and / _or)");
             break;
@@ -348,7 +383,11 @@ static bool run_block(block_run &b, int order, std::mt19937_64 &rng, std::vector
             else if (kind == BAR_AND) acc = acc && F[i].pred;
             else if (kind == BAR_OR) acc = acc || F[i].pred;
         }
-        for (int i = 0; i < b.n; i++) F[i].out = acc, F[i].state = F_READY;
+        for (int i = 0; i < b.n; i++) {
+            F[i].out = acc, F[i].state = F_READY;
+            b.ready.push_back(i);
+        }
+        b.n_bar = 0;
     }
     b.p->dirty = true; /* fibers were left mid-kernel */
     return false;
@@ -360,12 +399,13 @@ bool run_kernel(const kernel_call &k, int order, uint64_t seed, std::string *why
     b.p = pool_get(n);
     b.n = n;
     std::mt19937_64 rng(seed);
-    std::vector<int> ord;
     std::vector<unsigned char> smem(k.smem ? k.smem : 1);
     const kernel_call *saved_call = run_call;
     fiber_pool *saved_pool = run_pool;
+    block_run *saved_block = run_block_state;
     run_call = &k;
     run_pool = b.p;
+    run_block_state = &b;
     cur_grid_dim = k.grid;
     cur_block_dim = k.block;
     cur_dyn_smem = k.smem ? smem.data() : nullptr;
@@ -383,10 +423,11 @@ bool run_kernel(const kernel_call &k, int order, uint64_t seed, std::string *why
                       (unsigned)(bi / ((uint64_t)k.grid.x * k.grid.y)));
         cur_block = b.bidx;
         if (k.smem) memset(smem.data(), 0xFF, k.smem); /* garbage, as a GPU leaves it: NaN floats, -1 ints */
-        ok = run_block(b, order, rng, ord);
+        ok = run_block(b, order, rng);
     }
     run_call = saved_call;
     run_pool = saved_pool;
+    run_block_state = saved_block;
     if (!ok) *why = b.why;
     return ok;
 }

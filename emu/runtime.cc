@@ -179,8 +179,23 @@ static double now_s() {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* INFER_EMU_STATS=1: each device's counters on stderr at exit (what a tool run touched where). */
+static void print_stats() {
+    for (size_t i = 0; i < devs.size(); i++) {
+        const emu_counters &c = devs[i].c;
+        fprintf(stderr,
+                "emu stats: device %zu: %llu launches, %llu kernels run, %llu graph launches, %llu syncs, %llu B to the "
+                "device, %llu B from it, %llu B within it, %llu allocations, %llu B held\n",
+                i, (unsigned long long)c.launches, (unsigned long long)c.kernels, (unsigned long long)c.graph_launches,
+                (unsigned long long)c.syncs, (unsigned long long)c.h2d_bytes, (unsigned long long)c.d2h_bytes,
+                (unsigned long long)c.d2d_bytes, (unsigned long long)c.allocs, (unsigned long long)c.bytes_in_use);
+    }
+}
+
 static void init() {
     if (!devs.empty() || config().devices == 0) return;
+    const char *stats = getenv("INFER_EMU_STATS");
+    if (stats && *stats && strcmp(stats, "0") != 0) atexit(print_stats);
     devs.resize((size_t)config().devices);
     for (size_t i = 0; i < devs.size(); i++) {
         devs[i].total = config().mem;

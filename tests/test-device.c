@@ -72,7 +72,11 @@ static void test_copy(void) {
 
 /* The copy engine's device-to-device rate on 2 x 256 MiB, best of 10, read + write bytes per second. */
 static double memcpy_bandwidth(void) {
+#ifdef INFER_EMU
+    const size_t n = (size_t)4 << 20;
+#else
     const size_t n = (size_t)256 << 20;
+#endif
     void *a = NULL, *b = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     float best = 0;
@@ -117,10 +121,14 @@ static void test_device(int n) {
     const infer_status st = infer_device_bandwidth(0, &bw);
     const double ref = memcpy_bandwidth();
     printf("device 0: %s; copy kernel %.0f GB/s, cudaMemcpy %.0f GB/s (read + write)\n", want, bw / 1e9, ref / 1e9);
+#ifdef INFER_EMU /* the emulator's speeds mean nothing: only that the probe ran */
+    T_CHECK(st == INFER_OK && bw > 0 && ref > 0, "bandwidth probe ran on the emulator: %s", st ? infer_last_error() : "");
+#else
     T_CHECK(st == INFER_OK && bw > 1e10 && bw < 2e13, "bandwidth %.3g B/s is plausible: %s", bw,
             st ? infer_last_error() : "");
     T_CHECK(ref > 0 && bw > 0.6 * ref && bw < 1.5 * ref, "copy kernel %.0f GB/s within [0.6, 1.5] x cudaMemcpy's %.0f",
             bw / 1e9, ref / 1e9);
+#endif
     T_CHECK(infer_device_bandwidth(n, &bw) == INFER_E_DEVICE && bw == 0, "bandwidth of a missing device");
 }
 #endif

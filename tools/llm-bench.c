@@ -35,6 +35,9 @@
 #include "args.h"
 #include "ftype.h"
 #include "model.h"
+#ifdef INFER_EMU
+#include "emu_api.h"
+#endif
 
 #define BW_BYTES ((size_t)1 << 30)
 
@@ -173,6 +176,22 @@ static infer_status spec_gen(infer_ctx *c, infer_sampler *smp, const int32_t *to
     return st;
 }
 
+#ifdef INFER_EMU
+/* Built on the CUDA emulator: what the last timed run cost per infer_decode call on the device (kernel
+ * launches made and kernels run, graph launches, host waits, bytes over the bus). */
+static void emu_per_call(const struct args *a, const struct bench_result *r, int32_t calls) {
+    struct emu_counters c;
+    emu_counters_get(a->main_gpu, &c);
+    const double n = calls > 0 ? (double)calls : 1.0;
+    char name[32];
+    snprintf(name, sizeof name, "%s%d", r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen);
+    fprintf(stderr, "llm-bench: emulator, %s, per infer_decode call (%d calls): %.1f kernel launches, %.1f kernels run, "
+            "%.2f graph launches, %.2f host syncs, %.0f B to the device, %.0f B from it\n", name, calls,
+            (double)c.launches / n, (double)c.kernels / n, (double)c.graph_launches / n, (double)c.syncs / n,
+            (double)c.h2d_bytes / n, (double)c.d2h_bytes / n);
+}
+#endif
+
 static infer_status run_test(const infer_model *m, const struct args *a, struct bench_result *r) {
     const int32_t n_tok = r->depth + (r->n_prompt ? r->n_prompt : r->n_gen);
     const int32_t n_vocab = infer_vocab_size(m);
@@ -207,6 +226,9 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
         if ((st = infer_seq_rm(c, 0, 0, -1)) != INFER_OK) goto out;
         if ((st = feed(c, tok, r->depth, cp.n_batch)) != INFER_OK) goto out;
         if (r->depth) infer_logits(c, -1); /* the prefill finishes before the clock starts */
+#ifdef INFER_EMU
+        if (r->ngl > 0) emu_counters_reset();
+#endif
         const double t0 = now_s();
         double dt = 0;
         infer_spec_stats s0 = infer_spec_get_stats(c);
@@ -224,6 +246,10 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
             dt = now_s() - t0;
         }
         tps[rep] = (r->n_prompt ? r->n_prompt : r->n_gen) / dt;
+#ifdef INFER_EMU
+        if (r->ngl > 0 && rep == a->reps && !r->mtp)
+            emu_per_call(a, r, r->n_prompt ? (r->n_prompt + cp.n_batch - 1) / cp.n_batch : r->n_gen);
+#endif
         if (r->mtp && rep > 0) {
             infer_spec_stats s1 = infer_spec_get_stats(c);
             const double steps = (double)(s1.n_steps - s0.n_steps), acc = (double)(s1.n_accepted - s0.n_accepted);

@@ -16,6 +16,9 @@ template <typename T> static inline cudaError_t cudaFuncSetAttribute(T *func, en
 template <typename T> static inline cudaError_t cudaMalloc(T **ptr, size_t size) {
     return cudaMalloc((void **)ptr, size);
 }
+template <typename T> static inline cudaError_t cudaMallocHost(T **ptr, size_t size) {
+    return cudaMallocHost((void **)ptr, size);
+}
 #endif
 
 #endif

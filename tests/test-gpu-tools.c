@@ -1,0 +1,198 @@
+/* test-gpu-tools: llm-run and llm-bench with -ngl 99 as a user runs them, on a CUDA device (a real one, or the
+ * emulator in build-emu, where `make check-emu` runs this).
+ *   - every architecture (llama, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next) in F32, and qwen3 / qwen35 in
+ *     Q8_0: `llm-run --temp 0 --print-ids` gives the same 24 greedy tokens with -ngl 99 as with -ngl 0 (a
+ *     divergence is accepted only at a near-tie: the CPU's top-2 logit gap at that step below 1e-3, printed);
+ *   - `llm-bench -ngl 99` runs pp and tg and prints CUDA rows (and, on the emulator, its per-call counters).
+ * Emulator only (the device's memory and count are set by environment there):
+ *   - INFER_EMU_MEM below what the weights need: -ngl 99 is one line naming the MiB needed and free, exit 1;
+ *   - INFER_EMU_DEVICES=2 with -mg 1: the same tokens, and the emulator's exit statistics (INFER_EMU_STATS=1)
+ *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work.
+ * Without a device: SKIP (exit 77). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tools/synth.h"
+#include "device.h"
+#include "t.h"
+
+enum { N_GEN = 24 };
+static const char *prompt = "--ids 5,17,29,3,41,7,11,2";
+static char dir[] = "/tmp/test-gpu-tools-XXXXXX", build[400];
+
+/* Runs "env tool args" with stdout and stderr in out; returns the exit status. */
+static int run(const char *env, const char *tool, const char *args, char *out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "env %s %s/%s %s 2>&1", env, build, tool, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    while (fgetc(p) != EOF) {
+    }
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The line of out that starts with a digit (--print-ids' output), or "". */
+static void ids_line(const char *out, char *ids, size_t cap) {
+    ids[0] = 0;
+    for (const char *l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+        if (*l >= '0' && *l <= '9') {
+            size_t n = strcspn(l, "\n");
+            if (n >= cap) n = cap - 1;
+            memcpy(ids, l, n);
+            ids[n] = 0;
+            return;
+        }
+}
+
+static const char *synth(const char *arch, const char *ftype) {
+    static char path[512];
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = ftype, sp.seed = 7;
+    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, arch, ftype);
+    if (synth_write(&sp, path) != INFER_OK) {
+        T_CHECK(0, "synth %s %s: %s", arch, ftype, infer_last_error());
+        return NULL;
+    }
+    return path;
+}
+
+/* The gap between the CPU's two largest logits after prompt + the first `step` generated ids. */
+static double cpu_gap(const char *path, const char *ids, int step) {
+    infer_model *m = NULL;
+    infer_ctx *c = NULL;
+    double gap = INFINITY;
+    int32_t tok[64] = {5, 17, 29, 3, 41, 7, 11, 2};
+    int n = 8;
+    const char *s = ids;
+    for (int i = 0; i < step && n < 64; i++) {
+        tok[n++] = (int32_t)strtol(s, (char **)&s, 10);
+    }
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = 64, cp.n_threads = 1;
+    if (infer_model_load(path, NULL, &m) == INFER_OK && infer_ctx_create(m, &cp, &c) == INFER_OK) {
+        infer_batch b = {n, tok, NULL, NULL, NULL};
+        if (infer_decode(c, &b) == INFER_OK) {
+            const float *l = infer_logits(c, -1);
+            double a = -INFINITY, b2 = -INFINITY;
+            for (int32_t v = 0; v < infer_vocab_size(m); v++) {
+                if (l[v] > a) b2 = a, a = l[v];
+                else if (l[v] > b2) b2 = l[v];
+            }
+            gap = a - b2;
+        }
+    }
+    infer_ctx_free(c);
+    infer_model_free(m);
+    return gap;
+}
+
+static void greedy_same(const char *arch, const char *ftype, const char *env, const char *gpu_flags) {
+    const char *path = synth(arch, ftype);
+    if (!path) return;
+    char args[1024], out_cpu[8192], out_gpu[8192], cpu[1024], gpu[1024];
+    snprintf(args, sizeof args, "-m %s %s -n %d --temp 0 --print-ids -t 1", path, prompt, N_GEN);
+    int rc = run("", "llm-run", args, out_cpu, sizeof out_cpu);
+    T_CHECK(rc == 0, "%s %s llm-run -ngl 0 (exit %d): %s", arch, ftype, rc, out_cpu);
+    snprintf(args, sizeof args, "-m %s %s -n %d --temp 0 --print-ids -t 1 %s", path, prompt, N_GEN, gpu_flags);
+    rc = run(env, "llm-run", args, out_gpu, sizeof out_gpu);
+    T_CHECK(rc == 0, "%s %s llm-run %s (exit %d): %s", arch, ftype, gpu_flags, rc, out_gpu);
+    ids_line(out_cpu, cpu, sizeof cpu);
+    ids_line(out_gpu, gpu, sizeof gpu);
+    if (!strcmp(cpu, gpu) && cpu[0]) {
+        T_CHECK(1, "same ids");
+        printf("  %-9s %-6s %s: the same %d greedy ids\n", arch, ftype, gpu_flags, N_GEN);
+        return;
+    }
+    int step = 0; /* the first generated token that differs */
+    const char *a = cpu, *b = gpu;
+    while (*a && *b && strtol(a, NULL, 10) == strtol(b, NULL, 10)) {
+        a = strchr(a, ' '), b = strchr(b, ' ');
+        if (!a || !b) break;
+        a++, b++, step++;
+    }
+    const double gap = cpu_gap(path, cpu, step);
+    printf("  %-9s %-6s %s: ids differ at step %d, CPU top-2 gap there %.3g\n", arch, ftype, gpu_flags, step, gap);
+    T_CHECK(cpu[0] && gap < 1e-3, "%s %s: -ngl 0 and %s greedy ids differ at step %d (not a near-tie: gap %.3g)\n  cpu %s\n  gpu %s",
+            arch, ftype, gpu_flags, step, gap, cpu, gpu);
+}
+
+static void bench(void) {
+    const char *path = synth("qwen35", "Q8_0");
+    if (!path) return;
+    char args[1024], out[16384];
+    snprintf(args, sizeof args, "-m %s -p 16 -n 4 -r 1 -t 1 -ngl 99", path);
+    const int rc = run("", "llm-bench", args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, "| CUDA |") && strstr(out, "pp16") && strstr(out, "tg4"),
+            "llm-bench -ngl 99 (exit %d): %s", rc, out);
+#ifdef INFER_EMU
+    T_CHECK(strstr(out, "per infer_decode call") != NULL, "llm-bench prints the emulator's counters per call: %s", out);
+#endif
+}
+
+#ifdef INFER_EMU
+static void too_small(void) {
+    const char *path = synth("qwen3", "F32");
+    if (!path) return;
+    char args[1024], out[8192];
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 99", path, prompt);
+    const int rc = run("INFER_EMU_MEM=200M", "llm-run", args, out, sizeof out);
+    int lines = 0;
+    for (const char *s = out; *s; s++) lines += *s == '\n';
+    T_CHECK(rc == 1 && lines == 1 && strstr(out, "need") && strstr(out, "MiB free"),
+            "INFER_EMU_MEM=200M: one line naming what is needed and free, exit 1 (exit %d): %s", rc, out);
+}
+
+/* -mg 1 of 2 devices: device 0 untouched. */
+static void second_device(void) {
+    greedy_same("qwen35", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -mg 1");
+    const char *path = synth("qwen35", "F32");
+    if (!path) return;
+    char args[1024], out[16384];
+    snprintf(args, sizeof args, "-m %s %s -n 4 --temp 0 -ngl 99 -mg 1", path, prompt);
+    const int rc = run("INFER_EMU_DEVICES=2 INFER_EMU_STATS=1", "llm-run", args, out, sizeof out);
+    const char *d0 = strstr(out, "emu stats: device 0: "), *d1 = strstr(out, "emu stats: device 1: ");
+    unsigned long long l1 = 0;
+    T_CHECK(rc == 0 && d0 && d1, "llm-run -mg 1 with statistics (exit %d): %s", rc, out);
+    if (!d0 || !d1) return;
+    static const char untouched[] = "0 launches, 0 kernels run, 0 graph launches, 0 syncs, 0 B to the device, 0 B from "
+                                    "it, 0 B within it, 0 allocations, 0 B held";
+    T_CHECK(!strncmp(d0 + strlen("emu stats: device 0: "), untouched, sizeof untouched - 1), "device 0 untouched: %.200s", d0);
+    T_CHECK(sscanf(d1 + strlen("emu stats: device 1: "), "%llu launches", &l1) == 1 && l1 > 0, "device 1 did the work: %.200s",
+            d1);
+}
+#endif
+
+int main(void) {
+    const char *why = NULL;
+    if (device_count(&why) == 0) {
+        T_SKIP("no CUDA device: %s", why);
+        return t_done();
+    }
+    const char *b = getenv("INFER_BUILD_DIR");
+    snprintf(build, sizeof build, "%s", b ? b : "build");
+    if (!mkdtemp(dir)) {
+        T_CHECK(0, "mkdtemp");
+        return t_done();
+    }
+    static const char *const archs[] = {"llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) greedy_same(archs[i], "F32", "", "-ngl 99");
+    greedy_same("qwen3", "Q8_0", "", "-ngl 99");
+    greedy_same("qwen35", "Q8_0", "", "-ngl 99");
+    bench();
+#ifdef INFER_EMU
+    too_small();
+    second_device();
+#endif
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+    return t_done();
+}
