@@ -29,7 +29,10 @@ CXX     ?= g++
 ifeq ($(EMU),1)
 NVCC       :=
 BASE       += -DINFER_CUDA=1 -DINFER_EMU=1 -Iemu/include
-EMU_CXX    := $(CXX) -std=c++17 -fPIC -fvisibility=hidden -ftls-model=initial-exec -ffp-contract=off $(WARN) \
+# initial-exec TLS keeps threadIdx cheap; not under UBSan, whose null check after a TLS add meets ld's
+# relaxation of that add into a lea (which sets no flags)
+EMU_TLS    := $(if $(filter 1,$(SAN)),,-ftls-model=initial-exec)
+EMU_CXX    := $(CXX) -std=c++17 -fPIC -fvisibility=hidden $(EMU_TLS) -ffp-contract=off $(WARN) \
               -Wno-unknown-pragmas -DINFER_BUILD -DINFER_CUDA=1 -DINFER_EMU=1 -Iemu/include -Iemu -Iinclude -Ilib \
               -Ikernels -MMD -MP $(CFLAGS)
 LDLIBS     += -lstdc++

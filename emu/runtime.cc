@@ -460,6 +460,26 @@ bool run_through_tagged(cudaStream_t h, const void *tag, guard &g) {
     return false;
 }
 
+/* The kernel's __launch_bounds__ (emu_device.h): n NOP bytes just before its entry, their address listed in
+ * __patchable_function_entries, mean a bound of 32 n threads; 0: none. */
+extern "C" const uintptr_t __start___patchable_function_entries[] __attribute__((weak, visibility("hidden")));
+extern "C" const uintptr_t __stop___patchable_function_entries[] __attribute__((weak, visibility("hidden")));
+static unsigned launch_bound(const void *fn) {
+    static std::map<const void *, unsigned> known;
+    const auto it = known.find(fn);
+    if (it != known.end()) return it->second;
+    unsigned bound = 0;
+    const uintptr_t a = (uintptr_t)fn;
+    for (const uintptr_t *e = __start___patchable_function_entries; e && e < __stop___patchable_function_entries; e++) {
+        if (*e >= a || a - *e > 32) continue;
+        bool nops = true;
+        for (uintptr_t p = *e; p < a; p++) nops = nops && *(const unsigned char *)p == 0x90;
+        if (nops) bound = (unsigned)(a - *e) * 32;
+    }
+    known[fn] = bound;
+    return bound;
+}
+
 void submit_kernel(const site *where, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t h,
                    std::shared_ptr<const kernel_args> args) {
     guard g(big_lock);
@@ -478,6 +498,11 @@ void submit_kernel(const site *where, const void *fn, dim3 grid, dim3 block, siz
         threads > MAX_THREADS || !grid.x || !grid.y || !grid.z || grid.x > 0x7FFFFFFFu || grid.y > MAX_GRID_YZ ||
         grid.z > MAX_GRID_YZ) {
         ret(cudaErrorInvalidConfiguration);
+        return;
+    }
+    const unsigned bound = launch_bound(fn);
+    if (bound && threads > bound) {
+        ret(cudaErrorLaunchOutOfResources);
         return;
     }
     const auto attr = func_max_smem.find(fn);

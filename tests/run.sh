@@ -9,7 +9,8 @@ record() { # name status
     case $2 in
     0) pass=$((pass + 1)); echo "PASS $1" ;;
     77) skip=$((skip + 1)); echo "SKIP $1" ;;
-    *) fail=$((fail + 1)); failed="$failed $1"; echo "FAIL $1 (exit $2, log: $B/test-logs/$1.log)" ;;
+    *) fail=$((fail + 1)); failed="$failed $1"; echo "FAIL $1 (exit $2, log: $B/test-logs/$1.log)"
+       if [ "$INFER_TEST_FAILFAST" = 1 ]; then echo "failed:$failed (stopping at the first failure)"; exit 1; fi ;;
     esac
 }
 

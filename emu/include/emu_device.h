@@ -30,7 +30,11 @@
 
 #include "cuda_runtime_api.h"
 
+#if defined(__SANITIZE_ADDRESS__) /* see the Makefile: UBSan's checks and ld's TLS relaxation disagree */
+#define INFER_EMU_TLS
+#else
 #define INFER_EMU_TLS __attribute__((tls_model("initial-exec")))
+#endif
 
 /* ---- keywords ---- */
 #define __global__
@@ -39,7 +43,11 @@
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
-#define __launch_bounds__(...)
+/* __launch_bounds__(n): ceil(n / 32) single-byte NOPs before the kernel's entry, recorded by GCC in
+ * __patchable_function_entries, which is how the launch (runtime.cc) learns the bound and refuses a
+ * block above it as a GPU does (cudaErrorLaunchOutOfResources). */
+#define __launch_bounds__(...) EMU_LAUNCH_BOUNDS_(__VA_ARGS__, 0)
+#define EMU_LAUNCH_BOUNDS_(n, ...) __attribute__((patchable_function_entry(((n) + 31) / 32, ((n) + 31) / 32)))
 #define __grid_constant__
 #define __shared__ static thread_local
 #define __align__(n) __attribute__((aligned(n)))

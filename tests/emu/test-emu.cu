@@ -7,8 +7,9 @@
  *     __reduce_*_sync forms and __syncthreads_count / _and / _or against values worked out by hand;
  *   - mma.sync m16n8k16 through kernels/ptx.cuh: fragments loaded per the PTX ISA layout, D = A B + C
  *     against a float64 product;
- *   - launch limits: 1025 threads, z = 65, grid y = 65536 (cudaErrorInvalidConfiguration), dynamic shared
- *     memory above 48 KiB without / with cudaFuncSetAttribute;
+ *   - launch limits: 1025 threads, z = 65, grid y = 65536 (cudaErrorInvalidConfiguration), a block above the
+ *     kernel's __launch_bounds__ (cudaErrorLaunchOutOfResources), dynamic shared memory above 48 KiB
+ *     without / with cudaFuncSetAttribute;
  *   - streams: a pageable host-to-device source is staged at the call; graphs capture by value, replay,
  *     update in place, refuse a changed topology; calls CUDA forbids while capturing fail and invalidate;
  *   - cuBLAS cublasGemmEx (f16 in, f32 out, A transposed) against float64, and its argument checks;
@@ -90,6 +91,8 @@ __global__ void k_mma(const uint16_t *A, const uint16_t *B, const float *C, floa
     D[g * 8 + 2 * t] = c[0], D[g * 8 + 2 * t + 1] = c[1];
     D[(g + 8) * 8 + 2 * t] = c[2], D[(g + 8) * 8 + 2 * t + 1] = c[3];
 }
+
+__global__ void __launch_bounds__(64) k_bounded(int *p) { p[threadIdx.x] = 1; }
 
 __global__ void k_add(int *p, int v) {
     if (threadIdx.x == 0) *p += v;
@@ -251,6 +254,11 @@ static void check_launch_limits() {
     launch_kernel(k_add, dim3(1, 65536), 32, 0, 0, d, 1);
     e = cudaGetLastError();
     T_CHECK(e == cudaErrorInvalidConfiguration, "grid y 65536: %s", cudaGetErrorName(e));
+    launch_kernel(k_bounded, 1, 96, 0, 0, d);
+    e = cudaGetLastError();
+    T_CHECK(e == cudaErrorLaunchOutOfResources, "96 threads for __launch_bounds__(64): %s", cudaGetErrorName(e));
+    launch_kernel(k_bounded, 1, 64, 0, 0, d);
+    CK(cudaGetLastError());
     const int n = 16384; /* 64 KiB of ints */
     launch_kernel(k_dyn_smem, 1, 256, n * sizeof(int), 0, d, n);
     e = cudaGetLastError();
@@ -600,8 +608,11 @@ static void check_memory_and_devices() {
 static void check_asan_catches_oob() {
 #if defined(__SANITIZE_ADDRESS__)
     fflush(stdout);
-    const pid_t pid = fork();
+    char log[] = "/tmp/test-emu-asan-XXXXXX";
+    const int fd = mkstemp(log);
+    const pid_t pid = fd >= 0 ? fork() : -1;
     if (pid == 0) {
+        dup2(fd, 2); /* ASan's report goes to the file, not the test's log */
         float *p = NULL, *out = NULL;
         cudaMalloc(&p, 64 * sizeof(float));
         cudaMalloc(&out, sizeof(float));
@@ -610,8 +621,13 @@ static void check_asan_catches_oob() {
         _exit(0);
     }
     int status = 0;
-    waitpid(pid, &status, 0);
-    T_CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "ASan stops a kernel reading past its allocation");
+    if (pid > 0) waitpid(pid, &status, 0);
+    char text[4096] = "";
+    const ssize_t n = fd >= 0 ? pread(fd, text, sizeof text - 1, 0) : -1;
+    text[n > 0 ? n : 0] = 0;
+    T_CHECK(pid > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && strstr(text, "heap-buffer-overflow"),
+            "ASan stops a kernel reading past its allocation: %.200s", text);
+    if (fd >= 0) close(fd), unlink(log);
 #else
     T_SKIP("ASan's catch of a device out-of-bounds read: build with SAN=1");
 #endif
