@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
-#include <random>
 
 #include "internal.h"
 
@@ -37,6 +36,8 @@ struct block_run {
     std::string why;           /* the report, when the block failed */
     dim3 bidx;
     std::vector<int> ready;    /* fibers to run in the next phase, ascending */
+    std::vector<int> phase;    /* this phase's fibers in the order they run */
+    size_t pos;                /* the next of them to run */
     std::vector<int> waiting;  /* per warp: lanes waiting in a collective */
     int n_done, n_bar;
 };
@@ -62,12 +63,22 @@ std::string describe(const kernel_call &k) {
 
 /* ---- from inside a fiber ---- */
 
+/* The next fiber of the phase, made current; NULL when the phase is over (back to the scheduler). */
+static fiber *phase_next() {
+    block_run &b = *run_block_state;
+    if (b.pos == b.phase.size()) return nullptr;
+    fiber *n = &b.p->fibers[b.phase[b.pos++]];
+    run_fiber = n;
+    cur_thread = &n->view;
+    return n;
+}
+
 static void block_entry() {
     fiber *f = run_fiber;
     run_call->args->invoke();
     f->state = F_DONE;
     run_block_state->n_done++;
-    fiber_exit(run_pool, f);
+    fiber_exit(run_pool, f, phase_next());
 }
 
 uint64_t warp_op(int kind, unsigned mask, uint64_t value, int arg, int width) {
@@ -75,9 +86,7 @@ uint64_t warp_op(int kind, unsigned mask, uint64_t value, int arg, int width) {
     f->op = kind, f->mask = mask, f->in = value, f->arg = arg, f->width = width;
     f->state = F_WARP;
     run_block_state->waiting[(size_t)(f->linear / 32)]++;
-    fiber_yield(run_pool, f);
-    run_fiber = f;
-    cur_thread = &f->view;
+    fiber_yield(run_pool, f, phase_next());
     return f->out;
 }
 
@@ -86,9 +95,7 @@ int block_barrier(int kind, int pred) {
     f->op = kind, f->pred = pred != 0;
     f->state = F_BARRIER;
     run_block_state->n_bar++;
-    fiber_yield(run_pool, f);
-    run_fiber = f;
-    cur_thread = &f->view;
+    fiber_yield(run_pool, f, phase_next());
     return (int)f->out;
 }
 
@@ -192,32 +199,10 @@ static bool resolve_group(block_run &b, int warp, fiber *w0, unsigned m) {
         mma_resolve(w0);
         return true;
     }
-    uint64_t acc = 0;
-    bool first = true;
-    for (int l = 0; l < 32; l++) {
-        if (!(m >> l & 1)) continue;
-        const fiber &f = w0[l];
-        const uint32_t v = (uint32_t)f.in;
-        switch (op) {
-        case WOP_BALLOT: acc |= (uint64_t)(f.in != 0) << l; break;
-        case WOP_ANY: acc |= f.in != 0; break;
-        case WOP_ALL: acc = first ? f.in != 0 : (acc && f.in != 0); break;
-        case WOP_RED_ADD: acc = (uint32_t)(acc + v); break;
-        case WOP_RED_MIN_U: acc = first || v < acc ? v : acc; break;
-        case WOP_RED_MAX_U: acc = first || v > acc ? v : acc; break;
-        case WOP_RED_MIN_I: acc = first || (int32_t)v < (int32_t)acc ? v : acc; break;
-        case WOP_RED_MAX_I: acc = first || (int32_t)v > (int32_t)acc ? v : acc; break;
-        case WOP_RED_AND: acc = first ? v : (acc & v); break;
-        case WOP_RED_OR: acc |= v; break;
-        case WOP_RED_XOR: acc ^= v; break;
-        default: break;
-        }
-        first = false;
-    }
-    for (int l = 0; l < 32; l++) {
-        if (!(m >> l & 1)) continue;
-        fiber &f = w0[l];
-        if (op >= WOP_SHFL_IDX && op <= WOP_SHFL_XOR) {
+    if (op >= WOP_SHFL_IDX && op <= WOP_SHFL_XOR) {
+        for (int l = 0; l < 32; l++) {
+            if (!(m >> l & 1)) continue;
+            fiber &f = w0[l];
             if (f.width < 1 || f.width > 32 || (f.width & (f.width - 1))) {
                 b.why = where(b, warp, (std::string(op_name(op)) + ": width " + std::to_string(f.width) +
                                         " is not a power of two in 1..32").c_str());
@@ -230,10 +215,33 @@ static bool resolve_group(block_run &b, int warp, fiber *w0, unsigned m) {
                 return false;
             }
             f.out = w0[src].in;
-        } else {
-            f.out = acc;
         }
+        return true;
     }
+    uint64_t acc = 0;
+    bool first = true;
+    for (int l = 0; l < 32; l++) {
+        if (!(m >> l & 1)) continue;
+        const uint64_t in = w0[l].in;
+        const uint32_t v = (uint32_t)in;
+        switch (op) {
+        case WOP_BALLOT: acc |= (uint64_t)(in != 0) << l; break;
+        case WOP_ANY: acc |= in != 0; break;
+        case WOP_ALL: acc = first ? in != 0 : (acc && in != 0); break;
+        case WOP_RED_ADD: acc = (uint32_t)(acc + v); break;
+        case WOP_RED_MIN_U: acc = first || v < acc ? v : acc; break;
+        case WOP_RED_MAX_U: acc = first || v > acc ? v : acc; break;
+        case WOP_RED_MIN_I: acc = first || (int32_t)v < (int32_t)acc ? v : acc; break;
+        case WOP_RED_MAX_I: acc = first || (int32_t)v > (int32_t)acc ? v : acc; break;
+        case WOP_RED_AND: acc = first ? v : (acc & v); break;
+        case WOP_RED_OR: acc |= v; break;
+        case WOP_RED_XOR: acc ^= v; break;
+        default: break; /* __syncwarp: nothing to compute */
+        }
+        first = false;
+    }
+    for (int l = 0; l < 32; l++)
+        if (m >> l & 1) w0[l].out = acc;
     return true;
 }
 
@@ -327,7 +335,17 @@ static std::string deadlock(block_run &b) {
     return where(b, 0, "deadlock");
 }
 
-static bool run_block(block_run &b, int order, std::mt19937_64 &rng) {
+/* The random orders' generator (xorshift64: cheap, and the sequence is fixed by the seed). */
+struct order_rng {
+    uint64_t s;
+    explicit order_rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull | 1) {}
+    uint64_t operator()() {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        return s;
+    }
+};
+
+static bool run_block(block_run &b, int order, order_rng &rng) {
     fiber *F = b.p->fibers;
     const dim3 bd = cur_block_dim;
     b.ready.clear();
@@ -342,19 +360,14 @@ static bool run_block(block_run &b, int order, std::mt19937_64 &rng) {
         b.ready.push_back(i);
     }
     b.p->dirty = false;
-    std::vector<int> phase;
     for (;;) {
-        phase.swap(b.ready);
+        b.phase.swap(b.ready);
         b.ready.clear();
-        if (order == ORDER_REVERSE) std::reverse(phase.begin(), phase.end());
+        if (order == ORDER_REVERSE) std::reverse(b.phase.begin(), b.phase.end());
         else if (order == ORDER_RANDOM)
-            for (size_t i = phase.size(); i > 1; i--) std::swap(phase[i - 1], phase[(size_t)(rng() % i)]);
-        for (int i : phase) {
-            fiber &f = F[i];
-            run_fiber = &f;
-            cur_thread = &f.view;
-            fiber_resume(b.p, &f);
-        }
+            for (size_t i = b.phase.size(); i > 1; i--) std::swap(b.phase[i - 1], b.phase[(size_t)(rng() % i)]);
+        b.pos = 0;
+        if (fiber *first = phase_next()) fiber_resume(b.p, first); /* each fiber passes on to the next */
         const int r = resolve_warps(b);
         if (r < 0) break;
         if (r > 0) continue;
@@ -398,7 +411,7 @@ bool run_kernel(const kernel_call &k, int order, uint64_t seed, std::string *why
     block_run b;
     b.p = pool_get(n);
     b.n = n;
-    std::mt19937_64 rng(seed);
+    order_rng rng(seed);
     std::vector<unsigned char> smem(k.smem ? k.smem : 1);
     const kernel_call *saved_call = run_call;
     fiber_pool *saved_pool = run_pool;

@@ -54,12 +54,13 @@ struct fiber_pool { /* one per host thread */
     size_t sched_stack_size;
     void *sched_fake;
     bool dirty;               /* a launch was abandoned: stacks must be unpoisoned before reuse */
+    bool from_sched;          /* the last switch came from the scheduler */
 };
 fiber_pool *pool_get(int n_threads); /* this host thread's pool with at least n fibers */
 void fiber_start(fiber_pool *p, fiber *f, void (*entry)());
-void fiber_resume(fiber_pool *p, fiber *f);
-void fiber_yield(fiber_pool *p, fiber *f);      /* from inside f, back to the scheduler */
-[[noreturn]] void fiber_exit(fiber_pool *p, fiber *f);
+void fiber_resume(fiber_pool *p, fiber *f);          /* from the scheduler into f */
+void fiber_yield(fiber_pool *p, fiber *f, fiber *to); /* from inside f to fiber `to` (NULL: the scheduler) */
+[[noreturn]] void fiber_exit(fiber_pool *p, fiber *f, fiber *to); /* the same, f never to run again */
 
 /* ---- launches (exec.cc) ---- */
 struct kernel_call {
