@@ -116,6 +116,7 @@ static int ours_run(infer_model *m, int32_t *tokens, int n_prompt, int n_all, in
 /* The model of a case: synth's small defaults, or a preset's real head/state/group/expert dims with 4
  * layers and the sizes that define none of them reduced (see the header). */
 static int case_params(const struct kase *k, struct synth_params *sp) {
+    *sp = (struct synth_params){0}; /* synth_preset keeps mtp_agree / mtp_noise / random_blocks from here */
     const int ok = (k->real ? synth_preset(k->real, sp) : synth_params_default(k->arch, sp)) == INFER_OK;
     sp->ftype = k->ftype, sp->seed = 11, sp->tied = k->tied;
     sp->mtp = !k->real && (!strcmp(k->arch, "qwen35") || !strcmp(k->arch, "qwen35moe") || !strcmp(k->arch, "qwen3next"));
