@@ -43,15 +43,16 @@ for t in $(find "$B/tests" -type f -name 'test-*' ! -name '*.o' ! -name '*.d' | 
     run "$(basename "$t")" "$t"
 done
 
-# The logits, greedy and MTP conformance once more against a fixed llama.cpp CPU backend (INFER_PEER_CPU),
-# so that their bounds hold on two: haswell (AVX2), or x64 where haswell is what llama.cpp picked above
-# or the CPU lacks AVX2. Each log names the backend it ran on. Not under SAN=1: the second backend changes
-# llama.cpp's numbers, not ours, and the plain run has checked them (this saves ~7 minutes of ASan).
+# The logits, greedy, MTP and Q8_0-cache conformance once more against a fixed llama.cpp CPU backend
+# (INFER_PEER_CPU), so that their bounds hold on two: haswell (AVX2), or x64 where haswell is what llama.cpp
+# picked above or the CPU lacks AVX2. Each log names the backend it ran on. Not under SAN=1: the second
+# backend changes llama.cpp's numbers, not ours, and the plain run has checked them (this saves ~7 minutes
+# of ASan).
 if [ "$SAN" != 1 ]; then
 picked=$(sed -n 's/^llama.cpp CPU backend: //p' "$B/test-logs/test-llama-logits.log" 2>/dev/null)
 fixed=haswell
 if [ "$picked" = libggml-cpu-haswell.so ] || ! grep -qw avx2 /proc/cpuinfo; then fixed=x64; fi
-for t in test-llama-logits test-llama-greedy test-llama-mtp; do
+for t in test-llama-logits test-llama-greedy test-llama-mtp test-llama-kvq8; do
     run "$t@$fixed" env INFER_PEER_CPU=$fixed "$B/tests/conformance/$t"
 done
 fi

@@ -7,9 +7,10 @@
  * test-llama-logits). The two token streams must be identical; a divergence is accepted only at a
  * near-tie, where llama.cpp's top-2 logit gap at that step is below 1e-3 (so float rounding may
  * legitimately pick either). After such a divergence the stream is not compared further: the two
- * runs continue from different histories. Prints how many streams matched fully and every
- * divergence with its gap, and the llama.cpp CPU backend it ran on: tests/run.sh runs it on the one
- * llama.cpp picks and again on a fixed one (INFER_PEER_CPU, see llama_peer.h). */
+ * runs continue from different histories. At most MAX_TIES (1) such divergences per run over all 18
+ * streams: none was measured, and several would mean our numbers drift. Prints how many streams matched
+ * fully and every divergence with its gap, and the llama.cpp CPU backend it ran on: tests/run.sh runs it
+ * on the one llama.cpp picks and again on a fixed one (INFER_PEER_CPU, see llama_peer.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,9 @@
 #include "../t.h"
 #include "llama_peer.h"
 
-enum { N_GEN = 128, MAX_PROMPT = 40, MAX_ALL = MAX_PROMPT + N_GEN };
+/* MAX_TIES: near-tie divergences accepted per run, over all 18 streams (0 measured on seven llama.cpp
+ * CPU backends), so that a systematic near-tie problem fails */
+enum { N_GEN = 128, MAX_PROMPT = 40, MAX_ALL = MAX_PROMPT + N_GEN, MAX_TIES = 1 };
 #define TIE_GAP 1e-3
 
 static char dir[] = "/tmp/test-llama-greedy-XXXXXX";
@@ -182,5 +185,6 @@ int main(void) {
         "smallest llama.cpp top-2 gap on an agreed step %.3g\n",
         n_matched, n_streams, N_GEN, n_ties, TIE_GAP, min_gap);
     T_CHECK(n_streams == 18, "all 18 streams ran (%d)", n_streams);
+    T_CHECK(n_ties <= MAX_TIES, "%d streams diverged at a near-tie (<= %d)", n_ties, MAX_TIES);
     return t_done();
 }

@@ -6,15 +6,18 @@
  * with an f16 cache (flash attention on for both, one thread); ours runs with a Q8_0 cache.
  * Both engines rotate q, K and V by the same Walsh-Hadamard matrices (llama.cpp's attn_rot_k / attn_rot_v,
  * on by default for quantised caches), quantise the same K/V rows the same way (d = amax/127, round to
- * nearest) and round q to Q8_0 for the scores, so with F32 weights ours against llama.cpp's q8_0 run
- * must stay at the F32 conformance level: relative L2 <= 1e-3 at every row and the same argmax — and
- * far below what the q8_0 cache itself changes (llama.cpp q8_0 against llama.cpp f16, printed), which
- * checks that the comparison can see a cache-type mismatch: ours must be closer to llama.cpp's q8_0
- * run than llama.cpp's q8_0 run is to its f16 run, by at least 4x in mean relative L2. Near-ties are
- * the one known difference: llama.cpp's AVX2 quantiser rounds half to even, ours (ggml's _ref form)
- * half away from zero. Measured (2 cores, AVX-512): qwen3 max rel L2 2.7e-7, qwen35 3.6e-4, against
- * a q8_0 effect of 6e-3 / 2e-3; without our rotation the same comparison gave 1.2e-2 / 6e-3 (failing).
- * The measured numbers are printed. */
+ * nearest) and round q to Q8_0 for the scores, so with F32 weights ours must stay at the F32 conformance
+ * level against llama.cpp's q8_0 run. The prompt rows and the decode rows are checked apart, per case:
+ *   - relative L2 error of the worst row and the mean over the section within the case's bounds (cases[],
+ *     about 10x the worst measured);
+ *   - the same argmax at every row but near-ties (logits_cmp.h: llama.cpp's gap between its top token and
+ *     ours below that row's largest |error|), at most MAX_TIES per section, each printed;
+ * and over all rows the mean at least 4x below what the q8_0 cache itself changes in llama.cpp (its q8_0
+ * run against its f16 run, printed), which checks that the comparison can see a cache-type mismatch:
+ * without our rotation the comparison gave max rel L2 1.2e-2 (qwen3) and 6e-3 (qwen35), failing.
+ * Near-ties are the one known difference: llama.cpp's AVX2 quantiser rounds half to even, ours (ggml's
+ * _ref form) half away from zero. tests/run.sh runs this test on the llama.cpp CPU backend the machine
+ * picks and again on a fixed one (INFER_PEER_CPU). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,7 @@
 #include "llama_peer.h"
 #include "logits_cmp.h"
 
-enum { N_PROMPT = 56, N_GEN = 24, N_ALL = N_PROMPT + N_GEN, GGML_TYPE_F16 = 1, GGML_TYPE_Q8_0 = 8 };
+enum { N_PROMPT = 56, N_GEN = 24, N_ALL = N_PROMPT + N_GEN, GGML_TYPE_F16 = 1, GGML_TYPE_Q8_0 = 8, MAX_TIES = 1 };
 
 static char dir[] = "/tmp/test-llama-kvq8-XXXXXX";
 
@@ -80,7 +83,30 @@ static int ours_run(infer_model *m, int32_t *tokens, int n_vocab, float *out) {
     return ok;
 }
 
-static void check_one(const struct llama_peer *pe, const char *arch) {
+/* Per case: bounds on the relative L2 error against llama.cpp's q8_0 run, about 10x the largest measured
+ * over the prompt and decode sections on the llama.cpp CPU backends listed below cases[]. */
+struct kase {
+    const char *arch;
+    double row, mean; /* the worst row, the mean over a section */
+};
+
+/* Rows from..to of ours against llama.cpp's q8_0 run: the worst row and the mean within the case's bounds;
+ * an argmax mismatch only at a near-tie (logits_cmp.h), at most MAX_TIES per section, each printed. */
+static void check_section(const struct kase *k, const char *name, const float *ours, const float *q8, int n_vocab,
+                          int from, int to) {
+    char label[64];
+    snprintf(label, sizeof label, "%s kv q8_0 %s", k->arch, name);
+    const struct cmp c = cmp_rows_print(label, ours, q8, n_vocab, from, to);
+    printf("  %-20s ours vs llama.cpp q8_0: rel L2 max %.2e (row %d) mean %.2e argmax %d/%d\n", label, c.max_rel,
+           c.worst, c.mean_rel, c.agree, to - from);
+    T_CHECK(c.max_rel <= k->row, "%s: max rel L2 %.3g at row %d (<= %.3g)", label, c.max_rel, c.worst, k->row);
+    T_CHECK(c.mean_rel <= k->mean, "%s: mean rel L2 %.3g (<= %.3g)", label, c.mean_rel, k->mean);
+    T_CHECK(c.flips == 0, "%s: %d argmax mismatches not at a near-tie", label, c.flips);
+    T_CHECK(c.ties <= MAX_TIES, "%s: %d near-tie argmax mismatches (<= %d)", label, c.ties, MAX_TIES);
+}
+
+static void check_one(const struct llama_peer *pe, const struct kase *k) {
+    const char *arch = k->arch;
     struct synth_params sp;
     synth_params_default(arch, &sp);
     sp.ftype = "F32", sp.seed = 13;
@@ -111,13 +137,11 @@ static void check_one(const struct llama_peer *pe, const char *arch) {
     if (!ours_run(m, tokens, n_vocab, ours) || !llama_run(pe, lm, tokens, n_vocab, GGML_TYPE_Q8_0, q8) ||
         !llama_run(pe, lm, tokens, n_vocab, GGML_TYPE_F16, f16))
         goto done;
-    const struct cmp all = cmp_rows(ours, q8, n_vocab, 0, N_ALL), dec = cmp_rows(ours, q8, n_vocab, N_PROMPT, N_ALL);
-    const struct cmp eff = cmp_rows(q8, f16, n_vocab, 0, N_ALL);
-    printf("  %-7s F32 kv q8_0: ours vs llama.cpp q8_0: max rel L2 %.2e mean %.2e argmax %d/%d (decode max %.2e) | "
-           "llama.cpp q8_0 vs f16: max %.2e mean %.2e argmax %d/%d\n", arch, all.max_rel, all.mean_rel, all.agree,
-           N_ALL, dec.max_rel, eff.max_rel, eff.mean_rel, eff.agree, N_ALL);
-    T_CHECK(all.max_rel <= 1e-3 && all.agree == N_ALL, "%s kv q8_0: max rel L2 %.3g (<= 1e-3), argmax %d/%d", arch,
-            all.max_rel, all.agree, N_ALL);
+    check_section(k, "prompt", ours, q8, n_vocab, 0, N_PROMPT);
+    check_section(k, "decode", ours, q8, n_vocab, N_PROMPT, N_ALL);
+    const struct cmp all = cmp_rows(ours, q8, n_vocab, 0, N_ALL), eff = cmp_rows(q8, f16, n_vocab, 0, N_ALL);
+    printf("  %-20s llama.cpp q8_0 vs f16: rel L2 max %.2e mean %.2e argmax %d/%d\n", arch, eff.max_rel,
+           eff.mean_rel, eff.agree, N_ALL);
     T_CHECK(4 * all.mean_rel <= eff.mean_rel, "%s kv q8_0: mean rel L2 %.3g is not 4x below the q8_0 cache's own "
             "effect in llama.cpp (%.3g)", arch, all.mean_rel, eff.mean_rel);
 done:
@@ -126,6 +150,16 @@ done:
     free(ours), free(q8), free(f16);
     unlink(path);
 }
+
+/* About 10x the largest measured over both sections on seven llama.cpp CPU backends (sapphirerapids, the
+ * one this Xeon with AMX picks, and zen4, icelake, skylakex, haswell, sse42, x64 forced): row / mean in each
+ * comment. qwen3's worst is haswell's, whose AVX2 quantiser rounds a half to even where ours rounds it away
+ * from zero: one decode row at 2.9e-4, every other row near 2.5e-7 on all seven. The q8_0 cache's own
+ * effect in llama.cpp (mean over all rows) is 6.3e-3 for qwen3 and 1.9e-3 for qwen35. */
+static const struct kase cases[] = {
+    {.arch = "qwen3", .row = 3e-3, .mean = 1.5e-4},  /* 2.9e-4 / 1.3e-5 (haswell; 3.0e-7 / 2.6e-7 elsewhere) */
+    {.arch = "qwen35", .row = 4e-3, .mean = 1.5e-3}, /* 3.6e-4 / 1.5e-4 on all seven */
+};
 
 int main(void) {
     struct llama_peer pe;
@@ -138,8 +172,9 @@ int main(void) {
     T_CHECK(got == 1, "llama.cpp peer: %s", why ? why : ""); /* a layout mismatch fails, never skips */
     if (got != 1) return t_done();
     if (!mkdtemp(dir)) return 1;
-    check_one(&pe, "qwen3");
-    check_one(&pe, "qwen35");
+    printf("llama.cpp CPU backend: %s\n", llama_peer_cpu_variant());
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        check_one(&pe, &cases[i]);
     rmdir(dir);
     return t_done();
 }
