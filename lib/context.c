@@ -94,11 +94,15 @@ static infer_status ctx_host(size_t count, size_t size, void *out) {
 
 static int64_t ctx_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
-infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
+/* infer_ctx_create with the backend of a host model made by make (NULL: backend_cpu_create). */
+static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
     infer_status st = INFER_OK;
     if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
     *out = NULL;
     if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
+    if (make && m->be)
+        return infer_fail(INFER_E_ARG, "ctx_create_on: the model's weights are on a device; a backend of its own "
+                          "needs a model loaded with n_gpu_layers 0");
     infer_ctx_params d = infer_ctx_params_default();
     if (!p) p = &d;
     if (p->n_ctx < 0 || p->n_batch < 0 || p->n_seq < 0 || p->n_threads < 0 || p->n_seq > 256)
@@ -148,6 +152,8 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
     c->on_device = m->be != NULL;
     if (c->on_device)
         TRY(backend_cuda_create(m->device, &c->be)); /* the context's own stream on the model's device */
+    else if (make)
+        TRY(make(n_threads, &c->be));
     else
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
@@ -211,6 +217,15 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
 fail:
     infer_ctx_free(c);
     return st;
+}
+
+infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
+    return ctx_create(m, p, NULL, out);
+}
+
+infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
+    if (!make) return infer_fail(INFER_E_ARG, "ctx_create_on: make is NULL");
+    return ctx_create(m, p, make, out);
 }
 
 void infer_ctx_free(infer_ctx *c) {

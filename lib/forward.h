@@ -72,6 +72,13 @@ struct infer_ctx {
     size_t sample_buf_bytes;
 };
 
+/* A test hook: infer_ctx_create for a model on the host (n_gpu_layers 0) whose backend is made by
+ * make(n_threads, &be) instead of backend_cpu_create, e.g. a CPU backend with other numerics
+ * (tests/gpu_like.c). The backend must have host memory (the context reads pos / logits directly, as
+ * for the CPU); the context owns it and frees it with backend_free. INFER_E_ARG for a device model. */
+typedef infer_status (*ctx_backend_fn)(int n_threads, struct infer_backend **out);
+infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out);
+
 /* Runs the layers over tokens already validated into c->pos / c->seq / c->out_row (n_out rows asked),
  * writing K/V cells at those positions. The caller updates the sequence lengths after success. */
 infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out);

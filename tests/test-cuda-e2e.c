@@ -1,21 +1,53 @@
-/* test-cuda-e2e: whole models on the GPU (n_gpu_layers 99) against the same files on the CPU.
+/* test-cuda-e2e: whole models on the GPU (n_gpu_layers 99) against the same files on a CPU backend that
+ * rounds the way the CUDA kernels do (tests/gpu_like.c, "the reference").
  *
  * On any machine:
  *   - a split of layers between GPU and CPU is refused (INFER_E_UNSUPPORTED) before any device work;
  *   - without a usable device, n_gpu_layers 99 is INFER_E_DEVICE with a message naming CUDA;
  *   - weights that do not fit in the device's free memory are INFER_E_OOM with both byte counts
  *     (model_upload against a stand-in backend that reports 64 MiB free), and nothing is allocated.
- * On a device, for llama, qwen3, qwen3moe, qwen35, qwen35moe and qwen3next in F32, Q8_0 and Q4_K_M:
- *   - a 40-token prompt in one batch (every row asked: the mm path), then 12 single-token decode steps
- *     (mmv, CUDA graphs replayed), then a 3-token batch (the verification shape): every logits row
- *     against the CPU context fed the same tokens. Bounds (relative L2 per row): F32 2e-3 (the GPU's
- *     prefill product rounds activations to f16), quantised 5e-2 (the CPU pairs K-quants with Q8_K
- *     activations per 256 values, the GPU with Q8_1 per 32, so the two roundings differ), and the
- *     argmax of at least 90% of rows the same; broken kernels give errors of order 1;
+ * On a device:
+ *   - gpu_like_probe runs small calls of the ops (quantize, mmv, mm, norm, rope, act, attn split and
+ *     prefill, moe, gdn, kv_store, embed) on the device and on the reference and compares them bit for
+ *     bit. quantize, kv_store and embed must be equal on any device (integer work and single IEEE
+ *     operations: nothing to contract). All equal: "exact" mode; else "device" mode, naming the ops;
+ *   - llama, qwen3, qwen3moe, qwen35, qwen35moe and qwen3next in F32, Q8_0 and Q4_K_M: a 40-token prompt
+ *     in one batch (every row asked: the mm path), 12 single-token decode steps (mmv, CUDA graphs
+ *     replayed), then a 3-token batch (the verification shape): every logits row against the reference
+ *     fed the same tokens;
+ *   - long contexts (n_ctx 4096) for qwen3 Q4_K_M, qwen3moe Q8_0 and qwen35moe Q4_K_M: 320 prompt tokens in
+ *     one batch (mm over five 64-token tiles, prefill attention, the GDN recurrence over 320 tokens), 208
+ *     more in a second batch (attending over the first's cells), then 4 decode steps and a 3-token batch
+ *     at positions 528..534, where decode attention splits the 4096 cells over 16 blocks
+ *     (attn_splits) of which three hold cells, and merges them;
+ *   - two sequences decoded in one batch (the graph key includes the sequence of each token), against the
+ *     reference;
  *   - graphs change nothing: decode logits with graphs and with INFER_CUDA_GRAPHS=0 are bit-identical;
- *   - two sequences decoded in one batch (the graph key includes the sequence of each token) match
- *     the CPU;
  *   - infer_sample on the device picks what infer_sampler_sample picks from the downloaded logits.
+ * Bounds (rel = ||gpu - ref|| / ||ref|| per logits row; the constants are in logits_pair.h):
+ *   exact mode: every row rel <= PAIR_EXACT_REL_L2 = 1e-4 and every argmax equal. Why: the reference
+ *   re-enacts each kernel's float operations in the kernel's order (the per-lane sums and the warp's xor
+ *   butterfly, the q8 split quantiser, the f16 operands of mm with its 16-value K steps, the attention
+ *   tiles, splits and merge), which a harness running the kernel sources on the CPU (g++,
+ *   -ffp-contract=off, glibc libm, mma.sync as cuda_mm_emulate_host) found bit-identical for every op;
+ *   test-gpu-like checks mm against cuda_mm_emulate_host in every nvcc build. So a device that passes the
+ *   probe should give the reference's logits bit for bit (the count of bit-identical rows is printed);
+ *   1e-4 leaves room for an op the probe does not reach rounding in its last bit somewhere, not for one
+ *   flipped 8-bit rounding (that moves a row by 1e-3 or more), nor for any real bug.
+ *   device mode (a GPU: nvcc contracts a * b + c into FMAs, CUDA's expf and sincosf differ from glibc's by
+ *   ulps, the tensor cores accumulate their own way): per model and scenario, the mean row rel within
+ *   PAIR_DEVICE_MEAN_F32 / _QUANT (5e-3 / 1e-2), all rows but PAIR_DEVICE_OUTLIERS (15%) within
+ *   PAIR_DEVICE_ROW_F32 / _QUANT (2e-3 / 3e-2), every row within PAIR_ROW_MAX (0.5), and the argmax of all
+ *   but PAIR_FLIPS (3%) of the rows equal. Why: test-gpu-like runs the reference against itself with
+ *   those roundings added ("perturbed": fmaf where nvcc contracts, expf and sin / cos one ulp off, the mma
+ *   steps summed exactly); each of them alone gives the same picture, because one ulp anywhere flips an
+ *   8-bit activation or an f16 mm operand somewhere downstream, and the random models carry that to the
+ *   logits. Measured over every arch, file type and scenario (F32 / quantised): rows up to 5.8e-4 /
+ *   1.1e-2, means up to 1.6e-3 / 3.5e-3, argmax flips up to 1 row in 55; in long MoE runs a router's
+ *   top-k flips now and then (that row moves by 0.15-0.21, and in qwen3next the recurrent state carries it
+ *   on: 52 of 535 rows over 2e-3). The bounds are about three times those. An order-1 error in any kernel
+ *   breaks them; the plain CPU backend, whose activations are Q8_K / Q8_0 instead of Q8_1 per 32 values,
+ *   sits at means of 1e-2 to 2.4e-2 from the reference on quantised files.
  * Without a device the GPU part prints SKIP (no CUDA device) and the test exits 77 after the checks
  * above have passed.
  */
@@ -26,10 +58,15 @@
 
 #include "../tools/synth.h"
 #include "device.h"
+#include "forward.h"
+#include "gpu_like.h"
+#include "logits_pair.h"
 #include "model.h"
 #include "t.h"
 
-enum { N_PROMPT = 40, N_DECODE = 12, N_VERIFY = 3, N_CTX = 128 };
+enum { N_PROMPT = 40, N_DECODE = 12, N_CTX = 128, N_CTX_LONG = 4096 };
+
+static enum pair_mode mode = PAIR_DEVICE; /* set by the probe */
 
 static char dir[] = "/tmp/test-cuda-e2e-XXXXXX";
 
@@ -54,13 +91,17 @@ static infer_model *load(const char *path, int32_t ngl) {
     return m;
 }
 
-static infer_ctx *make_ctx(const infer_model *m, int32_t n_seq) {
+/* A context on m (on the device when m was loaded with n_gpu_layers 99); ref: on the reference instead. */
+static infer_ctx *make_ctx_on(const infer_model *m, int ref, int32_t n_ctx, int32_t n_batch, int32_t n_seq) {
     infer_ctx_params p = infer_ctx_params_default();
-    p.n_ctx = N_CTX, p.n_batch = 64, p.n_seq = n_seq, p.n_threads = 2;
+    p.n_ctx = n_ctx, p.n_batch = n_batch, p.n_seq = n_seq, p.n_threads = 2;
     infer_ctx *c = NULL;
-    if (infer_ctx_create(m, &p, &c) != INFER_OK) T_CHECK(0, "infer_ctx_create: %s", infer_last_error());
+    const infer_status st = ref ? ctx_create_on(m, &p, gpu_like_backend_create, &c) : infer_ctx_create(m, &p, &c);
+    if (st != INFER_OK) T_CHECK(0, "%s context: %s", ref ? "reference" : "device", infer_last_error());
     return c;
 }
+
+static infer_ctx *make_ctx(const infer_model *m, int32_t n_seq) { return make_ctx_on(m, 0, N_CTX, 64, n_seq); }
 
 static int argmax(const float *x, int32_t n) {
     int b = 0;
@@ -69,65 +110,50 @@ static int argmax(const float *x, int32_t n) {
     return b;
 }
 
-struct cmp {
-    double worst; /* max relative L2 over rows */
-    int rows, same_argmax;
-};
+enum { SCEN_BASIC, SCEN_LONG, SCEN_TWO_SEQ };
 
-static void compare_rows(struct cmp *r, const infer_ctx *g, const infer_ctx *c, int32_t n_rows, int32_t n_vocab) {
-    for (int32_t i = 0; i < n_rows; i++) {
-        const float *lg = infer_logits(g, i), *lc = infer_logits(c, i);
-        if (!lg || !lc) {
-            T_CHECK(0, "logits row %d missing: %s", i, infer_last_error());
-            r->worst = INFINITY;
-            continue;
-        }
-        double d = 0, n = 0;
-        for (int32_t v = 0; v < n_vocab; v++) d += ((double)lg[v] - lc[v]) * ((double)lg[v] - lc[v]), n += (double)lc[v] * lc[v];
-        const double rel = sqrt(d / (n > 0 ? n : 1));
-        if (!(rel <= r->worst)) r->worst = isnan(rel) ? INFINITY : fmax(r->worst, rel);
-        r->rows++, r->same_argmax += argmax(lg, n_vocab) == argmax(lc, n_vocab);
-    }
-}
-
-/* The same batch into both contexts, every row asked. */
-static int decode_both(infer_ctx *g, infer_ctx *c, const int32_t *tok, const int32_t *seq, int32_t n) {
-    int8_t want[64];
-    for (int i = 0; i < n; i++) want[i] = 1;
-    infer_batch b = {n, tok, NULL, seq, want};
-    const int ok_g = infer_decode(g, &b) == INFER_OK;
-    T_CHECK(ok_g, "gpu decode (%d tokens): %s", n, infer_last_error());
-    const int ok_c = ok_g && infer_decode(c, &b) == INFER_OK;
-    T_CHECK(!ok_g || ok_c, "cpu decode (%d tokens): %s", n, infer_last_error());
-    return ok_c;
-}
-
-static void check_model(const char *arch, const char *ftype) {
+/* One scenario of one file on the device against the reference, judged in the probe's mode. */
+static void check_model(const char *arch, const char *ftype, int scen) {
+    const char *names[] = {"", " long", " two sequences"};
     const char *path = synth_file(arch, ftype);
     if (!path) return;
-    infer_model *mg = load(path, 99), *mc = load(path, 0);
-    infer_ctx *g = mg ? make_ctx(mg, 1) : NULL, *c = mc ? make_ctx(mc, 1) : NULL;
-    const int32_t n_vocab = mc ? infer_vocab_size(mc) : 0;
-    struct cmp r = {0, 0, 0};
-    int32_t tok[N_PROMPT];
-    for (int i = 0; i < N_PROMPT; i++) tok[i] = 1 + (i * 7919) % (n_vocab - 1 > 0 ? n_vocab - 1 : 1);
-    int ok = g && c && decode_both(g, c, tok, NULL, N_PROMPT);
-    if (ok) compare_rows(&r, g, c, N_PROMPT, n_vocab);
-    for (int s = 0; ok && s < N_DECODE; s++) {
-        int32_t t = argmax(infer_logits(c, -1), n_vocab);
-        ok = decode_both(g, c, &t, NULL, 1);
-        if (ok) compare_rows(&r, g, c, 1, n_vocab);
+    infer_model *mg = load(path, 99), *mh = load(path, 0);
+    const int32_t n_ctx = scen == SCEN_LONG ? N_CTX_LONG : N_CTX, n_batch = scen == SCEN_LONG ? PAIR_LONG_BATCH : 64;
+    const int32_t n_seq = scen == SCEN_TWO_SEQ ? 2 : 1;
+    infer_ctx *g = mg ? make_ctx_on(mg, 0, n_ctx, n_batch, n_seq) : NULL, *r = mh ? make_ctx_on(mh, 1, n_ctx, n_batch, n_seq) : NULL;
+    struct pair_stats s;
+    pair_stats_init(&s);
+    if (g && r) {
+        const infer_status st = scen == SCEN_BASIC ? pair_basic(g, r, N_PROMPT, N_DECODE, &s)
+                              : scen == SCEN_LONG  ? pair_long(g, r, &s)
+                                                   : pair_two_seq(g, r, &s);
+        T_CHECK(st == INFER_OK, "%s %s%s: %s", arch, ftype, names[scen], pair_error());
+        char msg[256];
+        T_CHECK(pair_within(&s, mode, ftype, msg, sizeof msg), "%s %s%s (%s mode): %s", arch, ftype, names[scen],
+                mode == PAIR_EXACT ? "exact" : "device", msg);
+        printf("  %-9s %-6s%-14s %s\n", arch, ftype, names[scen], msg);
     }
-    int32_t v[N_VERIFY] = {3, 5, 7};
-    if (ok && decode_both(g, c, v, NULL, N_VERIFY)) compare_rows(&r, g, c, N_VERIFY, n_vocab);
-    const double bound = !strcmp(ftype, "F32") ? 2e-3 : 5e-2;
-    T_CHECK(r.rows == N_PROMPT + N_DECODE + N_VERIFY && r.worst <= bound && r.same_argmax * 10 >= r.rows * 9,
-            "%s %s: %d rows, worst relative L2 %.3g (bound %.0e), argmax equal on %d", arch, ftype, r.rows, r.worst,
-            bound, r.same_argmax);
-    printf("  %-9s %-6s rows %d  worst rel L2 %.3g  argmax equal %d/%d\n", arch, ftype, r.rows, r.worst,
-           r.same_argmax, r.rows);
-    infer_ctx_free(g), infer_ctx_free(c), infer_model_free(mg), infer_model_free(mc);
+    pair_stats_free(&s);
+    infer_ctx_free(g), infer_ctx_free(r), infer_model_free(mg), infer_model_free(mh);
     unlink(path);
+}
+
+/* Exact mode when every op of the probe is bit-identical to the reference on the device. */
+static void probe_mode(void) {
+    struct infer_backend *dev = NULL;
+    char why[512];
+    if (backend_cuda_create(0, &dev) != INFER_OK) {
+        T_CHECK(0, "cuda backend: %s", infer_last_error());
+        return;
+    }
+    int n_strict = 0;
+    const int n = gpu_like_probe(dev, &n_strict, why, sizeof why);
+    T_CHECK(n >= 0, "the probe failed on the device: %s", why);
+    T_CHECK(n_strict == 0, "ops that no device may round differently differ from the reference: %s", why);
+    mode = n == 0 ? PAIR_EXACT : PAIR_DEVICE;
+    if (n == 0) printf("exact mode: every probed op is bit-identical to the reference\n");
+    else if (n > 0) printf("device mode: %d probed ops round differently from the reference (%s)\n", n, why);
+    backend_free(dev);
 }
 
 /* Decode logits with and without graphs: the same kernels, so bit-identical. */
@@ -183,26 +209,6 @@ static void check_sample(void) {
     }
     T_CHECK(n == 60 && same == n, "infer_sample on the GPU equals the host sampler: %d of %d", same, n);
     infer_ctx_free(c), infer_model_free(m);
-    if (path) unlink(path);
-}
-
-/* Two sequences in one batch, then each alone, against the CPU. */
-static void check_two_sequences(void) {
-    const char *path = synth_file("qwen3moe", "Q8_0");
-    infer_model *mg = path ? load(path, 99) : NULL, *mc = path ? load(path, 0) : NULL;
-    infer_ctx *g = mg ? make_ctx(mg, 2) : NULL, *c = mc ? make_ctx(mc, 2) : NULL;
-    struct cmp r = {0, 0, 0};
-    const int32_t n_vocab = mc ? infer_vocab_size(mc) : 0;
-    int32_t tok[8] = {4, 8, 15, 16, 23, 42, 7, 9}, seq[8] = {0, 0, 0, 0, 1, 1, 1, 1};
-    int ok = g && c && decode_both(g, c, tok, seq, 8);
-    if (ok) compare_rows(&r, g, c, 8, n_vocab);
-    for (int s = 0; ok && s < 6; s++) {
-        int32_t t2[2] = {10 + s, 20 + s}, s2[2] = {0, 1};
-        ok = decode_both(g, c, t2, s2, 2);
-        if (ok) compare_rows(&r, g, c, 2, n_vocab);
-    }
-    T_CHECK(r.rows == 20 && r.worst <= 5e-2, "two sequences: %d rows, worst relative L2 %.3g", r.rows, r.worst);
-    infer_ctx_free(g), infer_ctx_free(c), infer_model_free(mg), infer_model_free(mc);
     if (path) unlink(path);
 }
 
@@ -267,12 +273,17 @@ int main(void) {
         return rc ? rc : 77;
     }
     if (path) unlink(path);
+    probe_mode();
     const char *archs[] = {"llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
     const char *types[] = {"F32", "Q8_0", "Q4_K_M"};
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
-        for (size_t k = 0; k < sizeof types / sizeof *types; k++) check_model(archs[a], types[k]);
+        for (size_t k = 0; k < sizeof types / sizeof *types; k++) check_model(archs[a], types[k], SCEN_BASIC);
+    /* one long context per family: dense attention, MoE, hybrid (GDN + MoE + shared expert) */
+    check_model("qwen3", "Q4_K_M", SCEN_LONG);
+    check_model("qwen3moe", "Q8_0", SCEN_LONG);
+    check_model("qwen35moe", "Q4_K_M", SCEN_LONG);
+    check_model("qwen3moe", "Q8_0", SCEN_TWO_SEQ);
     check_graphs();
-    check_two_sequences();
     check_sample();
     rmdir(dir);
     return t_done();
