@@ -152,7 +152,8 @@ static int shfl_source(const fiber &f, int lane) {
 /* The mma.sync m16n8k16 product of the warp's fragments, as the PTX ISA lays them out: lane 4g + t
  * holds A rows g, g+8 at columns 2t, 2t+1 (a0, a1 / a2, a3) and 2t+8, 2t+9 (a4..a7); B rows 2t, 2t+1
  * (b0) and 2t+8, 2t+9 (b1) of column g; C/D rows g (c0, c1) and g+8 (c2, c3) at columns 2t, 2t+1.
- * Products of halves are exact in float; they are summed in float in k order onto C. */
+ * Products of halves are exact in float; the 16 of each element are summed in float in k order, then added
+ * to C (a tensor core adds them in wider arithmetic, in an order of its own: results agree to rounding). */
 static void mma_resolve(fiber *lanes) {
     static const std::vector<float> half_to_float = [] { /* every binary16 value as float: a table lookup */
         std::vector<float> t(65536);
@@ -177,11 +178,14 @@ static void mma_resolve(fiber *lanes) {
         }
         for (int i = 0; i < 4; i++) C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)] = f.mma_c[i];
     }
-    for (int r = 0; r < 16; r++) /* per element of C: += A[r][k] B[k][c] for k = 0..15 in order */
+    for (int r = 0; r < 16; r++) { /* per element: the 16 products summed in k order, then added to C */
+        float S[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int k = 0; k < 16; k++) {
             const float a = A[r][k];
-            for (int c = 0; c < 8; c++) C[r][c] += a * B[k][c];
+            for (int c = 0; c < 8; c++) S[c] += a * B[k][c];
         }
+        for (int c = 0; c < 8; c++) C[r][c] += S[c];
+    }
     for (int lane = 0; lane < 32; lane++) {
         const int g = lane / 4, t = lane % 4;
         for (int i = 0; i < 4; i++) lanes[lane].mma_c[i] = C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)];

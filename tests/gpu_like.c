@@ -24,7 +24,8 @@ static const struct gl *gl_of(const struct infer_backend *b) { return b->impl; }
 /* ---- arithmetic the device may round differently ---- */
 
 /* The perturbed variant's roundings (all by default; GL_PERTURB=<mask> in the environment picks some, to
- * measure each alone): fmaf where nvcc contracts, expf one ulp off, __expf as ex2.approx, the mma step's
+ * measure each alone): fmaf where nvcc contracts, expf one ulp off, __expf as glibc expf instead of the
+ * emulator's ex2 of x * log2(e), the mma step's
  * exact sum, sin / cos one ulp off. */
 enum { GL_P_FMA = 1, GL_P_EXP = 2, GL_P_FAST_EXP = 4, GL_P_MMA = 8, GL_P_ROPE = 16, GL_P_ALL = 31 };
 
@@ -38,7 +39,7 @@ static inline float gl_exp(int perturb, float x) {
 }
 
 /* __expf (mmv / mm SwiGLU): ex2.approx of x * log2(e). */
-static inline float gl_fast_exp(int perturb, float x) { return perturb & GL_P_FAST_EXP ? exp2f(x * 1.44269504f) : expf(x); }
+static inline float gl_fast_exp(int perturb, float x) { return perturb & GL_P_FAST_EXP ? expf(x) : exp2f(x * 1.44269504f); }
 
 static inline float gl_f16(float v) { return blocks_f16_to_f32(blocks_f32_to_f16(v)); }
 
