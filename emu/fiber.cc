@@ -1,6 +1,6 @@
 /* fiber.cc: a CUDA thread as a fiber. Each host thread that runs kernels owns a pool of up to 1024 fibers
  * (a block's threads), each with its own stack below a guard page. Switching saves the callee-saved
- * registers and the floating-point control words on the old stack and loads the new stack pointer
+ * registers on the old stack and loads the new stack pointer
  * (x86-64 System V; other machines use ucontext). Under AddressSanitizer every switch is announced with
  * __sanitizer_start/finish_switch_fiber so ASan tracks which stack is live.
  */
@@ -29,8 +29,8 @@ enum { STACK_BYTES = 64 << 10 };
 enum { MAX_FIBERS = 1024 };
 
 #if defined(__x86_64__)
-/* emu_switch(save, to): pushes rbp rbx r12-r15 and the MXCSR / x87 control words, stores rsp in *save,
- * loads rsp = to and pops the same from there. A new fiber's stack is laid out as if it had been
+/* emu_switch(save, to): pushes rbp rbx r12-r15, stores rsp in *save, loads rsp = to and pops the same from
+ * there. The floating-point control words are not switched: every fiber runs with the thread's. A new fiber's stack is laid out as if it had been
  * switched out just before emu_trampoline, which calls the entry function found in r12. */
 extern "C" void emu_switch(void **save, void *to);
 extern "C" void emu_trampoline();
@@ -46,14 +46,8 @@ emu_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -165,11 +159,6 @@ void fiber_start(fiber_pool *p, fiber *f, void (*entry)()) {
     *--top = 0;                             /* r13 */
     *--top = 0;                             /* r14 */
     *--top = 0;                             /* r15 */
-    uint32_t cw[2];
-    __asm__ volatile("stmxcsr %0" : "=m"(cw[0]));
-    __asm__ volatile("fnstcw %0" : "=m"(cw[1]));
-    --top;
-    memcpy(top, cw, 8);
     f->sp = top;
 #else
     ucontext_t *c = &tls_fiber_ctx[f - p->fibers];
