@@ -10,10 +10,10 @@
  * cuda_moe_ffn: y[t] = sum_k w[t][k] down_e(silu(gate_e x[t]) * up_e x[t]), e = ids[t][k], in two
  * kernels with the hidden vectors in a->scratch ((n_tokens, n_expert_used, n_ff) f32,
  * moe_ffn_scratch_floats):
- *   moe_gate_up: grid (n_ff / 4, n_tokens * n_expert_used), one warp per hidden row f of one
- *     (token, expert) pair: h = silu(gate_e[f].x) * (up_e[f].x);
- *   moe_down: grid (n_embd / 4, n_tokens), one warp per output row i of a token, the k experts in
- *     top-k order: y = sum_k w_k (down_e[i].h_k) (deterministic; no atomics).
+ *   moe_gate_up: grid (n_ff / 4, min(n_tokens * n_expert_used, 65535)), one warp per hidden row f of
+ *     (token, expert) pairs blockIdx.y, + gridDim.y, ...: h = silu(gate_e[f].x) * (up_e[f].x);
+ *   moe_down: grid (n_embd / 4, min(n_tokens, 65535)), one warp per output row i of tokens blockIdx.y,
+ *     + gridDim.y, ..., the k experts in top-k order: y = sum_k w_k (down_e[i].h_k) (deterministic).
  * Weights are dequantised on the fly with the kernels/blocks.h decoders (32 values per lane step)
  * and dotted with f32 activations; the CPU quantises x and h to 8 bits first (llama.cpp's CPU path),
  * so the two agree to activation-quantisation noise, and exactly-float weights agree to rounding.
@@ -152,38 +152,43 @@ template <int T>
 static __global__ void __launch_bounds__(MOE_THREADS)
     moe_gate_up(const __grid_constant__ struct moe_ffn_args a, const struct moe_rows rb) {
     const int64_t f = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP_SIZE;
-    const int64_t pair = blockIdx.y, t = pair / a.n_expert_used;
     if (f >= a.n_ff) return; /* whole warp */
-    const int e = a.ids[pair];
-    float h = __int_as_float(0x7fc00000); /* an id out of range poisons the row (the CPU returns an error) */
-    if (e >= 0 && e < a.n_expert) {
-        const size_t off = ((size_t)e * a.n_ff + f) * rb.gu;
-        const float *x = a.x + t * a.n_embd;
-        const float g = moe_row_dot<T>((const uint8_t *)a.gate + off, x, a.n_embd);
-        const float u = moe_row_dot<T>((const uint8_t *)a.up + off, x, a.n_embd);
-        h = g / (1.0f + expf(-g)) * u;
+    const int64_t pairs = (int64_t)a.n_tokens * a.n_expert_used;
+    for (int64_t pair = blockIdx.y; pair < pairs; pair += gridDim.y) { /* grid.y is capped at 65535 */
+        const int64_t t = pair / a.n_expert_used;
+        const int e = a.ids[pair];
+        float h = __int_as_float(0x7fc00000); /* an id out of range poisons the row (the CPU returns an error) */
+        if (e >= 0 && e < a.n_expert) {
+            const size_t off = ((size_t)e * a.n_ff + f) * rb.gu;
+            const float *x = a.x + t * a.n_embd;
+            const float g = moe_row_dot<T>((const uint8_t *)a.gate + off, x, a.n_embd);
+            const float u = moe_row_dot<T>((const uint8_t *)a.up + off, x, a.n_embd);
+            h = g / (1.0f + expf(-g)) * u;
+        }
+        if (threadIdx.x % WARP_SIZE == 0) a.scratch[pair * a.n_ff + f] = h;
     }
-    if (threadIdx.x % WARP_SIZE == 0) a.scratch[pair * a.n_ff + f] = h;
 }
 
 template <int T>
 static __global__ void __launch_bounds__(MOE_THREADS)
     moe_down(const __grid_constant__ struct moe_ffn_args a, const struct moe_rows rb) {
-    const int64_t i = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP_SIZE, t = blockIdx.y;
+    const int64_t i = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP_SIZE;
     if (i >= a.n_embd) return; /* whole warp */
-    float y = 0.0f;
-    for (int k = 0; k < a.n_expert_used; k++) {
-        const int64_t pair = t * a.n_expert_used + k;
-        const int e = a.ids[pair];
-        if (e < 0 || e >= a.n_expert) {
-            y = __int_as_float(0x7fc00000);
-            break;
+    for (int64_t t = blockIdx.y; t < a.n_tokens; t += gridDim.y) { /* grid.y is capped at 65535 */
+        float y = 0.0f;
+        for (int k = 0; k < a.n_expert_used; k++) {
+            const int64_t pair = t * a.n_expert_used + k;
+            const int e = a.ids[pair];
+            if (e < 0 || e >= a.n_expert) {
+                y = __int_as_float(0x7fc00000);
+                break;
+            }
+            const float o = moe_row_dot<T>((const uint8_t *)a.down + ((size_t)e * a.n_embd + i) * rb.dn,
+                                           a.scratch + pair * a.n_ff, a.n_ff);
+            y += a.weights[pair] * o;
         }
-        const float o = moe_row_dot<T>((const uint8_t *)a.down + ((size_t)e * a.n_embd + i) * rb.dn,
-                                       a.scratch + pair * a.n_ff, a.n_ff);
-        y += a.weights[pair] * o;
+        if (threadIdx.x % WARP_SIZE == 0) a.y[t * a.n_embd + i] = y;
     }
-    if (threadIdx.x % WARP_SIZE == 0) a.y[t * a.n_embd + i] = y;
 }
 
 static bool moe_type_ok(int32_t type, int64_t n) {
@@ -205,9 +210,10 @@ extern "C" cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s
     if (a->n_tokens == 0) return cudaGetLastError();
     const int64_t pairs = (int64_t)a->n_tokens * a->n_expert_used;
     const int64_t gx = (a->n_ff + MOE_WARPS - 1) / MOE_WARPS, dx = (a->n_embd + MOE_WARPS - 1) / MOE_WARPS;
-    if (pairs > 65535 || a->n_tokens > 65535 || gx > 2147483647 || dx > 2147483647) return cudaErrorInvalidValue;
+    if (gx > 2147483647 || dx > 2147483647) return cudaErrorInvalidValue;
     const struct moe_rows rb = {quant_row_bytes(a->type_gate_up, a->n_embd), quant_row_bytes(a->type_down, a->n_ff)};
-    const dim3 ggrid((unsigned)gx, (unsigned)pairs), dgrid((unsigned)dx, (unsigned)a->n_tokens);
+    const dim3 ggrid((unsigned)gx, (unsigned)(pairs < 65535 ? pairs : 65535)),
+        dgrid((unsigned)dx, (unsigned)(a->n_tokens < 65535 ? a->n_tokens : 65535));
     switch (a->type_gate_up) {
 #define MOE_GU(t) case INFER_TYPE_##t: launch_kernel(moe_gate_up<INFER_TYPE_##t>, ggrid, MOE_THREADS, 0, s, *a, rb); break;
         MOE_FLOAT_TYPES(MOE_GU) MOE_QUANT_TYPES(MOE_GU)
