@@ -27,11 +27,13 @@ run() { # name command...: runs it, logs to $B/test-logs/name.log, prints its fa
 
 # The CUDA emulator's build (make check-emu): the GPU tests only, every one of them run, none skipped.
 if [ "$INFER_EMU_RUN" = 1 ]; then
-    for t in $(find "$B/tests" -type f \( -name 'test-emu' -o -name 'test-cuda-*' -o -name 'test-device' \
-               -o -name 'test-gpu-*' \) ! -name '*.[od]' | sort); do
+    # the kernel-level tests first: with INFER_TEST_FAILFAST (tests/emu/mutants.sh) they fail soonest
+    run test-emu "$B/tests/emu/test-emu"
+    run test-ops-cuda "$B/tests/test-ops" -b cuda
+    for t in $(find "$B/tests" -type f \( -name 'test-cuda-*' -o -name 'test-device' -o -name 'test-gpu-tools' \) \
+               ! -name '*.[od]' | sort); do
         run "$(basename "$t")" "$t"
     done
-    run test-ops-cuda "$B/tests/test-ops" -b cuda
     [ "$skip" -eq 0 ] || { echo "check-emu: a GPU test was skipped under the emulator"; fail=$((fail + 1)); }
     [ -n "$failed" ] && echo "failed:$failed"
     echo "emulator: $pass passed, $fail failed, $skip skipped"
