@@ -3,7 +3,7 @@
 # cases included), run the GPU tests under compute-sanitizer (memcheck, racecheck), and write one log
 # to bench/results/YYYY-MM-DD-<gpu>-check-gpu.md. Exit status is non-zero if anything failed.
 # Then the end-to-end checks: test-cuda-e2e on its own (its output in the log) and under
-# compute-sanitizer with the other GPU tests, and `llm-bench -ngl 99` on a synthetic qwen3-0.6b Q4_K_M.
+# compute-sanitizer with test-ops' CUDA column, and `llm-bench -ngl 99` on a synthetic qwen3-0.6b Q4_K_M.
 # On a device machine the tree has no .git: COMMIT=<hash> names the commit; the log is also copied to
 # $OUT when that is set (the device tool's return folder).
 set -u
@@ -32,12 +32,14 @@ run() { # title, command...
 run "build" make -j"$(nproc)" BUILD="$B" CUDA_ARCHS="$arch"
 run "tests" make test BUILD="$B" CUDA_ARCHS="$arch" FUZZ_TIME=5
 run "test-cuda-e2e" "$B/tests/test-cuda-e2e"
-for gpu_test in "$B"/tests/test-cuda-*; do
+for gpu_test in "$B"/tests/test-cuda-* "$B/tests/test-ops"; do
     case "$gpu_test" in *.o|*.d) continue ;; esac
     [ -x "$gpu_test" ] || continue
     name=$(basename "$gpu_test")
-    run "compute-sanitizer memcheck $name" compute-sanitizer --tool memcheck --error-exitcode 1 "$gpu_test"
-    run "compute-sanitizer racecheck $name" compute-sanitizer --tool racecheck --error-exitcode 1 "$gpu_test"
+    args=
+    [ "$name" = test-ops ] && args="-b cuda" # its CUDA column; the CPU columns ran in make test
+    run "compute-sanitizer memcheck $name" compute-sanitizer --tool memcheck --error-exitcode 1 "$gpu_test" $args
+    run "compute-sanitizer racecheck $name" compute-sanitizer --tool racecheck --error-exitcode 1 "$gpu_test" $args
 done
 run "bench-ops smoke (Q4_K)" "$B/bench-ops" -t q4_K -r 20
 small=${TMPDIR:-/tmp}/check-gpu-qwen3-0.6b-q4km.gguf

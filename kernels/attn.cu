@@ -38,7 +38,7 @@
  * per KV group), q and out once; split partials 2 * splits * n_tokens * n_head * (head_dim + 2) * 4.
  * Variants (a->variant): ATTN_AUTO = ATTN_SIMT, the kernel above, for every shape; ATTN_MMA, the
  * tensor-core FlashAttention-2 kernel further down (head_dim 64/128/256, one split), is the prefill
- * challenger: written without a device at hand, AUTO picks it once test-cuda-kernels and bench-ops
+ * challenger: written without a device at hand, AUTO picks it once test-ops and bench-ops
  * have run it on one.
  */
 #include <cuda_fp16.h>

@@ -459,11 +459,6 @@ struct cuda_mm_state;
 cudaError_t cuda_mm_state_create(struct cuda_mm_state **out);
 void cuda_mm_state_free(struct cuda_mm_state *s);
 cudaError_t cuda_mm(const struct mm_args *a, struct cuda_mm_state *st, cudaStream_t s);
-/* Tests: one W row to f16 bits through mm's own decoders compiled for the host (out 16-byte aligned). */
-cudaError_t cuda_mm_dequant_row_host(int32_t type, const void *row, int64_t n_in, uint16_t *out);
-/* Tests: the mma kernel's tiling run on the CPU, mma.sync emulated from the PTX fragment layout; all
- * pointers in a are host memory. Slow; not reentrant. */
-cudaError_t cuda_mm_emulate_host(const struct mm_args *a);
 #endif
 
 #ifdef __cplusplus

@@ -28,14 +28,12 @@
  * cublasSetStream resets the handle's workspace, so every call sets the stream then the workspace.
  *
  * Accuracy: x (and W for float types) are rounded to f16 (11-bit significand), products are exact
- * and summed in f32: relative error ~2^-11 per term (test-cuda-mm states the bound). Activations
+ * and summed in f32: relative error ~2^-11 per term (test-ops states the bound). Activations
  * beyond the f16 range (|x| > 65504) become Inf; BF16 weights below 2^-24 in magnitude flush to 0.
  * Neither mode allocates, syncs or reads host memory per call (graph-capturable).
  *
- * Written without a device, so the code is built to be checked on the CPU: the W decoders and the
- * kernel's per-thread steps (tile fills, fragment loads, epilogue) are __host__ __device__, and two
- * host entry points run them for tests: cuda_mm_dequant_row_host (decoders vs lib/quant.c, bit for
- * bit) and cuda_mm_emulate_host (the whole tiling, mma.sync emulated from the PTX fragment layout).
+ * Both modes run on the CPU under the emulator (make EMU=1: mma.sync and cuBLAS included), so test-ops
+ * checks this file on every machine.
  * note: the mma kernel has no software pipelining yet (decode, sync, mma per step); it is the first
  * version: bench-ops -o mm compares it with the cuBLAS mode.
  */
@@ -70,14 +68,8 @@ struct cuda_mm_state {
 
 /* ---- W decoding: unit u (32 values, 0-based over the row) to f32, in blocks.h's arithmetic ---- */
 
-/* The decoders are __host__ __device__: cuda_mm_dequant_row_host runs the same code on the CPU so
- * tests check it against lib/quant.c without a device. */
-#define MM_HD __host__ __device__ __forceinline__
-#ifdef __CUDA_ARCH__
+#define MM_HD __device__ __forceinline__
 #define MM_UNROLL _Pragma("unroll")
-#else
-#define MM_UNROLL /* the host compiler knows no unroll pragma */
-#endif
 
 /* N words from a 2-byte aligned address (odd-sized blocks: two 16-bit loads each, like
  * load_int_a2), and byte i of such words. */
@@ -88,14 +80,8 @@ MM_UNROLL
 }
 static MM_HD int byte_at(const uint32_t *w, int i) { return (int)((w[i / 4] >> (8 * (i % 4))) & 0xFF); }
 
-/* IQ4 codebook entry k: the __device__ table on the GPU, the packed constants on the host. */
-static MM_HD float iq4_value(int k) {
-#ifdef __CUDA_ARCH__
-    return (float)blocks_kvalues_iq4nl[k];
-#else
-    return (float)blocks_iq4nl_value(k);
-#endif
-}
+/* IQ4 codebook entry k. */
+static MM_HD float iq4_value(int k) { return (float)blocks_kvalues_iq4nl[k]; }
 
 template <int T> struct wdec;
 
@@ -219,17 +205,9 @@ MM_UNROLL
                            pack_h2(v[8 * i + 4], v[8 * i + 5]), pack_h2(v[8 * i + 6], v[8 * i + 7]));
 }
 
-static MM_HD float silu(float v) {
-#ifdef __CUDA_ARCH__
-    return v / (1.0f + __expf(-v));
-#else
-    return v / (1.0f + expf(-v));
-#endif
-}
+static MM_HD float silu(float v) { return v / (1.0f + __expf(-v)); }
 
-/* ---- the tensor-core kernel ----
- * Its per-thread steps are __host__ __device__ and take the thread's index, so cuda_mm_emulate_host
- * can run the same tiling on the CPU with an emulated mma (tests). */
+/* ---- the tensor-core kernel ---- */
 
 /* Rows m0.. and columns k0.. of W as an MM_BM x MM_BK f16 tile s[row][k]; zeros outside the matrix. */
 template <int T>
@@ -365,85 +343,6 @@ template <int T> static cudaError_t mma_launch(const struct mm_args *a, size_t r
     return cudaGetLastError();
 }
 
-/* ---- the same kernel on the CPU (tests) ----
- * Blocks one after another; per K step every thread fills its share of the tiles, then each warp's
- * mma_step is emulated from the 32 lanes' fragments as the PTX ISA defines them (element by element,
- * independently of frag_a / frag_b's word arithmetic), products summed in float. */
-
-static float h2f(uint32_t word, int hi) { return blocks_f16_to_f32((uint16_t)(hi ? word >> 16 : word & 0xFFFF)); }
-
-/* acc[lane] += A B for one m16n8k16 given every lane's A and B registers. */
-static void mma_emulate(float acc[WARP_SIZE][4], const uint32_t af[WARP_SIZE][4], const uint32_t bf[WARP_SIZE][2]) {
-    float A[16][16], B[16][8];
-    for (int lane = 0; lane < WARP_SIZE; lane++) {
-        const int g = lane / 4, c = lane % 4;
-        for (int j = 0; j < 2; j++) {
-            A[g][2 * c + j] = h2f(af[lane][0], j), A[g + 8][2 * c + j] = h2f(af[lane][1], j);
-            A[g][2 * c + 8 + j] = h2f(af[lane][2], j), A[g + 8][2 * c + 8 + j] = h2f(af[lane][3], j);
-            B[2 * c + j][g] = h2f(bf[lane][0], j), B[2 * c + 8 + j][g] = h2f(bf[lane][1], j);
-        }
-    }
-    for (int lane = 0; lane < WARP_SIZE; lane++) {
-        const int g = lane / 4, c = lane % 4;
-        for (int e = 0; e < 4; e++) {
-            const int i = g + (e >= 2 ? 8 : 0), j = 2 * c + (e & 1);
-            float s = 0.0f;
-            for (int k = 0; k < 16; k++) s += A[i][k] * B[k][j];
-            acc[lane][e] += s;
-        }
-    }
-}
-
-template <int T, bool SWIGLU> static void emulate(const struct mm_args &a, size_t rb) {
-    alignas(16) static uint16_t ws[MM_BM * MM_LDK], xs[MM_BN * MM_LDK], w2s[MM_BM * MM_LDK]; /* not reentrant (tests) */
-    static float acc[MM_THREADS][2][4][4], acc2[MM_THREADS][2][4][4];
-    for (int64_t m0 = 0; m0 < a.n_out; m0 += MM_BM)
-        for (int64_t n0 = 0; n0 < a.n_tokens; n0 += MM_BN) {
-            memset(acc, 0, sizeof acc), memset(acc2, 0, sizeof acc2);
-            for (int64_t k0 = 0; k0 < a.n_in; k0 += MM_BK) {
-                for (int tid = 0; tid < MM_THREADS; tid++) {
-                    fill_w<T>((const uint8_t *)a.w, rb, a.n_out, a.n_in, m0, k0, tid, ws);
-                    if (SWIGLU) fill_w<T>((const uint8_t *)a.w2, rb, a.n_out, a.n_in, m0, k0, tid, w2s);
-                    fill_x(a.x, a.n_tokens, a.n_in, n0, k0, tid, xs);
-                }
-                for (int warp = 0; warp < MM_WARPS; warp++) {
-                    const int wm = warp % 2, wn = warp / 2;
-                    for (int kk = 0; kk < MM_BK / 16; kk++) {
-                        uint32_t af[2][2][WARP_SIZE][4], bf[4][WARP_SIZE][2];
-                        for (int lane = 0; lane < WARP_SIZE; lane++) {
-                            const int g = lane / 4, kw = 8 * kk + lane % 4;
-                            for (int nt = 0; nt < 4; nt++) frag_b((const uint32_t *)xs, 32 * wn + 8 * nt + g, kw, bf[nt][lane]);
-                            for (int mt = 0; mt < 2; mt++) {
-                                frag_a((const uint32_t *)ws, 32 * wm + 16 * mt + g, kw, af[0][mt][lane]);
-                                frag_a((const uint32_t *)w2s, 32 * wm + 16 * mt + g, kw, af[1][mt][lane]);
-                            }
-                        }
-                        for (int mt = 0; mt < 2; mt++)
-                            for (int nt = 0; nt < 4; nt++) {
-                                float cw[WARP_SIZE][4], cw2[WARP_SIZE][4];
-                                for (int lane = 0; lane < WARP_SIZE; lane++)
-                                    for (int e = 0; e < 4; e++) {
-                                        cw[lane][e] = acc[warp * WARP_SIZE + lane][mt][nt][e];
-                                        cw2[lane][e] = acc2[warp * WARP_SIZE + lane][mt][nt][e];
-                                    }
-                                mma_emulate(cw, af[0][mt], bf[nt]);
-                                if (SWIGLU) mma_emulate(cw2, af[1][mt], bf[nt]);
-                                for (int lane = 0; lane < WARP_SIZE; lane++)
-                                    for (int e = 0; e < 4; e++) {
-                                        acc[warp * WARP_SIZE + lane][mt][nt][e] = cw[lane][e];
-                                        acc2[warp * WARP_SIZE + lane][mt][nt][e] = cw2[lane][e];
-                                    }
-                            }
-                    }
-                }
-            }
-            for (int tid = 0; tid < MM_THREADS; tid++) {
-                const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
-                store_tile<SWIGLU>(a, acc[tid], acc2[tid], m0, n0, warp % 2, warp / 2, lane / 4, lane % 4);
-            }
-        }
-}
-
 /* ---- the cuBLAS baseline ---- */
 
 /* Rows r0 .. r0+nr-1 of W as f16, rows n_in apart (quantised types: n_in a multiple of 32, so every
@@ -575,51 +474,11 @@ extern "C" void cuda_mm_state_free(struct cuda_mm_state *st) {
     xfree(st);
 }
 
-/* W row -> f16 bits on the host, through the kernels' decoders (tests). */
-template <int T> static void dequant_row_host(const uint8_t *row, int64_t n_in, uint16_t *out) {
-    if constexpr (is_float_type<T>::value) {
-        for (int64_t i = 0; i < n_in; i++) out[i] = __half_as_ushort(__float2half_rn(fval<T>(row, i)));
-    } else {
-        for (int64_t u = 0; u < n_in / 32; u++) {
-            float v[32];
-            wdec<T>::unit(row, u, v);
-            store32_h(out + 32 * u, v);
-        }
-    }
-}
-
 /* The weight types both modes cover; one switch over this list dispatches. */
 #define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q4_K) X(Q5_K) X(Q6_K)
 
 template <int T> static cudaError_t launch_type(const struct mm_args *a, struct cuda_mm_state *st, size_t rb, cudaStream_t s) {
     return st->mode == MM_MODE_CUBLAS ? blas_launch<T>(a, st, rb, s) : mma_launch<T>(a, rb, s);
-}
-
-extern "C" cudaError_t cuda_mm_dequant_row_host(int32_t type, const void *row, int64_t n_in, uint16_t *out) {
-    const struct quant_type *qt = quant_type(type);
-    if (!qt || n_in <= 0 || n_in % qt->blck != 0 || ((uintptr_t)out & 15)) return cudaErrorInvalidValue;
-    switch (type) {
-#define MM_HOST(t) case INFER_TYPE_##t: dequant_row_host<INFER_TYPE_##t>((const uint8_t *)row, n_in, out); return cudaSuccess;
-        MM_TYPES(MM_HOST)
-#undef MM_HOST
-    default: return cudaErrorInvalidValue;
-    }
-}
-
-extern "C" cudaError_t cuda_mm_emulate_host(const struct mm_args *a) {
-    const struct quant_type *qt = quant_type(a->type);
-    if (!qt || a->n_in <= 0 || a->n_out <= 0 || a->n_tokens < 1 || a->n_in % qt->blck != 0 || a->epilogue < MMV_PLAIN ||
-        a->epilogue > MMV_SWIGLU || (a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add))
-        return cudaErrorInvalidValue;
-    const size_t rb = quant_row_bytes(a->type, a->n_in);
-    const bool sw = a->epilogue == MMV_SWIGLU;
-    switch (a->type) {
-#define MM_EMU(t)                                                                                            \
-    case INFER_TYPE_##t: sw ? emulate<INFER_TYPE_##t, true>(*a, rb) : emulate<INFER_TYPE_##t, false>(*a, rb); return cudaSuccess;
-        MM_TYPES(MM_EMU)
-#undef MM_EMU
-    default: return cudaErrorInvalidValue;
-    }
 }
 
 extern "C" cudaError_t cuda_mm(const struct mm_args *a, struct cuda_mm_state *st, cudaStream_t s) {

@@ -283,7 +283,10 @@ extern "C" cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s) {
     const int64_t blck = qt ? qt->blck : 1;
     if (a->n_in <= 0 || a->n_out <= 0 || a->n_in % blck != 0 || (blck > 1 && a->n_in % Q8_SPLIT_BLOCK != 0))
         return cudaErrorInvalidValue;
-    if ((a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add)) return cudaErrorInvalidValue;
+    if (!a->w || !a->y || (blck > 1 ? !a->xq : !a->x)) return cudaErrorInvalidValue; /* the kernel would fault */
+    if (a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU || (a->epilogue == MMV_SWIGLU && !a->w2) ||
+        (a->epilogue == MMV_ADD && !a->add))
+        return cudaErrorInvalidValue; /* an unknown epilogue would otherwise run as MMV_PLAIN */
     if (a->n_out > (int64_t)MMV_WARPS * 2147483647) return cudaErrorInvalidValue;
     switch (a->type) {
 #define MMV_DISPATCH(t) case INFER_TYPE_##t: return launch_type<INFER_TYPE_##t>(a, s);

@@ -31,7 +31,8 @@ quantize_q8_split_kernel(const __grid_constant__ struct quantize_args a) {
 }
 
 extern "C" cudaError_t cuda_quantize(const struct quantize_args *a, cudaStream_t s) {
-    if (a->type != INFER_TYPE_Q8_1 || a->n % Q8_SPLIT_BLOCK != 0 || a->n_rows <= 0 || a->n_rows > 65535)
+    if (!a->x || !a->y || a->type != INFER_TYPE_Q8_1 || a->n <= 0 || a->n % Q8_SPLIT_BLOCK != 0 || a->n_rows <= 0 ||
+        a->n_rows > 65535 || a->x_stride < a->n)
         return cudaErrorInvalidValue;
     const int64_t n_groups = a->n / Q8_SPLIT_BLOCK;
     dim3 grid((unsigned)((n_groups + QUANTIZE_GROUPS_PER_BLOCK - 1) / QUANTIZE_GROUPS_PER_BLOCK), (unsigned)a->n_rows);

@@ -275,8 +275,8 @@ static void gl_w_f16(int32_t type, const uint8_t *row, int64_t n, float *out) {
 
 /* mma.sync m16n8k16 with f32 accumulation, K in steps of 16 from 0: the 16 f16 x f16 products are exact
  * in f32. How the hardware adds them to the accumulator is not documented (it is neither of these); the
- * plain variant sums them in f32 in K order, then adds the sum (mm.cu's host emulation of the
- * instruction, cuda_mm_emulate_host); the perturbed one adds their exact sum with one rounding. */
+ * plain variant sums them in f32 in K order, then adds the sum (the emulator's mma.sync, emu/exec.cc);
+ * the perturbed one adds their exact sum with one rounding. */
 static float gl_mma_dot(int perturb, const float *w, const float *x, int64_t n) {
     float acc = 0.0f;
     for (int64_t k0 = 0; k0 < n; k0 += 16) {

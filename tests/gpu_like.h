@@ -11,7 +11,7 @@
  *                 % 32) then by the warp's xor butterfly; float weights: lane-strided f32 sums, butterfly;
  *   mm            W (dequantised as blocks.h does) and x rounded to f16 (mm.cu's mma.sync m16n8k16 path, xq
  *                 unused): per 16 values of K the exact f16 products summed in f32 in K order, then added
- *                 to the f32 accumulator, as cuda_mm_emulate_host models the instruction;
+ *                 to the f32 accumulator, as the emulator's mma.sync models the instruction;
  *   norm          the sum of squares with fmaf, thread-strided (32 threads a row below n = 1024, else 256)
  *                 and reduced like norm.cu (the fused norm_q / rope_norm are bit-identical to norm then
  *                 quantize / rope on the device, so this backend leaves them out);
@@ -28,8 +28,8 @@
  * rope, act, embed, kv_store, ssm_conv and sample compute what the CPU's do (the kernels' headers
  * state it; rope only differs by sincosf against sinf / cosf, a few ulps).
  * Every op was found bit-identical to its kernel's source run on the CPU (g++ -ffp-contract=off, glibc
- * libm, the kernels' warps as fibers; mm against cuda_mm_emulate_host, which test-gpu-like repeats in
- * nvcc builds), so a device running the kernels' float operations as written gives these numbers bit
+ * libm, the kernels' warps as fibers; mm against mm.cu's kernel on the emulator, which test-gpu-like
+ * repeats in EMU=1 builds), so a device running the kernels' float operations as written gives these numbers bit
  * for bit. A GPU differs by what the code leaves open: nvcc's FMA contraction, CUDA's __expf / expf /
  * sincosf against glibc's, and the tensor cores' own accumulation. The "perturbed" variant adds exactly
  * those (fmaf where nvcc would contract a product into a sum, expf and sinf / cosf one ulp off, __expf as

@@ -132,11 +132,18 @@ void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs)
     for (int64_t t = 0; t < a->n_tokens; t++) {
         double *xt = x + t * a->n_in;
         const float *xf = a->x + t * a->n_in;
-        if (act_type >= 0)
+        if (act_type == INFER_TYPE_Q8_1) { /* the q8 split layout: int8 rows, then (d, s) per 32 values */
+            const int8_t *q = (const int8_t *)a->xq + t * a->n_in;
+            const float *ds = (const float *)((const char *)a->xq + q8_split_ds_offset(a->n_in, (int32_t)a->n_tokens));
+            for (int64_t c = 0; c < a->n_in; c++) xt[c] = (double)ds[2 * (t * (a->n_in / 32) + c / 32)] * q[c];
+        } else if (act_type == REF_ACT_F32) {
+            for (int64_t c = 0; c < a->n_in; c++) xt[c] = xf[c];
+        } else if (act_type >= 0) {
             ref_dequant(act_type, (const char *)a->xq + t * ref_row_bytes(act_type, a->n_in), xt, a->n_in);
-        else
+        } else {
             for (int64_t c = 0; c < a->n_in; c++)
                 xt[c] = a->type == INFER_TYPE_F16 ? ref_round_f16(xf[c]) : a->type == INFER_TYPE_BF16 ? ref_round_bf16(xf[c]) : xf[c];
+        }
     }
     for (int64_t r = 0; r < a->n_out; r++) {
         ref_dequant(a->type, (const char *)a->w + r * wb, w, a->n_in);
@@ -243,33 +250,36 @@ void ref_hadamard(const double *x, double *y, int len, int n) {
 }
 
 void ref_attn(const struct attn_args *a, double *out) {
-    int d = a->head_dim, group = a->n_head / a->n_head_kv;
-    double *p = malloc(sizeof(double) * a->n_kv), *kv = malloc(sizeof(double) * d);
-    double *vs = malloc(sizeof(double) * (size_t)a->n_kv * d), *q = malloc(sizeof(double) * d);
-    double *o = malloc(sizeof(double) * d);
+    const int d = a->head_dim, group = a->n_head / a->n_head_kv;
+    const int64_t row = (int64_t)a->n_head_kv * d;
+    /* every cell's K and V rows once, (n_kv, n_head_kv, d) */
+    double *K = malloc(sizeof(double) * (size_t)(a->n_kv * row)), *V = malloc(sizeof(double) * (size_t)(a->n_kv * row));
+    for (int j = 0; j < a->n_kv; j++) {
+        ref_kv_values(a->kv_type, a->k, j * a->kv_stride, (int)row, K + j * row);
+        ref_kv_values(a->kv_type, a->v, j * a->kv_stride, (int)row, V + j * row);
+    }
+    double *p = malloc(sizeof(double) * a->n_kv), *q = malloc(sizeof(double) * d), *o = malloc(sizeof(double) * d);
     for (int t = 0; t < a->n_tokens; t++)
         for (int h = 0; h < a->n_head; h++) {
             for (int i = 0; i < d; i++) o[i] = a->q[t * a->q_stride + h * d + i];
             ref_hadamard(o, q, d, a->rot_k);
-            int g = h / group, last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
+            const int g = h / group, last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
             double m = -INFINITY, s = 0;
             for (int j = 0; j <= last; j++) {
+                const double *kv = K + j * row + g * d;
                 double dot = 0;
-                ref_kv_values(a->kv_type, a->k, j * a->kv_stride + g * d, d, kv);
                 for (int i = 0; i < d; i++) dot += q[i] * kv[i];
                 p[j] = dot * a->scale;
                 m = fmax(m, p[j]);
-                ref_kv_values(a->kv_type, a->v, j * a->kv_stride + g * d, d, vs + (size_t)j * d);
             }
             for (int j = 0; j <= last; j++) s += (p[j] = exp(p[j] - m));
-            for (int i = 0; i < d; i++) {
-                double acc = 0;
-                for (int j = 0; j <= last; j++) acc += p[j] * vs[(size_t)j * d + i];
-                o[i] = acc / s;
-            }
+            for (int i = 0; i < d; i++) o[i] = 0;
+            for (int j = 0; j <= last; j++)
+                for (int i = 0; i < d; i++) o[i] += p[j] * V[j * row + g * d + i];
+            for (int i = 0; i < d; i++) o[i] /= s;
             ref_hadamard(o, out + ((int64_t)t * a->n_head + h) * d, d, a->rot_v);
         }
-    free(p), free(kv), free(vs), free(q), free(o);
+    free(K), free(V), free(p), free(q), free(o);
 }
 
 void ref_moe_route(const struct moe_route_args *a, double *probs) {
@@ -382,4 +392,84 @@ void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, doubl
     free(q);
     free(k);
     free(u);
+}
+
+/* ---- sampling: the chain of kernels.h sample_args for one row ---- */
+struct ref_cand {
+    int32_t id;
+    float l;
+};
+static int ref_cand_cmp(const void *x, const void *y) {
+    const struct ref_cand *a = x, *b = y;
+    if (a->l != b->l) return a->l > b->l ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+int32_t ref_sample_row(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz) {
+    const int32_t n = a->n_vocab;
+    struct ref_cand *c = malloc(sizeof *c * (size_t)n), *s = malloc(sizeof *s * (size_t)n);
+    *mp = *mu = INFINITY, *mz = 0;
+    for (int32_t i = 0; i < n; i++) c[i].id = i, c[i].l = isnan(logits[i]) ? -INFINITY : logits[i];
+    for (int32_t j = 0; j < a->n_pen; j++) {
+        struct ref_cand *p = &c[a->pen[2 * j]];
+        p->l = sample_penalise(p->l, a->pen[2 * j + 1], a->repeat_penalty, a->frequency_penalty, a->presence_penalty);
+    }
+    memcpy(s, c, sizeof *s * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, ref_cand_cmp);
+    const float max = s[0].l;
+    int32_t pick = s[0].id;
+    if (a->temp <= 0 || max == -INFINITY) goto done;
+    const int topk = a->top_k > 0 && a->top_k < n;
+    struct ref_cand *set = topk ? s : c; /* sorted with top-k, else in id order */
+    int32_t k = topk ? a->top_k : n;
+    double z = 0; /* the double twin of the chain's float z, for the margins */
+    float zf = 0;
+    for (int32_t i = 0; i < k; i++) z += exp((double)set[i].l - max), zf += expf(set[i].l - max);
+    *mz = fabs(zf - z) / z;
+    if (a->min_p > 0) {
+        const float min_logit = max + logf(a->min_p);
+        int32_t m = 0;
+        for (int32_t i = 0; i < k; i++)
+            if (set[i].l >= min_logit) set[m++] = set[i];
+        if (m == 0) { /* nothing left: the first candidate */
+            pick = set[0].id;
+            goto done;
+        }
+        k = m;
+    }
+    if (a->top_p < 1) {
+        if (!topk) qsort(set, (size_t)k, sizeof *set, ref_cand_cmp);
+        float cum = 0;
+        double cumd = 0;
+        for (int32_t i = 0; i < k; i++) {
+            cum += expf(set[i].l - max) / zf;
+            cumd += exp((double)set[i].l - max) / z;
+            const double d = fabs(cumd - a->top_p) / (a->top_p > 1e-3 ? a->top_p : 1e-3);
+            if (d < *mp) *mp = d;
+            if (cum >= a->top_p) {
+                k = i + 1;
+                break;
+            }
+        }
+    }
+    float m2 = -INFINITY;
+    for (int32_t i = 0; i < k; i++) {
+        if (a->temp != 1) set[i].l /= a->temp;
+        if (set[i].l > m2) m2 = set[i].l;
+    }
+    double total = 0, cum = 0;
+    for (int32_t i = 0; i < k; i++) total += exp((double)set[i].l - m2);
+    pick = set[k - 1].id;
+    for (int32_t i = 0; i < k; i++) {
+        cum += exp((double)set[i].l - m2);
+        if (i + 1 < k && fabs(u * total - cum) / total < *mu) *mu = fabs(u * total - cum) / total;
+        if (u * total < cum) {
+            pick = set[i].id;
+            break;
+        }
+    }
+done:
+    free(c);
+    free(s);
+    return pick;
 }

@@ -21,8 +21,11 @@ int ref_dequant(int32_t type, const void *src, double *dst, int64_t n);
 size_t ref_row_bytes(int32_t type, int64_t n);
 
 /* y[t][r] = Σ_c W[r][c] · X[t][c] with the dequantised weight rows and the activations as the backend
- * sees them (dequantised xq, or x rounded like the weight type); the epilogue applied in double.
- * yabs[t][r] = Σ |W||X| (the scale of the rounding error), may be NULL. act_type: -1 for f32 x. */
+ * sees them; the epilogue applied in double. yabs[t][r] = Σ |W||X| (the scale of the rounding error),
+ * may be NULL. act_type: a block type of xq rows (Q8_0, Q8_K), INFER_TYPE_Q8_1 for CUDA's q8 split
+ * layout of all n_tokens rows (kernels.h), -1 for f32 x rounded like F16 / BF16 weights (ggml's CPU
+ * dots), REF_ACT_F32 for x exactly as given. */
+enum { REF_ACT_F32 = -2 };
 void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs);
 /* RMSNorm, times w, times silu(gate) when gate is set. */
 void ref_norm(const struct norm_args *a, double *y);
@@ -44,5 +47,12 @@ void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *
 /* The gated delta rule as a plain double recurrence (docs/qwen35.md §4.4 steps 2, 5-7) from state_in (the
  * args' layout, S[i][c] at [j][c][i]): out (n_tokens, n_vhead, d_state) and the final state_out. */
 void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, double *state_out);
+/* The sampling chain (kernels.h sample_args) of one row of logits with the row's uniform u, step by step
+ * as specified there (float where it says float, a full sort for the order): the token, and how close
+ * its decisions lie to a boundary, recomputed in double (relative distances): *mp of top-p's cumulative
+ * probability from top_p, *mu of u * total from a running sum of the draw (the last one excepted), and
+ * *mz the relative error of the float z in the chain's order (how far another summation order may land).
+ * A backend summing in another order may pick another token only where mp < 1e-4 + 4 mz or mu < 1e-9. */
+int32_t ref_sample_row(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz);
 
 #endif

@@ -1,4 +1,4 @@
-/* sample_rows: logit rows for the sampling tests (test-sample-op, test-cuda-sample), in the shapes that
+/* sample_rows: logit rows for the sampling tests (test-sample-op, test-ops), in the shapes that
  * stress a sampler: continuous, many ties, one peak, NaN / -inf entries, all equal. */
 #ifndef TEST_SAMPLE_ROWS_H
 #define TEST_SAMPLE_ROWS_H

@@ -9,8 +9,9 @@
  *     weights times the activations as quantised (d * q), |y - ref| <= 1e-5 sum |w x| + 1e-6
  *     (SwiGLU: the bound of each product carried through, as test-cuda-mmv);
  *   - mm, every type, 75 tokens, the three epilogues: against the f16-rounded weights and activations,
- *     the same bound; in an nvcc build also bit-identical to cuda_mm_emulate_host (mm.cu's own tiling
- *     with mma.sync emulated from the PTX fragment layout, run on the host);
+ *     the same bound; in an EMU=1 build also bit-identical to mm.cu's tensor-core kernel itself run by the
+ *     emulator (its tiling, fills and fragments; mma.sync summing each element's 16 products, then
+ *     adding C);
  *   - attn (f16 and Q8_0 cells with the Hadamard rotation, head_dim 64 / 128 / 256, 1 / 3 / 8 decode tokens
  *     over a 4096-cell capacity, i.e. 16 splits merged, and a 40-token prefill) against ref_attn, moe_ffn
  *     against ref_moe_ffn, gdn against ref_gdn: |y - ref| <= 2e-5 max |ref| (gdn: 1e-4, 7 tokens of
@@ -172,31 +173,51 @@ static void check_matmuls(void) {
         }
 }
 
-#ifdef INFER_CUDA
-/* mm against mm.cu's kernel run on the host (its tiling, fill and fragment code; mma.sync emulated). */
-static void check_mm_emulated(void) {
+#ifdef INFER_EMU
+/* mm against mm.cu's tensor-core kernel run by the emulator (INFER_MATMUL=mma): bit for bit. */
+static void check_mm_kernel(void) {
     int bad = 0, n = 0;
-    for (int k = 0; k < N_MATMUL_TYPES; k++)
+    struct cuda_mm_state *st = NULL;
+    setenv("INFER_MATMUL", "mma", 1);
+    T_CHECK(cuda_mm_state_create(&st) == cudaSuccess, "cuda_mm_state_create");
+    unsetenv("INFER_MATMUL");
+    for (int k = 0; st && k < N_MATMUL_TYPES; k++)
         for (int ep = MMV_PLAIN; ep <= MMV_SWIGLU; ep++) {
             const int32_t t = matmul_types[k];
             const int64_t n_in = 512, n_out = 70, nt = 75;
-            const size_t rb = quant_row_bytes(t, n_in);
-            uint8_t *w = malloc(rb * n_out), *w2 = malloc(rb * n_out);
-            float *x = malloc(sizeof(float) * n_in * nt), *add = malloc(sizeof(float) * n_out * nt);
-            float *y1 = nan_floats((size_t)(n_out * nt)), *y2 = nan_floats((size_t)(n_out * nt));
+            const size_t rb = quant_row_bytes(t, n_in), wb = rb * n_out, xb = sizeof(float) * n_in * nt;
+            const size_t yb = sizeof(float) * n_out * nt;
+            uint8_t *w = malloc(wb), *w2 = malloc(wb);
+            float *x = malloc(xb), *add = malloc(yb), *y1 = nan_floats((size_t)(n_out * nt));
+            float *y2 = nan_floats((size_t)(n_out * nt));
             randw_weights(t, w, n_in, n_out, rnd);
             randw_weights(t, w2, n_in, n_out, rnd);
             fill(x, (size_t)(n_in * nt), 2.0f);
             fill(add, (size_t)(n_out * nt), 1.0f);
-            struct mm_args a = {.type = t, .w = w, .w2 = ep == MMV_SWIGLU ? w2 : NULL, .n_in = n_in, .n_out = n_out,
-                                .n_tokens = nt, .x = x, .y = y1, .add = ep == MMV_ADD ? add : NULL, .epilogue = ep};
-            T_CHECK(cuda_mm_emulate_host(&a) == cudaSuccess, "cuda_mm_emulate_host type %d", t);
-            a.y = y2;
+            void *dw = NULL, *dw2 = NULL, *dx = NULL, *dadd = NULL, *dy = NULL;
+            cudaError_t e = cudaMalloc(&dw, wb);
+            if (!e) e = cudaMalloc(&dw2, wb);
+            if (!e) e = cudaMalloc(&dx, xb);
+            if (!e) e = cudaMalloc(&dadd, yb);
+            if (!e) e = cudaMalloc(&dy, yb);
+            if (!e) e = cudaMemcpy(dw, w, wb, cudaMemcpyHostToDevice);
+            if (!e) e = cudaMemcpy(dw2, w2, wb, cudaMemcpyHostToDevice);
+            if (!e) e = cudaMemcpy(dx, x, xb, cudaMemcpyHostToDevice);
+            if (!e) e = cudaMemcpy(dadd, add, yb, cudaMemcpyHostToDevice);
+            if (!e) e = cudaMemcpy(dy, y1, yb, cudaMemcpyHostToDevice);
+            struct mm_args a = {.type = t, .w = dw, .w2 = ep == MMV_SWIGLU ? dw2 : NULL, .n_in = n_in, .n_out = n_out,
+                                .n_tokens = nt, .x = dx, .y = dy, .add = ep == MMV_ADD ? dadd : NULL, .epilogue = ep};
+            if (!e) e = cuda_mm(&a, st, 0);
+            if (!e) e = cudaMemcpy(y1, dy, yb, cudaMemcpyDeviceToHost);
+            T_CHECK(e == cudaSuccess, "cuda_mm type %d: %s", t, cudaGetErrorString(e));
+            a.w = w, a.w2 = ep == MMV_SWIGLU ? w2 : NULL, a.x = x, a.y = y2, a.add = ep == MMV_ADD ? add : NULL;
             T_CHECK(ref_be->ops->mm(ref_be, &a) == INFER_OK, "mm: %s", infer_last_error());
-            bad += memcmp(y1, y2, sizeof(float) * (size_t)(n_out * nt)) != 0, n++;
+            bad += memcmp(y1, y2, yb) != 0, n++;
+            cudaFree(dw), cudaFree(dw2), cudaFree(dx), cudaFree(dadd), cudaFree(dy);
             free(w), free(w2), free(x), free(add), free(y1), free(y2);
         }
-    T_CHECK(bad == 0, "mm bit-identical to cuda_mm_emulate_host: %d of %d calls differ", bad, n);
+    cuda_mm_state_free(st);
+    T_CHECK(bad == 0, "mm bit-identical to mm.cu's kernel on the emulator: %d of %d calls differ", bad, n);
 }
 #endif
 
@@ -403,8 +424,8 @@ int main(void) {
     }
     check_quantize();
     check_matmuls();
-#ifdef INFER_CUDA
-    check_mm_emulated();
+#ifdef INFER_EMU
+    check_mm_kernel();
 #endif
     for (int D = 64; D <= 256; D *= 2)
         for (int q8 = 0; q8 < 2; q8++) {
