@@ -7,7 +7,7 @@
  *     |q| <= 127, ds.y == d * sum q, all-zero groups all zero;
  *   - mmv, every weight type mmv.cu takes, 1 / 3 / 8 tokens, the three epilogues: against the dequantised
  *     weights times the activations as quantised (d * q), |y - ref| <= 1e-5 sum |w x| + 1e-6
- *     (SwiGLU: the bound of each product carried through, as test-cuda-mmv);
+ *     (SwiGLU: the bound of each product carried through, as test-ops);
  *   - mm, every type, 75 tokens, the three epilogues: against the f16-rounded weights and activations,
  *     the same bound; in an EMU=1 build also bit-identical to mm.cu's tensor-core kernel itself run by the
  *     emulator (its tiling, fills and fragments; mma.sync summing each element's 16 products, then
