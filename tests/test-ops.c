@@ -243,6 +243,8 @@ static const struct tcase tops_cases[] = {
     {"gdn", "", {5, 2, 6, 32}, {GDN_RECURRENT, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
     {"gdn", "", {17, 2, 4, 128}, {GDN_RECURRENT, GDN_T_SNAP}, -1, 1, 0, 1e-11},
     {"gdn", "", {3, 1, 3, 40}, {GDN_RECURRENT, GDN_T_SNAP}, -1, 1, 0, 1e-11},  /* odd d_state: partial lanes */
+    /* d_state 72: CUDA's last block of 16 columns leaves a warp without columns that still loads q, k */
+    {"gdn", "", {4, 2, 2, 72}, {GDN_RECURRENT, 0}, -1, 1, 0, 1e-11},
     {"gdn", "", {2, 2, 2, 256}, {GDN_RECURRENT, GDN_T_GROUPED}, -1, 1, 0, 1e-11}, /* CUDA's d_state limit */
     {"gdn", "", {6, 3, 6, 32}, {GDN_AUTO, GDN_T_SNAP}, -1, 1, 0, 1e-11},
     {"gdn", "", {65, 1, 3, 128}, {GDN_AUTO, GDN_T_GROUPED}, -1, 1, 0, 1e-11, .cols = ONLY_CPU},
@@ -269,6 +271,7 @@ static const struct tcase tops_cases[] = {
     {"attn", "", {1, 16, 8, 128}, {600}, -4, 4, 0, 1e-9},               /* decode, G = 2, 2 splits */
     {"attn", "", {1, 32, 4, 128}, {2600}, -200, 200, 0, 1e-7},          /* G = 8, 10 splits, scores ~100 */
     {"attn", "", {1, 32, 4, 128}, {2048}, -4, 4, 0, 1e-9, {700}},       /* pos far below n_kv: empty splits */
+    {"attn", "", {2, 8, 2, 128}, {2048}, -4, 4, 0, 1e-9, {100}},        /* early in a long context: only split 0 */
     {"attn", "", {8, 16, 1, 512}, {600}, -4, 4, 0, 1e-9},               /* hd 512, G = 16: heads over blocks */
     {"attn", "", {3, 3, 1, 7}, {9}, -4, 4, 0, 1e-9},                    /* odd head_dim, G = 3 */
     {"attn", "", {37, 6, 3, 80}, {57}, -8, 8, 0, 1e-9},                 /* prefill, G = 2, hd 80 */
@@ -292,7 +295,7 @@ static const struct tcase tops_cases[] = {
     /* ---- embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens}, param[0] = rot (Q8_0) ---- */
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
     {"embed", "f32,f16,bf16,q8_0,q4_0,iq4_nl", {96, 9, 5}, {0}, -1, 1, 0, 0},
-    {"embed", FLOAT_W, {77, 3, 2}, {0}, -1, 1, 0, 0},
+    {"embed", FLOAT_W, {77, 3, 3}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
     {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {520, 17, 5}, {0}, -70000, 70000, 0, 0},
