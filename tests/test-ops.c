@@ -30,7 +30,7 @@
  *   attn      NMSE (table: 1e-9, 1e-8 / 1e-7 for |q| of 30 / 200) and per output 1e-6 + 4 * 2^-24 * scale *
  *             sum |q| (the scores' f32 rounding, |k| <= 1); cuda: split-K + merge, unsplit, ATTN_MMA (f16),
  *             Q8_0 cells with and without rotation (ATTN_MMA must refuse them); cpu: raw q = q rounded
- *   embed     the float64 dequantised rows exactly; kv_store: f16 nearest even / Q8_0 d = f16(amax / 127),
+ *   embed     the float64 dequantised rows rounded to f32; kv_store: f16 nearest even / Q8_0 d = f16(amax / 127),
  *             nearest q (rotated: 1e-4 of a step), other bytes untouched; cuda cells = its CPU twin's
  *   moe_route the reference top-k as a set, by decreasing probability (ties: lower id), weights 1e-6
  *             relative; cuda ids = its CPU twin's, weights within 2e-6
