@@ -1,13 +1,16 @@
 #!/bin/sh
-# make check-gpu: on a machine with a CUDA device, build for that device, run every test (the GPU
-# cases included), run the GPU tests under compute-sanitizer (memcheck, racecheck), and write one log
-# to bench/results/YYYY-MM-DD-<gpu>-check-gpu.md. Exit status is non-zero if anything failed.
-# Then the end-to-end checks: test-cuda-e2e on its own (its output in the log) and under
-# compute-sanitizer with test-ops' CUDA column, and `llm-bench -ngl 99` on a synthetic qwen3-0.6b Q4_K_M.
-# On a device machine the tree has no .git: COMMIT=<hash> names the commit; the log is also copied to
-# $OUT when that is set (the device tool's return folder).
+# make check-gpu: on a machine with a CUDA device, build for that device and run every GPU test on it
+# (the list `make check-emu` runs on the emulator: test-emu built by nvcc, test-ops' CUDA column,
+# test-cuda-e2e, test-device, test-gpu-tools; none may skip), then test-ops' CUDA column and test-emu
+# under compute-sanitizer (memcheck, racecheck), test-cuda-e2e under memcheck, a bench-ops smoke run and
+# `llm-bench -ngl 99` on a synthetic qwen3-0.6b Q4_K_M. One log: bench/results/YYYY-MM-DD-<gpu>-check-gpu.md.
+# Exit status is non-zero if anything failed. Sized for one device command (10 minutes): every step has
+# a timeout (STEP_TIMEOUT, default 240 s; SAN_TIMEOUT for each sanitizer run); CHECK_GPU_FULL=1 adds the whole CPU suite (make test), which
+# CI runs anyway. On a device machine the tree has no .git: COMMIT=<hash> names the commit; the log and
+# the GPU tests' own logs (gpu-test-logs.tar.gz) are copied to $OUT when that is set.
 set -u
 B=${INFER_BUILD_DIR:-build-gpu}
+T=${STEP_TIMEOUT:-240}
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 if [ -z "$arch" ]; then echo "SKIP (no CUDA device: nvidia-smi found none)"; exit 77; fi
@@ -20,32 +23,47 @@ status=0
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1), nvcc: $(nvcc --version | tail -n 1)"
-    echo "- command: make check-gpu (CUDA_ARCHS=$arch, build dir $B)"
+    echo "- CPU: $(nproc) cores, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)"
+    echo "- command: make check-gpu (CUDA_ARCHS=$arch, build dir $B, step timeout $T s)"
     echo
     echo '```'
 } > "$log"
-run() { # title, command...
+run() { # title, command...: the command's output into the log, its status and seconds on the terminal too
     title=$1; shift
     echo "== $title" | tee -a "$log"
-    "$@" >> "$log" 2>&1 || { echo "FAILED: $title" | tee -a "$log"; status=1; }
+    t0=$(date +%s)
+    timeout "${step_t:-$T}" "$@" >> "$log" 2>&1
+    st=$?
+    echo "-- $title: exit $st, $(($(date +%s) - t0)) s" | tee -a "$log"
+    [ $st = 0 ] || { echo "FAILED: $title" | tee -a "$log"; status=1; }
+    [ -n "${OUT:-}" ] && cp "$log" "$OUT/" # a command cut off at the device's limit still brings it back
+    step_t=
 }
-run "build" make -j"$(nproc)" BUILD="$B" CUDA_ARCHS="$arch"
-run "tests" make test BUILD="$B" CUDA_ARCHS="$arch" FUZZ_TIME=5
-run "test-cuda-e2e" "$B/tests/test-cuda-e2e"
-for gpu_test in "$B"/tests/test-cuda-* "$B/tests/test-ops"; do
-    case "$gpu_test" in *.o|*.d) continue ;; esac
-    [ -x "$gpu_test" ] || continue
-    name=$(basename "$gpu_test")
-    args=
-    [ "$name" = test-ops ] && args="-b cuda" # its CUDA column; the CPU columns ran in make test
-    run "compute-sanitizer memcheck $name" compute-sanitizer --tool memcheck --error-exitcode 1 "$gpu_test" $args
-    run "compute-sanitizer racecheck $name" compute-sanitizer --tool racecheck --error-exitcode 1 "$gpu_test" $args
+run "build" make -j"$(nproc)" BUILD="$B" CUDA_ARCHS="$arch" all
+# the emulator's list, on the device: tests/run.sh prints one line per program, its logs stay in $B/test-logs
+run "GPU tests (tests/run.sh's check-emu list)" env INFER_BUILD_DIR="$B" INFER_EMU_RUN=1 sh tests/run.sh
+for t in "$B"/test-logs/*.log; do
+    grep -qE '^(FAIL|SKIP)' "$t" 2>/dev/null || continue
+    echo "---- $t (FAIL/SKIP lines)" >> "$log"
+    grep -E '^(FAIL|SKIP)' "$t" | head -n 40 >> "$log"
 done
+[ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-test-logs.tar.gz" -C "$B" test-logs 2>/dev/null
 run "bench-ops smoke (Q4_K)" "$B/bench-ops" -t q4_K -r 20
 small=${TMPDIR:-/tmp}/check-gpu-qwen3-0.6b-q4km.gguf
 run "synth qwen3-0.6b Q4_K_M" "$B/llm-gguf" synth --preset qwen3-0.6b --type Q4_K_M --seed 1 -o "$small"
 run "llm-bench -ngl 99 (qwen3-0.6b Q4_K_M)" "$B/llm-bench" -m "$small" -ngl 99 -p 512 -n 128 -r 3
 rm -f "$small"
+# the sanitizers last: slow, each under its own timeout (SAN_TIMEOUT, default the step timeout)
+cs="compute-sanitizer --error-exitcode 1 --print-limit 20"
+for tool in memcheck racecheck synccheck; do
+    step_t=${SAN_TIMEOUT:-$T}
+    run "$tool test-ops -b cuda" $cs --tool $tool "$B/tests/test-ops" -b cuda
+done
+step_t=${SAN_TIMEOUT:-$T}
+run "memcheck test-emu" $cs --tool memcheck "$B/tests/emu/test-emu"
+step_t=${SAN_TIMEOUT:-$T}
+run "memcheck test-cuda-e2e" $cs --tool memcheck "$B/tests/test-cuda-e2e"
+[ "${CHECK_GPU_FULL:-0}" = 1 ] && run "make test" make test BUILD="$B" CUDA_ARCHS="$arch" FUZZ_TIME=5
 echo '```' >> "$log"
 [ -n "${OUT:-}" ] && cp "$log" "$OUT/"
 echo "check-gpu: $( [ $status = 0 ] && echo PASS || echo FAIL ), log in $log"
