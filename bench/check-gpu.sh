@@ -50,17 +50,24 @@ done
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-test-logs.tar.gz" -C "$B" test-logs 2>/dev/null
 run "bench-ops smoke (Q4_K)" "$B/bench-ops" -t q4_K -r 20
 small=${TMPDIR:-/tmp}/check-gpu-qwen3-0.6b-q4km.gguf
-run "synth qwen3-0.6b Q4_K_M" "$B/llm-gguf" synth --preset qwen3-0.6b --type Q4_K_M --seed 1 -o "$small"
+run "synth qwen3-0.6b Q4_K_M" "$B/llm-gguf" synth --preset qwen3-0.6b --type Q4_K_M --random-blocks -o "$small"
 run "llm-bench -ngl 99 (qwen3-0.6b Q4_K_M)" "$B/llm-bench" -m "$small" -ngl 99 -p 512 -n 128 -r 3
 rm -f "$small"
-# the sanitizers last: slow, each under its own timeout (SAN_TIMEOUT, default the step timeout)
-cs="compute-sanitizer --error-exitcode 1 --print-limit 20"
+# the sanitizers last: slow, each under its own timeout (SAN_TIMEOUT, default the step timeout). API errors
+# are not reported: test-ops and test-emu provoke some on purpose (an allocation past the device's memory,
+# launches past its limits) and check the error codes themselves. cuBLAS's own kernels (nvjet_*) are left
+# out of racecheck: it reports hazards inside them that are not ours to fix.
+cs="compute-sanitizer --error-exitcode 1 --print-limit 20 --report-api-errors no"
 for tool in memcheck racecheck synccheck; do
     step_t=${SAN_TIMEOUT:-$T}
-    run "$tool test-ops -b cuda" $cs --tool $tool "$B/tests/test-ops" -b cuda
+    excl=
+    [ $tool = racecheck ] && excl="--kernel-name-exclude kns=nvjet"
+    run "$tool test-ops -b cuda" $cs --tool $tool $excl "$B/tests/test-ops" -b cuda
 done
-step_t=${SAN_TIMEOUT:-$T}
-run "memcheck test-emu" $cs --tool memcheck "$B/tests/emu/test-emu"
+for tool in memcheck racecheck; do
+    step_t=${SAN_TIMEOUT:-$T}
+    run "$tool test-emu" $cs --tool $tool "$B/tests/emu/test-emu"
+done
 step_t=${SAN_TIMEOUT:-$T}
 run "memcheck test-cuda-e2e" $cs --tool memcheck "$B/tests/test-cuda-e2e"
 [ "${CHECK_GPU_FULL:-0}" = 1 ] && run "make test" make test BUILD="$B" CUDA_ARCHS="$arch" FUZZ_TIME=5

@@ -7,6 +7,8 @@
 # part per call (ignored paths stay on a warm device between back-to-back calls), and joined there.
 #
 #   sh bench/gpu-peer-fetch.sh              here: npm pack, strip, pack, split into build/peer-cuda/parts/
+#   CUDA_SO=F sh bench/gpu-peer-fetch.sh    the same with F as libggml-cuda.so: built for sm_90 alone from the
+#                                           release's source, the package is one part (see the pack step)
 #   sh bench/gpu-peer-fetch.sh --check      here: the round trip (join into a scratch folder, compare sha256)
 #   sh bench/gpu-peer-fetch.sh --receive    device: keep the part(s) this call carried in build/peer-cuda/got/
 #   sh bench/gpu-peer-fetch.sh --join       device: verify, reassemble, unpack; then INFER_PEER_DIR=build/peer-cuda
@@ -72,6 +74,10 @@ pack)
         v=${f##*/libggml-cpu-}; v=${v%.so}
         case " $KEEP_CPU " in *" $v "*) ;; *) rm -f "$f" ;; esac
     done
+    # CUDA_SO: a libggml-cuda.so built from the same release's source (llama/gitRelease.bundle) for the
+    # device's architecture. The npm build carries sm_90 only as PTX from CUDA 13.1, which a driver of CUDA
+    # 13.0 cannot compile (seen on an H100 with driver 580, 2026-11-26: "CUDA error" in its first kernel).
+    if [ -n "${CUDA_SO:-}" ]; then cp "$CUDA_SO" "$bins/libggml-cuda.so"; fi
     tar -cf - -C "$bins" . | xz -T2 -6 > "$R/peer-cuda.tar.xz"
     (cd "$R/parts" && split -b "${PART_MIB}M" -d -a 2 ../peer-cuda.tar.xz part)
     (cd "$R/parts" && sha256sum part* > MANIFEST && cd .. && sha256sum peer-cuda.tar.xz >> parts/MANIFEST)

@@ -36,7 +36,7 @@ if [ ! -f "$log" ]; then
         echo "- machine: $gpu, driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)," \
             "$(nproc) CPU cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)), nvcc" \
             "$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
-        echo "- peer: llama.cpp v0.5.0 from npm @node-llama-cpp/linux-x64-cuda@3.22.1 (bench/gpu-peer-fetch.sh)"
+        echo "- peer: llama.cpp v0.5.0 from npm @node-llama-cpp/linux-x64-cuda@3.22.1 (bench/gpu-peer-fetch.sh)${PEER_NOTE:+; $PEER_NOTE}"
         echo "- models: \`llm-gguf synth --preset P --type T --random-blocks\` (qwen3-0.6b: --seed 1, quantised)"
         echo "- command: \`COMMIT=$commit BUILD=$B sh bench/gpu-peer.sh PRESET:TYPE ...\`, each model:" \
             "\`llm-bench -m F -ngl 99 $ARGS\` then \`bench-peer -m F -ngl 99 $ARGS\`"

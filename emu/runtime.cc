@@ -497,12 +497,12 @@ void submit_kernel(const site *where, const void *fn, dim3 grid, dim3 block, siz
     if (!block.x || !block.y || !block.z || block.x > MAX_THREADS || block.y > MAX_THREADS || block.z > MAX_DIM_Z ||
         threads > MAX_THREADS || !grid.x || !grid.y || !grid.z || grid.x > 0x7FFFFFFFu || grid.y > MAX_GRID_YZ ||
         grid.z > MAX_GRID_YZ) {
-        ret(cudaErrorInvalidConfiguration);
+        ret(cudaErrorInvalidValue); /* what CUDA 13.0 (driver 580) returned on an H100, 2026-11-26 */
         return;
     }
     const unsigned bound = launch_bound(fn);
     if (bound && threads > bound) {
-        ret(cudaErrorLaunchOutOfResources);
+        ret(cudaErrorInvalidValue); /* likewise: not cudaErrorLaunchOutOfResources */
         return;
     }
     const auto attr = func_max_smem.find(fn);

@@ -144,6 +144,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
             if (lane < tk) P[lane * RMAX + r] = p0;
             if (lane + WARP_SIZE < tk) P[(lane + WARP_SIZE) * RMAX + r] = p1;
             const float ls = warp_sum(p0 + p1);
+            __syncwarp(); /* every lane's read of m_s[r] before lane 0 rewrites it (racecheck, H100) */
             if (lane == 0) {
                 const float c = mo == -INFINITY ? 0.0f : expf(mo - mn); /* acc and l are 0 while m is -inf */
                 l_s[r] = l_s[r] * c + ls, m_s[r] = mn, c_s[r] = c;

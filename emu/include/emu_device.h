@@ -45,7 +45,7 @@
 #define __noinline__ __attribute__((noinline))
 /* __launch_bounds__(n): ceil(n / 32) single-byte NOPs before the kernel's entry, recorded by GCC in
  * __patchable_function_entries, which is how the launch (runtime.cc) learns the bound and refuses a
- * block above it as a GPU does (cudaErrorLaunchOutOfResources). */
+ * block above it as a GPU does (cudaErrorInvalidValue on CUDA 13.0, as an H100 returned). */
 #define __launch_bounds__(...) EMU_LAUNCH_BOUNDS_(__VA_ARGS__, 0)
 #define EMU_LAUNCH_BOUNDS_(n, ...) __attribute__((patchable_function_entry(((n) + 31) / 32, ((n) + 31) / 32)))
 #define __grid_constant__
