@@ -516,7 +516,6 @@ static void test_scratch_equality(const char *path, const char *what, const infe
 static void test_scratch_equality_device(const char *path, const char *what, const infer_ctx_params *cp) {
 #ifdef INFER_EMU
     infer_model_params mp = infer_model_params_default();
-    infer_plan_params pp = infer_plan_params_default();
     infer_model *m = NULL;
     infer_ctx *c = NULL;
     infer_plan *p = NULL;
