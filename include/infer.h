@@ -105,14 +105,34 @@ typedef struct infer_model infer_model; /* immutable after load; may be shared a
 /* Returns nonzero to cancel the load (INFER_E_CANCELLED). progress is in [0, 1]. */
 typedef int (*infer_progress_fn)(float progress, void *user);
 
+/* n_gpu_layers: choose by the device's free memory (see infer_model_params.fit). */
+#define INFER_GPU_LAYERS_AUTO INT32_MIN
+/* Most CUDA devices a placement plan knows of. */
+#define INFER_MAX_DEVICES 16
+
+typedef struct infer_ctx_params infer_ctx_params;
+
 typedef struct {
-    int32_t n_gpu_layers;          /* 0: CPU only; >= the layer count (e.g. 99) or < 0: every layer and the
-                                      head on CUDA device main_gpu (weights uploaded at load); a split between GPU
-                                      and CPU is refused for now (INFER_E_UNSUPPORTED) */
+    int32_t n_gpu_layers;          /* llama.cpp's meaning: the LAST N trunk layers on CUDA device main_gpu, and the
+                                      output head too when N > the layer count (e.g. 99; < 0: everything);
+                                      0: CPU only (the default); INFER_GPU_LAYERS_AUTO: automatic fit (below).
+                                      Loading runs a model all on the CPU or all on one GPU: N = the layer count
+                                      loads the head on the GPU too, and a plan that splits layers or experts
+                                      between the GPU and the CPU is refused for now (INFER_E_UNSUPPORTED;
+                                      infer_model_plan shows it) */
     int32_t main_gpu;              /* the CUDA device n_gpu_layers loads onto (default 0) */
     int32_t check_tensors;         /* 1: scan every tensor's data for NaN/Inf in scales and floats */
     infer_progress_fn progress;    /* may be NULL */
     void *progress_user;
+    int32_t n_cpu_moe;             /* keep the routed experts (ffn_*_exps) of the first N MoE layers in host memory;
+                                      >= the layer count: all of them (llm-run --cpu-moe); 0 (default): none;
+                                      negative: INFER_E_ARG */
+    int32_t fit;                   /* with INFER_GPU_LAYERS_AUTO: 1 (default) places the whole model on the GPU if
+                                      it fits with the context fit_ctx, else (MoE) the experts of as few leading
+                                      layers as needed on the host, else (dense) as many trailing layers as fit;
+                                      no CUDA device: the CPU. 0: everything on the GPU, unchecked */
+    const infer_ctx_params *fit_ctx; /* the context the automatic fit sizes for; NULL: infer_ctx_params_default().
+                                        Borrowed for the call */
 } infer_model_params;
 
 INFER_API infer_model_params infer_model_params_default(void);
@@ -194,7 +214,7 @@ typedef struct infer_ctx infer_ctx; /* one thread at a time; the model must outl
 
 #define INFER_MAX_DRAFT 4 /* most tokens infer_spec_step drafts */
 
-typedef struct {
+struct infer_ctx_params {
     int32_t n_ctx;     /* positions each sequence's KV cache holds; 0: min(training context, 4096) */
     int32_t n_batch;   /* most tokens one infer_decode call takes (default 512) */
     int32_t n_seq;     /* independent sequences (default 1) */
@@ -204,7 +224,7 @@ typedef struct {
                         * the default); needs a model with an MTP layer (infer_model_n_mtp). It also keeps
                         * the recurrent state of each sequence's last n_draft + 1 positions (see
                         * infer_seq_rm). */
-} infer_ctx_params;
+};
 
 /* MTP (nextn) layers the model carries (0 or 1). */
 INFER_API int32_t infer_model_n_mtp(const infer_model *m);
@@ -214,6 +234,68 @@ INFER_API infer_ctx_params infer_ctx_params_default(void);
 INFER_API infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out);
 /* Takes c. NULL is a no-op. */
 INFER_API void infer_ctx_free(infer_ctx *c);
+
+/* ---- placement plans: where a model would live, without loading it ---- */
+
+typedef struct infer_plan infer_plan; /* immutable */
+
+typedef struct {
+    int32_t n_devices;                      /* 0 (default): measure the CUDA devices (infer_device_memory); > 0:
+                                               plan for devices 0..n_devices-1 with the free memory below, whether
+                                               they exist or not (planning a card you do not have) */
+    uint64_t free_bytes[INFER_MAX_DEVICES]; /* the free memory of each stated device, in bytes */
+} infer_plan_params;
+
+INFER_API infer_plan_params infer_plan_params_default(void);
+/* Plans the placement of the model at path (a GGUF file, or the first part of a split model) for model
+ * params mp, context params cp and the devices of pp (each NULL: defaults) as infer_model_load and
+ * infer_ctx_create would size it: parses the header and tensor infos only (no tensor data is read, nothing
+ * is allocated on a device). INFER_E_ARG for bad params (negative n_cpu_moe, main_gpu not a known device
+ * when layers go to a GPU); INFER_E_OOM when the automatic fit finds no placement, with the numbers; the
+ * file's errors as infer_model_load. Gives *out; free with infer_plan_free. */
+INFER_API infer_status infer_model_plan(const char *path, const infer_model_params *mp, const infer_ctx_params *cp,
+                                        const infer_plan_params *pp, infer_plan **out);
+/* Takes p. NULL is a no-op. */
+INFER_API void infer_plan_free(infer_plan *p);
+/* The plan as text (what lives where, bytes per device, KV bytes per token, the context that would fit), like
+ * snprintf: returns the length needed without the NUL; buf may be NULL when cap is 0. */
+INFER_API int32_t infer_plan_text(const infer_plan *p, char *buf, int32_t cap);
+
+#define INFER_PLAN_HOST (-1) /* a home: host memory (the CPU); a home >= 0 is that CUDA device */
+
+typedef struct {
+    int32_t n_layer;            /* trunk layers (MTP blocks not counted; they live with the head) */
+    int32_t n_gpu_layers;       /* trunk layers on the GPU (the last ones); n_layer + 1: the head there too */
+    int32_t n_cpu_moe;          /* MoE layers (the first ones) whose routed experts stay in host memory */
+    int32_t gpu;                /* the CUDA device of the GPU part (main_gpu) */
+    int32_t home_embd, home_head; /* INFER_PLAN_HOST or a CUDA device */
+    int32_t tp;                 /* tensor-parallel degree (1) */
+    int32_t auto_fit;           /* 1: chosen by the automatic fit */
+    int32_t split;              /* 1: parts on the host and parts on a GPU (loading it is not supported yet) */
+    int32_t fits;               /* 1: every device's total is within its free memory */
+    int32_t n_ctx;              /* the context planned for (per sequence) */
+    int32_t n_ctx_fit;          /* the largest n_ctx whose caches and scratch fit the GPU beside the placed
+                                   weights, up to the model's training context; -1: nothing on a GPU */
+    uint64_t kv_bytes_per_token; /* KV cells of one position of one sequence, every attention layer */
+} infer_plan_info;
+
+INFER_API infer_plan_info infer_plan_get_info(const infer_plan *p);
+
+typedef struct {
+    uint64_t weights;    /* tensors at this home (on a device each rounded up to 256 bytes) */
+    uint64_t kv;         /* KV cells of its attention layers */
+    uint64_t state;      /* Gated DeltaNet conv + recurrent state, their checkpoint and MTP snapshots */
+    uint64_t scratch;    /* what infer_ctx_create allocates there besides the caches */
+    uint64_t overhead;   /* a fixed reserve per GPU in use (CUDA, cuBLAS; 512 MiB) */
+    uint64_t total;
+    uint64_t free_bytes; /* what the device offers; 0 for the host (not checked) */
+} infer_plan_memory;
+
+/* The memory a home needs: home INFER_PLAN_HOST or a device of the plan; INFER_E_ARG otherwise. */
+INFER_API infer_status infer_plan_get_memory(const infer_plan *p, int32_t home, infer_plan_memory *out);
+/* The home of layer il (0 .. n_layer + MTP blocks - 1) and of its routed experts; -2 for no such layer. */
+INFER_API int32_t infer_plan_layer_home(const infer_plan *p, int32_t il);
+INFER_API int32_t infer_plan_experts_home(const infer_plan *p, int32_t il);
 
 /* A batch of tokens to append. Token i goes to sequence seq_id[i] (NULL: all to sequence 0) at
  * position pos[i] (NULL: each sequence continues where it ends). logits[i] != 0 asks for token i's

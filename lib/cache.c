@@ -1,15 +1,36 @@
 /* cache: per-sequence storage of a context (see cache.h for the layout and why). */
 #include "cache.h"
 
-static infer_status kv_cache_buf(struct kv_cache *c, double count, size_t size, const char *what, void *out) {
+static infer_status kv_cache_buf(struct kv_cache *c, double bytes, const char *what, void *out) {
     *(void **)out = NULL;
-    if (count <= 0) return INFER_OK;
-    if (count * (double)size > (double)(SIZE_MAX / 4))
-        return infer_fail(INFER_E_OOM, "cache: %.0f bytes for %s: too large", count * (double)size, what);
-    size_t bytes = (size_t)count * size;
-    if (c->be->ops->alloc(c->be, bytes, (void **)out) != INFER_OK)
-        return infer_fail(INFER_E_OOM, "cache: %zu bytes for %s do not fit: %s", bytes, what, infer_last_error());
-    return c->be->ops->zero(c->be, *(void **)out, bytes);
+    if (bytes <= 0) return INFER_OK;
+    if (bytes > (double)(SIZE_MAX / 4))
+        return infer_fail(INFER_E_OOM, "cache: %.0f bytes for %s: too large", bytes, what);
+    const size_t n = (size_t)bytes;
+    if (c->be->ops->alloc(c->be, n, (void **)out) != INFER_OK)
+        return infer_fail(INFER_E_OOM, "cache: %zu bytes for %s do not fit: %s", n, what, infer_last_error());
+    return c->be->ops->zero(c->be, *(void **)out, n);
+}
+
+enum kv_cache_kind kv_cache_layer(const struct infer_model *m, int32_t il, int mtp) {
+    if (il >= m->hp.n_layer && (!mtp || il > m->hp.n_layer)) return KV_CACHE_NONE; /* MTP blocks past the first are unused */
+    return m->layers[il].kind == ARCH_LAYER_GDN ? KV_CACHE_STATE : KV_CACHE_CELLS;
+}
+
+void kv_cache_bytes_of(const struct arch_hparams *hp, int32_t n_kv_layer, int32_t n_gdn, int hidden, int32_t n_seq,
+                       int32_t n_ctx, int32_t n_ring, int32_t kv_type, struct kv_cache_bytes *out) {
+    const double row_bytes = (double)kv_cell_bytes(kv_type, hp->n_head_kv * hp->head_dim);
+    const double conv_n = n_gdn ? (double)((hp->d_conv - 1) * (2 * hp->n_group * hp->d_state + hp->d_inner)) : 0;
+    const double ssm_n = n_gdn ? (double)(hp->d_inner * hp->d_state) : 0;
+    const double cells = (double)n_kv_layer * n_seq * n_ctx, f = sizeof(float);
+    const double conv = (double)n_gdn * n_seq * conv_n * f, ssm = (double)n_gdn * n_seq * ssm_n * f;
+    const double h = hidden ? (double)n_seq * (double)hp->n_embd * f : 0;
+    *out = (struct kv_cache_bytes){
+        .k = cells * row_bytes, .v = cells * row_bytes,
+        .conv = conv, .ssm = ssm, .ring_conv = conv * n_ring, .ring_ssm = ssm * n_ring,
+        .ckpt_conv = conv, .ckpt_ssm = ssm,
+        .h = h, .ring_h = h * n_ring, .ckpt_h = h,
+    };
 }
 
 infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
@@ -41,32 +62,28 @@ infer_status kv_cache_create(struct infer_backend *be, const struct infer_model 
     }
     for (int32_t s = 0; s < n_seq; s++) c->ckpt_len[s] = -1;
     for (int32_t il = 0; il < n_all; il++) {
-        c->kv_of[il] = c->gdn_of[il] = -1;
-        if (il >= hp->n_layer && (!mtp || il > hp->n_layer)) continue; /* MTP blocks past the first are unused */
-        if (m->layers[il].kind == ARCH_LAYER_GDN)
-            c->gdn_of[il] = c->n_gdn++;
-        else
-            c->kv_of[il] = c->n_kv_layer++;
+        const enum kv_cache_kind kind = kv_cache_layer(m, il, mtp);
+        c->kv_of[il] = kind == KV_CACHE_CELLS ? c->n_kv_layer++ : -1;
+        c->gdn_of[il] = kind == KV_CACHE_STATE ? c->n_gdn++ : -1;
     }
     c->type = kv_type, c->row = hp->n_head_kv * hp->head_dim, c->row_bytes = kv_cell_bytes(kv_type, c->row);
     if (kv_type == INFER_TYPE_Q8_0) c->rot_k = kv_rot_k(hp->head_dim), c->rot_v = kv_rot_v(hp->head_dim);
     c->conv_n = c->n_gdn ? (hp->d_conv - 1) * (2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
     c->ssm_n = c->n_gdn ? hp->d_inner * hp->d_state : 0;
     c->n_embd_h = mtp ? hp->n_embd : 0;
-    const double cells = (double)c->n_kv_layer * n_seq * n_ctx;
-    const double conv = (double)c->n_gdn * n_seq * (double)c->conv_n, ssm = (double)c->n_gdn * n_seq * (double)c->ssm_n;
-    const double h = (double)n_seq * (double)c->n_embd_h;
-    TRY(kv_cache_buf(c, cells, c->row_bytes, "the K cells", &c->k));
-    TRY(kv_cache_buf(c, cells, c->row_bytes, "the V cells", &c->v));
-    TRY(kv_cache_buf(c, conv, sizeof(float), "the conv windows", &c->conv));
-    TRY(kv_cache_buf(c, ssm, sizeof(float), "the recurrent states", &c->ssm));
-    TRY(kv_cache_buf(c, h, sizeof(float), "the hidden states", &c->h));
-    TRY(kv_cache_buf(c, conv * n_ring, sizeof(float), "the conv snapshots", &c->ring_conv));
-    TRY(kv_cache_buf(c, ssm * n_ring, sizeof(float), "the recurrent-state snapshots", &c->ring_ssm));
-    TRY(kv_cache_buf(c, h * n_ring, sizeof(float), "the hidden-state snapshots", &c->ring_h));
-    TRY(kv_cache_buf(c, conv, sizeof(float), "the conv checkpoints", &c->ckpt_conv));
-    TRY(kv_cache_buf(c, ssm, sizeof(float), "the recurrent-state checkpoints", &c->ckpt_ssm));
-    TRY(kv_cache_buf(c, h, sizeof(float), "the hidden-state checkpoints", &c->ckpt_h));
+    struct kv_cache_bytes b;
+    kv_cache_bytes_of(hp, c->n_kv_layer, c->n_gdn, mtp, n_seq, n_ctx, n_ring, kv_type, &b);
+    TRY(kv_cache_buf(c, b.k, "the K cells", &c->k));
+    TRY(kv_cache_buf(c, b.v, "the V cells", &c->v));
+    TRY(kv_cache_buf(c, b.conv, "the conv windows", &c->conv));
+    TRY(kv_cache_buf(c, b.ssm, "the recurrent states", &c->ssm));
+    TRY(kv_cache_buf(c, b.h, "the hidden states", &c->h));
+    TRY(kv_cache_buf(c, b.ring_conv, "the conv snapshots", &c->ring_conv));
+    TRY(kv_cache_buf(c, b.ring_ssm, "the recurrent-state snapshots", &c->ring_ssm));
+    TRY(kv_cache_buf(c, b.ring_h, "the hidden-state snapshots", &c->ring_h));
+    TRY(kv_cache_buf(c, b.ckpt_conv, "the conv checkpoints", &c->ckpt_conv));
+    TRY(kv_cache_buf(c, b.ckpt_ssm, "the recurrent-state checkpoints", &c->ckpt_ssm));
+    TRY(kv_cache_buf(c, b.ckpt_h, "the hidden-state checkpoints", &c->ckpt_h));
     *out = c;
     return INFER_OK;
 fail:

@@ -48,6 +48,22 @@ struct kv_cache {
     int32_t *ckpt_len;       /* (n_seq) length at the checkpoint, -1 for none */
 };
 
+/* What a cache keeps for layer il of m: KV cells, recurrent state, or nothing (MTP blocks a context does not
+ * draft with, when mtp = 0, and MTP blocks past the first). The one rule kv_cache_create and plan.c follow. */
+enum kv_cache_kind { KV_CACHE_NONE, KV_CACHE_CELLS, KV_CACHE_STATE };
+enum kv_cache_kind kv_cache_layer(const struct infer_model *m, int32_t il, int mtp);
+
+/* Bytes of each buffer kv_cache_create allocates (0: not allocated), for n_kv_layer layers with cells, n_gdn
+ * with recurrent state and, when hidden, the MTP input's hidden states. plan.c counts a cache with this. */
+struct kv_cache_bytes {
+    double k, v;                               /* the cells */
+    double conv, ssm, ring_conv, ring_ssm;     /* recurrent state: live and n_ring snapshots */
+    double ckpt_conv, ckpt_ssm;                /* the checkpoint (infer_seq_checkpoint), always there */
+    double h, ring_h, ckpt_h;                  /* hidden states (drafting contexts) */
+};
+void kv_cache_bytes_of(const struct arch_hparams *hp, int32_t n_kv_layer, int32_t n_gdn, int hidden, int32_t n_seq,
+                       int32_t n_ctx, int32_t n_ring, int32_t kv_type, struct kv_cache_bytes *out);
+
 /* Gives *out with every sequence empty, for model m: cells of kv_type (F16 or Q8_0), n_ring snapshots per
  * sequence (0: none), the MTP block's cells and hidden states when mtp. INFER_E_OOM (with the byte count)
  * when it does not fit. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctx_scratch.h"
 #include "forward.h"
 #include "quant.h"
 
@@ -81,18 +82,22 @@ static infer_status ctx_check_ops(const infer_ctx *c) {
     return INFER_OK;
 }
 
-static infer_status ctx_alloc(infer_ctx *c, size_t count, size_t size, void *out) {
-    if (count == 0) count = 1;
-    infer_status st = c->be->ops->alloc(c->be, count * size, (void **)out);
-    return st == INFER_OK ? st : infer_fail(INFER_E_OOM, "context: %zu bytes of scratch do not fit", count * size);
+/* Allocates every buffer of the scratch table (ctx_scratch.c) into its field of c, keeping the table for the free. */
+static infer_status ctx_alloc_scratch(infer_ctx *c) {
+    c->n_scratch = ctx_scratch_table(c->m, &c->dims, c->scratch);
+    for (int32_t i = 0; i < c->n_scratch; i++) {
+        const struct ctx_scratch_entry *e = &c->scratch[i];
+        void **field = (void **)((char *)c + e->field);
+        const size_t bytes = (size_t)ctx_scratch_entry_bytes(e);
+        if (e->place == CTX_SCRATCH_HOST) {
+            *field = xcalloc(1, bytes);
+            if (!*field) return infer_fail(INFER_E_OOM, "context: %zu bytes of host memory for %s", bytes, e->name);
+        } else if (c->be->ops->alloc(c->be, bytes, field) != INFER_OK) {
+            return infer_fail(INFER_E_OOM, "context: %zu bytes of scratch (%s) do not fit", bytes, e->name);
+        }
+    }
+    return INFER_OK;
 }
-
-static infer_status ctx_host(size_t count, size_t size, void *out) {
-    *(void **)out = xcalloc(count ? count : 1, size);
-    return *(void **)out ? INFER_OK : INFER_OOM("context batch arrays");
-}
-
-static int64_t ctx_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* infer_ctx_create with the backend of a host model made by make (NULL: backend_cpu_create). */
 static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
@@ -103,53 +108,27 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     if (make && m->be)
         return infer_fail(INFER_E_ARG, "ctx_create_on: the model's weights are on a device; a backend of its own "
                           "needs a model loaded with n_gpu_layers 0");
-    infer_ctx_params d = infer_ctx_params_default();
-    if (!p) p = &d;
-    if (p->n_ctx < 0 || p->n_batch < 0 || p->n_seq < 0 || p->n_threads < 0 || p->n_seq > 256)
-        return infer_fail(INFER_E_ARG, "infer_ctx_create: n_ctx %d n_batch %d n_seq %d n_threads %d: expected "
-                          "n_ctx, n_batch, n_threads >= 0 and n_seq 0..256", p->n_ctx, p->n_batch, p->n_seq,
-                          p->n_threads);
-    if (p->kv_type == INFER_TYPE_F32)
-        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type F32: the attention op reads f16 or Q8_0 cells only");
-    if (p->kv_type != INFER_TYPE_F16 && p->kv_type != INFER_TYPE_Q8_0)
-        return infer_fail(INFER_E_ARG, "infer_ctx_create: kv_type %d: expected F16 (%d) or Q8_0 (%d)", p->kv_type,
-                          INFER_TYPE_F16, INFER_TYPE_Q8_0);
-    if (p->kv_type == INFER_TYPE_Q8_0 && m->hp.head_dim % 32) /* a head is whole Q8_0 blocks, like llama.cpp */
-        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: kv_type Q8_0: head_dim %lld is not a multiple of 32",
-                          (long long)m->hp.head_dim);
-    if (p->n_draft < 0 || p->n_draft > INFER_MAX_DRAFT)
-        return infer_fail(INFER_E_ARG, "infer_ctx_create: n_draft %d: expected 0..%d", p->n_draft, INFER_MAX_DRAFT);
-    if (p->n_draft > 0 && m->be)
+    struct ctx_dims dims;
+    if ((st = ctx_dims_resolve(m, p, m->be != NULL, "infer_ctx_create", &dims)) != INFER_OK) return st;
+    if (dims.n_draft > 0 && m->be)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
-                          "yet; load the model with n_gpu_layers 0 to draft on the CPU", p->n_draft);
-    if (p->n_draft > 0 && m->hp.n_layer_nextn < 1)
-        return infer_fail(INFER_E_ARG, "infer_ctx_create: n_draft %d: the model (%s) has no MTP layer to draft with",
-                          p->n_draft, m->arch->name);
+                          "yet; load the model with n_gpu_layers 0 to draft on the CPU", dims.n_draft);
     if ((st = ctx_check_model(m)) != INFER_OK) return st;
-    const struct arch_hparams *hp = &m->hp;
     infer_ctx *c = xcalloc(1, sizeof *c);
     if (!c) return INFER_OOM("context");
     c->m = m;
-    c->n_ctx = p->n_ctx ? p->n_ctx : (int32_t)(hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    c->n_batch = p->n_batch ? p->n_batch : 512;
-    c->n_seq = p->n_seq ? p->n_seq : 1;
-    int n_threads = p->n_threads;
+    c->dims = dims;
+    c->n_ctx = dims.n_ctx;
+    c->n_batch = dims.n_batch;
+    c->n_seq = dims.n_seq;
+    c->n_draft = dims.n_draft;
+    c->spec_force = -1;
+    c->on_device = dims.on_device;
+    int n_threads = p ? p->n_threads : 0;
     if (n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int)(n < 64 ? n : 64) : 1;
     }
-    c->n_draft = p->n_draft;
-    c->spec_force = -1;
-    const size_t T = (size_t)c->n_batch;
-    const int64_t hd = hp->head_dim, nq = hp->n_head * hd, nk = hp->n_head_kv * hd, n_embd = hp->n_embd;
-    const int hybrid = (m->arch->flags & ARCH_F_HYBRID) != 0, moe = hp->n_expert > 0;
-    const int64_t cd = hybrid ? 2 * hp->n_group * hp->d_state + hp->d_inner : 0, vd = hybrid ? hp->d_inner : 0;
-    const int64_t n_h = ctx_max(hp->n_ff, moe ? n_embd : 0);
-    int64_t n_in_max = ctx_max(ctx_max(n_embd, nq), ctx_max(ctx_max(hp->n_ff, hp->n_ff_exp), hp->n_ff_shexp));
-    n_in_max = ctx_max(n_in_max, ctx_max(vd, c->n_draft ? 2 * n_embd : 0));
-    const int64_t n_e = hp->n_expert > 0 ? hp->n_expert : 1, n_used = hp->n_expert_used > 0 ? hp->n_expert_used : 1;
-    const int shexp = m->arch->ffn == ARCH_FFN_MOE_SHEXP;
-    c->on_device = m->be != NULL;
     if (c->on_device)
         TRY(backend_cuda_create(m->device, &c->be)); /* the context's own stream on the model's device */
     else if (make)
@@ -157,60 +136,12 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     else
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
-    TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, p->kv_type, &c->kv));
-    TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->x));
-    TRY(ctx_alloc(c, T * (size_t)ctx_max(n_embd, nq), sizeof(float), &c->xn));
-    TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->q));
-    if (m->arch->flags & ARCH_F_ATTN_GATE) TRY(ctx_alloc(c, T * (size_t)(2 * nq), sizeof(float), &c->qg));
-    TRY(ctx_alloc(c, T * (size_t)nk, sizeof(float), &c->k));
-    TRY(ctx_alloc(c, T * (size_t)nk, sizeof(float), &c->v));
-    TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->att));
-    TRY(ctx_alloc(c, T * (size_t)n_h, sizeof(float), &c->h));
-    if (shexp) {
-        TRY(ctx_alloc(c, T * (size_t)hp->n_ff_shexp, sizeof(float), &c->sh));
-        TRY(ctx_alloc(c, T, sizeof(float), &c->shg));
-    }
-    TRY(ctx_alloc(c, T * (size_t)n_in_max, sizeof(float), &c->xq));
-    TRY(ctx_alloc(c, T * (size_t)n_e, sizeof(float), &c->router));
-    TRY(ctx_alloc(c, T * (size_t)n_used, sizeof(int32_t), &c->moe_ids));
-    TRY(ctx_alloc(c, T * (size_t)n_used, sizeof(float), &c->moe_w));
-    if (hybrid) {
-        TRY(ctx_alloc(c, T * (size_t)cd, sizeof(float), &c->g_qkv));
-        TRY(ctx_alloc(c, T * (size_t)cd, sizeof(float), &c->g_conv));
-        TRY(ctx_alloc(c, T * (size_t)vd, sizeof(float), &c->g_z));
-        TRY(ctx_alloc(c, T * (size_t)(2 * hp->dt_rank), sizeof(float), &c->g_ab));
-        TRY(ctx_alloc(c, T * (size_t)vd, sizeof(float), &c->g_out));
-    }
-    TRY(ctx_alloc(c, T * (size_t)hp->n_vocab, sizeof(float), &c->logits));
-    if (c->n_draft) {
-        TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->hid));
-        TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->mtp_h));
-        TRY(ctx_alloc(c, T * (size_t)(2 * n_embd), sizeof(float), &c->mtp_in));
-        TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->mtp_hid));
-        TRY(ctx_alloc(c, (size_t)c->n_draft * (size_t)hp->n_vocab, sizeof(float), &c->mtp_logits));
-        TRY(ctx_alloc(c, (size_t)hp->n_vocab, sizeof(float), &c->spec_p));
-        TRY(ctx_alloc(c, (size_t)hp->n_vocab, sizeof(float), &c->spec_r));
-    }
-    TRY(ctx_host(T, sizeof(int32_t), &c->pos));
-    TRY(ctx_host(T, sizeof(int32_t), &c->seq));
-    TRY(ctx_host(T, sizeof(int32_t), &c->out_row));
-    TRY(ctx_host((size_t)c->n_seq, sizeof(int32_t), &c->next));
-    TRY(ctx_host(T, sizeof(int32_t), &c->out_ids));
-    if (c->on_device) {
-        TRY(ctx_alloc(c, T, sizeof(int32_t), &c->dtok));
-        TRY(ctx_alloc(c, T, sizeof(int32_t), &c->dpos));
-        TRY(ctx_alloc(c, T, sizeof(int32_t), &c->dout));
-        struct attn_args at = {0};
-        at.n_tokens = ATTN_SPLIT_TOKENS, at.n_head = (int32_t)hp->n_head, at.head_dim = (int32_t)hd, at.n_kv = c->n_ctx;
-        TRY(ctx_alloc(c, attn_scratch_floats(&at), sizeof(float), &c->attn_scratch));
-        if (moe) {
-            struct moe_ffn_args mf = {0};
-            mf.n_tokens = c->n_batch, mf.n_expert_used = (int32_t)n_used, mf.n_ff = hp->n_ff_exp;
-            TRY(ctx_alloc(c, moe_ffn_scratch_floats(&mf), sizeof(float), &c->moe_scratch));
-        }
-        TRY(ctx_host(T * (size_t)hp->n_vocab, sizeof(float), &c->logits_host));
-    } else {
-        c->dpos = c->pos, c->dout = c->out_ids;
+    TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, dims.kv_type,
+                        &c->kv));
+    TRY(ctx_alloc_scratch(c));
+    if (!c->on_device) {
+        c->dpos = c->pos;
+        c->dout = c->out_ids;
     }
     *out = c;
     return INFER_OK;
@@ -230,23 +161,19 @@ infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_
 
 void infer_ctx_free(infer_ctx *c) {
     if (!c) return;
+    for (int32_t i = 0; i < c->n_scratch; i++) {
+        const struct ctx_scratch_entry *e = &c->scratch[i];
+        void *buf = *(void **)((char *)c + e->field);
+        if (e->place == CTX_SCRATCH_HOST)
+            xfree(buf);
+        else
+            c->be->ops->free(c->be, buf);
+    }
     if (c->be) {
-        void *bufs[] = {c->x, c->xn, c->q, c->qg, c->k, c->v, c->att, c->h, c->sh, c->shg, c->xq, c->router,
-                        c->moe_ids, c->moe_w, c->g_qkv, c->g_conv, c->g_z, c->g_ab, c->g_out, c->logits, c->hid,
-                        c->mtp_h, c->mtp_in, c->mtp_hid, c->mtp_logits, c->spec_p, c->spec_r, c->attn_scratch,
-                        c->moe_scratch, c->on_device ? c->dtok : NULL, c->on_device ? c->dpos : NULL,
-                        c->on_device ? c->dout : NULL};
-        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) c->be->ops->free(c->be, bufs[i]);
         c->be->ops->free(c->be, c->sample_buf);
         kv_cache_free(c->kv);
         backend_free(c->be);
     }
-    xfree(c->pos);
-    xfree(c->seq);
-    xfree(c->out_row);
-    xfree(c->next);
-    xfree(c->out_ids);
-    xfree(c->logits_host);
     xfree(c);
 }
 

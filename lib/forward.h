@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "cache.h"
+#include "ctx_scratch.h"
 #include "model.h"
 
 struct infer_ctx {
@@ -20,7 +21,10 @@ struct infer_ctx {
     struct kv_cache *kv;
     int32_t n_ctx, n_batch, n_seq;
     int32_t n_draft;   /* MTP draft length (0: no drafting; then the mtp_* buffers are NULL) */
-    /* scratch, T = n_batch tokens; all from be->ops->alloc */
+    struct ctx_dims dims; /* the resolved sizes the buffers below were allocated for */
+    struct ctx_scratch_entry scratch[CTX_SCRATCH_MAX]; /* every buffer below, as allocated (ctx_scratch.c) */
+    int32_t n_scratch;
+    /* scratch, T = n_batch tokens; all from be->ops->alloc, sized by ctx_scratch_table */
     float *x;          /* (T, n_embd) residual stream */
     float *xn;         /* (T, max(n_embd, n_head*head_dim)) normed input of a block; gathered rows for the head */
     float *q;          /* (T, n_head * head_dim); later the attention output */

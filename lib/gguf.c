@@ -968,7 +968,9 @@ static void out_value(struct out *o, const struct gguf_value *v) {
     }
 }
 
-infer_status gguf_writer_write(struct gguf_writer *w, const char *path, gguf_fill_fn fill, void *user) {
+/* gguf_writer_write, or with sparse the header and tensor infos only, the file then extended with ftruncate. */
+static infer_status gguf_writer_emit(struct gguf_writer *w, const char *path, gguf_fill_fn fill, void *user,
+                                     int sparse) {
     infer_status st = INFER_OK;
     uint32_t align = GGUF_DEFAULT_ALIGNMENT;
     void *buf = NULL;
@@ -980,7 +982,7 @@ infer_status gguf_writer_write(struct gguf_writer *w, const char *path, gguf_fil
             align = (uint32_t)v->v.u;
         }
     uint64_t max_fill = 0;
-    for (int64_t i = 0; i < w->n_t; i++)
+    for (int64_t i = 0; i < w->n_t && !sparse; i++)
         if (!w->t[i].data) {
             if (!fill) return infer_fail(INFER_E_ARG, "gguf writer: tensor '%s' has no data and no fill callback", w->t[i].name);
             if (w->t[i].nbytes > max_fill) max_fill = w->t[i].nbytes;
@@ -1015,7 +1017,8 @@ infer_status gguf_writer_write(struct gguf_writer *w, const char *path, gguf_fil
         off = pad_to(off + t->nbytes, align);
     }
     out_pad(&o, align);
-    for (int64_t i = 0; i < w->n_t && !o.err; i++) {
+    if (sparse && !o.err && (fflush(o.fp) != 0 || ftruncate(fileno(o.fp), (off_t)(o.pos + off)) != 0)) o.err = errno;
+    for (int64_t i = 0; i < w->n_t && !o.err && !sparse; i++) {
         const struct wtensor *t = &w->t[i];
         const void *data = t->data;
         if (!data) {
@@ -1031,4 +1034,12 @@ fail:
     if (st && regular) unlink(path); /* no half-written file is left behind */
     xfree(buf);
     return st;
+}
+
+infer_status gguf_writer_write(struct gguf_writer *w, const char *path, gguf_fill_fn fill, void *user) {
+    return gguf_writer_emit(w, path, fill, user, 0);
+}
+
+infer_status gguf_writer_write_sparse(struct gguf_writer *w, const char *path) {
+    return gguf_writer_emit(w, path, NULL, NULL, 1);
 }

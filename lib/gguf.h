@@ -122,5 +122,9 @@ infer_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name, int
                                     const int64_t *ne, const void *data);
 /* Writes a v3 file with the given alignment (general.alignment is written when it is not 32). */
 infer_status gguf_writer_write(struct gguf_writer *w, const char *path, gguf_fill_fn fill, void *user);
+/* The same file without writing tensor data: the header and tensor infos, then the file extended to its full
+ * length with ftruncate, so the data reads as zeros and takes no disk where the filesystem has holes (a
+ * 20 GB model's shape in a few MB, for planning and loader tests). Tensor data given to add_tensor is ignored. */
+infer_status gguf_writer_write_sparse(struct gguf_writer *w, const char *path);
 
 #endif

@@ -11,11 +11,13 @@
 
 #include "gguf.h"
 #include "model.h"
+#include "plan.h"
 #include "quant.h"
 
 INFER_API infer_model_params infer_model_params_default(void) {
     infer_model_params p;
     memset(&p, 0, sizeof p);
+    p.fit = 1;
     return p;
 }
 
@@ -89,14 +91,48 @@ static infer_status infer_check_tensors(const struct infer_model *m, const infer
     return INFER_OK;
 }
 
-/* n_gpu_layers: all layers (and the head) on CUDA device main_gpu, or none; a split is refused for now. */
+/* The placement n_gpu_layers / n_cpu_moe ask for (plan.c). Explicit numbers need no memory: the upload checks
+ * the fit as before; INFER_GPU_LAYERS_AUTO measures the devices and fits to fit_ctx. */
+static infer_status infer_placement(const struct infer_model *m, const infer_model_params *p, struct plan **out) {
+    uint64_t dev_free[PLAN_MAX_DEVICES] = {0};
+    int32_t n_dev = 0;
+    if (p->n_gpu_layers == INFER_GPU_LAYERS_AUTO) {
+        infer_status st = plan_measure_devices(dev_free, &n_dev);
+        if (st != INFER_OK) return st;
+        return plan_make(m, p, p->fit_ctx, dev_free, n_dev, out);
+    }
+    n_dev = p->main_gpu >= 0 && p->main_gpu < PLAN_MAX_DEVICES ? p->main_gpu + 1 : 0;
+    for (int32_t i = 0; i < n_dev; i++) dev_free[i] = UINT64_MAX; /* the placement only */
+    infer_model_params q = *p;
+    if (q.n_gpu_layers == m->hp.n_layer && q.n_cpu_moe == 0) {
+        /* llama.cpp would keep the head on the CPU; until splits load, the whole model goes to the GPU */
+        infer_log(INFER_LOG_INFO, "%s: n_gpu_layers %d = the layer count: the output head goes to the GPU too",
+                  m->gguf->path, q.n_gpu_layers);
+        q.n_gpu_layers = -1;
+    }
+    return plan_make(m, &q, NULL, dev_free, n_dev, out);
+}
+
+/* The model on CUDA device main_gpu when its plan puts everything there; a split plan is refused for now. */
 static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
     infer_status st = INFER_OK;
     const int64_t n_layer = m->hp.n_layer;
-    if (p->n_gpu_layers > 0 && p->n_gpu_layers < n_layer)
-        return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d of %" PRId64 " layers: splitting layers between "
-                          "the GPU and the CPU is not supported yet; use 0 (CPU) or >= %" PRId64 " (every layer on "
-                          "the GPU)", m->gguf->path, p->n_gpu_layers, n_layer, n_layer);
+    struct plan *pl = NULL;
+    TRY(infer_placement(m, p, &pl));
+    const int split = plan_is_split(pl), on_gpu = plan_uses(pl, pl->gpu);
+    const int32_t n_gpu = pl->n_gpu_layers, n_cpu_moe = pl->n_cpu_moe;
+    plan_free(pl);
+    if (split && p->n_gpu_layers == INFER_GPU_LAYERS_AUTO)
+        return infer_fail(INFER_E_UNSUPPORTED, "%s: automatic fit: the model does not fit CUDA device %d whole; it "
+                          "would take n_gpu_layers %d with the experts of %d MoE layers in host memory, and loading "
+                          "such a split is not supported yet; use -ngl 0 (CPU) or a smaller context (llm-run "
+                          "--dry-run shows the plan)", m->gguf->path, p->main_gpu, n_gpu, n_cpu_moe);
+    if (split)
+        return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d, n_cpu_moe %d of %" PRId64 " layers: splitting "
+                          "layers or experts between the GPU and the CPU is not supported yet; use 0 (CPU) or >= %"
+                          PRId64 " (every layer on the GPU) without n_cpu_moe", m->gguf->path, p->n_gpu_layers,
+                          p->n_cpu_moe, n_layer, n_layer);
+    if (!on_gpu) return INFER_OK; /* the automatic fit chose the CPU */
     struct infer_backend *be = NULL;
     TRY(backend_cuda_create(p->main_gpu, &be));
     st = model_upload(m, be, p->main_gpu, p, 0.15f, 0.95f);
@@ -113,6 +149,9 @@ INFER_API infer_status infer_model_load(const char *path, const infer_model_para
     if (!out) return infer_fail(INFER_E_ARG, "infer_model_load: out is NULL");
     *out = NULL;
     if (!path) return infer_fail(INFER_E_ARG, "infer_model_load: path is NULL");
+    if (p.n_cpu_moe < 0)
+        return infer_fail(INFER_E_ARG, "infer_model_load: n_cpu_moe %d: expected 0 (none), N (the first N MoE layers) "
+                          "or more than the layer count (all)", p.n_cpu_moe);
     TRY(infer_progress(&p, 0.0f));
     TRY(gguf_open(path, &f));
     st = model_bind(f, &m); /* takes f */

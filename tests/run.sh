@@ -30,7 +30,7 @@ if [ "$INFER_EMU_RUN" = 1 ]; then
     # the kernel-level tests first: with INFER_TEST_FAILFAST (tests/emu/mutants.sh) they fail soonest
     run test-emu "$B/tests/emu/test-emu"
     run test-ops-cuda "$B/tests/test-ops" -b cuda
-    for t in $(find "$B/tests" -type f \( -name 'test-cuda-*' -o -name 'test-device' -o -name 'test-gpu-tools' \) \
+    for t in $(find "$B/tests" -type f \( -name 'test-cuda-*' -o -name 'test-device' -o -name 'test-gpu-tools' -o -name 'test-plan' \) \
                ! -name '*.[od]' | sort); do
         run "$(basename "$t")" "$t"
     done

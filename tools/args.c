@@ -49,6 +49,51 @@ static int args_kv_type(const struct args *a, const char *flag, const char *s, i
     return 0;
 }
 
+/* -ngl: a layer count, auto (INFER_GPU_LAYERS_AUTO) or all (-1). */
+static int args_ngl(const struct args *a, const char *flag, const char *s, int32_t *out) {
+    if (!strcmp(s, "auto")) *out = INFER_GPU_LAYERS_AUTO;
+    else if (!strcmp(s, "all")) *out = -1;
+    else return args_i32(a, flag, s, 0, out);
+    return 0;
+}
+
+/* One memory size: a number with an optional binary suffix K, M, G or T ("12G", "11.5G", "16384M"). */
+static int args_size(const struct args *a, const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    double unit = 1;
+    if (*end == 'K') unit = 1024.0;
+    if (*end == 'M') unit = 1048576.0;
+    if (*end == 'G') unit = 1073741824.0;
+    if (*end == 'T') unit = 1099511627776.0;
+    if (unit > 1) end++;
+    if (end == s || *end || errno || !(v > 0) || v * unit > 1e18)
+        return args_bad(a, flag, s, "is not a memory size (e.g. 12G, 11.5G, 16384M)");
+    *out = (uint64_t)(v * unit);
+    return 0;
+}
+
+/* --dry-run-mem 12G,24G: the free memory of devices 0, 1, ... */
+static int args_sizes(struct args *a, const char *flag, const char *s) {
+    char buf[64];
+    a->n_dry_mem = 0;
+    for (const char *p = s;;) {
+        const char *c = strchr(p, ',');
+        const size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len >= sizeof buf) return args_bad(a, flag, s, "has an element that is too long");
+        if (a->n_dry_mem == INFER_MAX_DEVICES) {
+            fprintf(stderr, "%s: %s: more than %d devices\n", a->tool, flag, INFER_MAX_DEVICES);
+            return 2;
+        }
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        if (args_size(a, flag, buf, &a->dry_mem[a->n_dry_mem++])) return 2;
+        if (!c) return 0;
+        p = c + 1;
+    }
+}
+
 /* "1,2,3" into out (at most cap); lo is the smallest value allowed. */
 static int args_list(const struct args *a, const char *flag, const char *s, int32_t lo, int32_t *out, int cap,
                      int *n) {
@@ -81,6 +126,7 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
     a->reps = 5;
     a->output = "md";
     a->type_k = a->type_v = INFER_TYPE_F16;
+    a->fit = 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -97,6 +143,14 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
         }
         if (!strcmp(f, "--verbose-prompt")) {
             a->verbose_prompt = 1;
+            continue;
+        }
+        if (!bench && !strcmp(f, "--dry-run")) {
+            a->dry_run = 1;
+            continue;
+        }
+        if (!bench && !strcmp(f, "--cpu-moe")) {
+            a->n_cpu_moe = INT32_MAX;
             continue;
         }
         if (f[0] != '-') {
@@ -152,9 +206,19 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             if (bench)
                 rc = args_list(a, f, v, 0, a->ngl, ARGS_MAX_LIST, &a->n_ngl);
             else
-                rc = args_i32(a, f, v, 0, &a->n_gpu_layers);
+                rc = args_ngl(a, f, v, &a->n_gpu_layers);
         } else if (!strcmp(f, "-mg") || !strcmp(f, "--main-gpu")) {
             rc = args_i32(a, f, v, 0, &a->main_gpu);
+        } else if (!bench && !strcmp(f, "--n-cpu-moe")) {
+            rc = args_i32(a, f, v, 0, &a->n_cpu_moe);
+        } else if (!bench && !strcmp(f, "--fit")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) return args_bad(a, f, v, "is not on or off");
+            a->fit = !strcmp(v, "on");
+        } else if (!bench && !strcmp(f, "--dry-run-mem")) {
+            rc = args_sizes(a, f, v);
+        } else if (!bench && (!strcmp(f, "-np") || !strcmp(f, "--parallel"))) {
+            rc = args_i32(a, f, v, 1, &a->n_seq);
+            if (!rc && a->n_seq > 256) return args_bad(a, f, v, "is more than 256 sequences");
         } else if (!bench && (!strcmp(f, "-s") || !strcmp(f, "--seed"))) {
             rc = args_int(a, f, v, -1, INT64_MAX, &x);
             a->seed = x;

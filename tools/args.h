@@ -24,8 +24,15 @@ struct args {
     int64_t seed;                           /* -s (-1: from the clock) */
     infer_sampler_params sp;                /* --temp --top-k --top-p --min-p --repeat-* penalties */
     int32_t repeat_last_n;                  /* --repeat-last-n (-1: the context size) */
-    int32_t n_gpu_layers;                   /* -ngl N (llm-run): 0 = CPU, >= the layer count = all on CUDA */
+    int32_t n_gpu_layers;                   /* -ngl N|auto|all (llm-run): the last N layers on CUDA (llama.cpp's
+                                               meaning); auto: INFER_GPU_LAYERS_AUTO; all: -1 */
     int32_t main_gpu;                       /* -mg N: the CUDA device -ngl loads onto (0) */
+    int32_t n_cpu_moe;                      /* --n-cpu-moe N / --cpu-moe (INT32_MAX): experts kept on the host */
+    int32_t fit;                            /* --fit on|off (1): the automatic fit of -ngl auto */
+    int32_t n_seq;                          /* -np N: sequences the context holds (0: the library's 1) */
+    int dry_run;                            /* --dry-run: print the placement plan and exit */
+    int32_t n_dry_mem;                      /* --dry-run-mem 12G[,24G]: the devices' free memory to plan for */
+    uint64_t dry_mem[INFER_MAX_DEVICES];
     int32_t mtp;                            /* --mtp N: MTP speculative decoding, N drafts per step (0: off) */
     int32_t type_k, type_v;                 /* -ctk, -ctv: KV cache cell types (INFER_TYPE_F16 | Q8_0), equal */
     int chat, print_ids, verbose_prompt;    /* --chat, --print-ids, --verbose-prompt */

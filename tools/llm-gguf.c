@@ -50,6 +50,8 @@ static int usage(const char *msg) {
         "      --mtp-noise SIGMA  noise on the MTP pass-through (implies --mtp-agree); the MTP then\n"
         "                  agrees on 0.90 / 0.78 of the tokens at 0.18 / 0.20 with vocab 32000 (see synth.h)\n"
         "      --random-blocks  random valid quantised blocks (fast for 8B-27B shapes)\n"
+        "      --sparse    header and tensor infos only, the file extended to full size with ftruncate: the data\n"
+        "                  reads as zeros and takes no disk (a real shape for llm-run --dry-run in seconds)\n"
         "      --seed N    (default 1)\n"
         "      --n-vocab --n-embd --n-layer --n-head --n-head-kv --head-dim --n-ff --n-expert\n"
         "      --n-expert-used --n-ff-exp --n-ff-shexp --ssm-d-state --ssm-n-group --ssm-dt-rank\n"
@@ -467,7 +469,7 @@ static int parse_int(const char *s, int32_t *out) {
 
 static int cmd_synth(int argc, char **argv) {
     const char *arch = NULL, *type = "F32", *preset = NULL, *out = NULL;
-    int mtp = 0, random_blocks = 0, tied = -1, mtp_agree = 0;
+    int mtp = 0, random_blocks = 0, tied = -1, mtp_agree = 0, sparse = 0;
     float mtp_noise = 0;
     uint64_t seed = 1;
     int32_t dims[sizeof dim_flags / sizeof *dim_flags];
@@ -482,6 +484,8 @@ static int cmd_synth(int argc, char **argv) {
             random_blocks = 1;
         else if (!strcmp(a, "--mtp-agree"))
             mtp_agree = 1;
+        else if (!strcmp(a, "--sparse"))
+            sparse = 1;
         else if (!next) {
             fprintf(stderr, "llm-gguf: %s needs a value\n", a);
             return 2;
@@ -542,6 +546,7 @@ static int cmd_synth(int argc, char **argv) {
     p.ftype = type, p.mtp = mtp, p.seed = seed, p.random_blocks = random_blocks;
     if (tied >= 0) p.tied = tied;
     p.mtp_agree = mtp_agree, p.mtp_noise = mtp_noise;
+    p.sparse = sparse;
     for (size_t k = 0; k < sizeof dim_flags / sizeof *dim_flags; k++)
         if (dim_set[k]) *(int32_t *)((char *)&p + dim_flags[k].offset) = dims[k];
     if (synth_write(&p, out) != INFER_OK) return fail();

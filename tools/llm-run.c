@@ -1,6 +1,7 @@
-/* llm-run: generate text with a GGUF model on the CPU.
+/* llm-run: generate text with a GGUF model on the CPU or a GPU.
  *
  *   llm-run -m MODEL -p PROMPT [-n N] [--chat] [sampling flags]   streams the generated text to stdout
+ *   llm-run -m MODEL --dry-run [-ngl N] [--cpu-moe] [-c N] ...    prints the placement plan, loads nothing
  *
  * The prompt (-p, -f FILE, or token ids with --ids) is tokenised with the special tokens the model's
  * metadata asks for, run through the context in chunks of n_batch, then tokens are sampled one at a
@@ -25,6 +26,7 @@
 static int usage(const char *tool, int to_err) {
     fprintf(to_err ? stderr : stdout,
             "usage: %s -m MODEL (-p PROMPT | -f FILE | --ids 1,2,3) [options]\n"
+            "       %s -m MODEL --dry-run [-ngl N|auto] [--cpu-moe] [-c N] [-ctk T] [--dry-run-mem 12G]\n"
             "  -n N                  tokens to generate (default 32; -1: until end of generation or a full context)\n"
             "  -c N                  context size (default min(training context, 4096))\n"
             "  -b N                  tokens per decode call while reading the prompt (default 512)\n"
@@ -43,10 +45,23 @@ static int usage(const char *tool, int to_err) {
             "  --logits-out FILE     logits of every prompt position, [n_prompt][n_vocab] little-endian f32\n"
             "  -ctk T, -ctv T        KV cache type of K and V: f16 (default) or q8_0 (both the same)\n"
             "  --mtp N               speculative decoding with the model's MTP head, N = 1..4 drafts per step\n"
-            "  -ngl N                layers on the GPU: 0 = CPU (default); N >= the model's layer count (e.g. 99)\n"
-            "                        runs every layer and the head on CUDA device 0 (partial offload: not yet)\n"
-            "  -mg N                 the CUDA device for -ngl (default 0)\n",
-            tool);
+            "  -np N                 sequences the context holds (default 1; llm-run generates into the first)\n"
+            "  -ngl N|auto|all       layers on the GPU, llama.cpp's meaning: the last N layers, and the output head\n"
+            "                        too when N > the layer count (all, 99: everything); 0 = CPU (default); auto:\n"
+            "                        fit to the GPU's free memory (see --fit). Loading runs all on the CPU or all on\n"
+            "                        one GPU for now: a plan that splits layers or experts is refused (see --dry-run)\n"
+            "  -mg N                 the CUDA device for -ngl (default 0)\n"
+            "  --n-cpu-moe N         keep the routed experts of the first N MoE layers in host memory\n"
+            "  --cpu-moe             keep every routed expert in host memory\n"
+            "  --fit on|off          with -ngl auto: on (default) puts the whole model on the GPU if it fits the\n"
+            "                        context (-c), else (MoE) as few leading layers' experts as needed on the host,\n"
+            "                        else (dense) as many trailing layers as fit; off: everything on the GPU\n"
+            "  --dry-run             print the placement plan (what lives where, MiB per device: weights, KV,\n"
+            "                        state, scratch, overhead; KV bytes per token; the context that would fit) and\n"
+            "                        exit without loading weights; no prompt needed\n"
+            "  --dry-run-mem 12G[,24G]  plan for devices 0, 1, ... with this much free memory (K M G T, binary)\n"
+            "                        instead of measuring them: planning a card you do not have\n",
+            tool, tool);
     return to_err ? 2 : 0;
 }
 
@@ -139,6 +154,30 @@ static char *chat_wrap(const char *arch, const char *prompt, size_t len) {
     return s;
 }
 
+/* --dry-run: the placement plan on stdout, no weights read; exit 0, or 1 with the library's message. */
+static int dry_run(const struct args *a, const infer_model_params *mp, const infer_ctx_params *cp) {
+    infer_plan_params pp = infer_plan_params_default();
+    infer_plan *plan = NULL;
+    pp.n_devices = a->n_dry_mem;
+    for (int32_t i = 0; i < a->n_dry_mem; i++) pp.free_bytes[i] = a->dry_mem[i];
+    if (infer_model_plan(a->model[0], mp, cp, &pp, &plan) != INFER_OK) {
+        fprintf(stderr, "llm-run: %s\n", infer_last_error());
+        return 1;
+    }
+    const int32_t n = infer_plan_text(plan, NULL, 0);
+    char *text = malloc((size_t)n + 1);
+    if (!text) {
+        infer_plan_free(plan);
+        fprintf(stderr, "llm-run: out of memory\n");
+        return 1;
+    }
+    infer_plan_text(plan, text, n + 1);
+    printf("model: %s\n%s", a->model[0], text);
+    free(text);
+    infer_plan_free(plan);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct args a = {.tool = "llm-run"};
     int rc = args_parse(&a, argc, argv, 0);
@@ -148,6 +187,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "llm-run: -m MODEL is required\n");
         return usage(a.tool, 1);
     }
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = a.n_ctx;
+    if (a.n_batch) cp.n_batch = a.n_batch;
+    cp.n_seq = a.n_seq;
+    cp.n_threads = a.n_threads;
+    cp.n_draft = a.mtp;
+    cp.kv_type = a.type_k;
+    infer_model_params mp = infer_model_params_default();
+    mp.n_gpu_layers = a.n_gpu_layers;
+    mp.main_gpu = a.main_gpu;
+    mp.n_cpu_moe = a.n_cpu_moe;
+    mp.fit = a.fit;
+    mp.fit_ctx = &cp;
+    if (a.dry_run) return dry_run(&a, &mp, &cp);
     if (!!a.prompt + !!a.prompt_file + !!a.n_ids != 1) {
         fprintf(stderr, "llm-run: give exactly one of -p PROMPT, -f FILE, --ids 1,2,3\n");
         return 2;
@@ -168,20 +221,11 @@ int main(int argc, char **argv) {
 
     /* ---- model and context ---- */
     struct stat sb;
-    infer_model_params mp = infer_model_params_default();
-    mp.n_gpu_layers = a.n_gpu_layers;
-    mp.main_gpu = a.main_gpu;
     if (stat(a.model[0], &sb) == 0 && sb.st_size >= PROGRESS_MIN_BYTES) {
         mp.progress = progress;
         mp.progress_user = (void *)a.model[0];
     }
     if ((st = infer_model_load(a.model[0], &mp, &m)) != INFER_OK) goto lib_fail;
-    infer_ctx_params cp = infer_ctx_params_default();
-    cp.n_ctx = a.n_ctx;
-    if (a.n_batch) cp.n_batch = a.n_batch;
-    cp.n_threads = a.n_threads;
-    cp.n_draft = a.mtp;
-    cp.kv_type = a.type_k;
     if (a.mtp > 0 && infer_model_n_mtp(m) < 1) {
         fprintf(stderr, "llm-run: --mtp %d: %s has no MTP layer\n", a.mtp, a.model[0]);
         goto out;

@@ -89,6 +89,7 @@ infer_status synth_preset(const char *name, struct synth_params *p) {
         p->mtp = keep.mtp;
         p->seed = keep.seed;
         p->random_blocks = keep.random_blocks;
+        p->sparse = keep.sparse;
         p->mtp_agree = keep.mtp_agree, p->mtp_noise = keep.mtp_noise;
         p->n_vocab = s->n_vocab, p->n_embd = s->n_embd, p->n_layer = s->n_layer, p->n_head = s->n_head;
         p->n_head_kv = s->n_head_kv, p->head_dim = s->head_dim, p->n_ff = s->n_ff;
@@ -490,6 +491,7 @@ infer_status synth_write(const struct synth_params *params, const char *path) {
     SYNTH_TAKE(ssm_d_conv); SYNTH_TAKE(full_attention_interval); SYNTH_TAKE(n_ctx_train);
 #undef SYNTH_TAKE
     p.ftype = params->ftype, p.mtp = params->mtp, p.random_blocks = params->random_blocks;
+    p.sparse = params->sparse;
     p.seed = params->seed, p.tied = params->tied;
     p.mtp_agree = params->mtp_agree || params->mtp_noise > 0, p.mtp_noise = params->mtp_noise;
     if (p.mtp_agree) {
@@ -537,7 +539,10 @@ infer_status synth_write(const struct synth_params *params, const char *path) {
     }
     job.rms_eps = hp.rms_eps;
     if (p.mtp_agree) TRY(synth_agree_cycle(&p, &vocab, &job));
-    TRY(gguf_writer_write(w, path, synth_fill, &job));
+    if (p.sparse)
+        TRY(gguf_writer_write_sparse(w, path));
+    else
+        TRY(gguf_writer_write(w, path, synth_fill, &job));
 fail:
     gguf_writer_free(w);
     synth_vocab_free(&vocab);

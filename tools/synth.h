@@ -17,6 +17,7 @@ struct synth_params {
     const char *ftype;    /* "F32" "F16" "Q8_0" "Q4_K_M" */
     int mtp;              /* 1: add the MTP (nextn) layer (qwen3next, qwen35, qwen35moe) */
     int random_blocks;    /* 1: random valid blocks instead of quantising random floats */
+    int sparse;           /* 1: no tensor data written; the file is extended to its length (gguf_writer_write_sparse) */
     uint64_t seed;
     /* dims; 0 = the arch's small default */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
@@ -48,7 +49,7 @@ infer_status synth_params_default(const char *arch, struct synth_params *p);
  * n_embd 1024, 16 layers, 64 experts top-8 of ff 256 + a shared ff 256, vocab 32000, attention 8/2 heads
  * of 256, GDN d_state 128 Hk 16 Hv 16: 1,040,405,376 parameters (335,762,304 active per token),
  * 1,101,032,832 with --mtp).
- * Fills p (keeps ftype/mtp/seed/random_blocks/mtp_agree/mtp_noise). */
+ * Fills p (keeps ftype/mtp/seed/random_blocks/sparse/mtp_agree/mtp_noise). */
 infer_status synth_preset(const char *name, struct synth_params *p);
 /* Writes the model to path. */
 infer_status synth_write(const struct synth_params *p, const char *path);

@@ -1,0 +1,52 @@
+/* ctx_scratch: every buffer infer_ctx_create allocates besides the caches, as one table.
+ *
+ * Why a table: the context allocates and frees its scratch from it, and the placement planner
+ * (plan.c) sizes a device's memory from it, so what the plan counts is what the context takes, by
+ * construction (tests/test-plan.c checks the two against a counting backend and the emulator's
+ * allocation counter). Sizes depend on the model, on the context's resolved dimensions (ctx_dims) and
+ * on whether the context runs on a device (the device copies of the batch, the split-K attention and
+ * expert-FFN scratch, the host copy of the logits).
+ * Layout: the dimensions and their resolution from infer_ctx_params, then the table.
+ */
+#ifndef INFER_CTX_SCRATCH_H
+#define INFER_CTX_SCRATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* A context's sizes after defaults: what infer_ctx_create builds. */
+struct ctx_dims {
+    int32_t n_ctx, n_batch, n_seq, n_draft, kv_type;
+    int on_device; /* the model's weights are on a device: the context runs there */
+};
+
+/* Checks p (NULL: defaults) against m and resolves its zeros to the defaults. who names the caller in
+ * messages ("infer_ctx_create"). INFER_E_ARG / INFER_E_UNSUPPORTED as infer_ctx_create documents. */
+infer_status ctx_dims_resolve(const struct infer_model *m, const infer_ctx_params *p, int on_device, const char *who,
+                              struct ctx_dims *d);
+
+enum ctx_scratch_place {
+    CTX_SCRATCH_BACKEND, /* memory of the context's backend (the device's on CUDA) */
+    CTX_SCRATCH_HOST,    /* host memory, whatever the backend */
+};
+
+struct ctx_scratch_entry {
+    const char *name;            /* the infer_ctx field, for messages */
+    size_t field;                /* offsetof(struct infer_ctx, <the pointer>) */
+    enum ctx_scratch_place place;
+    size_t count, size;          /* elements and bytes per element; a count of 0 still allocates one element */
+};
+
+#define CTX_SCRATCH_MAX 48
+
+/* The buffers a context of m with dims d allocates, in allocation order; returns how many (<= CTX_SCRATCH_MAX). */
+int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d, struct ctx_scratch_entry *out);
+/* Bytes of one entry as allocated (count 0 -> one element). */
+uint64_t ctx_scratch_entry_bytes(const struct ctx_scratch_entry *e);
+/* Sum over the entries in place, each rounded up to align bytes (1: exact; 256: cudaMalloc's granularity). */
+uint64_t ctx_scratch_bytes(const struct infer_model *m, const struct ctx_dims *d, enum ctx_scratch_place place,
+                           uint64_t align);
+
+#endif

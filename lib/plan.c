@@ -1,0 +1,255 @@
+/* plan: placement, accounting and automatic fit (see plan.h for what a plan says and why).
+ *
+ * Layout: plan_place() sets every home from two numbers (trunk layers on the GPU, MoE layers whose experts
+ * stay on the host); plan_home_bytes() sums what one home holds at a given context size; plan_fit() is the
+ * automatic choice of those two numbers; plan_make() resolves the params and puts it together.
+ */
+#include "plan.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cache.h"
+
+static uint64_t plan_round(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
+
+uint64_t plan_bytes_total(const struct plan_bytes *b) {
+    return b->weights + b->kv + b->state + b->scratch + b->overhead;
+}
+
+int plan_uses(const struct plan *p, int32_t home) {
+    if (p->home_embd == home || p->home_head == home) return 1;
+    for (int32_t il = 0; il < p->n_layer_all; il++)
+        if (p->layer_home[il] == home || p->exps_home[il] == home) return 1;
+    return 0;
+}
+
+int plan_is_split(const struct plan *p) { return plan_uses(p, PLAN_HOST) && plan_uses(p, p->gpu); }
+
+/* ---- placement ---- */
+
+static int plan_has_experts(const struct infer_model *m, int32_t il) { return m->layers[il].ffn_gate_exps != NULL; }
+
+/* The last n_gpu trunk layers on the GPU (the head and the MTP blocks too when n_gpu > n_layer); the
+ * experts of the first n_cpu_moe MoE layers on the host; the embedding on the GPU only when all is there. */
+static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gpu, int32_t n_cpu_moe) {
+    p->n_gpu_layers = n_gpu;
+    p->n_cpu_moe = n_cpu_moe;
+    p->home_head = n_gpu > p->n_layer ? p->gpu : PLAN_HOST;
+    p->home_embd = n_gpu > p->n_layer && n_cpu_moe == 0 ? p->gpu : PLAN_HOST;
+    int32_t moe_seen = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        const int on_gpu = il < p->n_layer ? il >= p->n_layer - n_gpu : p->home_head == p->gpu;
+        p->layer_home[il] = on_gpu ? p->gpu : PLAN_HOST;
+        p->exps_home[il] = p->layer_home[il];
+        if (!plan_has_experts(m, il)) continue;
+        if (moe_seen < n_cpu_moe) p->exps_home[il] = PLAN_HOST;
+        moe_seen++;
+    }
+    p->n_seg = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        if (p->n_seg > 0 && p->seg[p->n_seg - 1].home == p->layer_home[il]) {
+            p->seg[p->n_seg - 1].count++;
+            continue;
+        }
+        p->seg[p->n_seg++] = (struct plan_segment){.first = il, .count = 1, .home = p->layer_home[il]};
+    }
+}
+
+/* ---- accounting ---- */
+
+/* The home of tensor t under p; *also is a second home (a tied head's copy of token_embd) or -2. */
+static int32_t plan_tensor_home(const struct plan *p, const struct infer_model *m, const struct gguf_tensor *t,
+                                int32_t *also) {
+    int il = -1;
+    *also = -2;
+    if (sscanf(t->name, "blk.%d.", &il) == 1 && il >= 0 && il < p->n_layer_all)
+        return strstr(t->name, "_exps.") ? p->exps_home[il] : p->layer_home[il];
+    if (strcmp(t->name, "token_embd.weight") == 0) {
+        if (m->tied && p->home_head != p->home_embd) *also = p->home_head;
+        return p->home_embd;
+    }
+    return p->home_head; /* output_norm, output, rope_freqs */
+}
+
+/* What home holds at context size n_ctx: weights, cells and state of its layers, scratch, overhead. */
+static void plan_home_bytes(const struct plan *p, const struct infer_model *m, int32_t home, int32_t n_ctx,
+                            struct plan_bytes *b) {
+    const uint64_t align = home == PLAN_HOST ? 1 : PLAN_ALIGN;
+    const int drafting = p->ctx.n_draft > 0;
+    memset(b, 0, sizeof *b);
+    if (home != PLAN_HOST && !plan_uses(p, home)) return; /* the host always keeps the context's host arrays */
+    const struct gguf_file *f = m->gguf;
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        int32_t also;
+        const int32_t h = plan_tensor_home(p, m, &f->tensors[i], &also);
+        if (h == home || also == home) b->weights += plan_round(f->tensors[i].nbytes, align);
+    }
+    int32_t n_kv = 0, n_gdn = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        if (p->layer_home[il] != home) continue;
+        const enum kv_cache_kind kind = kv_cache_layer(m, il, drafting);
+        n_kv += kind == KV_CACHE_CELLS;
+        n_gdn += kind == KV_CACHE_STATE;
+    }
+    struct kv_cache_bytes c;
+    kv_cache_bytes_of(&m->hp, n_kv, n_gdn, drafting && p->home_head == home, p->ctx.n_seq, n_ctx,
+                      drafting ? p->ctx.n_draft + 1 : 0, p->ctx.kv_type, &c);
+    b->kv = plan_round((uint64_t)c.k, align) + plan_round((uint64_t)c.v, align);
+    const double state[] = {c.conv, c.ssm, c.h, c.ring_conv, c.ring_ssm, c.ring_h, c.ckpt_conv, c.ckpt_ssm, c.ckpt_h};
+    for (size_t i = 0; i < sizeof state / sizeof *state; i++) b->state += plan_round((uint64_t)state[i], align);
+    struct ctx_dims d = p->ctx;
+    d.n_ctx = n_ctx;
+    if (home == PLAN_HOST) {
+        int computes = p->home_head == PLAN_HOST; /* the host runs layers, experts or the head */
+        for (int32_t il = 0; il < p->n_layer_all; il++)
+            computes |= p->layer_home[il] == PLAN_HOST || p->exps_home[il] == PLAN_HOST;
+        d.on_device = plan_uses(p, p->gpu);
+        b->scratch = ctx_scratch_bytes(m, &d, CTX_SCRATCH_HOST, 1);
+        d.on_device = 0;
+        if (computes) b->scratch += ctx_scratch_bytes(m, &d, CTX_SCRATCH_BACKEND, 1);
+    } else {
+        d.on_device = 1;
+        b->scratch = ctx_scratch_bytes(m, &d, CTX_SCRATCH_BACKEND, PLAN_ALIGN);
+        b->overhead = PLAN_GPU_OVERHEAD;
+    }
+}
+
+static uint64_t plan_gpu_total(const struct plan *p, const struct infer_model *m, int32_t n_ctx) {
+    struct plan_bytes b;
+    plan_home_bytes(p, m, p->gpu, n_ctx, &b);
+    return plan_bytes_total(&b);
+}
+
+static int plan_gpu_fits(const struct plan *p, const struct infer_model *m) {
+    return !plan_uses(p, p->gpu) || plan_gpu_total(p, m, p->ctx.n_ctx) <= p->dev_free[p->gpu];
+}
+
+/* The largest n_ctx in [0, n_ctx_max] whose GPU total fits (the total grows with n_ctx). */
+static int32_t plan_ctx_fit(const struct plan *p, const struct infer_model *m) {
+    const uint64_t free_b = p->dev_free[p->gpu];
+    if (plan_gpu_total(p, m, p->n_ctx_max) <= free_b) return p->n_ctx_max;
+    int32_t lo = 0, hi = p->n_ctx_max; /* total(lo) fits or lo = 0; total(hi) does not */
+    while (hi - lo > 1) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (plan_gpu_total(p, m, mid) <= free_b)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo > 0 || plan_gpu_total(p, m, 0) <= free_b ? lo : 0;
+}
+
+/* ---- automatic fit ---- */
+
+static infer_status plan_fit(struct plan *p, const struct infer_model *m, int32_t n_cpu_moe_min) {
+    const int32_t all = p->n_layer + 1;
+    plan_place(p, m, all, n_cpu_moe_min);
+    if (plan_gpu_fits(p, m)) return INFER_OK;
+    if (p->n_moe > 0) {
+        for (int32_t k = n_cpu_moe_min + 1; k <= p->n_moe; k++) {
+            plan_place(p, m, all, k);
+            if (plan_gpu_fits(p, m)) return INFER_OK;
+        }
+        struct plan_bytes b;
+        plan_home_bytes(p, m, p->gpu, p->ctx.n_ctx, &b);
+        return infer_fail(INFER_E_OOM, "automatic fit: with every routed expert in host memory, the rest of %s needs "
+                          "%.1f MiB on CUDA device %d (weights %.1f, KV %.1f, state %.1f, scratch %.1f, overhead "
+                          "%.1f MiB) but it has %.1f MiB free; use a smaller context (-c) or -ngl 0 (CPU)", p->arch,
+                          (double)plan_bytes_total(&b) / 1048576.0, p->gpu, (double)b.weights / 1048576.0,
+                          (double)b.kv / 1048576.0, (double)b.state / 1048576.0, (double)b.scratch / 1048576.0,
+                          (double)b.overhead / 1048576.0, (double)p->dev_free[p->gpu] / 1048576.0);
+    }
+    for (int32_t n = p->n_layer; n > 0; n--) {
+        plan_place(p, m, n, n_cpu_moe_min);
+        if (plan_gpu_fits(p, m)) return INFER_OK;
+    }
+    plan_place(p, m, 0, n_cpu_moe_min); /* not even one layer: the host runs it all */
+    return INFER_OK;
+}
+
+/* ---- the whole plan ---- */
+
+void plan_free(struct plan *p) {
+    if (!p) return;
+    xfree(p->layer_home);
+    xfree(p->exps_home);
+    xfree(p->seg);
+    xfree(p);
+}
+
+infer_status plan_make(const struct infer_model *m, const infer_model_params *mp, const infer_ctx_params *cp,
+                       const uint64_t *dev_free, int32_t n_dev, struct plan **out) {
+    infer_status st = INFER_OK;
+    const infer_model_params defaults = infer_model_params_default();
+    if (!mp) mp = &defaults;
+    *out = NULL;
+    if (mp->n_cpu_moe < 0)
+        return infer_fail(INFER_E_ARG, "plan: n_cpu_moe %d: expected 0 (none), N (the first N MoE layers) or more than "
+                          "the layer count (all)", mp->n_cpu_moe);
+    if (mp->main_gpu < 0) return infer_fail(INFER_E_ARG, "plan: main_gpu %d: expected a device index >= 0", mp->main_gpu);
+    if (n_dev < 0 || n_dev > PLAN_MAX_DEVICES)
+        return infer_fail(INFER_E_ARG, "plan: %d devices: expected 0..%d", n_dev, PLAN_MAX_DEVICES);
+    struct ctx_dims dims;
+    st = ctx_dims_resolve(m, cp, 0, "plan", &dims);
+    if (st != INFER_OK) return st;
+    struct plan *p = xcalloc(1, sizeof *p);
+    if (!p) return INFER_OOM("plan");
+    const int32_t n_all = (int32_t)m->hp.n_layer_all;
+    p->layer_home = xcalloc((size_t)n_all, sizeof *p->layer_home);
+    p->exps_home = xcalloc((size_t)n_all, sizeof *p->exps_home);
+    p->seg = xcalloc((size_t)n_all, sizeof *p->seg);
+    if (!p->layer_home || !p->exps_home || !p->seg) {
+        st = INFER_OOM("plan");
+        goto fail;
+    }
+    p->arch = m->arch->name;
+    p->n_layer = (int32_t)m->hp.n_layer;
+    p->n_layer_all = n_all;
+    for (int32_t il = 0; il < n_all; il++) {
+        p->n_attn += il < p->n_layer && m->layers[il].kind == ARCH_LAYER_ATTN;
+        p->n_gdn += il < p->n_layer && m->layers[il].kind == ARCH_LAYER_GDN;
+        p->n_moe += plan_has_experts(m, il);
+    }
+    p->gpu = mp->main_gpu;
+    p->tp = 1;
+    p->ctx = dims;
+    p->n_dev = n_dev;
+    for (int32_t i = 0; i < n_dev; i++) p->dev_free[i] = dev_free[i];
+    p->fit_on = mp->fit != 0;
+    p->n_ctx_max = (int32_t)(m->hp.n_ctx_train > dims.n_ctx ? m->hp.n_ctx_train : dims.n_ctx);
+    const int32_t n_cpu_moe = mp->n_cpu_moe < p->n_moe ? mp->n_cpu_moe : p->n_moe;
+    const int automatic = mp->n_gpu_layers == INFER_GPU_LAYERS_AUTO;
+    int32_t n_gpu = mp->n_gpu_layers < 0 || mp->n_gpu_layers > p->n_layer ? p->n_layer + 1 : mp->n_gpu_layers;
+    if (automatic && n_dev == 0) n_gpu = 0; /* nothing to fit on: the host */
+    if (n_gpu > 0 && p->gpu >= n_dev) {
+        st = infer_fail(INFER_E_ARG, "plan: main_gpu %d: %d device%s known (state the memory of a device you do not "
+                        "have: infer_plan_params.free_bytes, llm-run --dry-run-mem)", p->gpu, n_dev,
+                        n_dev == 1 ? "" : "s");
+        goto fail;
+    }
+    if (automatic && n_gpu > 0 && p->fit_on) {
+        p->auto_fit = 1;
+        TRY(plan_fit(p, m, n_cpu_moe));
+    } else {
+        plan_place(p, m, n_gpu, n_cpu_moe);
+    }
+    plan_home_bytes(p, m, PLAN_HOST, dims.n_ctx, &p->host);
+    p->fits = 1;
+    for (int32_t i = 0; i < n_dev; i++) {
+        plan_home_bytes(p, m, i, dims.n_ctx, &p->dev[i]);
+        if (plan_bytes_total(&p->dev[i]) > p->dev_free[i]) p->fits = 0;
+    }
+    int32_t n_kv = 0;
+    for (int32_t il = 0; il < n_all; il++) n_kv += kv_cache_layer(m, il, dims.n_draft > 0) == KV_CACHE_CELLS;
+    struct kv_cache_bytes one;
+    kv_cache_bytes_of(&m->hp, n_kv, 0, 0, 1, 1, 0, dims.kv_type, &one);
+    p->kv_per_token = (uint64_t)(one.k + one.v);
+    p->n_ctx_fit = plan_uses(p, p->gpu) && p->gpu < n_dev ? plan_ctx_fit(p, m) : -1;
+    *out = p;
+    return INFER_OK;
+fail:
+    plan_free(p);
+    return st;
+}

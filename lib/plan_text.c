@@ -1,0 +1,113 @@
+/* plan_text: a plan as the text llm-run --dry-run prints (infer_plan_text).
+ *
+ * Layout of the text: one line for the model and the context, the placement (layer segments, experts kept
+ * on the host, embedding, head), a table of MiB per home (weights, KV, state, scratch, overhead, total,
+ * free), then KV bytes per token, the context that would fit, and whether it all fits.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "plan.h"
+
+struct plan_out {
+    char *buf;
+    int32_t cap, len;
+};
+
+static void out_printf(struct plan_out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int32_t room = o->len < o->cap ? o->cap - o->len : 0;
+    const int n = vsnprintf(room ? o->buf + o->len : NULL, (size_t)room, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += n;
+}
+
+static void out_home(char *s, size_t cap, int32_t home) {
+    if (home == PLAN_HOST)
+        snprintf(s, cap, "host (CPU)");
+    else
+        snprintf(s, cap, "CUDA%d", home);
+}
+
+static double mib(uint64_t b) { return (double)b / 1048576.0; }
+
+static void out_range(struct plan_out *o, const char *what, int32_t first, int32_t last, int32_t home) {
+    char h[32], r[64];
+    out_home(h, sizeof h, home);
+    if (first == last)
+        snprintf(r, sizeof r, "%s %d", what, first);
+    else
+        snprintf(r, sizeof r, "%ss %d-%d", what, first, last);
+    out_printf(o, "  %-26s %s\n", r, h);
+}
+
+static void out_placement(struct plan_out *o, const struct plan *p) {
+    for (int32_t i = 0; i < p->n_seg; i++) {
+        const struct plan_segment *s = &p->seg[i];
+        const int32_t last = s->first + s->count - 1;
+        if (s->first < p->n_layer)
+            out_range(o, "layer", s->first, last < p->n_layer ? last : p->n_layer - 1, s->home);
+        if (last >= p->n_layer)
+            out_range(o, "MTP block", s->first > p->n_layer ? s->first : p->n_layer, last, s->home);
+    }
+    for (int32_t il = 0; il < p->n_layer_all;) { /* runs of layers whose experts live apart from the layer */
+        if (p->exps_home[il] == p->layer_home[il]) {
+            il++;
+            continue;
+        }
+        int32_t end = il;
+        while (end + 1 < p->n_layer_all && p->exps_home[end + 1] == p->exps_home[il] &&
+               p->exps_home[end + 1] != p->layer_home[end + 1])
+            end++;
+        out_range(o, "experts of layer", il, end, p->exps_home[il]);
+        il = end + 1;
+    }
+    char h[32];
+    out_home(h, sizeof h, p->home_embd);
+    out_printf(o, "  %-26s %s\n", "token embedding", h);
+    out_home(h, sizeof h, p->home_head);
+    out_printf(o, "  %-26s %s\n", "output head", h);
+}
+
+static void out_memory_row(struct plan_out *o, const char *name, const struct plan_bytes *b, uint64_t free_b,
+                           int device) {
+    out_printf(o, "  %-8s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f", name, mib(b->weights), mib(b->kv), mib(b->state),
+               mib(b->scratch), mib(b->overhead), mib(plan_bytes_total(b)));
+    if (device)
+        out_printf(o, " %10.1f%s\n", mib(free_b), plan_bytes_total(b) > free_b ? "  does not fit" : "");
+    else
+        out_printf(o, " %10s\n", "-");
+}
+
+int32_t plan_text(const struct plan *p, char *buf, int32_t cap) {
+    struct plan_out o = {.buf = buf, .cap = cap > 0 && buf ? cap : 0, .len = 0};
+    if (o.cap) buf[0] = 0;
+    const char *kv = p->ctx.kv_type == INFER_TYPE_Q8_0 ? "q8_0" : "f16";
+    out_printf(&o, "plan: %s, %d layers (%d attention, %d Gated DeltaNet, %d MoE)%s; context %d x %d sequence%s, KV %s, "
+               "batch %d%s\n", p->arch, p->n_layer, p->n_attn, p->n_gdn, p->n_moe,
+               p->n_layer_all > p->n_layer ? " + MTP" : "", p->ctx.n_ctx, p->ctx.n_seq, p->ctx.n_seq == 1 ? "" : "s",
+               kv, p->ctx.n_batch, p->ctx.n_draft ? ", MTP drafting" : "");
+    out_printf(&o, "placement (%s): n_gpu_layers %d, n_cpu_moe %d, tensor parallel %d\n",
+               p->auto_fit ? "automatic fit" : "as asked", p->n_gpu_layers, p->n_cpu_moe, p->tp);
+    out_placement(&o, p);
+    out_printf(&o, "memory (MiB) %8s %10s %10s %10s %10s %10s %10s\n", "weights", "KV", "state", "scratch", "overhead",
+               "total", "free");
+    out_memory_row(&o, "host", &p->host, 0, 0);
+    for (int32_t i = 0; i < p->n_dev; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "CUDA%d", i);
+        out_memory_row(&o, name, &p->dev[i], p->dev_free[i], 1);
+    }
+    out_printf(&o, "device memory: %s\n", p->n_dev == 0 ? "no CUDA device" : p->measured ? "measured" : "as stated");
+    out_printf(&o, "KV cache: %llu bytes per token per sequence\n", (unsigned long long)p->kv_per_token);
+    if (p->n_ctx_fit >= 0)
+        out_printf(&o, "context that would fit on CUDA%d: %d (searched up to %d)\n", p->gpu, p->n_ctx_fit, p->n_ctx_max);
+    else
+        out_printf(&o, "context that would fit: - (nothing on a GPU)\n");
+    out_printf(&o, "fits: %s\n", p->fits ? "yes" : "no");
+    if (plan_is_split(p))
+        out_printf(&o, "note: this plan splits the model between the host and CUDA%d; loading a split is not "
+                   "supported yet\n", p->gpu);
+    return o.len;
+}

@@ -1,0 +1,627 @@
+/* test-plan: placement plans (lib/plan.c, infer_model_plan, llm-run --dry-run) against byte counts worked out
+ * by hand from the published shapes.
+ *
+ *   - Qwen3.5-35B-A3B (MoE) and Qwen3.6-27B (dense, preset qwen35-27b) in Q4_K_M, as sparse synthetic files
+ *     (llm-gguf synth --sparse: the header and tensor infos, the data a hole), planned with -ngl auto for 12 /
+ *     24 GiB and 16 / 24 GiB at 32k and 128k context, f16 and q8_0 KV: which layers and experts land where,
+ *     weights, KV, state and scratch bytes per device, the context that would fit. The expected numbers come
+ *     from the tensor shapes and llama-quantize's type rules written out below, and the fit rule re-done here;
+ *   - llama.cpp's semantics on a small model: -ngl N takes the LAST N layers (the head only when N > the
+ *     layer count), --n-cpu-moe N the experts of the first N MoE layers; KV only for attention layers;
+ *   - what a context allocates equals what the plan counts: a counting CPU backend (every build) and the
+ *     emulator's allocation counter for a device context (EMU=1 builds);
+ *   - bad inputs (negative n_cpu_moe, a device index out of range, memory too small for even the part without
+ *     experts) are one clear error each; llm-run --dry-run prints the plan and exits 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../include/infer.h"
+#include "../tools/synth.h"
+#include "forward.h"
+#include "scratch.h"
+#include "t.h"
+#ifdef INFER_EMU
+#include "emu_api.h"
+#endif
+
+#define MIB(x) ((uint64_t)(x) << 20)
+#define GIB(x) ((uint64_t)(x) << 30)
+#define OVERHEAD MIB(512) /* the planner's fixed reserve per GPU (plan.h PLAN_GPU_OVERHEAD), restated */
+#define T 512             /* the default n_batch: scratch rows */
+
+/* ---- hand-worked bytes ---- */
+
+static uint64_t r256(uint64_t n) { return (n + 255) / 256 * 256; }
+/* Rows of n values: Q4_K is 144 bytes per 256 values, Q6_K 210, F32 4 bytes a value. */
+static uint64_t q4k(uint64_t n, uint64_t rows) { return n / 256 * 144 * rows; }
+static uint64_t q6k(uint64_t n, uint64_t rows) { return n / 256 * 210 * rows; }
+static uint64_t f32(uint64_t n) { return 4 * n; }
+
+struct w {
+    uint64_t dev, host; /* on a device each tensor is rounded up to 256 bytes; on the host it is the file's bytes */
+};
+static void add(struct w *w, uint64_t bytes) {
+    w->dev += r256(bytes);
+    w->host += bytes;
+}
+
+/* llama-quantize's use_more_bits (attn_v, attn_qkv, ffn_down* get Q6_K in Q4_K_M): the first and last eighth
+ * and every third layer between, i.e. i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2, written out. */
+static const int more40[40] = {1, 1, 1, 1, 1, 0, 0, 1, 0, 0, /* 0-9 */
+                               1, 0, 0, 1, 0, 0, 1, 0, 0, 1, /* 10-19 */
+                               0, 0, 1, 0, 0, 1, 0, 0, 1, 0, /* 20-29 */
+                               0, 1, 0, 0, 1, 1, 1, 1, 1, 1};
+static const int more64[64] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, /* 0-9 */
+                               1, 0, 0, 1, 0, 0, 1, 0, 0, 1, /* 10-19 */
+                               0, 0, 1, 0, 0, 1, 0, 0, 1, 0, /* 20-29 */
+                               0, 1, 0, 0, 1, 0, 0, 1, 0, 0, /* 30-39 */
+                               1, 0, 0, 1, 0, 0, 1, 0, 0, 1, /* 40-49 */
+                               0, 0, 1, 0, 0, 1, 1, 1, 1, 1, /* 50-59 */
+                               1, 1, 1, 1};
+
+/* Qwen3.5-35B-A3B: n_embd 2048, 40 layers, full attention every 4th (il % 4 == 3: 16 query heads with their
+ * gates, 2 KV heads of 256), Gated DeltaNet elsewhere (16 k-heads, 32 v-heads of 128: qkv 2*16*128 + 4096 =
+ * 8192 channels, conv kernel 4), 256 experts of 512 (top-8) + a shared expert of 512, vocab 248320. */
+static void layer35(int il, struct w *rest, struct w *exps) {
+    const int mb = more40[il];
+    add(rest, f32(2048)); /* attn_norm */
+    add(rest, f32(2048)); /* post_attention_norm */
+    if (il % 4 == 3) {
+        add(rest, q4k(2048, 2 * 16 * 256));               /* attn_q: query + gate */
+        add(rest, q4k(2048, 2 * 256));                    /* attn_k */
+        add(rest, mb ? q6k(2048, 512) : q4k(2048, 512)); /* attn_v */
+        add(rest, q4k(16 * 256, 2048));                   /* attn_output */
+        add(rest, f32(256));                              /* attn_q_norm */
+        add(rest, f32(256));                              /* attn_k_norm */
+    } else {
+        add(rest, mb ? q6k(2048, 8192) : q4k(2048, 8192)); /* attn_qkv */
+        add(rest, q4k(2048, 4096));                         /* attn_gate */
+        add(rest, q4k(2048, 32));                           /* ssm_beta */
+        add(rest, q4k(2048, 32));                           /* ssm_alpha */
+        add(rest, f32(4 * 8192));                           /* ssm_conv1d */
+        add(rest, f32(32));                                 /* ssm_dt.bias: 128 bytes, 256 on a device */
+        add(rest, f32(32));                                 /* ssm_a */
+        add(rest, f32(128));                                /* ssm_norm */
+        add(rest, q4k(4096, 2048));                         /* ssm_out */
+    }
+    add(rest, f32(2048 * 256));                          /* ffn_gate_inp */
+    add(rest, f32(2048));                                /* ffn_gate_inp_shexp */
+    add(rest, q4k(2048, 512));                           /* ffn_gate_shexp */
+    add(rest, q4k(2048, 512));                           /* ffn_up_shexp */
+    add(rest, mb ? q6k(512, 2048) : q4k(512, 2048));     /* ffn_down_shexp */
+    add(exps, q4k(2048, 512 * 256));                     /* ffn_gate_exps */
+    add(exps, q4k(2048, 512 * 256));                     /* ffn_up_exps */
+    add(exps, mb ? q6k(512, 2048 * 256) : q4k(512, 2048 * 256)); /* ffn_down_exps */
+}
+
+/* Qwen3.6-27B (qwen35-27b): n_embd 5120, 64 layers, attention every 4th (24 query heads + gates, 4 KV heads of
+ * 256), Gated DeltaNet 16 k-heads / 48 v-heads of 128 (qkv 4096 + 6144 = 10240 channels), FFN 17408. */
+static void layer27(int il, struct w *w) {
+    const int mb = more64[il];
+    add(w, f32(5120)); /* attn_norm */
+    add(w, f32(5120)); /* post_attention_norm */
+    if (il % 4 == 3) {
+        add(w, q4k(5120, 2 * 24 * 256));                /* attn_q */
+        add(w, q4k(5120, 4 * 256));                     /* attn_k */
+        add(w, mb ? q6k(5120, 1024) : q4k(5120, 1024)); /* attn_v */
+        add(w, q4k(24 * 256, 5120));                    /* attn_output */
+        add(w, f32(256));
+        add(w, f32(256));
+    } else {
+        add(w, mb ? q6k(5120, 10240) : q4k(5120, 10240)); /* attn_qkv */
+        add(w, q4k(5120, 6144));                            /* attn_gate */
+        add(w, q4k(5120, 48));                              /* ssm_beta */
+        add(w, q4k(5120, 48));                              /* ssm_alpha */
+        add(w, f32(4 * 10240));                             /* ssm_conv1d */
+        add(w, f32(48));                                    /* ssm_dt.bias */
+        add(w, f32(48));                                    /* ssm_a */
+        add(w, f32(128));                                   /* ssm_norm */
+        add(w, q4k(6144, 5120));                            /* ssm_out */
+    }
+    add(w, q4k(5120, 17408));                             /* ffn_gate */
+    add(w, q4k(5120, 17408));                             /* ffn_up */
+    add(w, mb ? q6k(17408, 5120) : q4k(17408, 5120));     /* ffn_down */
+}
+
+/* KV bytes of n attention layers: K and V, n_ctx cells of n_head_kv * 256 values, f16 (2 bytes) or q8_0 (34
+ * bytes per 32); each of K and V one device allocation. */
+static uint64_t kv_bytes(int n_layers, int n_head_kv, int64_t n_ctx, int q8) {
+    const uint64_t row = q8 ? (uint64_t)n_head_kv * 256 / 32 * 34 : (uint64_t)n_head_kv * 256 * 2;
+    return 2 * r256((uint64_t)n_layers * (uint64_t)n_ctx * row);
+}
+
+/* Recurrent state of n GDN layers, one sequence: conv window (kernel 4 - 1) * channels and the delta-rule
+ * state v_heads * 128 * 128, f32, live and the checkpoint cache.c always keeps. */
+static uint64_t state_bytes(int n_gdn, int channels, int v_heads) {
+    return 2 * (r256((uint64_t)n_gdn * 3 * channels * 4) + r256((uint64_t)n_gdn * v_heads * 128 * 128 * 4));
+}
+
+/* The device scratch of a T-token context (every buffer a multiple of 256): floats per token of each buffer. */
+static const uint64_t scratch35 =
+    (uint64_t)T * 4 * (2048 /* x */ + 4096 /* xn */ + 4096 /* q */ + 8192 /* qg */ + 512 + 512 /* k v */ +
+                       4096 /* att */ + 2048 /* h */ + 512 + 1 /* sh shg */ + 4096 /* xq */ + 256 /* router */ +
+                       8 + 8 /* moe ids, weights */ + 8192 + 8192 + 4096 + 64 + 4096 /* gdn qkv conv z ab out */ +
+                       248320 /* logits */ + 3 /* dtok dpos dout */) +
+    32 * 8 * 16 * 258 * 4 /* split-K attention: 32 splits x 8 tokens x 16 heads x (256 + 2) */ +
+    (uint64_t)T * 8 * 512 * 4 /* the experts' hidden vectors */;
+static const uint64_t scratch27 =
+    (uint64_t)T * 4 * (5120 + 6144 + 6144 + 12288 + 1024 + 1024 + 6144 + 17408 /* h */ + 17408 /* xq: n_ff */ +
+                       1 + 1 + 1 /* router, ids, weights of one "expert" */ + 10240 + 10240 + 6144 + 96 + 6144 +
+                       248320 + 3) +
+    32 * 8 * 24 * 258 * 4;
+/* host side of a device context: pos, seq, out_row, out_ids, next (1 sequence) and the logits' host copy */
+static const uint64_t host_scratch_dev = (uint64_t)T * 4 * 4 + 4 + (uint64_t)T * 248320 * 4;
+
+/* The largest n_ctx (>= 8192, so attention has its 32 splits) whose cells fit in avail bytes. */
+static int64_t ctx_that_fits(uint64_t avail, int n_layers, int n_head_kv, int q8) {
+    const uint64_t row = q8 ? (uint64_t)n_head_kv * 256 / 32 * 34 : (uint64_t)n_head_kv * 256 * 2;
+    int64_t n = (int64_t)(avail / (2 * (uint64_t)n_layers * row)); /* before K's and V's rounding to 256 */
+    while (n > 0 && kv_bytes(n_layers, n_head_kv, n, q8) > avail) n--;
+    return n > 262144 ? 262144 : n;
+}
+
+/* ---- helpers ---- */
+
+static infer_plan *plan_for(const char *path, int32_t ngl, int32_t n_cpu_moe, int32_t n_ctx, int q8, uint64_t mem) {
+    infer_model_params mp = infer_model_params_default();
+    infer_ctx_params cp = infer_ctx_params_default();
+    infer_plan_params pp = infer_plan_params_default();
+    infer_plan *p = NULL;
+    mp.n_gpu_layers = ngl;
+    mp.n_cpu_moe = n_cpu_moe;
+    cp.n_ctx = n_ctx;
+    cp.kv_type = q8 ? INFER_TYPE_Q8_0 : INFER_TYPE_F16;
+    pp.n_devices = 1;
+    pp.free_bytes[0] = mem;
+    if (infer_model_plan(path, &mp, &cp, &pp, &p) != INFER_OK) T_CHECK(0, "plan %s: %s", path, infer_last_error());
+    return p;
+}
+
+static infer_plan_memory mem_of(const infer_plan *p, int32_t home) {
+    infer_plan_memory m = {0};
+    if (p && infer_plan_get_memory(p, home, &m) != INFER_OK) T_CHECK(0, "memory of %d: %s", home, infer_last_error());
+    return m;
+}
+
+static infer_status synth(const char *preset, const char *arch, int mtp, const char *path) {
+    struct synth_params sp;
+    memset(&sp, 0, sizeof sp);
+    sp.ftype = "Q4_K_M";
+    sp.mtp = mtp;
+    sp.sparse = 1;
+    infer_status st = preset ? synth_preset(preset, &sp) : synth_params_default(arch, &sp);
+    sp.ftype = "Q4_K_M";
+    sp.mtp = mtp;
+    sp.sparse = 1;
+    return st == INFER_OK ? synth_write(&sp, path) : st;
+}
+
+/* ---- Qwen3.5-35B-A3B ---- */
+
+static void test_35b(const char *path) {
+    struct w embd = {0}, head = {0}, rest[40], exps[40];
+    add(&embd, q4k(2048, 248320)); /* token_embd */
+    add(&head, f32(2048));         /* output_norm */
+    add(&head, q6k(2048, 248320)); /* output */
+    for (int il = 0; il < 40; il++) {
+        rest[il] = exps[il] = (struct w){0};
+        layer35(il, &rest[il], &exps[il]);
+    }
+    const uint64_t state = state_bytes(30, 8192, 32);
+    const uint64_t mems[2] = {GIB(12), GIB(24)};
+    const int64_t ctxs[2] = {32768, 131072};
+    for (int im = 0; im < 2; im++)
+        for (int ic = 0; ic < 2; ic++)
+            for (int q8 = 0; q8 < 2; q8++) {
+                const uint64_t mem = mems[im], kv = kv_bytes(10, 2, ctxs[ic], q8);
+                /* the fit: the whole model, else the experts of the first k layers on the host, k as small as fits */
+                int k = 0;
+                uint64_t wdev = 0, whost = 0;
+                for (; k <= 40; k++) {
+                    wdev = head.dev + (k == 0 ? embd.dev : 0), whost = k == 0 ? 0 : embd.host;
+                    for (int il = 0; il < 40; il++) {
+                        wdev += rest[il].dev + (il >= k ? exps[il].dev : 0);
+                        whost += il < k ? exps[il].host : 0;
+                    }
+                    if (wdev + kv + state + scratch35 + OVERHEAD <= mem) break;
+                }
+                const int64_t fit = ctx_that_fits(mem - (wdev + state + scratch35 + OVERHEAD), 10, 2, q8);
+                infer_plan *p = plan_for(path, INFER_GPU_LAYERS_AUTO, 0, (int32_t)ctxs[ic], q8, mem);
+                if (!p) continue;
+                const infer_plan_info in = infer_plan_get_info(p);
+                const infer_plan_memory d = mem_of(p, 0), h = mem_of(p, -1);
+                printf("35B-A3B %2d GiB ctx %6lld %s: n_cpu_moe %2d (expected %2d), GPU %.1f MiB, fits %lld\n",
+                       (int)(mem >> 30), (long long)ctxs[ic], q8 ? "q8_0" : "f16 ", in.n_cpu_moe, k,
+                       (double)d.total / 1048576.0, (long long)in.n_ctx_fit);
+                T_CHECK(k <= 40, "35B on %d GiB: the hand fit found no k", (int)(mem >> 30));
+                T_CHECK(in.auto_fit && in.n_gpu_layers == 41 && in.n_cpu_moe == k && in.home_head == 0 &&
+                            in.home_embd == (k ? -1 : 0) && in.split == (k > 0) && in.fits,
+                        "35B %d GiB ctx %lld q8 %d: n_gpu_layers %d n_cpu_moe %d (expected 41, %d) head %d embd %d split %d",
+                        (int)(mem >> 30), (long long)ctxs[ic], q8, in.n_gpu_layers, in.n_cpu_moe, k, in.home_head,
+                        in.home_embd, in.split);
+                int homes_ok = 1;
+                for (int il = 0; il < 40; il++)
+                    homes_ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == (il < k ? -1 : 0);
+                T_CHECK(homes_ok, "35B %d GiB: layer / expert homes differ from 'experts of layers 0..%d on the host'",
+                        (int)(mem >> 30), k - 1);
+                T_CHECK(d.weights == wdev && d.kv == kv && d.state == state && d.scratch == scratch35 &&
+                            d.overhead == OVERHEAD && d.free_bytes == mem,
+                        "35B %d GiB ctx %lld q8 %d: GPU weights %llu kv %llu state %llu scratch %llu, expected %llu %llu "
+                        "%llu %llu", (int)(mem >> 30), (long long)ctxs[ic], q8, (unsigned long long)d.weights,
+                        (unsigned long long)d.kv, (unsigned long long)d.state, (unsigned long long)d.scratch,
+                        (unsigned long long)wdev, (unsigned long long)kv, (unsigned long long)state,
+                        (unsigned long long)scratch35);
+                /* the host computes the experts it holds: the CPU backend's scratch (no device extras) too */
+                const uint64_t cpu_scratch = k ? scratch35 - (uint64_t)T * 4 * 3 - 32 * 8 * 16 * 258 * 4 -
+                                                     (uint64_t)T * 8 * 512 * 4 : 0;
+                T_CHECK(h.weights == whost && h.kv == 0 && h.state == 0 && h.scratch == host_scratch_dev + cpu_scratch,
+                        "35B %d GiB: host weights %llu scratch %llu, expected %llu %llu", (int)(mem >> 30),
+                        (unsigned long long)h.weights, (unsigned long long)h.scratch, (unsigned long long)whost,
+                        (unsigned long long)(host_scratch_dev + cpu_scratch));
+                T_CHECK(in.kv_bytes_per_token == (q8 ? 10 * 2 * 544u : 10 * 2 * 1024u), "35B: KV per token %llu",
+                        (unsigned long long)in.kv_bytes_per_token);
+                T_CHECK(fit >= 8192 && in.n_ctx_fit == fit, "35B %d GiB ctx %lld q8 %d: context that fits %d, expected %lld",
+                        (int)(mem >> 30), (long long)ctxs[ic], q8, in.n_ctx_fit, (long long)fit);
+                infer_plan_free(p);
+            }
+    /* the whole model: weights as llama.cpp's Q4_K_M file of this shape holds them (every tensor) */
+    uint64_t all = embd.dev + head.dev;
+    for (int il = 0; il < 40; il++) all += rest[il].dev + exps[il].dev;
+    infer_plan *p = plan_for(path, 99, 0, 4096, 0, GIB(80));
+    T_CHECK(p && mem_of(p, 0).weights == all && !infer_plan_get_info(p).split, "35B -ngl 99: weights %llu, expected %llu",
+            (unsigned long long)mem_of(p, 0).weights, (unsigned long long)all);
+    infer_plan_free(p);
+    /* --cpu-moe: every expert on the host, the rest on the GPU */
+    p = plan_for(path, 99, INT32_MAX, 4096, 0, GIB(80));
+    uint64_t ex = 0;
+    for (int il = 0; il < 40; il++) ex += exps[il].dev;
+    T_CHECK(p && infer_plan_get_info(p).n_cpu_moe == 40 && mem_of(p, 0).weights == all - ex - embd.dev,
+            "35B --cpu-moe: n_cpu_moe %d, GPU weights %llu, expected 40, %llu", p ? infer_plan_get_info(p).n_cpu_moe : -1,
+            (unsigned long long)mem_of(p, 0).weights, (unsigned long long)(all - ex - embd.dev));
+    infer_plan_free(p);
+    /* too little memory for even the part without experts: one clear error */
+    infer_model_params mp = infer_model_params_default();
+    infer_plan_params pp = infer_plan_params_default();
+    mp.n_gpu_layers = INFER_GPU_LAYERS_AUTO;
+    pp.n_devices = 1;
+    pp.free_bytes[0] = GIB(2);
+    p = NULL;
+    const infer_status st = infer_model_plan(path, &mp, NULL, &pp, &p);
+    T_CHECK(st == INFER_E_OOM && !p && strstr(infer_last_error(), "with every routed expert in host memory") &&
+                strstr(infer_last_error(), "2048.0 MiB free"),
+            "35B auto on 2 GiB: status %d, '%s'", st, infer_last_error());
+}
+
+/* ---- Qwen3.6-27B ---- */
+
+static void test_27b(const char *path) {
+    struct w embd = {0}, head = {0}, layer[64];
+    add(&embd, q4k(5120, 248320));
+    add(&head, f32(5120));
+    add(&head, q6k(5120, 248320));
+    for (int il = 0; il < 64; il++) {
+        layer[il] = (struct w){0};
+        layer27(il, &layer[il]);
+    }
+    const uint64_t mems[2] = {GIB(16), GIB(24)};
+    const int64_t ctxs[2] = {32768, 131072};
+    for (int im = 0; im < 2; im++)
+        for (int ic = 0; ic < 2; ic++)
+            for (int q8 = 0; q8 < 2; q8++) {
+                const uint64_t mem = mems[im];
+                /* the fit: everything (n = 65), else as many trailing layers as fit, the head on the host */
+                int n = 65, n_attn = 0, n_gdn = 0;
+                uint64_t wdev = 0, kv = 0, state = 0;
+                for (; n >= 0; n--) {
+                    wdev = n == 65 ? embd.dev + head.dev : 0, n_attn = n_gdn = 0;
+                    for (int il = 64 - (n > 64 ? 64 : n); il < 64; il++) {
+                        wdev += layer[il].dev;
+                        n_attn += il % 4 == 3;
+                        n_gdn += il % 4 != 3;
+                    }
+                    kv = kv_bytes(n_attn, 4, ctxs[ic], q8), state = state_bytes(n_gdn, 10240, 48);
+                    if (wdev + kv + state + scratch27 + OVERHEAD <= mem) break;
+                }
+                const int64_t fit = ctx_that_fits(mem - (wdev + state + scratch27 + OVERHEAD), n_attn, 4, q8);
+                infer_plan *p = plan_for(path, INFER_GPU_LAYERS_AUTO, 0, (int32_t)ctxs[ic], q8, mem);
+                if (!p) continue;
+                const infer_plan_info in = infer_plan_get_info(p);
+                const infer_plan_memory d = mem_of(p, 0);
+                printf("27B     %2d GiB ctx %6lld %s: n_gpu_layers %2d (expected %2d), GPU %.1f MiB, fits %lld\n",
+                       (int)(mem >> 30), (long long)ctxs[ic], q8 ? "q8_0" : "f16 ", in.n_gpu_layers, n,
+                       (double)d.total / 1048576.0, (long long)in.n_ctx_fit);
+                T_CHECK(n > 0 && in.auto_fit && in.n_gpu_layers == n && in.n_cpu_moe == 0 &&
+                            in.home_head == (n == 65 ? 0 : -1) && in.split == (n < 65) && in.fits,
+                        "27B %d GiB ctx %lld q8 %d: n_gpu_layers %d (expected %d) head %d", (int)(mem >> 30),
+                        (long long)ctxs[ic], q8, in.n_gpu_layers, n, in.home_head);
+                int homes_ok = 1;
+                for (int il = 0; il < 64; il++) homes_ok &= infer_plan_layer_home(p, il) == (il >= 64 - n ? 0 : -1);
+                T_CHECK(homes_ok, "27B %d GiB: layer homes differ from 'the last %d layers on the GPU'", (int)(mem >> 30), n);
+                T_CHECK(d.weights == wdev && d.kv == kv && d.state == state && d.scratch == scratch27,
+                        "27B %d GiB ctx %lld q8 %d: GPU weights %llu kv %llu state %llu scratch %llu, expected %llu %llu "
+                        "%llu %llu", (int)(mem >> 30), (long long)ctxs[ic], q8, (unsigned long long)d.weights,
+                        (unsigned long long)d.kv, (unsigned long long)d.state, (unsigned long long)d.scratch,
+                        (unsigned long long)wdev, (unsigned long long)kv, (unsigned long long)state,
+                        (unsigned long long)scratch27);
+                T_CHECK(in.kv_bytes_per_token == (q8 ? 16 * 2 * 1088u : 16 * 2 * 2048u), "27B: KV per token %llu",
+                        (unsigned long long)in.kv_bytes_per_token);
+                T_CHECK(fit >= 8192 && in.n_ctx_fit == fit, "27B %d GiB ctx %lld q8 %d: context that fits %d, expected %lld",
+                        (int)(mem >> 30), (long long)ctxs[ic], q8, in.n_ctx_fit, (long long)fit);
+                infer_plan_free(p);
+            }
+}
+
+/* ---- semantics on a small hybrid MoE model with an MTP block (4 trunk layers: GDN, GDN, GDN, attention) ---- */
+
+static void test_semantics(const char *path) {
+    infer_plan *p = plan_for(path, 2, 0, 256, 0, GIB(1));
+    T_CHECK(p && infer_plan_layer_home(p, 0) == -1 && infer_plan_layer_home(p, 1) == -1 &&
+                infer_plan_layer_home(p, 2) == 0 && infer_plan_layer_home(p, 3) == 0 &&
+                infer_plan_layer_home(p, 4) == -1 && infer_plan_get_info(p).home_head == -1 &&
+                infer_plan_get_info(p).split,
+            "-ngl 2 of 4: the last two layers on the GPU, the head and the MTP block on the host");
+    /* KV for the one attention layer (3) only: 2 x 256 cells x 2 heads x 64 x f16; layers 0-2 are GDN */
+    T_CHECK(mem_of(p, 0).kv == 2 * 256 * 2 * 64 * 2 && mem_of(p, -1).kv == 0, "-ngl 2: KV GPU %llu host %llu",
+            (unsigned long long)mem_of(p, 0).kv, (unsigned long long)mem_of(p, -1).kv);
+    /* state: GDN layer 2 on the GPU, 0 and 1 on the host: a conv window of 3 x (2 x 2 x 64 + 4 x 64) floats and
+     * 4 v-heads x 64 x 64 floats per layer, live and checkpoint */
+    T_CHECK(mem_of(p, 0).state == 2 * (r256(3 * 512 * 4) + r256(4 * 64 * 64 * 4)) &&
+                mem_of(p, -1).state == 2 * (2 * 3 * 512 * 4 + 2 * 4 * 64 * 64 * 4),
+            "-ngl 2: state GPU %llu host %llu", (unsigned long long)mem_of(p, 0).state,
+            (unsigned long long)mem_of(p, -1).state);
+    infer_plan_free(p);
+    p = plan_for(path, 4, 0, 256, 0, GIB(1));
+    T_CHECK(p && infer_plan_layer_home(p, 0) == 0 && infer_plan_get_info(p).home_head == -1 &&
+                infer_plan_layer_home(p, 4) == -1,
+            "-ngl 4 = the layer count: every layer on the GPU, the head on the host");
+    infer_plan_free(p);
+    p = plan_for(path, 5, 0, 256, 0, GIB(1));
+    T_CHECK(p && infer_plan_get_info(p).home_head == 0 && infer_plan_get_info(p).home_embd == 0 &&
+                infer_plan_layer_home(p, 4) == 0 && !infer_plan_get_info(p).split,
+            "-ngl 5: everything on the GPU");
+    infer_plan_free(p);
+    p = plan_for(path, 99, 3, 256, 0, GIB(1));
+    int ok = p != NULL;
+    for (int il = 0; p && il < 5; il++)
+        ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == (il < 3 ? -1 : 0);
+    T_CHECK(ok && infer_plan_get_info(p).n_cpu_moe == 3, "--n-cpu-moe 3: the experts of layers 0-2 on the host");
+    char text[4096];
+    infer_plan_text(p, text, (int32_t)sizeof text);
+    T_CHECK(strstr(text, "experts of layers 0-2") && strstr(text, "host (CPU)") && strstr(text, "layers 0-3"),
+            "the text names the expert override:\n%s", text);
+    T_CHECK(infer_plan_text(p, NULL, 0) == (int32_t)strlen(text), "infer_plan_text's length");
+    infer_plan_free(p);
+    /* with MTP drafting the MTP block has cells and the head's home keeps the hidden states */
+    infer_model_params mp = infer_model_params_default();
+    infer_ctx_params cp = infer_ctx_params_default();
+    infer_plan_params pp = infer_plan_params_default();
+    mp.n_gpu_layers = 99;
+    cp.n_ctx = 256;
+    cp.n_draft = 2;
+    pp.n_devices = 1;
+    pp.free_bytes[0] = GIB(1);
+    p = NULL;
+    T_CHECK(infer_model_plan(path, &mp, &cp, &pp, &p) == INFER_OK && mem_of(p, 0).kv == 2 * 2 * 256 * 2 * 64 * 2 &&
+                infer_plan_get_info(p).kv_bytes_per_token == 2 * 2 * 2 * 64 * 2,
+            "n_draft 2: KV of the attention layer and the MTP block: %llu", (unsigned long long)mem_of(p, 0).kv);
+    infer_plan_free(p);
+}
+
+/* ---- errors ---- */
+
+static void test_errors(const char *path) {
+    infer_model_params mp = infer_model_params_default();
+    infer_plan_params pp = infer_plan_params_default();
+    infer_plan *p = NULL;
+    pp.n_devices = 1;
+    pp.free_bytes[0] = GIB(8);
+    mp.n_cpu_moe = -1;
+    T_CHECK(infer_model_plan(path, &mp, NULL, &pp, &p) == INFER_E_ARG && !p && strstr(infer_last_error(), "n_cpu_moe -1"),
+            "n_cpu_moe -1: '%s'", infer_last_error());
+    infer_model *m = NULL;
+    T_CHECK(infer_model_load(path, &mp, &m) == INFER_E_ARG && !m && strstr(infer_last_error(), "n_cpu_moe -1"),
+            "load with n_cpu_moe -1: '%s'", infer_last_error());
+    mp.n_cpu_moe = 0;
+    mp.n_gpu_layers = 99;
+    mp.main_gpu = 1;
+    T_CHECK(infer_model_plan(path, &mp, NULL, &pp, &p) == INFER_E_ARG && !p && strstr(infer_last_error(), "main_gpu 1"),
+            "main_gpu 1 of 1 device: '%s'", infer_last_error());
+    mp.main_gpu = 0;
+    pp.n_devices = INFER_MAX_DEVICES + 1;
+    T_CHECK(infer_model_plan(path, &mp, NULL, &pp, &p) == INFER_E_ARG && !p, "n_devices %d: '%s'", pp.n_devices,
+            infer_last_error());
+    pp.n_devices = 1;
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.kv_type = INFER_TYPE_Q4_K;
+    T_CHECK(infer_model_plan(path, &mp, &cp, &pp, &p) == INFER_E_ARG && !p && strstr(infer_last_error(), "kv_type"),
+            "kv_type Q4_K: '%s'", infer_last_error());
+    T_CHECK(infer_model_plan("/nonexistent.gguf", &mp, NULL, &pp, &p) == INFER_E_IO && !p, "a missing file: '%s'",
+            infer_last_error());
+    /* a split plan is refused at load, before any device is touched */
+    mp.n_gpu_layers = 99;
+    mp.n_cpu_moe = 2;
+    const infer_status st = infer_model_load(path, &mp, &m);
+    T_CHECK(st == INFER_E_UNSUPPORTED && !m && strstr(infer_last_error(), "n_cpu_moe 2"), "load --n-cpu-moe 2: %d '%s'",
+            st, infer_last_error());
+}
+
+/* ---- what a context allocates = what the plan counts ---- */
+
+static uint64_t counted; /* bytes the counting backend handed out */
+static struct infer_backend_ops counting_ops;
+static infer_status (*inner_alloc)(struct infer_backend *, size_t, void **);
+static void (*inner_destroy)(struct infer_backend *);
+struct counting {
+    struct infer_backend base; /* first: ops see the CPU backend's impl through it */
+    struct infer_backend *inner;
+};
+
+static infer_status counting_alloc(struct infer_backend *b, size_t bytes, void **out) {
+    infer_status st = inner_alloc(b, bytes, out);
+    if (st == INFER_OK) counted += bytes;
+    return st;
+}
+
+static void counting_destroy(struct infer_backend *b) {
+    struct counting *c = (struct counting *)b;
+    inner_destroy(c->inner);
+    free(c);
+}
+
+static infer_status counting_create(int n_threads, struct infer_backend **out) {
+    struct infer_backend *inner = NULL;
+    infer_status st = backend_cpu_create(n_threads, &inner);
+    if (st != INFER_OK) return st;
+    struct counting *c = calloc(1, sizeof *c);
+    counting_ops = *inner->ops;
+    inner_alloc = inner->ops->alloc;
+    inner_destroy = inner->ops->destroy;
+    counting_ops.alloc = counting_alloc;
+    counting_ops.destroy = counting_destroy;
+    c->base = (struct infer_backend){.ops = &counting_ops, .impl = inner->impl};
+    c->inner = inner;
+    *out = &c->base;
+    return INFER_OK;
+}
+
+static void test_scratch_equality(const char *path, const char *what, const infer_ctx_params *cp) {
+    infer_model *m = NULL;
+    infer_ctx *c = NULL;
+    infer_plan *p = NULL;
+    infer_plan_params pp = infer_plan_params_default();
+    pp.n_devices = 1;
+    if (infer_model_load(path, NULL, &m) != INFER_OK) {
+        T_CHECK(0, "%s: %s", what, infer_last_error());
+        return;
+    }
+    counted = 0;
+    T_CHECK(ctx_create_on(m, cp, counting_create, &c) == INFER_OK, "%s: %s", what, infer_last_error());
+    T_CHECK(infer_model_plan(path, NULL, cp, &pp, &p) == INFER_OK, "%s: %s", what, infer_last_error());
+    const infer_plan_memory h = mem_of(p, -1);
+    /* the plan's host scratch also counts the host arrays: pos, seq, out_row, out_ids (n_batch each), next */
+    const struct ctx_dims *d = c ? &c->dims : NULL;
+    const uint64_t host_arrays = d ? (uint64_t)d->n_batch * 4 * 4 + (uint64_t)d->n_seq * 4 : 0;
+    T_CHECK(c && counted == h.kv + h.state + h.scratch - host_arrays,
+            "%s: the context allocated %llu bytes on its backend, the plan counts %llu", what,
+            (unsigned long long)counted, (unsigned long long)(h.kv + h.state + h.scratch - host_arrays));
+    infer_ctx_free(c);
+    infer_plan_free(p);
+    infer_model_free(m);
+}
+
+static void test_scratch_equality_device(const char *path, const char *what, const infer_ctx_params *cp) {
+#ifdef INFER_EMU
+    infer_model_params mp = infer_model_params_default();
+    infer_model *m = NULL;
+    infer_ctx *c = NULL;
+    infer_plan *p = NULL;
+    struct emu_counters before, after;
+    mp.n_gpu_layers = 99;
+    if (infer_model_load(path, &mp, &m) != INFER_OK) {
+        T_CHECK(0, "%s on the device: %s", what, infer_last_error());
+        return;
+    }
+    emu_counters_get(0, &before);
+    T_CHECK(infer_ctx_create(m, cp, &c) == INFER_OK, "%s: %s", what, infer_last_error());
+    emu_counters_get(0, &after);
+    T_CHECK(infer_model_plan(path, &mp, cp, NULL, &p) == INFER_OK, "%s: %s", what, infer_last_error()); /* measured */
+    const infer_plan_memory d = mem_of(p, 0);
+    uint64_t free_b = 0;
+    infer_device_memory(0, NULL, &free_b);
+    T_CHECK(after.bytes_in_use - before.bytes_in_use == d.kv + d.state + d.scratch,
+            "%s: the device context took %llu bytes, the plan counts %llu", what,
+            (unsigned long long)(after.bytes_in_use - before.bytes_in_use),
+            (unsigned long long)(d.kv + d.state + d.scratch));
+    /* measured: what the device had free when the plan was made, with the model and the context on it */
+    T_CHECK(d.free_bytes == free_b, "%s: measured free %llu, the device says %llu", what,
+            (unsigned long long)d.free_bytes, (unsigned long long)free_b);
+    infer_ctx_free(c);
+    infer_plan_free(p);
+    infer_model_free(m);
+#else
+    (void)path, (void)what, (void)cp;
+#endif
+}
+
+/* ---- llm-run --dry-run ---- */
+
+static int run(const char *args, char *out, size_t cap) {
+    char cmd[2048];
+    const char *b = getenv("INFER_BUILD_DIR");
+    snprintf(cmd, sizeof cmd, "%s/llm-run %s 2>&1", b ? b : "build", args);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    const size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    while (fgetc(f) != EOF) {
+    }
+    const int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_dry_run(const char *path35) {
+    static char out[1 << 16];
+    char args[1024];
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl auto -c 32768 --dry-run-mem 24G", path35);
+    int rc = run(args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, "placement (automatic fit)") && strstr(out, "CUDA0") &&
+                strstr(out, "KV cache: 20480 bytes per token") && strstr(out, "context that would fit on CUDA0"),
+            "llm-run --dry-run (exit %d):\n%s", rc, out);
+    /* the last 38 layers on CUDA1; the experts of layers 0-3 on the host: 2 and 3 are the GPU's layers' override */
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 38 --n-cpu-moe 4 -ctk q8_0 -ctv q8_0 --dry-run-mem 12G,24G -mg 1",
+             path35);
+    rc = run(args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, "layers 0-1 ") && strstr(out, "layers 2-39") && strstr(out, "experts of layers 2-3") &&
+                strstr(out, "CUDA1") && strstr(out, "loading a split is not supported yet"),
+            "llm-run --dry-run -ngl 38 --n-cpu-moe 4 -mg 1 (exit %d):\n%s", rc, out);
+    snprintf(args, sizeof args, "-m %s --dry-run --dry-run-mem 12X", path35);
+    T_CHECK(run(args, out, sizeof out) == 2 && strstr(out, "is not a memory size"), "--dry-run-mem 12X: %s", out);
+    snprintf(args, sizeof args, "-m %s --dry-run --fit maybe", path35);
+    T_CHECK(run(args, out, sizeof out) == 2 && strstr(out, "is not on or off"), "--fit maybe: %s", out);
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 99 -mg 3 --dry-run-mem 12G", path35);
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "main_gpu 3"), "-mg 3 of 1 stated device: %s", out);
+    T_CHECK(run("--help", out, sizeof out) == 0 && strstr(out, "--dry-run-mem") && strstr(out, "--n-cpu-moe"),
+            "llm-run --help names the placement flags");
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test-plan-XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    const char *p35 = tmp_path("q35-35b-a3b.gguf"), *p27 = tmp_path("q35-27b.gguf"), *small = tmp_path("small.gguf");
+    T_CHECK(synth("qwen35-35b-a3b", NULL, 0, p35) == INFER_OK, "synth 35B: %s", infer_last_error());
+    T_CHECK(synth("qwen35-27b", NULL, 0, p27) == INFER_OK, "synth 27B: %s", infer_last_error());
+    T_CHECK(synth(NULL, "qwen35moe", 1, small) == INFER_OK, "synth small: %s", infer_last_error());
+    test_35b(p35);
+    test_27b(p27);
+    test_semantics(small);
+    test_errors(small);
+    /* equality on small models of each family: plain, q8_0 cells with 3 sequences and MTP drafting */
+    const char *archs[] = {"llama", "qwen3moe", "qwen35", "qwen35moe"};
+    infer_ctx_params cp = infer_ctx_params_default(), draft = infer_ctx_params_default();
+    cp.n_ctx = 700;
+    cp.n_batch = 48;
+    draft.n_ctx = 300;
+    draft.n_seq = 3;
+    draft.kv_type = INFER_TYPE_Q8_0;
+    draft.n_draft = 2;
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        const char *path = tmp_path("eq.gguf");
+        T_CHECK(synth(NULL, archs[i], 0, path) == INFER_OK, "synth %s", archs[i]);
+        test_scratch_equality(path, archs[i], &cp);
+        test_scratch_equality_device(path, archs[i], &cp);
+    }
+    test_scratch_equality(small, "qwen35moe + MTP drafting", &draft);
+    draft.n_draft = 0;
+    test_scratch_equality_device(small, "qwen35moe, 3 sequences, q8_0", &draft);
+    test_dry_run(p35);
+    unlink(p35);
+    unlink(p27);
+    unlink(small);
+    unlink(tmp_path("eq.gguf"));
+    rmdir(tmpdir);
+    return t_done();
+}
