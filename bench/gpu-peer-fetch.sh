@@ -77,7 +77,11 @@ pack)
     # CUDA_SO: a libggml-cuda.so built from the same release's source (llama/gitRelease.bundle) for the
     # device's architecture. The npm build carries sm_90 only as PTX from CUDA 13.1, which a driver of CUDA
     # 13.0 cannot compile (seen on an H100 with driver 580, 2026-11-26: "CUDA error" in its first kernel).
-    if [ -n "${CUDA_SO:-}" ]; then cp "$CUDA_SO" "$bins/libggml-cuda.so"; fi
+    # A CMake build names libggml-base by its soname libggml-base.so.0; the package ships libggml-base.so.
+    if [ -n "${CUDA_SO:-}" ]; then
+        cp "$CUDA_SO" "$bins/libggml-cuda.so"
+        ln -sfn libggml-base.so "$bins/libggml-base.so.0"
+    fi
     tar -cf - -C "$bins" . | xz -T2 -6 > "$R/peer-cuda.tar.xz"
     (cd "$R/parts" && split -b "${PART_MIB}M" -d -a 2 ../peer-cuda.tar.xz part)
     (cd "$R/parts" && sha256sum part* > MANIFEST && cd .. && sha256sum peer-cuda.tar.xz >> parts/MANIFEST)

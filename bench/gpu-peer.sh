@@ -44,7 +44,7 @@ if [ ! -f "$log" ]; then
     } > "$log"
 fi
 echo >> "$log"
-echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit: $*" >> "$log"
+echo "## $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit: $*${PEER_NOTE:+ (peer: $PEER_NOTE)}" >> "$log"
 step() { # title, command...: the command line and its output (stdout and stderr) into the log
     title=$1; shift
     echo "== $title"
