@@ -28,7 +28,8 @@ log=bench/results/$(date -u +%Y-%m-%d)-$slug-gpu-peer.md
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 mkdir -p bench/results "$D"
 # llama.cpp's libggml-cuda.so finds libcudart/libcublas .so.13 through this (its RUNPATH is only $ORIGIN)
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# (and a libggml-cuda.so rebuilt from source, gpu-peer-fetch.sh CUDA_SO, finds libggml-base.so.0 in the peer's folder)
+export LD_LIBRARY_PATH=$PEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ ! -f "$log" ]; then
     {
         echo "# libinfer vs llama.cpp CUDA on $gpu"
