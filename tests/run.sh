@@ -36,7 +36,7 @@ if [ "$INFER_EMU_RUN" = 1 ]; then
     done
     [ "$skip" -eq 0 ] || { echo "a GPU test was skipped (none may: the emulator or a device runs them all)"; fail=$((fail + 1)); }
     [ -n "$failed" ] && echo "failed:$failed"
-    echo "emulator: $pass passed, $fail failed, $skip skipped"
+    echo "GPU tests: $pass passed, $fail failed, $skip skipped"
     [ "$fail" -eq 0 ]
     exit
 fi
