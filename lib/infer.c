@@ -1,8 +1,8 @@
 /* infer: the public model API (include/infer.h) over gguf + model.
  *
  * infer_model_load = gguf_open (validate the container) + model_bind (the architecture's tensors,
- * shapes and types) + optionally a NaN/Inf scan of the data + with n_gpu_layers the upload of every
- * weight to CUDA device main_gpu (model_upload.c). Progress is reported at the start, after
+ * shapes and types) + optionally a NaN/Inf scan of the data + with n_gpu_layers the upload of the
+ * weights it places on CUDA device main_gpu (model_upload.c). Progress is reported at the start, after
  * binding, while scanning (by bytes) and at the end; a nonzero return from the callback cancels.
  */
 #include <inttypes.h>
@@ -89,17 +89,20 @@ static infer_status infer_check_tensors(const struct infer_model *m, const infer
     return INFER_OK;
 }
 
-/* n_gpu_layers: all layers (and the head) on CUDA device main_gpu, or none; a split is refused for now. */
+/* n_gpu_layers: the last n_gpu_layers layers on CUDA device main_gpu, and the head too past the layer count
+ * (model_placement); the device's existence and the fit are checked here, at load. */
 static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
     infer_status st = INFER_OK;
-    const int64_t n_layer = m->hp.n_layer;
-    if (p->n_gpu_layers > 0 && p->n_gpu_layers < n_layer)
+    int32_t layer0;
+    int head;
+    model_placement(&m->hp, p->n_gpu_layers, &layer0, &head);
+    if (!head)
         return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d of %" PRId64 " layers: splitting layers between "
-                          "the GPU and the CPU is not supported yet; use 0 (CPU) or >= %" PRId64 " (every layer on "
-                          "the GPU)", m->gguf->path, p->n_gpu_layers, n_layer, n_layer);
+                          "the GPU and the CPU is not supported yet; use 0 (CPU) or > %" PRId64 " (every layer on "
+                          "the GPU)", m->gguf->path, p->n_gpu_layers, m->hp.n_layer, m->hp.n_layer);
     struct infer_backend *be = NULL;
     TRY(backend_cuda_create(p->main_gpu, &be));
-    st = model_upload(m, be, p->main_gpu, p, 0.15f, 0.95f);
+    st = model_upload(m, be, p->main_gpu, layer0, head, p, 0.15f, 0.95f);
     if (st != INFER_OK) backend_free(be);
 fail:
     return st;
