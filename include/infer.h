@@ -106,9 +106,11 @@ typedef struct infer_model infer_model; /* immutable after load; may be shared a
 typedef int (*infer_progress_fn)(float progress, void *user);
 
 typedef struct {
-    int32_t n_gpu_layers;          /* 0: CPU only; >= the layer count (e.g. 99) or < 0: every layer and the
-                                      head on CUDA device main_gpu (weights uploaded at load); a split between GPU
-                                      and CPU is refused for now (INFER_E_UNSUPPORTED) */
+    int32_t n_gpu_layers;          /* layers on CUDA device main_gpu (weights uploaded at load), llama.cpp's
+                                      rule: 0: CPU only; 1..the layer count: the last n layers (a split: the token
+                                      lookup and the head stay on the CPU, and each batch copies the hidden state
+                                      to the GPU and back); above the layer count (e.g. 99) or < 0: every layer and
+                                      the head */
     int32_t main_gpu;              /* the CUDA device n_gpu_layers loads onto (default 0) */
     int32_t check_tensors;         /* 1: scan every tensor's data for NaN/Inf in scales and floats */
     infer_progress_fn progress;    /* may be NULL */

@@ -94,15 +94,20 @@ static infer_status ctx_host(size_t count, size_t size, void *out) {
 
 static int64_t ctx_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* infer_ctx_create with the backend of a host model made by make (NULL: backend_cpu_create). */
-static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
+/* One stage of a context (forward.h): the trunk layers [il0, il1) whose cells it holds, where it runs, and
+ * whether it runs the head (only that stage has logits). */
+struct ctx_stage {
+    int32_t il0, il1;
+    int on_device;       /* on the model's CUDA device */
+    ctx_backend_fn make; /* else on this backend (NULL: the CPU's) */
+    int heads;
+};
+
+/* The stage of a context (a whole one when the stage spans every layer and runs the head). */
+static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, const struct ctx_stage *stage,
+                               infer_ctx **out) {
     infer_status st = INFER_OK;
-    if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
     *out = NULL;
-    if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
-    if (make && m->be)
-        return infer_fail(INFER_E_ARG, "ctx_create_on: the model's weights are on a device; a backend of its own "
-                          "needs a model loaded with n_gpu_layers 0");
     infer_ctx_params d = infer_ctx_params_default();
     if (!p) p = &d;
     if (p->n_ctx < 0 || p->n_batch < 0 || p->n_seq < 0 || p->n_threads < 0 || p->n_seq > 256)
@@ -149,15 +154,16 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     n_in_max = ctx_max(n_in_max, ctx_max(vd, c->n_draft ? 2 * n_embd : 0));
     const int64_t n_e = hp->n_expert > 0 ? hp->n_expert : 1, n_used = hp->n_expert_used > 0 ? hp->n_expert_used : 1;
     const int shexp = m->arch->ffn == ARCH_FFN_MOE_SHEXP;
-    c->on_device = m->be != NULL;
+    c->on_device = stage->on_device;
     if (c->on_device)
         TRY(backend_cuda_create(m->device, &c->be)); /* the context's own stream on the model's device */
-    else if (make)
-        TRY(make(n_threads, &c->be));
+    else if (stage->make)
+        TRY(stage->make(n_threads, &c->be));
     else
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
-    TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, p->kv_type, &c->kv));
+    TRY(kv_cache_create_range(c->be, m, stage->il0, stage->il1, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0,
+                              c->n_draft > 0, p->kv_type, &c->kv));
     TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->x));
     TRY(ctx_alloc(c, T * (size_t)ctx_max(n_embd, nq), sizeof(float), &c->xn));
     TRY(ctx_alloc(c, T * (size_t)nq, sizeof(float), &c->q));
@@ -181,7 +187,7 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
         TRY(ctx_alloc(c, T * (size_t)(2 * hp->dt_rank), sizeof(float), &c->g_ab));
         TRY(ctx_alloc(c, T * (size_t)vd, sizeof(float), &c->g_out));
     }
-    TRY(ctx_alloc(c, T * (size_t)hp->n_vocab, sizeof(float), &c->logits));
+    if (stage->heads) TRY(ctx_alloc(c, T * (size_t)hp->n_vocab, sizeof(float), &c->logits));
     if (c->n_draft) {
         TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->hid));
         TRY(ctx_alloc(c, T * (size_t)n_embd, sizeof(float), &c->mtp_h));
@@ -212,6 +218,9 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     } else {
         c->dpos = c->pos, c->dout = c->out_ids;
     }
+    c->seg[0] = (struct forward_segment){.stage = c, .il0 = stage->il0, .il1 = stage->il1, .embeds = 1,
+                                         .heads = stage->heads};
+    c->n_seg = 1;
     *out = c;
     return INFER_OK;
 fail:
@@ -219,18 +228,70 @@ fail:
     return st;
 }
 
+/* The context of m placed as (layer0, head) (model_placement): one stage when the device holds nothing or
+ * everything; else a split (forward.h) into the host stage (the token lookup, layers [0, layer0), the head)
+ * and the device stage (layers [layer0, n_layer)), run as three segments host -> device -> host. dev_make:
+ * the device part's backend when it is not CUDA (a test hook). */
+static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_params *p, int32_t layer0, int head,
+                                      ctx_backend_fn dev_make, infer_ctx **out) {
+    infer_status st = INFER_OK;
+    const int32_t n_layer = (int32_t)m->hp.n_layer;
+    struct ctx_stage host = {0, n_layer, 0, NULL, 1}, dev = {0, n_layer, dev_make == NULL, dev_make, 1};
+    if (head) return ctx_create(m, p, &dev, out);
+    if (layer0 >= n_layer) return ctx_create(m, p, &host, out);
+    if (p && p->n_draft > 0)
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
+                          "yet (the model has layers there); load it with n_gpu_layers 0 to draft on the CPU", p->n_draft);
+    host.il1 = layer0, dev.il0 = layer0, dev.heads = 0;
+    infer_ctx *c = NULL, *d = NULL;
+    TRY(ctx_create(m, p, &host, &c));
+    TRY(ctx_create(m, p, &dev, &d));
+    c->next_stage = d;
+    if (d->on_device) { /* x crosses the bus through page-locked memory, in both directions */
+        const size_t bytes = (size_t)d->n_batch * (size_t)m->hp.n_embd * sizeof(float);
+        TRY(d->be->ops->host_alloc(d->be, bytes, (void **)&d->x_host));
+    }
+    c->seg[0] = (struct forward_segment){.stage = c, .il0 = 0, .il1 = layer0, .embeds = 1, .heads = 0};
+    c->seg[1] = (struct forward_segment){.stage = d, .il0 = layer0, .il1 = n_layer, .embeds = 0, .heads = 0};
+    c->seg[2] = (struct forward_segment){.stage = c, .il0 = n_layer, .il1 = n_layer, .embeds = 0, .heads = 1};
+    c->n_seg = 3;
+    *out = c;
+    return INFER_OK;
+fail:
+    infer_ctx_free(c); /* and d, once linked */
+    return st;
+}
+
 infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
-    return ctx_create(m, p, NULL, out);
+    if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
+    *out = NULL;
+    if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
+    return ctx_create_placed(m, p, m->gpu_layer0, m->gpu_head, NULL, out);
+}
+
+infer_status ctx_create_split_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
+                                 ctx_backend_fn make, infer_ctx **out) {
+    if (!out) return infer_fail(INFER_E_ARG, "ctx_create_split_on: out is NULL");
+    *out = NULL;
+    if (!m || !make) return infer_fail(INFER_E_ARG, "ctx_create_split_on: model or make is NULL");
+    if (m->be)
+        return infer_fail(INFER_E_ARG, "ctx_create_split_on: the model's weights are on a device; a backend of its "
+                          "own needs a model loaded with n_gpu_layers 0");
+    int32_t layer0;
+    int head;
+    model_placement(&m->hp, n_gpu_layers, &layer0, &head);
+    return ctx_create_placed(m, p, layer0, head, make, out);
 }
 
 infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
-    if (!make) return infer_fail(INFER_E_ARG, "ctx_create_on: make is NULL");
-    return ctx_create(m, p, make, out);
+    return ctx_create_split_on(m, p, -1, make, out);
 }
 
 void infer_ctx_free(infer_ctx *c) {
     if (!c) return;
+    infer_ctx_free(c->next_stage);
     if (c->be) {
+        if (c->x_host) c->be->ops->host_free(c->be, c->x_host);
         void *bufs[] = {c->x, c->xn, c->q, c->qg, c->k, c->v, c->att, c->h, c->sh, c->shg, c->xq, c->router,
                         c->moe_ids, c->moe_w, c->g_qkv, c->g_conv, c->g_z, c->g_ab, c->g_out, c->logits, c->hid,
                         c->mtp_h, c->mtp_in, c->mtp_hid, c->mtp_logits, c->spec_p, c->spec_r, c->attn_scratch,
@@ -317,13 +378,14 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     int32_t n_out = 0;
     if (!c || !b) return infer_fail(INFER_E_ARG, "infer_decode: %s is NULL", c ? "batch" : "context");
     c->n_tokens = 0; /* logits of the previous batch are gone whatever happens */
-    c->logits_ready = 0;
+    forward_head_stage(c)->logits_ready = 0;
     c->spec_kept = 0;
     TRY(ctx_validate(c, b, &n_out));
     TRY(forward_run(c, b->token, b->n_tokens, n_out));
     if (c->n_draft) TRY(ctx_mtp_follow(c, b->token, b->n_tokens));
     for (int32_t s = 0; s < c->n_seq; s++)
-        if (c->next[s] != c->kv->len[s]) kv_cache_advanced(c->kv, s, c->next[s]);
+        if (c->next[s] != c->kv->len[s])
+            for (infer_ctx *stage = c; stage; stage = stage->next_stage) kv_cache_advanced(stage->kv, s, c->next[s]);
     c->n_tokens = b->n_tokens;
     c->n_out = n_out;
 fail:
@@ -335,17 +397,17 @@ const float *infer_logits(const infer_ctx *c, int32_t i) {
     if (i < 0) i = c->n_tokens + i;
     if (i < 0 || i >= c->n_tokens || c->out_row[i] < 0) return NULL;
     const size_t n_vocab = (size_t)c->m->hp.n_vocab;
-    if (!c->on_device) return c->logits + (size_t)c->out_row[i] * n_vocab;
-    if (!c->logits_ready) {
-        /* the logits stay on the device until asked for; the host copy is a cache of them, so the
-         * context is logically unchanged (hence the cast) */
-        infer_ctx *w = (infer_ctx *)c;
-        if (w->be->ops->download(w->be, w->logits_host, w->logits, (size_t)w->n_out * n_vocab * sizeof(float)) !=
+    /* the logits stay on the device until asked for; the host copy is a cache of them, so the context is
+     * logically unchanged (hence the non-const head stage) */
+    infer_ctx *h = forward_head_stage(c);
+    if (!h->on_device) return h->logits + (size_t)c->out_row[i] * n_vocab;
+    if (!h->logits_ready) {
+        if (h->be->ops->download(h->be, h->logits_host, h->logits, (size_t)c->n_out * n_vocab * sizeof(float)) !=
             INFER_OK)
             return NULL;
-        w->logits_ready = 1;
+        h->logits_ready = 1;
     }
-    return c->logits_host + (size_t)c->out_row[i] * n_vocab;
+    return h->logits_host + (size_t)c->out_row[i] * n_vocab;
 }
 
 infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {
@@ -359,14 +421,22 @@ infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {
     if (p1 >= 0 && p1 < len)
         return infer_fail(INFER_E_ARG, "infer_seq_rm: [%d, %d) of sequence %d (%d positions): only a suffix or the "
                           "whole sequence can be removed", p0, p1, seq, len);
-    return kv_cache_truncate(c->kv, seq, p0);
+    infer_status st = INFER_OK;
+    for (infer_ctx *stage = c; stage; stage = stage->next_stage) /* every stage can, or nothing changes */
+        TRY(kv_cache_truncate_check(stage->kv, seq, p0));
+    for (infer_ctx *stage = c; stage; stage = stage->next_stage) TRY(kv_cache_truncate(stage->kv, seq, p0));
+fail:
+    return st;
 }
 
 infer_status infer_seq_checkpoint(infer_ctx *c, int32_t seq) {
     if (!c) return infer_fail(INFER_E_ARG, "infer_seq_checkpoint: context is NULL");
     if (seq < 0 || seq >= c->n_seq)
         return infer_fail(INFER_E_ARG, "infer_seq_checkpoint: sequence %d: expected 0..%d", seq, c->n_seq - 1);
-    return kv_cache_checkpoint(c->kv, seq);
+    infer_status st = INFER_OK;
+    for (infer_ctx *stage = c; stage; stage = stage->next_stage) TRY(kv_cache_checkpoint(stage->kv, seq));
+fail:
+    return st;
 }
 
 int32_t infer_seq_pos_max(const infer_ctx *c, int32_t seq) {

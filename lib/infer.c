@@ -96,10 +96,6 @@ static infer_status infer_offload(struct infer_model *m, const infer_model_param
     int32_t layer0;
     int head;
     model_placement(&m->hp, p->n_gpu_layers, &layer0, &head);
-    if (!head)
-        return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d of %" PRId64 " layers: splitting layers between "
-                          "the GPU and the CPU is not supported yet; use 0 (CPU) or > %" PRId64 " (every layer on "
-                          "the GPU)", m->gguf->path, p->n_gpu_layers, m->hp.n_layer, m->hp.n_layer);
     struct infer_backend *be = NULL;
     TRY(backend_cuda_create(p->main_gpu, &be));
     st = model_upload(m, be, p->main_gpu, layer0, head, p, 0.15f, 0.95f);

@@ -69,6 +69,7 @@ const struct gguf_tensor **model_layer_slot(struct model_layer *L, enum arch_rol
  * so the whole pass runs there); n < 0 means everything. *layer0: the first trunk layer on the device
  * (n_layer: none); *head: whether the head is there. */
 void model_placement(const struct arch_hparams *hp, int32_t n, int32_t *layer0, int *head);
+#define MODEL_UPLOAD_RESERVE (UINT64_C(256) << 20) /* device memory the fit check keeps free for the contexts */
 /* Bytes the tensors of a placement take on a device (each rounded up to 256). */
 uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head);
 /* Copies the tensors of the placement (layer0, head) into memory of be (device `device`) and points the

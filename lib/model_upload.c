@@ -16,7 +16,6 @@
 #include "model.h"
 
 #define MODEL_UPLOAD_ALIGN 256
-#define MODEL_UPLOAD_RESERVE (UINT64_C(256) << 20) /* kept free for the contexts' caches and scratch */
 
 static uint64_t model_upload_round(uint64_t n) { return (n + MODEL_UPLOAD_ALIGN - 1) & ~(uint64_t)(MODEL_UPLOAD_ALIGN - 1); }
 
