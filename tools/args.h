@@ -24,7 +24,8 @@ struct args {
     int64_t seed;                           /* -s (-1: from the clock) */
     infer_sampler_params sp;                /* --temp --top-k --top-p --min-p --repeat-* penalties */
     int32_t repeat_last_n;                  /* --repeat-last-n (-1: the context size) */
-    int32_t n_gpu_layers;                   /* -ngl N (llm-run): 0 = CPU, >= the layer count = all on CUDA */
+    int32_t n_gpu_layers;                   /* -ngl N (llm-run): 0 = CPU, the last N layers on CUDA, > the
+                                               layer count: all */
     int32_t main_gpu;                       /* -mg N: the CUDA device -ngl loads onto (0) */
     int32_t mtp;                            /* --mtp N: MTP speculative decoding, N drafts per step (0: off) */
     int32_t type_k, type_v;                 /* -ctk, -ctv: KV cache cell types (INFER_TYPE_F16 | Q8_0), equal */

@@ -43,8 +43,9 @@ static int usage(const char *tool, int to_err) {
             "  --logits-out FILE     logits of every prompt position, [n_prompt][n_vocab] little-endian f32\n"
             "  -ctk T, -ctv T        KV cache type of K and V: f16 (default) or q8_0 (both the same)\n"
             "  --mtp N               speculative decoding with the model's MTP head, N = 1..4 drafts per step\n"
-            "  -ngl N                layers on the GPU: 0 = CPU (default); N >= the model's layer count (e.g. 99)\n"
-            "                        runs every layer and the head on CUDA device 0 (partial offload: not yet)\n"
+            "  -ngl N                layers on CUDA device -mg: 0 = CPU (default); 1..the layer count: the last N\n"
+            "                        (the token lookup and the head stay on the CPU, the hidden state crosses\n"
+            "                        the bus twice per batch); above it (e.g. 99): every layer and the head\n"
             "  -mg N                 the CUDA device for -ngl (default 0)\n",
             tool);
     return to_err ? 2 : 0;
