@@ -1,7 +1,7 @@
 #!/bin/sh
 # make check-gpu: on a machine with a CUDA device, build for that device and run every GPU test on it
 # (the list `make check-emu` runs on the emulator: test-emu built by nvcc, test-ops' CUDA column,
-# test-cuda-e2e, test-device, test-gpu-tools; none may skip), then test-ops' CUDA column and test-emu
+# test-cuda-e2e, test-cuda-split, test-device, test-gpu-tools; none may skip), then test-ops' CUDA column and test-emu
 # under compute-sanitizer (memcheck, racecheck), test-cuda-e2e under memcheck, a bench-ops smoke run and
 # `llm-bench -ngl 99` on a synthetic qwen3-0.6b Q4_K_M. One log: bench/results/YYYY-MM-DD-<gpu>-check-gpu.md.
 # Exit status is non-zero if anything failed. Sized for one device command (10 minutes): every step has

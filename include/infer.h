@@ -113,12 +113,13 @@ typedef int (*infer_progress_fn)(float progress, void *user);
 typedef struct infer_ctx_params infer_ctx_params;
 
 typedef struct {
-    int32_t n_gpu_layers;          /* llama.cpp's meaning: the LAST N trunk layers on CUDA device main_gpu, and the
-                                      output head too when N > the layer count (e.g. 99; < 0: everything);
-                                      0: CPU only (the default); INFER_GPU_LAYERS_AUTO: automatic fit (below).
-                                      Loading runs a model all on the CPU or all on one GPU: N = the layer count
-                                      loads the head on the GPU too, and a plan that splits layers or experts
-                                      between the GPU and the CPU is refused for now (INFER_E_UNSUPPORTED;
+    int32_t n_gpu_layers;          /* layers on CUDA device main_gpu (weights uploaded at load), llama.cpp's
+                                      rule: 0: CPU only (the default); 1..the layer count: the last n layers (a
+                                      split: the token lookup and the head stay on the CPU, and each batch copies
+                                      the hidden state to the GPU and back); above the layer count (e.g. 99) or
+                                      < 0: every layer and the head; INFER_GPU_LAYERS_AUTO: automatic fit (below).
+                                      A plan that keeps routed experts in host memory while their layers are on
+                                      the GPU (n_cpu_moe) is refused at load for now (INFER_E_UNSUPPORTED;
                                       infer_model_plan shows it) */
     int32_t main_gpu;              /* the CUDA device n_gpu_layers loads onto (default 0) */
     int32_t check_tensors;         /* 1: scan every tensor's data for NaN/Inf in scales and floats */
@@ -126,11 +127,13 @@ typedef struct {
     void *progress_user;
     int32_t n_cpu_moe;             /* keep the routed experts (ffn_*_exps) of the first N MoE layers in host memory;
                                       >= the layer count: all of them (llm-run --cpu-moe); 0 (default): none;
-                                      negative: INFER_E_ARG */
+                                      negative: INFER_E_ARG. Planned only: a load that would keep experts on the
+                                      host under GPU layers is refused (INFER_E_UNSUPPORTED) */
     int32_t fit;                   /* with INFER_GPU_LAYERS_AUTO: 1 (default) places the whole model on the GPU if
                                       it fits with the context fit_ctx, else (MoE) the experts of as few leading
-                                      layers as needed on the host, else (dense) as many trailing layers as fit;
-                                      no CUDA device: the CPU. 0: everything on the GPU, unchecked */
+                                      layers as needed on the host (refused at load for now, as n_cpu_moe), else
+                                      (dense) as many trailing layers as fit (a layer split, which loads); no CUDA
+                                      device: the CPU. 0: everything on the GPU, unchecked */
     const infer_ctx_params *fit_ctx; /* the context the automatic fit sizes for; NULL: infer_ctx_params_default().
                                         Borrowed for the call */
 } infer_model_params;
@@ -271,7 +274,9 @@ typedef struct {
     int32_t home_embd, home_head; /* INFER_PLAN_HOST or a CUDA device */
     int32_t tp;                 /* tensor-parallel degree (1) */
     int32_t auto_fit;           /* 1: chosen by the automatic fit */
-    int32_t split;              /* 1: parts on the host and parts on a GPU (loading it is not supported yet) */
+    int32_t split;              /* 1: parts on the host and parts on a GPU (a layer split loads and runs) */
+    int32_t loads;              /* 1: infer_model_load runs this plan; 0: it keeps routed experts in host memory
+                                   under layers on the GPU (expert offload: planned, not implemented yet) */
     int32_t fits;               /* 1: every device's total is within its free memory */
     int32_t n_ctx;              /* the context planned for (per sequence) */
     int32_t n_ctx_fit;          /* the largest n_ctx whose caches and scratch fit the GPU beside the placed

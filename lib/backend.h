@@ -31,6 +31,14 @@ struct infer_backend_ops {
     infer_status (*zero)(struct infer_backend *b, void *dst, size_t bytes);
     /* Free and total bytes of the backend's memory (a device's); the CPU reports 0 and 0 (unknown). */
     infer_status (*mem_info)(struct infer_backend *b, size_t *free_bytes, size_t *total_bytes);
+    /* Host memory for data that crosses the bus every batch (a split context's hidden state): page-locked
+     * on CUDA, so a copy needs no bounce buffer and a graph may hold it; ordinary memory on the CPU. */
+    infer_status (*host_alloc)(struct infer_backend *b, size_t bytes, void **out);
+    void (*host_free)(struct infer_backend *b, void *p);
+    /* dst = src between memory of this backend and host_alloc memory, queued like an op (no staging and no
+     * wait, unlike upload / download), so a captured graph may hold them; the bytes are there after sync. */
+    infer_status (*stage_in)(struct infer_backend *b, void *dst, const void *src_host, size_t bytes);
+    infer_status (*stage_out)(struct infer_backend *b, void *dst_host, const void *src, size_t bytes);
     /* Runs fn(arg), which only queues ops on b. With key != 0 a device backend may capture those ops
      * into a graph and, on its next call with the same key, replay the graph instead of calling fn. So
      * for one key fn must queue the same ops with the same arguments every time, and read whatever

@@ -6,7 +6,9 @@
  * executable graph in place (cudaGraphExecUpdate) when only kernel arguments changed, or instantiates
  * it anew. INFER_CUDA_GRAPHS=0 in the environment turns graphs off (every run calls fn directly).
  * upload is cudaMemcpyAsync from (usually pageable) host memory: CUDA stages pageable sources before
- * returning, so the caller may reuse src at once. Launcher results map to statuses: a launcher's
+ * returning, so the caller may reuse src at once. stage_in / stage_out copy to and from page-locked memory
+ * (host_alloc, cudaMallocHost) without waiting, which is what a captured graph may hold (a copy touching
+ * pageable memory ends a capture with cudaErrorStreamCaptureUnsupported). Launcher results map to statuses: a launcher's
  * shape / type refusal (cudaErrorInvalidValue) is INFER_E_UNSUPPORTED, anything else INFER_E_DEVICE,
  * both naming the op and the CUDA error.
  * note: cudaSetDevice is per host thread; the backend is meant to be driven from the thread that
@@ -106,6 +108,38 @@ fail:
     return st;
 }
 
+static infer_status backend_cuda_host_alloc(struct infer_backend *b, size_t bytes, void **out) {
+    *out = NULL;
+    const cudaError_t e = cudaMallocHost(out, bytes ? bytes : 1);
+    if (e == cudaSuccess) return INFER_OK;
+    *out = NULL;
+    cudaGetLastError();
+    return infer_fail(e == cudaErrorMemoryAllocation ? INFER_E_OOM : INFER_E_DEVICE,
+                      "cuda backend: cudaMallocHost(%zu bytes) for device %d: %s", bytes, backend_cuda_of(b)->device,
+                      cudaGetErrorString(e));
+}
+
+static void backend_cuda_host_free(struct infer_backend *b, void *p) {
+    if (!p) return;
+    const cudaError_t e = cudaFreeHost(p);
+    if (e != cudaSuccess) infer_log(INFER_LOG_WARN, "cuda backend: cudaFreeHost for device %d: %s",
+                                    backend_cuda_of(b)->device, cudaGetErrorString(e));
+}
+
+static infer_status backend_cuda_stage_in(struct infer_backend *b, void *dst, const void *src_host, size_t bytes) {
+    infer_status st = INFER_OK;
+    if (bytes) CU_TRY(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, backend_cuda_of(b)->stream));
+fail:
+    return st;
+}
+
+static infer_status backend_cuda_stage_out(struct infer_backend *b, void *dst_host, const void *src, size_t bytes) {
+    infer_status st = INFER_OK;
+    if (bytes) CU_TRY(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, backend_cuda_of(b)->stream));
+fail:
+    return st;
+}
+
 static infer_status backend_cuda_mem_info(struct infer_backend *b, size_t *free_bytes, size_t *total_bytes) {
     infer_status st = INFER_OK;
     (void)b;
@@ -194,6 +228,10 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .copy = backend_cuda_copy,
     .zero = backend_cuda_zero,
     .mem_info = backend_cuda_mem_info,
+    .host_alloc = backend_cuda_host_alloc,
+    .host_free = backend_cuda_host_free,
+    .stage_in = backend_cuda_stage_in,
+    .stage_out = backend_cuda_stage_out,
     .run = backend_cuda_run,
     .mmv_act_type = mmv_act_type_cuda,
     .quantize = backend_cuda_quantize,

@@ -35,6 +35,12 @@ void kv_cache_bytes_of(const struct arch_hparams *hp, int32_t n_kv_layer, int32_
 
 infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
                              int32_t n_ring, int mtp, int32_t kv_type, struct kv_cache **out) {
+    return kv_cache_create_range(be, m, 0, (int32_t)m->hp.n_layer, n_seq, n_ctx, n_ring, mtp, kv_type, out);
+}
+
+infer_status kv_cache_create_range(struct infer_backend *be, const struct infer_model *m, int32_t il0, int32_t il1,
+                                   int32_t n_seq, int32_t n_ctx, int32_t n_ring, int mtp, int32_t kv_type,
+                                   struct kv_cache **out) {
     infer_status st = INFER_OK;
     const struct arch_hparams *hp = &m->hp;
     *out = NULL;
@@ -62,7 +68,8 @@ infer_status kv_cache_create(struct infer_backend *be, const struct infer_model 
     }
     for (int32_t s = 0; s < n_seq; s++) c->ckpt_len[s] = -1;
     for (int32_t il = 0; il < n_all; il++) {
-        const enum kv_cache_kind kind = kv_cache_layer(m, il, mtp);
+        const int other = il < hp->n_layer && (il < il0 || il >= il1); /* another stage's layer */
+        const enum kv_cache_kind kind = other ? KV_CACHE_NONE : kv_cache_layer(m, il, mtp);
         c->kv_of[il] = kind == KV_CACHE_CELLS ? c->n_kv_layer++ : -1;
         c->gdn_of[il] = kind == KV_CACHE_STATE ? c->n_gdn++ : -1;
     }
@@ -179,11 +186,28 @@ fail:
     return st;
 }
 
+/* The lowest position of seq whose ring snapshot is valid (old - n_ring at most positions back). */
+static int32_t kv_cache_ring_from(const struct kv_cache *c, int32_t seq) {
+    const int32_t old = c->len[seq];
+    return c->ring_lo[seq] > old - c->n_ring ? c->ring_lo[seq] : old - c->n_ring;
+}
+
+infer_status kv_cache_truncate_check(const struct kv_cache *c, int32_t seq, int32_t len) {
+    const int32_t old = c->len[seq];
+    if (len >= old || len <= 0 || (!c->n_gdn && !c->n_embd_h)) return INFER_OK;
+    const int32_t lo = kv_cache_ring_from(c, seq);
+    if ((c->n_ring > 0 && len - 1 >= lo) || c->ckpt_len[seq] == len) return INFER_OK;
+    return infer_fail(INFER_E_UNSUPPORTED, "cache: sequence %d (%d positions) cannot be truncated to %d: a "
+                      "recurrent model keeps its state only for lengths %d..%d (n_draft snapshots), its "
+                      "checkpoint (%d) and 0", seq, old, len, c->n_ring ? lo + 1 : old, old, c->ckpt_len[seq]);
+}
+
 infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len) {
     infer_status st = INFER_OK;
     struct infer_backend *be = c->be;
     const int32_t old = c->len[seq];
     if (len >= old) return INFER_OK;
+    TRY(kv_cache_truncate_check(c, seq, len));
     if (len <= 0) {
         len = 0;
         for (int32_t g = 0; g < c->n_gdn; g++) {
@@ -196,16 +220,12 @@ infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len) {
             TRY(be->ops->zero(be, c->h + (size_t)seq * (size_t)c->n_embd_h, (size_t)c->n_embd_h * sizeof(float)));
         c->ring_lo[seq] = 0;
     } else if (c->n_gdn || c->n_embd_h) {
-        const int32_t p = len - 1; /* the state after position p is wanted */
-        const int32_t lo = c->ring_lo[seq] > old - c->n_ring ? c->ring_lo[seq] : old - c->n_ring;
+        const int32_t p = len - 1; /* the state after position p is wanted (kv_cache_truncate_check: held) */
+        const int32_t lo = kv_cache_ring_from(c, seq);
         if (c->n_ring > 0 && p >= lo)
             TRY(kv_cache_copy_state(c, seq, p % c->n_ring, 1));
-        else if (c->ckpt_len[seq] == len)
-            TRY(kv_cache_copy_state(c, seq, -1, 1));
         else
-            return infer_fail(INFER_E_UNSUPPORTED, "cache: sequence %d (%d positions) cannot be truncated to %d: a "
-                              "recurrent model keeps its state only for lengths %d..%d (n_draft snapshots), its "
-                              "checkpoint (%d) and 0", seq, old, len, c->n_ring ? lo + 1 : old, old, c->ckpt_len[seq]);
+            TRY(kv_cache_copy_state(c, seq, -1, 1));
         /* what stays valid: [lo, len); the next batch snapshots its own positions from len on */
         c->ring_lo[seq] = lo < len ? lo : len;
     }

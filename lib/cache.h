@@ -69,6 +69,11 @@ void kv_cache_bytes_of(const struct arch_hparams *hp, int32_t n_kv_layer, int32_
  * when it does not fit. */
 infer_status kv_cache_create(struct infer_backend *be, const struct infer_model *m, int32_t n_seq, int32_t n_ctx,
                              int32_t n_ring, int mtp, int32_t kv_type, struct kv_cache **out);
+/* kv_cache_create for one stage of a split context (forward.h): cells and state of the trunk layers [il0, il1)
+ * only (and the MTP block's when mtp); the bookkeeping (lengths, ring, checkpoint) is that of every sequence. */
+infer_status kv_cache_create_range(struct infer_backend *be, const struct infer_model *m, int32_t il0, int32_t il1,
+                                   int32_t n_seq, int32_t n_ctx, int32_t n_ring, int mtp, int32_t kv_type,
+                                   struct kv_cache **out);
 void kv_cache_free(struct kv_cache *c); /* NULL is a no-op */
 /* First cell of (model layer, seq) in k / v (cells row values = row_bytes apart); the layer must have cells. */
 void *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq);
@@ -88,6 +93,9 @@ void kv_cache_advanced(struct kv_cache *c, int32_t seq, int32_t new_len);
  * what they were after position len - 1 (the zero state for len 0). INFER_E_UNSUPPORTED, nothing
  * changed, when the model is recurrent and no snapshot holds that position. */
 infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len);
+/* Whether kv_cache_truncate(c, seq, len) would succeed (its INFER_E_UNSUPPORTED and message), changing nothing:
+ * a split context asks every stage before truncating any. */
+infer_status kv_cache_truncate_check(const struct kv_cache *c, int32_t seq, int32_t len);
 /* Records h (n_embd_h floats) as the hidden state of position pos of seq: into the ring (when it has
  * slots) and, for the last position, as the live h. No-op without hidden states. */
 infer_status kv_cache_put_h(struct kv_cache *c, int32_t seq, int32_t pos, int is_last, const float *h);

@@ -92,6 +92,10 @@ static infer_status ctx_alloc_scratch(infer_ctx *c) {
         if (e->place == CTX_SCRATCH_HOST) {
             *field = xcalloc(1, bytes);
             if (!*field) return infer_fail(INFER_E_OOM, "context: %zu bytes of host memory for %s", bytes, e->name);
+        } else if (e->place == CTX_SCRATCH_PINNED) {
+            if (c->be->ops->host_alloc(c->be, bytes, field) != INFER_OK)
+                return infer_fail(INFER_E_OOM, "context: %zu bytes of page-locked host memory (%s): %s", bytes,
+                                  e->name, infer_last_error());
         } else if (c->be->ops->alloc(c->be, bytes, field) != INFER_OK) {
             return infer_fail(INFER_E_OOM, "context: %zu bytes of scratch (%s) do not fit", bytes, e->name);
         }
@@ -99,17 +103,23 @@ static infer_status ctx_alloc_scratch(infer_ctx *c) {
     return INFER_OK;
 }
 
-/* infer_ctx_create with the backend of a host model made by make (NULL: backend_cpu_create). */
-static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
+/* One stage of a context (forward.h): the trunk layers [il0, il1) whose cells it holds, where it runs, and
+ * whether it runs the head (only that stage has logits; ctx_scratch_table reads it from ctx_dims.heads). */
+struct ctx_stage {
+    int32_t il0, il1;
+    int on_device;       /* on the model's CUDA device */
+    ctx_backend_fn make; /* else on this backend (NULL: the CPU's) */
+    int heads;
+};
+
+/* The stage of a context (a whole one when the stage spans every layer and runs the head). */
+static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, const struct ctx_stage *stage,
+                               infer_ctx **out) {
     infer_status st = INFER_OK;
-    if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
     *out = NULL;
-    if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
-    if (make && m->be)
-        return infer_fail(INFER_E_ARG, "ctx_create_on: the model's weights are on a device; a backend of its own "
-                          "needs a model loaded with n_gpu_layers 0");
     struct ctx_dims dims;
-    if ((st = ctx_dims_resolve(m, p, m->be != NULL, "infer_ctx_create", &dims)) != INFER_OK) return st;
+    if ((st = ctx_dims_resolve(m, p, stage->on_device, "infer_ctx_create", &dims)) != INFER_OK) return st;
+    dims.heads = stage->heads;
     if (dims.n_draft > 0 && m->be)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
                           "yet; load the model with n_gpu_layers 0 to draft on the CPU", dims.n_draft);
@@ -131,18 +141,21 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     }
     if (c->on_device)
         TRY(backend_cuda_create(m->device, &c->be)); /* the context's own stream on the model's device */
-    else if (make)
-        TRY(make(n_threads, &c->be));
+    else if (stage->make)
+        TRY(stage->make(n_threads, &c->be));
     else
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
-    TRY(kv_cache_create(c->be, m, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, dims.kv_type,
-                        &c->kv));
+    TRY(kv_cache_create_range(c->be, m, stage->il0, stage->il1, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0,
+                              c->n_draft > 0, dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));
     if (!c->on_device) {
         c->dpos = c->pos;
         c->dout = c->out_ids;
     }
+    c->seg[0] = (struct forward_segment){.stage = c, .il0 = stage->il0, .il1 = stage->il1, .embeds = 1,
+                                         .heads = stage->heads};
+    c->n_seg = 1;
     *out = c;
     return INFER_OK;
 fail:
@@ -150,22 +163,72 @@ fail:
     return st;
 }
 
+/* The context of m placed as (layer0, head) (model_placement): one stage when the device holds nothing or
+ * everything; else a split (forward.h) into the host stage (the token lookup, layers [0, layer0), the head)
+ * and the device stage (layers [layer0, n_layer)), run as three segments host -> device -> host. dev_make:
+ * the device part's backend when it is not CUDA (a test hook). */
+static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_params *p, int32_t layer0, int head,
+                                      ctx_backend_fn dev_make, infer_ctx **out) {
+    infer_status st = INFER_OK;
+    const int32_t n_layer = (int32_t)m->hp.n_layer;
+    struct ctx_stage host = {.il0 = 0, .il1 = n_layer, .on_device = 0, .make = NULL, .heads = 1};
+    struct ctx_stage dev = {.il0 = 0, .il1 = n_layer, .on_device = dev_make == NULL, .make = dev_make, .heads = 1};
+    if (head) return ctx_create(m, p, &dev, out);
+    if (layer0 >= n_layer) return ctx_create(m, p, &host, out);
+    if (p && p->n_draft > 0)
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
+                          "yet (the model has layers there); load it with n_gpu_layers 0 to draft on the CPU", p->n_draft);
+    host.il1 = layer0, dev.il0 = layer0, dev.heads = 0;
+    infer_ctx *c = NULL, *d = NULL;
+    TRY(ctx_create(m, p, &host, &c));
+    TRY(ctx_create(m, p, &dev, &d));
+    c->next_stage = d; /* a device stage has its page-locked x_host from the scratch table (ctx_scratch.c) */
+    c->seg[0] = (struct forward_segment){.stage = c, .il0 = 0, .il1 = layer0, .embeds = 1, .heads = 0};
+    c->seg[1] = (struct forward_segment){.stage = d, .il0 = layer0, .il1 = n_layer, .embeds = 0, .heads = 0};
+    c->seg[2] = (struct forward_segment){.stage = c, .il0 = n_layer, .il1 = n_layer, .embeds = 0, .heads = 1};
+    c->n_seg = 3;
+    *out = c;
+    return INFER_OK;
+fail:
+    infer_ctx_free(c); /* and d, once linked */
+    return st;
+}
+
 infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
-    return ctx_create(m, p, NULL, out);
+    if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
+    *out = NULL;
+    if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
+    return ctx_create_placed(m, p, m->gpu_layer0, m->gpu_head, NULL, out);
+}
+
+infer_status ctx_create_split_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
+                                 ctx_backend_fn make, infer_ctx **out) {
+    if (!out) return infer_fail(INFER_E_ARG, "ctx_create_split_on: out is NULL");
+    *out = NULL;
+    if (!m || !make) return infer_fail(INFER_E_ARG, "ctx_create_split_on: model or make is NULL");
+    if (m->be)
+        return infer_fail(INFER_E_ARG, "ctx_create_split_on: the model's weights are on a device; a backend of its "
+                          "own needs a model loaded with n_gpu_layers 0");
+    int32_t layer0;
+    int head;
+    model_placement(&m->hp, n_gpu_layers, &layer0, &head);
+    return ctx_create_placed(m, p, layer0, head, make, out);
 }
 
 infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
-    if (!make) return infer_fail(INFER_E_ARG, "ctx_create_on: make is NULL");
-    return ctx_create(m, p, make, out);
+    return ctx_create_split_on(m, p, -1, make, out);
 }
 
 void infer_ctx_free(infer_ctx *c) {
     if (!c) return;
+    infer_ctx_free(c->next_stage);
     for (int32_t i = 0; i < c->n_scratch; i++) {
         const struct ctx_scratch_entry *e = &c->scratch[i];
         void *buf = *(void **)((char *)c + e->field);
         if (e->place == CTX_SCRATCH_HOST)
             xfree(buf);
+        else if (e->place == CTX_SCRATCH_PINNED)
+            c->be->ops->host_free(c->be, buf);
         else
             c->be->ops->free(c->be, buf);
     }
@@ -244,13 +307,14 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     int32_t n_out = 0;
     if (!c || !b) return infer_fail(INFER_E_ARG, "infer_decode: %s is NULL", c ? "batch" : "context");
     c->n_tokens = 0; /* logits of the previous batch are gone whatever happens */
-    c->logits_ready = 0;
+    forward_head_stage(c)->logits_ready = 0;
     c->spec_kept = 0;
     TRY(ctx_validate(c, b, &n_out));
     TRY(forward_run(c, b->token, b->n_tokens, n_out));
     if (c->n_draft) TRY(ctx_mtp_follow(c, b->token, b->n_tokens));
     for (int32_t s = 0; s < c->n_seq; s++)
-        if (c->next[s] != c->kv->len[s]) kv_cache_advanced(c->kv, s, c->next[s]);
+        if (c->next[s] != c->kv->len[s])
+            for (infer_ctx *stage = c; stage; stage = stage->next_stage) kv_cache_advanced(stage->kv, s, c->next[s]);
     c->n_tokens = b->n_tokens;
     c->n_out = n_out;
 fail:
@@ -262,17 +326,17 @@ const float *infer_logits(const infer_ctx *c, int32_t i) {
     if (i < 0) i = c->n_tokens + i;
     if (i < 0 || i >= c->n_tokens || c->out_row[i] < 0) return NULL;
     const size_t n_vocab = (size_t)c->m->hp.n_vocab;
-    if (!c->on_device) return c->logits + (size_t)c->out_row[i] * n_vocab;
-    if (!c->logits_ready) {
-        /* the logits stay on the device until asked for; the host copy is a cache of them, so the
-         * context is logically unchanged (hence the cast) */
-        infer_ctx *w = (infer_ctx *)c;
-        if (w->be->ops->download(w->be, w->logits_host, w->logits, (size_t)w->n_out * n_vocab * sizeof(float)) !=
+    /* the logits stay on the device until asked for; the host copy is a cache of them, so the context is
+     * logically unchanged (hence the non-const head stage) */
+    infer_ctx *h = forward_head_stage(c);
+    if (!h->on_device) return h->logits + (size_t)c->out_row[i] * n_vocab;
+    if (!h->logits_ready) {
+        if (h->be->ops->download(h->be, h->logits_host, h->logits, (size_t)c->n_out * n_vocab * sizeof(float)) !=
             INFER_OK)
             return NULL;
-        w->logits_ready = 1;
+        h->logits_ready = 1;
     }
-    return c->logits_host + (size_t)c->out_row[i] * n_vocab;
+    return h->logits_host + (size_t)c->out_row[i] * n_vocab;
 }
 
 infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {
@@ -286,14 +350,22 @@ infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {
     if (p1 >= 0 && p1 < len)
         return infer_fail(INFER_E_ARG, "infer_seq_rm: [%d, %d) of sequence %d (%d positions): only a suffix or the "
                           "whole sequence can be removed", p0, p1, seq, len);
-    return kv_cache_truncate(c->kv, seq, p0);
+    infer_status st = INFER_OK;
+    for (infer_ctx *stage = c; stage; stage = stage->next_stage) /* every stage can, or nothing changes */
+        TRY(kv_cache_truncate_check(stage->kv, seq, p0));
+    for (infer_ctx *stage = c; stage; stage = stage->next_stage) TRY(kv_cache_truncate(stage->kv, seq, p0));
+fail:
+    return st;
 }
 
 infer_status infer_seq_checkpoint(infer_ctx *c, int32_t seq) {
     if (!c) return infer_fail(INFER_E_ARG, "infer_seq_checkpoint: context is NULL");
     if (seq < 0 || seq >= c->n_seq)
         return infer_fail(INFER_E_ARG, "infer_seq_checkpoint: sequence %d: expected 0..%d", seq, c->n_seq - 1);
-    return kv_cache_checkpoint(c->kv, seq);
+    infer_status st = INFER_OK;
+    for (infer_ctx *stage = c; stage; stage = stage->next_stage) TRY(kv_cache_checkpoint(stage->kv, seq));
+fail:
+    return st;
 }
 
 int32_t infer_seq_pos_max(const infer_ctx *c, int32_t seq) {

@@ -37,6 +37,7 @@ infer_status ctx_dims_resolve(const struct infer_model *m, const infer_ctx_param
         .n_draft = p->n_draft,
         .kv_type = p->kv_type,
         .on_device = on_device,
+        .heads = 1,
     };
     return INFER_OK;
 }
@@ -53,6 +54,7 @@ static void scratch_add(struct scratch_list *l, const char *name, size_t field, 
 
 #define DEV(f, count, size) scratch_add(&l, #f, offsetof(struct infer_ctx, f), CTX_SCRATCH_BACKEND, (count), (size))
 #define HOST(f, count, size) scratch_add(&l, #f, offsetof(struct infer_ctx, f), CTX_SCRATCH_HOST, (count), (size))
+#define PINNED(f, count, size) scratch_add(&l, #f, offsetof(struct infer_ctx, f), CTX_SCRATCH_PINNED, (count), (size))
 
 int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d, struct ctx_scratch_entry *out) {
     struct scratch_list l = {.e = out, .n = 0};
@@ -91,7 +93,7 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
         DEV(g_ab, T * (size_t)(2 * hp->dt_rank), F);
         DEV(g_out, T * (size_t)vd, F);
     }
-    DEV(logits, T * V, F);
+    if (d->heads) DEV(logits, T * V, F);
     if (d->n_draft) {
         DEV(hid, T * (size_t)n_embd, F);
         DEV(mtp_h, T * (size_t)n_embd, F);
@@ -118,7 +120,10 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
                                             .n_ff = hp->n_ff_exp};
             DEV(moe_scratch, moe_ffn_scratch_floats(&mf), F);
         }
-        HOST(logits_host, T * V, F);
+        if (d->heads)
+            HOST(logits_host, T * V, F);
+        else /* a split's device stage: x arrives and leaves through it */
+            PINNED(x_host, T * (size_t)n_embd, F);
     }
     return l.n;
 }

@@ -4,8 +4,9 @@
  * (plan.c) sizes a device's memory from it, so what the plan counts is what the context takes, by
  * construction (tests/test-plan.c checks the two against a counting backend and the emulator's
  * allocation counter). Sizes depend on the model, on the context's resolved dimensions (ctx_dims) and
- * on whether the context runs on a device (the device copies of the batch, the split-K attention and
- * expert-FFN scratch, the host copy of the logits).
+ * on the stage (forward.h): whether it runs on a device (the device copies of the batch, the split-K
+ * attention and expert-FFN scratch) and whether it runs the head (the logits, and on a device their host
+ * copy; a split's device stage has instead the page-locked x_host its hidden state crosses the bus through).
  * Layout: the dimensions and their resolution from infer_ctx_params, then the table.
  */
 #ifndef INFER_CTX_SCRATCH_H
@@ -16,20 +17,24 @@
 
 #include "model.h"
 
-/* A context's sizes after defaults: what infer_ctx_create builds. */
+/* A context's sizes after defaults: what infer_ctx_create builds, for one stage of it (forward.h: a context
+ * is one stage, or two for a layer split). */
 struct ctx_dims {
     int32_t n_ctx, n_batch, n_seq, n_draft, kv_type;
-    int on_device; /* the model's weights are on a device: the context runs there */
+    int on_device; /* the stage runs on the model's device */
+    int heads;     /* the stage runs the head: it has the logits (every context but a split's device stage) */
 };
 
-/* Checks p (NULL: defaults) against m and resolves its zeros to the defaults. who names the caller in
- * messages ("infer_ctx_create"). INFER_E_ARG / INFER_E_UNSUPPORTED as infer_ctx_create documents. */
+/* Checks p (NULL: defaults) against m and resolves its zeros to the defaults, for a whole context (heads 1).
+ * who names the caller in messages ("infer_ctx_create"). INFER_E_ARG / INFER_E_UNSUPPORTED as
+ * infer_ctx_create documents. */
 infer_status ctx_dims_resolve(const struct infer_model *m, const infer_ctx_params *p, int on_device, const char *who,
                               struct ctx_dims *d);
 
 enum ctx_scratch_place {
     CTX_SCRATCH_BACKEND, /* memory of the context's backend (the device's on CUDA) */
     CTX_SCRATCH_HOST,    /* host memory, whatever the backend */
+    CTX_SCRATCH_PINNED,  /* host memory from the backend's host_alloc (page-locked on CUDA): what crosses the bus */
 };
 
 struct ctx_scratch_entry {

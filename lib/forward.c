@@ -7,7 +7,13 @@
  * only runs over the rows that asked for logits (llama.cpp's output selection), gathered into xn.
  * On a device the batch's token ids, positions and asked rows are uploaded first, then the whole pass
  * is queued through the backend's run(), which replays a captured CUDA graph for decode-sized batches.
+ * A split context (forward.h) runs its segments in turn, each through its stage's run(): x leaves a
+ * device segment by a queued copy into the stage's page-locked x_host (part of the graph), the host
+ * copies it into the next stage's x (or x_host, which that segment's first queued copy reads), and the
+ * stage is synchronised before its output is read.
  */
+#include <string.h>
+
 #include "forward.h"
 
 infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, const struct gguf_tensor *w2,
@@ -75,25 +81,36 @@ infer_status forward_gather(struct infer_ctx *c, const float *src, int32_t n_tok
 }
 
 struct forward_job {
-    struct infer_ctx *c;
-    const int32_t *tokens; /* backend memory */
+    struct infer_ctx *c;                /* the segment's stage */
+    const struct forward_segment *seg;
+    const int32_t *tokens;              /* backend memory */
     int32_t n_tokens, n_out;
+    int x_in, x_out;                    /* x arrives in / leaves through c->x_host */
 };
 
-/* Everything the batch queues on the backend: the part a device backend may capture as a graph. */
+/* Everything a segment queues on its stage's backend: the part a device backend may capture as a graph. */
 static infer_status forward_body(void *arg) {
     infer_status st = INFER_OK;
     const struct forward_job *j = arg;
     struct infer_ctx *c = j->c;
+    struct infer_backend *be = c->be;
     const struct infer_model *m = c->m;
     const int64_t n_embd = m->hp.n_embd;
-    TRY(forward_embed(c, m->token_embd, j->tokens, j->n_tokens));
-    for (int32_t il = 0; il < (int32_t)m->hp.n_layer; il++) {
+    const size_t x_bytes = (size_t)j->n_tokens * (size_t)n_embd * sizeof(float);
+    if (j->seg->embeds)
+        TRY(forward_embed(c, m->token_embd, j->tokens, j->n_tokens));
+    else if (j->x_in)
+        TRY(be->ops->stage_in(be, c->x, c->x_host, x_bytes));
+    for (int32_t il = j->seg->il0; il < j->seg->il1; il++) {
         if (m->layers[il].kind == ARCH_LAYER_GDN)
             TRY(layer_gdn(c, il, j->n_tokens));
         else
             TRY(layer_attn(c, il, j->n_tokens));
         TRY(forward_ffn(c, il, j->n_tokens));
+    }
+    if (!j->seg->heads) {
+        if (j->x_out) TRY(be->ops->stage_out(be, c->x_host, c->x, x_bytes));
+        return INFER_OK;
     }
     /* the head over the asked rows only: gather, norm in place, project. A drafting context keeps
      * every token's normed hidden state (the MTP block's input) and gathers from it. */
@@ -117,31 +134,56 @@ fail:
  * read from backend memory. 0 (no graph) for prefill-sized batches and for contexts with a snapshot ring
  * (drafting), whose ring slots are kernel arguments that move with the position; without a ring the
  * recurrent layers' arguments are fixed too. */
-static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
+static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_t n_tokens, int32_t n_out) {
     if (!c->on_device || n_tokens > MMV_MAX_TOKENS || c->kv->n_ring > 0) return 0;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the shape */
-    const int32_t shape[2] = {n_tokens, n_out};
-    for (int i = 0; i < 2 + n_tokens; i++) {
-        h ^= (uint64_t)(uint32_t)(i < 2 ? shape[i] : c->seq[i - 2]);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the segment and the shape */
+    const int32_t shape[3] = {seg, n_tokens, n_out};
+    for (int i = 0; i < 3 + n_tokens; i++) {
+        h ^= (uint64_t)(uint32_t)(i < 3 ? shape[i] : c->seq[i - 3]);
         h *= 1099511628211ull;
     }
     return h | 1;
 }
 
+/* Segment k of the batch on its stage s: the batch's description and x handed over from segment k - 1,
+ * what the device needs uploaded, the queued ops, and a sync (the next segment reads its output). */
+static infer_status forward_segment_run(struct infer_ctx *c, int32_t k, const int32_t *tokens, int32_t n_tokens,
+                                        int32_t n_out) {
+    infer_status st = INFER_OK;
+    const struct forward_segment *sg = &c->seg[k];
+    struct infer_ctx *s = sg->stage;
+    struct infer_backend *be = s->be;
+    struct forward_job j = {.c = s, .seg = sg, .tokens = tokens, .n_tokens = n_tokens, .n_out = n_out};
+    if (s != c) { /* the stage's own copy of the batch (its layers read them from the host) */
+        memcpy(s->pos, c->pos, (size_t)n_tokens * sizeof(int32_t));
+        memcpy(s->seq, c->seq, (size_t)n_tokens * sizeof(int32_t));
+        memcpy(s->out_ids, c->out_ids, (size_t)n_out * sizeof(int32_t));
+    }
+    if (k > 0) { /* x crosses the boundary: from where the previous segment left it to where this one reads */
+        const struct infer_ctx *from = c->seg[k - 1].stage;
+        const float *src = from->x_host ? from->x_host : from->x;
+        float *dst = s->x_host ? s->x_host : s->x;
+        if (dst != src) memcpy(dst, src, (size_t)n_tokens * (size_t)c->m->hp.n_embd * sizeof(float));
+        j.x_in = s->x_host != NULL;
+    }
+    j.x_out = k + 1 < c->n_seg && s->x_host != NULL;
+    if (s->on_device) { /* the batch's ids and positions cross once, before the (captured) ops */
+        if (sg->embeds) TRY(be->ops->upload(be, s->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
+        TRY(be->ops->upload(be, s->dpos, s->pos, (size_t)n_tokens * sizeof(int32_t)));
+        if (sg->heads && n_out > 0) TRY(be->ops->upload(be, s->dout, s->out_ids, (size_t)n_out * sizeof(int32_t)));
+        j.tokens = s->dtok;
+    }
+    TRY(be->ops->run(be, forward_graph_key(s, k, n_tokens, n_out), forward_body, &j));
+    TRY(be->ops->sync(be));
+fail:
+    return st;
+}
+
 infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
-    struct infer_backend *be = c->be;
     for (int32_t t = 0; t < n_tokens; t++)
         if (c->out_row[t] >= 0) c->out_ids[c->out_row[t]] = t;
-    struct forward_job j = {c, tokens, n_tokens, n_out};
-    if (c->on_device) { /* the batch's ids and positions cross once, before the (captured) ops */
-        TRY(be->ops->upload(be, c->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
-        TRY(be->ops->upload(be, c->dpos, c->pos, (size_t)n_tokens * sizeof(int32_t)));
-        if (n_out > 0) TRY(be->ops->upload(be, c->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
-        j.tokens = c->dtok;
-    }
-    TRY(be->ops->run(be, forward_graph_key(c, n_tokens, n_out), forward_body, &j));
-    TRY(be->ops->sync(be));
+    for (int32_t k = 0; k < c->n_seg; k++) TRY(forward_segment_run(c, k, tokens, n_tokens, n_out));
 fail:
     return st;
 }

@@ -6,6 +6,16 @@
  * files (layer_attn.c, layer_gdn.c, layer_ffn.c, layer_moe.c, layer_mtp.c) each transform the
  * residual stream x in place;
  * forward.c strings them together between the embedding lookup and the LM head.
+ *
+ * A layer split (the model loaded with 0 < n_gpu_layers <= n_layer, model_placement) is the same struct
+ * twice: each STAGE is a context of its own for one backend (its scratch, the cache cells and state of its
+ * own layers, its graph), built by the same creation code for a range of trunk layers. The public context
+ * is stage 0, the host's; stage 1 (next_stage) the device's. A batch runs SEGMENTS in order, each a range of
+ * layers on one stage: host (the token lookup, layers [0, l0)) -> device (layers [l0, n_layer)) -> host
+ * (the head). x crosses each boundary once per batch through the device stage's page-locked x_host, and
+ * the device segment is queued through its backend's run(), so decode batches replay a graph there. A
+ * single-device context is one segment on itself. Sequence bookkeeping (lengths, truncation, checkpoints)
+ * is applied to every stage's cache.
  */
 #ifndef INFER_FORWARD_H
 #define INFER_FORWARD_H
@@ -14,6 +24,16 @@
 #include "cache.h"
 #include "ctx_scratch.h"
 #include "model.h"
+
+enum { FORWARD_MAX_SEG = 3 };
+
+/* One segment of the pass: trunk layers [il0, il1) on stage, after the token lookup (embeds) and before the
+ * head (heads) when it runs them. */
+struct forward_segment {
+    struct infer_ctx *stage; /* borrowed: the public context or one of its stages */
+    int32_t il0, il1;
+    int embeds, heads;
+};
 
 struct infer_ctx {
     const struct infer_model *m;
@@ -74,7 +94,15 @@ struct infer_ctx {
     int32_t spec_drafts; /* drafts of the last step in mtp_logits (spec_draft_logits) */
     void *sample_buf;         /* infer_sample's backend buffer (u, token, penalties, scratch), on first use */
     size_t sample_buf_bytes;
+    /* the layer split (see the top): segments of the pass, in order (in the public context); its other stage */
+    struct forward_segment seg[FORWARD_MAX_SEG];
+    int32_t n_seg;
+    struct infer_ctx *next_stage; /* owned; NULL for the last stage */
+    float *x_host;        /* a device stage of a split: (T, n_embd) x crossing the bus (host_alloc: page-locked) */
 };
+
+/* The stage that runs the head: its logits (device memory on CUDA) are the context's. */
+static inline struct infer_ctx *forward_head_stage(const struct infer_ctx *c) { return c->seg[c->n_seg - 1].stage; }
 
 /* A test hook: infer_ctx_create for a model on the host (n_gpu_layers 0) whose backend is made by
  * make(n_threads, &be) instead of backend_cpu_create, e.g. a CPU backend with other numerics
@@ -82,8 +110,14 @@ struct infer_ctx {
  * for the CPU); the context owns it and frees it with backend_free. INFER_E_ARG for a device model. */
 typedef infer_status (*ctx_backend_fn)(int n_threads, struct infer_backend **out);
 infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out);
+/* A test hook: the context of a host model (n_gpu_layers 0) split as a load with n_gpu_layers would split it
+ * (model_placement): what that puts on the device runs on a backend made by make (host memory, as for
+ * ctx_create_on), the rest on the CPU backend, in the same segments. n_gpu_layers 0: ctx_create without it;
+ * past the layer count: ctx_create_on. INFER_E_ARG for a device model. */
+infer_status ctx_create_split_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
+                                 ctx_backend_fn make, infer_ctx **out);
 
-/* Runs the layers over tokens already validated into c->pos / c->seq / c->out_row (n_out rows asked),
+/* Runs the segments over tokens already validated into c->pos / c->seq / c->out_row (n_out rows asked),
  * writing K/V cells at those positions. The caller updates the sequence lengths after success. */
 infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out);
 

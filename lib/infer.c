@@ -1,8 +1,8 @@
 /* infer: the public model API (include/infer.h) over gguf + model.
  *
  * infer_model_load = gguf_open (validate the container) + model_bind (the architecture's tensors,
- * shapes and types) + optionally a NaN/Inf scan of the data + with n_gpu_layers the upload of every
- * weight to CUDA device main_gpu (model_upload.c). Progress is reported at the start, after
+ * shapes and types) + optionally a NaN/Inf scan of the data + with n_gpu_layers the upload of the
+ * weights it places on CUDA device main_gpu (model_upload.c). Progress is reported at the start, after
  * binding, while scanning (by bytes) and at the end; a nonzero return from the callback cancels.
  */
 #include <inttypes.h>
@@ -103,39 +103,37 @@ static infer_status infer_placement(const struct infer_model *m, const infer_mod
     }
     n_dev = p->main_gpu >= 0 && p->main_gpu < PLAN_MAX_DEVICES ? p->main_gpu + 1 : 0;
     for (int32_t i = 0; i < n_dev; i++) dev_free[i] = UINT64_MAX; /* the placement only */
-    infer_model_params q = *p;
-    if (q.n_gpu_layers == m->hp.n_layer && q.n_cpu_moe == 0) {
-        /* llama.cpp would keep the head on the CPU; until splits load, the whole model goes to the GPU */
-        infer_log(INFER_LOG_INFO, "%s: n_gpu_layers %d = the layer count: the output head goes to the GPU too",
-                  m->gguf->path, q.n_gpu_layers);
-        q.n_gpu_layers = -1;
-    }
-    return plan_make(m, &q, NULL, dev_free, n_dev, out);
+    return plan_make(m, p, NULL, dev_free, n_dev, out);
 }
 
-/* The model on CUDA device main_gpu when its plan puts everything there; a split plan is refused for now. */
+/* The plan's layers on CUDA device main_gpu: the last n_gpu_layers, and the head too past the layer count
+ * (model_placement, the plan's own rule). A plan that keeps routed experts on the host under GPU layers is
+ * refused (expert offload is not implemented); the device's existence and the fit are checked at upload. */
 static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
     infer_status st = INFER_OK;
-    const int64_t n_layer = m->hp.n_layer;
     struct plan *pl = NULL;
     TRY(infer_placement(m, p, &pl));
-    const int split = plan_is_split(pl), on_gpu = plan_uses(pl, pl->gpu);
+    const int experts = plan_offloads_experts(pl);
     const int32_t n_gpu = pl->n_gpu_layers, n_cpu_moe = pl->n_cpu_moe;
     plan_free(pl);
-    if (split && p->n_gpu_layers == INFER_GPU_LAYERS_AUTO)
+    if (experts && p->n_gpu_layers == INFER_GPU_LAYERS_AUTO)
         return infer_fail(INFER_E_UNSUPPORTED, "%s: automatic fit: the model does not fit CUDA device %d whole; it "
-                          "would take n_gpu_layers %d with the experts of %d MoE layers in host memory, and loading "
-                          "such a split is not supported yet; use -ngl 0 (CPU) or a smaller context (llm-run "
-                          "--dry-run shows the plan)", m->gguf->path, p->main_gpu, n_gpu, n_cpu_moe);
-    if (split)
-        return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d, n_cpu_moe %d of %" PRId64 " layers: splitting "
-                          "layers or experts between the GPU and the CPU is not supported yet; use 0 (CPU) or >= %"
-                          PRId64 " (every layer on the GPU) without n_cpu_moe", m->gguf->path, p->n_gpu_layers,
-                          p->n_cpu_moe, n_layer, n_layer);
-    if (!on_gpu) return INFER_OK; /* the automatic fit chose the CPU */
+                          "would take n_gpu_layers %d with the routed experts of %d MoE layers in host memory, and "
+                          "expert offload is not supported yet; use -ngl N (a layer split: the last N layers on the "
+                          "GPU), -ngl 0 (CPU) or a smaller context (llm-run --dry-run shows the plan)", m->gguf->path,
+                          p->main_gpu, n_gpu, n_cpu_moe);
+    if (experts)
+        return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d, n_cpu_moe %d: keeping routed experts in host "
+                          "memory while their layers are on the GPU (expert offload) is not supported yet; use "
+                          "n_cpu_moe 0 (-ngl N alone splits whole layers, which runs)", m->gguf->path,
+                          p->n_gpu_layers, p->n_cpu_moe);
+    if (n_gpu == 0) return INFER_OK; /* the automatic fit chose the CPU */
+    int32_t layer0;
+    int head;
+    model_placement(&m->hp, n_gpu, &layer0, &head);
     struct infer_backend *be = NULL;
     TRY(backend_cuda_create(p->main_gpu, &be));
-    st = model_upload(m, be, p->main_gpu, p, 0.15f, 0.95f);
+    st = model_upload(m, be, p->main_gpu, layer0, head, p, 0.15f, 0.95f);
     if (st != INFER_OK) backend_free(be);
 fail:
     return st;

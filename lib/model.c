@@ -231,6 +231,11 @@ static const size_t model_slot[ARCH_T_COUNT] = {
     [ARCH_T_NEXTN_EMBED_TOKENS] = L(nextn_embed_tokens), [ARCH_T_NEXTN_SHARED_HEAD_HEAD] = L(nextn_shared_head_head),
 };
 
+const struct gguf_tensor **model_layer_slot(struct model_layer *L, enum arch_role role) {
+    if ((int)role < 0 || role >= ARCH_T_COUNT || !model_slot[role]) return NULL; /* offset 0 is `kind`: no slot */
+    return (const struct gguf_tensor **)((char *)L + model_slot[role]);
+}
+
 static int model_shape_str(char *buf, size_t cap, int n_dims, const int64_t *ne) {
     int k = snprintf(buf, cap, "[");
     for (int i = 0; i < (n_dims ? n_dims : 1) && k < (int)cap; i++)
@@ -282,7 +287,7 @@ static infer_status model_bind_tensors(struct infer_model *m) {
         case ARCH_T_OUTPUT_NORM: m->output_norm = t; break;
         case ARCH_T_OUTPUT: m->output = t; break;
         case ARCH_T_ROPE_FREQS: m->rope_freqs = t; break;
-        default: *(const struct gguf_tensor **)((char *)&m->layers[w->layer] + model_slot[w->role]) = t; break;
+        default: *model_layer_slot(&m->layers[w->layer], w->role) = t; break;
         }
     }
     for (int64_t i = 0; i < f->n_tensors; i++)
@@ -337,6 +342,7 @@ infer_status model_bind(struct gguf_file *f, struct infer_model **out) {
     m->arch = a;
     m->device = -1;
     TRY(model_read_hparams(f, a, &m->hp));
+    m->gpu_layer0 = (int32_t)m->hp.n_layer;
     m->layers = xcalloc((size_t)m->hp.n_layer_all, sizeof *m->layers);
     if (!m->layers) {
         st = INFER_OOM("the layer table");
@@ -362,6 +368,7 @@ void model_free(struct infer_model *m) {
         m->be->ops->free(m->be, m->dev_weights);
         backend_free(m->be);
     }
+    xfree(m->dev_tensors);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);
     xfree(m->layers);

@@ -41,11 +41,17 @@ struct infer_model {
     int tied;
     struct model_layer *layers; /* (hp.n_layer_all): trunk, then MTP blocks */
     struct tokenizer *tok;      /* owned; from the tokenizer.ggml.* metadata */
-    /* weights on a device (n_gpu_layers > 0): every tensor's data points into dev_weights, memory of
-     * be (owned), CUDA device `device`; NULL / -1 for a CPU model, whose data points into the mapping */
+    /* weights on a device (n_gpu_layers != 0, model_upload.c): the tensors placed there are copied into
+     * dev_weights, memory of be (owned) on CUDA device `device`, and described by dev_tensors, copies of the
+     * file's descriptors whose data points there. The layers (and the head) on the device point at those
+     * copies; everything else at the file's descriptors, whose data stays in the mapping.
+     * A CPU model: be, dev_weights, dev_tensors NULL, device -1, gpu_layer0 n_layer, gpu_head 0. */
     struct infer_backend *be;
     void *dev_weights;
+    struct gguf_tensor *dev_tensors; /* (gguf->n_tensors) indexed as gguf->tensors; zeroed where not uploaded */
     int device;
+    int32_t gpu_layer0; /* the first trunk layer on the device (n_layer: none) */
+    int gpu_head;       /* token_embd, output_norm, output and the MTP blocks on the device too */
 };
 
 /* Binds f (taken: freed on failure too) into a model. Gives *out. */
@@ -55,11 +61,21 @@ void model_free(struct infer_model *m);
 /* Reads and validates the hyperparameters of f for row a (used by model_bind; exposed for tools). */
 infer_status model_read_hparams(const struct gguf_file *f, const struct arch_row *a, struct arch_hparams *hp);
 
-/* Bytes the weights take on a device (each tensor rounded up to 256). */
-uint64_t model_weight_bytes(const struct infer_model *m);
-/* Copies every tensor into memory of be (device `device`) and points the tensors there; on success the
- * model owns be. INFER_E_OOM with the numbers when the weights do not fit. Progress from lo to hi. */
-infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, const infer_model_params *p,
-                          float lo, float hi);
+/* The slot of layer L that holds the tensor of a per-layer role (arch.h), or NULL for a global role. */
+const struct gguf_tensor **model_layer_slot(struct model_layer *L, enum arch_role role);
+
+/* Where n_gpu_layers = n puts a model of hp, llama.cpp's rule: the last min(n, n_layer) trunk layers on the
+ * device, and with n > n_layer the head too (output_norm, output, the MTP blocks; and here the token table,
+ * so the whole pass runs there); n < 0 means everything. *layer0: the first trunk layer on the device
+ * (n_layer: none); *head: whether the head is there. */
+void model_placement(const struct arch_hparams *hp, int32_t n, int32_t *layer0, int *head);
+#define MODEL_UPLOAD_RESERVE (UINT64_C(256) << 20) /* device memory the fit check keeps free for the contexts */
+/* Bytes the tensors of a placement take on a device (each rounded up to 256). */
+uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head);
+/* Copies the tensors of the placement (layer0, head) into memory of be (device `device`) and points the
+ * layers (and head) placed there at device copies of their descriptors; on success the model owns be.
+ * INFER_E_OOM with both numbers, before any allocation, when they do not fit. Progress from lo to hi. */
+infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, int32_t layer0, int head,
+                          const infer_model_params *p, float lo, float hi);
 
 #endif

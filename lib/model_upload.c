@@ -1,46 +1,99 @@
 /* model_upload: the weights of a model in a device's memory (infer_model_params.n_gpu_layers).
  *
- * Every tensor is copied once, at load, into one device buffer (offsets rounded up to 256 bytes, the
- * alignment cudaMalloc itself gives), and its data pointer is switched to the copy: the forward pass
- * then reads weights through the same pointers whatever the backend. The file mapping stays for the
- * metadata. Before any allocation the weights plus a reserve for the contexts must fit in the device's
- * free memory, else INFER_E_OOM with both numbers (a model that does not fit is one clear error, not a
- * failed cudaMalloc halfway through). Progress goes from lo to hi by bytes copied.
+ * The placement is llama.cpp's (model_placement): the last n_gpu_layers trunk layers go to the device,
+ * and with n_gpu_layers > n_layer the head too (then every tensor goes, the token table included, and the
+ * whole pass runs there). The tensors placed there are copied once, at load, into one device buffer
+ * (offsets rounded up to 256 bytes, the alignment cudaMalloc itself gives) and described by copies of
+ * their descriptors (m->dev_tensors, data pointing into the buffer); the layers on the device are rebound
+ * to those copies. The parsed file is never rewritten: its descriptors keep pointing into the mapping,
+ * which is what the layers left on the CPU read. Before any allocation the placed weights plus a reserve
+ * for the contexts must fit in the device's free memory, else INFER_E_OOM with both numbers (a model that
+ * does not fit is one clear error at load, not a failed cudaMalloc halfway through). Progress goes from
+ * lo to hi by bytes copied.
  */
 #include <inttypes.h>
 
 #include "model.h"
 
 #define MODEL_UPLOAD_ALIGN 256
-#define MODEL_UPLOAD_RESERVE (UINT64_C(256) << 20) /* kept free for the contexts' caches and scratch */
 
 static uint64_t model_upload_round(uint64_t n) { return (n + MODEL_UPLOAD_ALIGN - 1) & ~(uint64_t)(MODEL_UPLOAD_ALIGN - 1); }
 
-uint64_t model_weight_bytes(const struct infer_model *m) {
+void model_placement(const struct arch_hparams *hp, int32_t n, int32_t *layer0, int *head) {
+    const int64_t n_layer = hp->n_layer;
+    const int all = n < 0 || n > n_layer;
+    *layer0 = (int32_t)(all ? 0 : n_layer - n);
+    *head = all;
+}
+
+/* Marks in placed (one flag per file tensor) the tensors of placement (layer0, head). */
+static void model_upload_mark(struct infer_model *m, int32_t layer0, int head, uint8_t *placed) {
+    const struct gguf_file *f = m->gguf;
+    for (int64_t i = 0; i < f->n_tensors; i++) placed[i] = (uint8_t)head;
+    for (int64_t il = layer0; il < m->hp.n_layer; il++)
+        for (int r = 0; r < ARCH_T_COUNT; r++) {
+            const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)r);
+            if (slot && *slot) placed[*slot - f->tensors] = 1;
+        }
+}
+
+uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head) {
+    const struct gguf_file *f = m->gguf;
     uint64_t total = 0;
-    for (int64_t i = 0; i < m->gguf->n_tensors; i++) total += model_upload_round(m->gguf->tensors[i].nbytes);
+    if (head) { /* every tensor */
+        for (int64_t i = 0; i < f->n_tensors; i++) total += model_upload_round(f->tensors[i].nbytes);
+        return total;
+    }
+    for (int64_t il = layer0; il < m->hp.n_layer; il++)
+        for (int r = 0; r < ARCH_T_COUNT; r++) {
+            const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)r);
+            if (slot && *slot) total += model_upload_round((*slot)->nbytes);
+        }
     return total;
 }
 
-infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, const infer_model_params *p,
-                          float lo, float hi) {
+/* Points t (a tensor reference of the model) at its device copy when it has one. */
+static void model_upload_rebind(const struct infer_model *m, const struct gguf_tensor **t) {
+    if (*t && m->dev_tensors[*t - m->gguf->tensors].data) *t = &m->dev_tensors[*t - m->gguf->tensors];
+}
+
+infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, int32_t layer0, int head,
+                          const infer_model_params *p, float lo, float hi) {
     infer_status st = INFER_OK;
     struct gguf_file *f = m->gguf;
-    const uint64_t total = model_weight_bytes(m);
+    const int64_t n_layer = m->hp.n_layer;
+    uint8_t *placed = NULL;
+    struct gguf_tensor *copies = NULL;
+    void *buf = NULL;
+    const uint64_t total = model_weight_bytes(m, layer0, head);
     size_t free_b = 0, total_b = 0;
     TRY(be->ops->mem_info(be, &free_b, &total_b));
-    if (total + MODEL_UPLOAD_RESERVE > (uint64_t)free_b)
-        return infer_fail(INFER_E_OOM, "%s: the weights need %.1f MiB of device memory (plus %" PRIu64 " MiB for the "
-                          "contexts) but CUDA device %d has %.1f MiB free of %.1f MiB; use a smaller quantisation or "
-                          "-ngl 0 (CPU)", f->path, (double)total / 1048576.0, MODEL_UPLOAD_RESERVE >> 20, device,
-                          (double)free_b / 1048576.0, (double)total_b / 1048576.0);
-    TRY(be->ops->alloc(be, (size_t)total, &m->dev_weights));
+    if (total + MODEL_UPLOAD_RESERVE > (uint64_t)free_b) {
+        char what[96];
+        if (head) snprintf(what, sizeof what, "every layer and the head");
+        else snprintf(what, sizeof what, "the last %" PRId64 " of %" PRId64 " layers", n_layer - layer0, n_layer);
+        return infer_fail(INFER_E_OOM, "%s: the weights on the GPU (%s) need %.1f MiB of device memory (plus %" PRIu64
+                          " MiB for the contexts) but CUDA device %d has %.1f MiB free of %.1f MiB; put fewer layers "
+                          "on the GPU (-ngl), use a smaller quantisation or -ngl 0 (CPU)", f->path, what,
+                          (double)total / 1048576.0, MODEL_UPLOAD_RESERVE >> 20, device, (double)free_b / 1048576.0,
+                          (double)total_b / 1048576.0);
+    }
+    placed = xcalloc((size_t)f->n_tensors + 1, 1);
+    copies = xcalloc((size_t)f->n_tensors + 1, sizeof *copies);
+    if (!placed || !copies) {
+        st = INFER_OOM("the device tensor table");
+        goto fail;
+    }
+    model_upload_mark(m, layer0, head, placed);
+    TRY(be->ops->alloc(be, (size_t)total, &buf));
     uint64_t off = 0;
     for (int64_t i = 0; i < f->n_tensors; i++) {
-        struct gguf_tensor *t = &f->tensors[i];
-        char *dst = (char *)m->dev_weights + off;
+        if (!placed[i]) continue;
+        const struct gguf_tensor *t = &f->tensors[i];
+        char *dst = (char *)buf + off;
         TRY(be->ops->upload(be, dst, t->data, (size_t)t->nbytes));
-        t->data = dst;
+        copies[i] = *t;
+        copies[i].data = dst;
         off += model_upload_round(t->nbytes);
         if (p->progress && p->progress(lo + (hi - lo) * (float)((double)off / (double)total), p->progress_user)) {
             st = infer_fail(INFER_E_CANCELLED, "model load cancelled by the progress callback while uploading "
@@ -49,12 +102,25 @@ infer_status model_upload(struct infer_model *m, struct infer_backend *be, int d
         }
     }
     TRY(be->ops->sync(be));
+    /* only now, with every copy in place, does the model point at them */
+    m->dev_tensors = copies, m->dev_weights = buf;
+    for (int64_t il = 0; il < m->hp.n_layer_all; il++)
+        for (int r = 0; r < ARCH_T_COUNT; r++) {
+            const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)r);
+            if (slot) model_upload_rebind(m, slot);
+        }
+    model_upload_rebind(m, &m->token_embd);
+    model_upload_rebind(m, &m->output_norm);
+    model_upload_rebind(m, &m->output);
+    model_upload_rebind(m, &m->rope_freqs);
     m->be = be;
     m->device = device;
+    m->gpu_layer0 = layer0, m->gpu_head = head;
+    xfree(placed);
     return INFER_OK;
 fail:
-    /* tensors already switched point into the buffer freed here: the model is freed by the caller */
-    be->ops->free(be, m->dev_weights);
-    m->dev_weights = NULL;
+    be->ops->free(be, buf);
+    xfree(placed);
+    xfree(copies);
     return st;
 }

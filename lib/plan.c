@@ -27,20 +27,30 @@ int plan_uses(const struct plan *p, int32_t home) {
 
 int plan_is_split(const struct plan *p) { return plan_uses(p, PLAN_HOST) && plan_uses(p, p->gpu); }
 
+int plan_offloads_experts(const struct plan *p) {
+    for (int32_t il = 0; il < p->n_layer_all; il++)
+        if (p->exps_home[il] != p->layer_home[il]) return 1;
+    return 0;
+}
+
 /* ---- placement ---- */
 
 static int plan_has_experts(const struct infer_model *m, int32_t il) { return m->layers[il].ffn_gate_exps != NULL; }
 
-/* The last n_gpu trunk layers on the GPU (the head and the MTP blocks too when n_gpu > n_layer); the
- * experts of the first n_cpu_moe MoE layers on the host; the embedding on the GPU only when all is there. */
+/* The layers and the head where a load puts them (model_placement, the one rule: the last n_gpu trunk layers
+ * on the GPU, the head and the MTP blocks too when n_gpu > n_layer); the experts of the first n_cpu_moe MoE
+ * layers on the host; the embedding on the GPU only when all is there. */
 static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gpu, int32_t n_cpu_moe) {
+    int32_t layer0;
+    int head;
+    model_placement(&m->hp, n_gpu, &layer0, &head);
     p->n_gpu_layers = n_gpu;
     p->n_cpu_moe = n_cpu_moe;
-    p->home_head = n_gpu > p->n_layer ? p->gpu : PLAN_HOST;
-    p->home_embd = n_gpu > p->n_layer && n_cpu_moe == 0 ? p->gpu : PLAN_HOST;
+    p->home_head = head ? p->gpu : PLAN_HOST;
+    p->home_embd = head && n_cpu_moe == 0 ? p->gpu : PLAN_HOST;
     int32_t moe_seen = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
-        const int on_gpu = il < p->n_layer ? il >= p->n_layer - n_gpu : p->home_head == p->gpu;
+        const int on_gpu = il < p->n_layer ? il >= layer0 : head;
         p->layer_home[il] = on_gpu ? p->gpu : PLAN_HOST;
         p->exps_home[il] = p->layer_home[il];
         if (!plan_has_experts(m, il)) continue;
@@ -73,6 +83,46 @@ static int32_t plan_tensor_home(const struct plan *p, const struct infer_model *
     return p->home_head; /* output_norm, output, rope_freqs */
 }
 
+/* The stages of a context under p (forward.h) as ctx_create builds them, into st (at most 2): the host's when
+ * the host runs anything (a layer, routed experts, the head), the GPU's when it holds anything; only the
+ * stage of the head has the logits. (A stage for experts alone on the host is an estimate: expert offload
+ * is not implemented.) */
+static int32_t plan_stages(const struct plan *p, int32_t n_ctx, struct ctx_dims *st) {
+    int32_t n = 0;
+    int host_runs = p->home_head == PLAN_HOST;
+    for (int32_t il = 0; il < p->n_layer_all; il++)
+        host_runs |= p->layer_home[il] == PLAN_HOST || p->exps_home[il] == PLAN_HOST;
+    struct ctx_dims d = p->ctx;
+    d.n_ctx = n_ctx;
+    if (host_runs) {
+        st[n] = d;
+        st[n].on_device = 0, st[n].heads = p->home_head == PLAN_HOST;
+        n++;
+    }
+    if (plan_uses(p, p->gpu)) {
+        st[n] = d;
+        st[n].on_device = 1, st[n].heads = p->home_head == p->gpu;
+        n++;
+    }
+    return n;
+}
+
+/* Scratch of every stage at home: the host keeps every stage's host arrays (and page-locked buffers); each
+ * stage's backend buffers are at the stage's home. */
+static uint64_t plan_scratch_bytes(const struct plan *p, const struct infer_model *m, int32_t home, int32_t n_ctx) {
+    struct ctx_dims st[2];
+    const int32_t n = plan_stages(p, n_ctx, st);
+    const uint64_t align = home == PLAN_HOST ? 1 : PLAN_ALIGN;
+    uint64_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (home == PLAN_HOST)
+            total += ctx_scratch_bytes(m, &st[i], CTX_SCRATCH_HOST, 1) + ctx_scratch_bytes(m, &st[i], CTX_SCRATCH_PINNED, 1);
+        if (home == (st[i].on_device ? p->gpu : PLAN_HOST))
+            total += ctx_scratch_bytes(m, &st[i], CTX_SCRATCH_BACKEND, align);
+    }
+    return total;
+}
+
 /* What home holds at context size n_ctx: weights, cells and state of its layers, scratch, overhead. */
 static void plan_home_bytes(const struct plan *p, const struct infer_model *m, int32_t home, int32_t n_ctx,
                             struct plan_bytes *b) {
@@ -99,21 +149,8 @@ static void plan_home_bytes(const struct plan *p, const struct infer_model *m, i
     b->kv = plan_round((uint64_t)c.k, align) + plan_round((uint64_t)c.v, align);
     const double state[] = {c.conv, c.ssm, c.h, c.ring_conv, c.ring_ssm, c.ring_h, c.ckpt_conv, c.ckpt_ssm, c.ckpt_h};
     for (size_t i = 0; i < sizeof state / sizeof *state; i++) b->state += plan_round((uint64_t)state[i], align);
-    struct ctx_dims d = p->ctx;
-    d.n_ctx = n_ctx;
-    if (home == PLAN_HOST) {
-        int computes = p->home_head == PLAN_HOST; /* the host runs layers, experts or the head */
-        for (int32_t il = 0; il < p->n_layer_all; il++)
-            computes |= p->layer_home[il] == PLAN_HOST || p->exps_home[il] == PLAN_HOST;
-        d.on_device = plan_uses(p, p->gpu);
-        b->scratch = ctx_scratch_bytes(m, &d, CTX_SCRATCH_HOST, 1);
-        d.on_device = 0;
-        if (computes) b->scratch += ctx_scratch_bytes(m, &d, CTX_SCRATCH_BACKEND, 1);
-    } else {
-        d.on_device = 1;
-        b->scratch = ctx_scratch_bytes(m, &d, CTX_SCRATCH_BACKEND, PLAN_ALIGN);
-        b->overhead = PLAN_GPU_OVERHEAD;
-    }
+    b->scratch = plan_scratch_bytes(p, m, home, n_ctx);
+    if (home != PLAN_HOST) b->overhead = PLAN_GPU_OVERHEAD;
 }
 
 static uint64_t plan_gpu_total(const struct plan *p, const struct infer_model *m, int32_t n_ctx) {

@@ -10,12 +10,15 @@
  *   - bytes per home: weights (each tensor rounded up to 256 on a device, as model_upload.c places them;
  *     exact on the host, where they are the mapped file), KV cells and recurrent state (kv_cache_bytes_of:
  *     exactly what cache.c allocates for the layers at that home), scratch (ctx_scratch_bytes: exactly what
- *     infer_ctx_create allocates there) and a fixed overhead per GPU (PLAN_GPU_OVERHEAD).
+ *     infer_ctx_create allocates there for each stage of the context: the host's and the GPU's of a layer
+ *     split, forward.h) and a fixed overhead per GPU (PLAN_GPU_OVERHEAD).
  * Semantics are llama.cpp's: n_gpu_layers = N puts the LAST N trunk layers on the GPU, and the head too
  * when N > n_layer (N < 0: everything); n_cpu_moe = N keeps the routed experts of the first N MoE layers
  * on the host (>= the layer count: all). INFER_GPU_LAYERS_AUTO fits: the whole model if it fits the
  * context asked for, else (MoE) the experts of as few leading layers as needed on the host, else (dense)
- * as many trailing layers as fit. The GPU part goes to device main_gpu (one GPU for now).
+ * as many trailing layers as fit. The GPU part goes to device main_gpu (one GPU for now). The layers' and the
+ * head's homes are model_placement's (model_upload.c), the rule a load follows. infer_model_load runs every
+ * plan but one that keeps routed experts on the host under GPU layers (plan_offloads_experts).
  * Layout: plan.c computes (placement, accounting, fit); plan_text.c renders; plan_api.c is the public API.
  */
 #ifndef INFER_PLAN_H
@@ -84,8 +87,11 @@ void plan_free(struct plan *p); /* NULL is a no-op */
 infer_status plan_measure_devices(uint64_t *dev_free, int32_t *n_dev);
 /* Total bytes of one home's breakdown. */
 uint64_t plan_bytes_total(const struct plan_bytes *b);
-/* 1 when parts live on the host and parts on a GPU (loading such a plan is not supported yet). */
+/* 1 when parts live on the host and parts on a GPU (a layer split: infer_model_load runs it). */
 int plan_is_split(const struct plan *p);
+/* 1 when the routed experts of a layer live elsewhere than the layer (n_cpu_moe under GPU layers): expert
+ * offload, planned but not implemented; infer_model_load refuses such a plan. */
+int plan_offloads_experts(const struct plan *p);
 /* 1 when home holds any layer, experts, the embedding or the head. */
 int plan_uses(const struct plan *p, int32_t home);
 /* Renders p as text like snprintf: returns the length needed without the NUL (plan_text.c). */

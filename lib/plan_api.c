@@ -95,6 +95,7 @@ INFER_API infer_plan_info infer_plan_get_info(const infer_plan *h) {
         .tp = p->tp,
         .auto_fit = p->auto_fit,
         .split = plan_is_split(p),
+        .loads = !plan_offloads_experts(p),
         .fits = p->fits,
         .n_ctx = p->ctx.n_ctx,
         .n_ctx_fit = p->n_ctx_fit,

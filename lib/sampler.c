@@ -343,19 +343,20 @@ infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *to
                           "logits were asked for", i, c->n_tokens);
     const double u = sampler_is_greedy(s) ? 0.0 : sampler_uniform(s);
     int32_t pick = SAMPLE_REFUSED;
-    if (c->be->ops->sample) {
+    infer_ctx *h = forward_head_stage(c); /* where the logits are */
+    if (h->be->ops->sample) {
         size_t pen_off, scr_off;
-        TRY(sampler_ctx_buf(c, s, &pen_off, &scr_off));
-        char *b = c->sample_buf;
+        TRY(sampler_ctx_buf(h, s, &pen_off, &scr_off));
+        char *b = h->sample_buf;
         const int32_t n_pen = sampler_penalty_pairs(s, s->pairs);
-        TRY(c->be->ops->upload(c->be, b, &u, sizeof u));
-        if (n_pen) TRY(c->be->ops->upload(c->be, b + pen_off, s->pairs, (size_t)n_pen * 2 * sizeof(int32_t)));
-        const struct sample_args a = {c->logits + (size_t)c->out_row[t] * (size_t)n_vocab, n_vocab, 1, n_vocab,
+        TRY(h->be->ops->upload(h->be, b, &u, sizeof u));
+        if (n_pen) TRY(h->be->ops->upload(h->be, b + pen_off, s->pairs, (size_t)n_pen * 2 * sizeof(int32_t)));
+        const struct sample_args a = {h->logits + (size_t)c->out_row[t] * (size_t)n_vocab, n_vocab, 1, n_vocab,
                                       n_pen ? (const int32_t *)(b + pen_off) : NULL, n_pen, s->p.repeat_penalty,
                                       s->p.frequency_penalty, s->p.presence_penalty, s->p.top_k, s->p.top_p,
                                       s->p.min_p, s->p.temp, (const double *)b, (int32_t *)(b + 8), b + scr_off};
-        st = c->be->ops->sample(c->be, &a);
-        if (st == INFER_OK) TRY(c->be->ops->download(c->be, &pick, b + 8, sizeof pick));
+        st = h->be->ops->sample(h->be, &a);
+        if (st == INFER_OK) TRY(h->be->ops->download(h->be, &pick, b + 8, sizeof pick));
         else if (st != INFER_E_UNSUPPORTED) goto fail;
         st = INFER_OK;
     }
@@ -366,7 +367,7 @@ infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *to
     }
     if (pick < 0 || pick >= n_vocab)
         return infer_fail(INFER_E_DEVICE, "infer_sample: the %s backend picked token %d: expected 0..%d",
-                          c->be->ops->name, pick, n_vocab - 1);
+                          h->be->ops->name, pick, n_vocab - 1);
     infer_sampler_accept(s, pick);
     *token = pick;
 fail:

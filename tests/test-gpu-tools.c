@@ -1,11 +1,18 @@
-/* test-gpu-tools: llm-run and llm-bench with -ngl 99 as a user runs them, on a CUDA device (a real one, or the
- * emulator in build-emu, where `make check-emu` runs this).
+/* test-gpu-tools: llm-run and llm-bench with -ngl 99 and with splits as a user runs them, on a CUDA device (a
+ * real one, or the emulator in build-emu, where `make check-emu` runs this).
  *   - every architecture (llama, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next) in F32, and qwen3 / qwen35 in
  *     Q8_0: `llm-run --temp 0 --print-ids` gives the same 24 greedy tokens with -ngl 99 as with -ngl 0 (a
  *     divergence is accepted only at a near-tie: the CPU's top-2 logit gap at that step below 1e-3, printed);
- *   - `llm-bench -ngl 99` runs pp and tg and prints CUDA rows (and, on the emulator, its per-call counters).
+ *   - the same with splits: -ngl 1 for every architecture in F32 (one layer on the GPU; two for the dense
+ *     ones, four for the hybrid ones), -ngl 2 for llama (the layer count: every layer on the GPU, the head
+ *     on the CPU) and qwen35 Q8_0 (half);
+ *   - `llm-bench -ngl 99` runs pp and tg and prints CUDA rows (and, on the emulator, its per-call counters);
+ *     `-ngl 1` prints CUDA+CPU rows.
  * Emulator only (the device's memory and count are set by environment there):
  *   - INFER_EMU_MEM below what the weights need: -ngl 99 is one line naming the MiB needed and free, exit 1;
+ *     so is the split -ngl 1 with 200M, naming the layers; with 260M (the 256 MiB reserve, then 4 MiB) the
+ *     whole model (5.8 MiB) is refused while -ngl 1 (2.3 MiB) loads and gives the CPU's tokens: the fit
+ *     counts only what goes to the device;
  *   - INFER_EMU_DEVICES=2 with -mg 1: the same tokens, and the emulator's exit statistics (INFER_EMU_STATS=1)
  *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work.
  * Without a device: SKIP (exit 77). */
@@ -132,6 +139,11 @@ static void bench(void) {
     const int rc = run("", "llm-bench", args, out, sizeof out);
     T_CHECK(rc == 0 && strstr(out, "| CUDA |") && strstr(out, "pp16") && strstr(out, "tg4"),
             "llm-bench -ngl 99 (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s -p 16 -n 4 -r 1 -t 1 -ngl 1", path);
+    const int rc1 = run("", "llm-bench", args, out, sizeof out);
+    T_CHECK(rc1 == 0 && strstr(out, "| CUDA+CPU |") && strstr(out, "pp16") && strstr(out, "tg4") &&
+                strstr(out, "% of roofline"),
+            "llm-bench -ngl 1, a split (exit %d): %s", rc1, out);
 #ifdef INFER_EMU
     T_CHECK(strstr(out, "per infer_decode call") != NULL, "llm-bench prints the emulator's counters per call: %s", out);
 #endif
@@ -148,6 +160,18 @@ static void too_small(void) {
     for (const char *s = out; *s; s++) lines += *s == '\n';
     T_CHECK(rc == 1 && lines == 1 && strstr(out, "need") && strstr(out, "MiB free"),
             "INFER_EMU_MEM=200M: one line naming what is needed and free, exit 1 (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 1", path, prompt);
+    const int rc1 = run("INFER_EMU_MEM=200M", "llm-run", args, out, sizeof out);
+    lines = 0;
+    for (const char *s = out; *s; s++) lines += *s == '\n';
+    T_CHECK(rc1 == 1 && lines == 1 && strstr(out, "need") && strstr(out, "MiB free") && strstr(out, "last 1 of 2"),
+            "INFER_EMU_MEM=200M, -ngl 1: one line naming the layers, what is needed and free, exit 1 (exit %d): %s",
+            rc1, out);
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 99", path, prompt);
+    const int rc99 = run("INFER_EMU_MEM=260M", "llm-run", args, out, sizeof out);
+    T_CHECK(rc99 == 1 && strstr(out, "every layer and the head"), "INFER_EMU_MEM=260M: -ngl 99 does not fit (exit "
+            "%d): %s", rc99, out);
+    greedy_same("qwen3", "F32", "INFER_EMU_MEM=260M", "-ngl 1");
 }
 
 /* -mg 1 of 2 devices: device 0 untouched. */
@@ -186,6 +210,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) greedy_same(archs[i], "F32", "", "-ngl 99");
     greedy_same("qwen3", "Q8_0", "", "-ngl 99");
     greedy_same("qwen35", "Q8_0", "", "-ngl 99");
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) greedy_same(archs[i], "F32", "", "-ngl 1");
+    greedy_same("llama", "F32", "", "-ngl 2");
+    greedy_same("qwen35", "Q8_0", "", "-ngl 2");
     bench();
 #ifdef INFER_EMU
     too_small();

@@ -9,7 +9,8 @@
  *   - llama.cpp's semantics on a small model: -ngl N takes the LAST N layers (the head only when N > the
  *     layer count), --n-cpu-moe N the experts of the first N MoE layers; KV only for attention layers;
  *   - what a context allocates equals what the plan counts: a counting CPU backend (every build) and the
- *     emulator's allocation counter for a device context (EMU=1 builds);
+ *     emulator's allocation counter for a device context and for both stages of a layer split (EMU=1 builds);
+ *     the split's layers and head where the plan puts them (the load follows the plan's rule);
  *   - bad inputs (negative n_cpu_moe, a device index out of range, memory too small for even the part without
  *     experts) are one clear error each; llm-run --dry-run prints the plan and exits 0.
  */
@@ -22,6 +23,7 @@
 #include "../include/infer.h"
 #include "../tools/synth.h"
 #include "forward.h"
+#include "model.h"
 #include "scratch.h"
 #include "t.h"
 #ifdef INFER_EMU
@@ -153,8 +155,12 @@ static const uint64_t scratch27 =
                        1 + 1 + 1 /* router, ids, weights of one "expert" */ + 10240 + 10240 + 6144 + 96 + 6144 +
                        248320 + 3) +
     32 * 8 * 24 * 258 * 4;
-/* host side of a device context: pos, seq, out_row, out_ids, next (1 sequence) and the logits' host copy */
-static const uint64_t host_scratch_dev = (uint64_t)T * 4 * 4 + 4 + (uint64_t)T * 248320 * 4;
+/* a context's host arrays: pos, seq, out_row, out_ids, next (1 sequence) */
+static const uint64_t host_arrays = (uint64_t)T * 4 * 4 + 4;
+/* host side of a device context running the head: its host arrays and the logits' host copy */
+static const uint64_t host_scratch_dev = host_arrays + (uint64_t)T * 248320 * 4;
+/* the logits of a T-token batch (248320-token vocabulary): only in the stage that runs the head */
+static const uint64_t logits_bytes = (uint64_t)T * 248320 * 4;
 
 /* The largest n_ctx (>= 8192, so attention has its 32 splits) whose cells fit in avail bytes. */
 static int64_t ctx_that_fits(uint64_t avail, int n_layers, int n_head_kv, int q8) {
@@ -255,9 +261,10 @@ static void test_35b(const char *path) {
                         (unsigned long long)d.kv, (unsigned long long)d.state, (unsigned long long)d.scratch,
                         (unsigned long long)wdev, (unsigned long long)kv, (unsigned long long)state,
                         (unsigned long long)scratch35);
-                /* the host computes the experts it holds: the CPU backend's scratch (no device extras) too */
-                const uint64_t cpu_scratch = k ? scratch35 - (uint64_t)T * 4 * 3 - 32 * 8 * 16 * 258 * 4 -
-                                                     (uint64_t)T * 8 * 512 * 4 : 0;
+                /* the host computes the experts it holds: a CPU stage's host arrays and scratch (no device
+                 * extras, no logits: the head runs on the GPU) too (an estimate: expert offload is planned only) */
+                const uint64_t cpu_scratch = k ? host_arrays + scratch35 - (uint64_t)T * 4 * 3 - 32 * 8 * 16 * 258 * 4 -
+                                                     (uint64_t)T * 8 * 512 * 4 - logits_bytes : 0;
                 T_CHECK(h.weights == whost && h.kv == 0 && h.state == 0 && h.scratch == host_scratch_dev + cpu_scratch,
                         "35B %d GiB: host weights %llu scratch %llu, expected %llu %llu", (int)(mem >> 30),
                         (unsigned long long)h.weights, (unsigned long long)h.scratch, (unsigned long long)whost,
@@ -313,10 +320,12 @@ static void test_27b(const char *path) {
         for (int ic = 0; ic < 2; ic++)
             for (int q8 = 0; q8 < 2; q8++) {
                 const uint64_t mem = mems[im];
-                /* the fit: everything (n = 65), else as many trailing layers as fit, the head on the host */
+                /* the fit: everything (n = 65), else as many trailing layers as fit, the head on the host (a
+                 * split: the GPU's stage has no logits) */
                 int n = 65, n_attn = 0, n_gdn = 0;
-                uint64_t wdev = 0, kv = 0, state = 0;
+                uint64_t wdev = 0, kv = 0, state = 0, scratch = scratch27;
                 for (; n >= 0; n--) {
+                    scratch = n == 65 ? scratch27 : scratch27 - logits_bytes;
                     wdev = n == 65 ? embd.dev + head.dev : 0, n_attn = n_gdn = 0;
                     for (int il = 64 - (n > 64 ? 64 : n); il < 64; il++) {
                         wdev += layer[il].dev;
@@ -324,13 +333,13 @@ static void test_27b(const char *path) {
                         n_gdn += il % 4 != 3;
                     }
                     kv = kv_bytes(n_attn, 4, ctxs[ic], q8), state = state_bytes(n_gdn, 10240, 48);
-                    if (wdev + kv + state + scratch27 + OVERHEAD <= mem) break;
+                    if (wdev + kv + state + scratch + OVERHEAD <= mem) break;
                 }
-                const int64_t fit = ctx_that_fits(mem - (wdev + state + scratch27 + OVERHEAD), n_attn, 4, q8);
+                const int64_t fit = ctx_that_fits(mem - (wdev + state + scratch + OVERHEAD), n_attn, 4, q8);
                 infer_plan *p = plan_for(path, INFER_GPU_LAYERS_AUTO, 0, (int32_t)ctxs[ic], q8, mem);
                 if (!p) continue;
                 const infer_plan_info in = infer_plan_get_info(p);
-                const infer_plan_memory d = mem_of(p, 0);
+                const infer_plan_memory d = mem_of(p, 0), h = mem_of(p, -1);
                 printf("27B     %2d GiB ctx %6lld %s: n_gpu_layers %2d (expected %2d), GPU %.1f MiB, fits %lld\n",
                        (int)(mem >> 30), (long long)ctxs[ic], q8 ? "q8_0" : "f16 ", in.n_gpu_layers, n,
                        (double)d.total / 1048576.0, (long long)in.n_ctx_fit);
@@ -341,12 +350,19 @@ static void test_27b(const char *path) {
                 int homes_ok = 1;
                 for (int il = 0; il < 64; il++) homes_ok &= infer_plan_layer_home(p, il) == (il >= 64 - n ? 0 : -1);
                 T_CHECK(homes_ok, "27B %d GiB: layer homes differ from 'the last %d layers on the GPU'", (int)(mem >> 30), n);
-                T_CHECK(d.weights == wdev && d.kv == kv && d.state == state && d.scratch == scratch27,
+                T_CHECK(d.weights == wdev && d.kv == kv && d.state == state && d.scratch == scratch,
                         "27B %d GiB ctx %lld q8 %d: GPU weights %llu kv %llu state %llu scratch %llu, expected %llu %llu "
                         "%llu %llu", (int)(mem >> 30), (long long)ctxs[ic], q8, (unsigned long long)d.weights,
                         (unsigned long long)d.kv, (unsigned long long)d.state, (unsigned long long)d.scratch,
                         (unsigned long long)wdev, (unsigned long long)kv, (unsigned long long)state,
-                        (unsigned long long)scratch27);
+                        (unsigned long long)scratch);
+                /* a split's host: the CPU stage (host arrays, scratch without the device extras, the logits) and
+                 * the GPU stage's host arrays and page-locked x (T x 5120 floats); else the GPU context's */
+                const uint64_t host_split = 2 * host_arrays + scratch27 - (uint64_t)T * 4 * 3 - 32 * 8 * 24 * 258 * 4 +
+                                            (uint64_t)T * 5120 * 4;
+                T_CHECK(h.scratch == (n == 65 ? host_scratch_dev : host_split), "27B %d GiB ctx %lld q8 %d: host "
+                        "scratch %llu, expected %llu", (int)(mem >> 30), (long long)ctxs[ic], q8,
+                        (unsigned long long)h.scratch, (unsigned long long)(n == 65 ? host_scratch_dev : host_split));
                 T_CHECK(in.kv_bytes_per_token == (q8 ? 16 * 2 * 1088u : 16 * 2 * 2048u), "27B: KV per token %llu",
                         (unsigned long long)in.kv_bytes_per_token);
                 T_CHECK(fit >= 8192 && in.n_ctx_fit == fit, "27B %d GiB ctx %lld q8 %d: context that fits %d, expected %lld",
@@ -362,8 +378,8 @@ static void test_semantics(const char *path) {
     T_CHECK(p && infer_plan_layer_home(p, 0) == -1 && infer_plan_layer_home(p, 1) == -1 &&
                 infer_plan_layer_home(p, 2) == 0 && infer_plan_layer_home(p, 3) == 0 &&
                 infer_plan_layer_home(p, 4) == -1 && infer_plan_get_info(p).home_head == -1 &&
-                infer_plan_get_info(p).split,
-            "-ngl 2 of 4: the last two layers on the GPU, the head and the MTP block on the host");
+                infer_plan_get_info(p).split && infer_plan_get_info(p).loads,
+            "-ngl 2 of 4: the last two layers on the GPU, the head and the MTP block on the host; a split that loads");
     /* KV for the one attention layer (3) only: 2 x 256 cells x 2 heads x 64 x f16; layers 0-2 are GDN */
     T_CHECK(mem_of(p, 0).kv == 2 * 256 * 2 * 64 * 2 && mem_of(p, -1).kv == 0, "-ngl 2: KV GPU %llu host %llu",
             (unsigned long long)mem_of(p, 0).kv, (unsigned long long)mem_of(p, -1).kv);
@@ -388,7 +404,8 @@ static void test_semantics(const char *path) {
     int ok = p != NULL;
     for (int il = 0; p && il < 5; il++)
         ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == (il < 3 ? -1 : 0);
-    T_CHECK(ok && infer_plan_get_info(p).n_cpu_moe == 3, "--n-cpu-moe 3: the experts of layers 0-2 on the host");
+    T_CHECK(ok && infer_plan_get_info(p).n_cpu_moe == 3 && !infer_plan_get_info(p).loads,
+            "--n-cpu-moe 3: the experts of layers 0-2 on the host (expert offload: does not load yet)");
     char text[4096];
     infer_plan_text(p, text, (int32_t)sizeof text);
     T_CHECK(strstr(text, "experts of layers 0-2") && strstr(text, "host (CPU)") && strstr(text, "layers 0-3"),
@@ -441,12 +458,13 @@ static void test_errors(const char *path) {
             "kv_type Q4_K: '%s'", infer_last_error());
     T_CHECK(infer_model_plan("/nonexistent.gguf", &mp, NULL, &pp, &p) == INFER_E_IO && !p, "a missing file: '%s'",
             infer_last_error());
-    /* a split plan is refused at load, before any device is touched */
+    /* expert offload is refused at load, before any device is touched */
     mp.n_gpu_layers = 99;
     mp.n_cpu_moe = 2;
     const infer_status st = infer_model_load(path, &mp, &m);
-    T_CHECK(st == INFER_E_UNSUPPORTED && !m && strstr(infer_last_error(), "n_cpu_moe 2"), "load --n-cpu-moe 2: %d '%s'",
-            st, infer_last_error());
+    T_CHECK(st == INFER_E_UNSUPPORTED && !m && strstr(infer_last_error(), "n_cpu_moe 2") &&
+                strstr(infer_last_error(), "expert offload"),
+            "load --n-cpu-moe 2: %d '%s'", st, infer_last_error());
 }
 
 /* ---- what a context allocates = what the plan counts ---- */
@@ -504,10 +522,10 @@ static void test_scratch_equality(const char *path, const char *what, const infe
     const infer_plan_memory h = mem_of(p, -1);
     /* the plan's host scratch also counts the host arrays: pos, seq, out_row, out_ids (n_batch each), next */
     const struct ctx_dims *d = c ? &c->dims : NULL;
-    const uint64_t host_arrays = d ? (uint64_t)d->n_batch * 4 * 4 + (uint64_t)d->n_seq * 4 : 0;
-    T_CHECK(c && counted == h.kv + h.state + h.scratch - host_arrays,
+    const uint64_t arrays = d ? (uint64_t)d->n_batch * 4 * 4 + (uint64_t)d->n_seq * 4 : 0;
+    T_CHECK(c && counted == h.kv + h.state + h.scratch - arrays,
             "%s: the context allocated %llu bytes on its backend, the plan counts %llu", what,
-            (unsigned long long)counted, (unsigned long long)(h.kv + h.state + h.scratch - host_arrays));
+            (unsigned long long)counted, (unsigned long long)(h.kv + h.state + h.scratch - arrays));
     infer_ctx_free(c);
     infer_plan_free(p);
     infer_model_free(m);
@@ -547,6 +565,69 @@ static void test_scratch_equality_device(const char *path, const char *what, con
 #endif
 }
 
+#ifdef INFER_EMU
+/* What stage s holds in host memory: its host arrays and page-locked buffers, and on the CPU its scratch and
+ * its cache (sized by the layers the cache really took). */
+static uint64_t stage_host_bytes(const infer_ctx *s) {
+    uint64_t total = 0;
+    for (int32_t i = 0; i < s->n_scratch; i++)
+        if (s->scratch[i].place != CTX_SCRATCH_BACKEND || !s->on_device) total += ctx_scratch_entry_bytes(&s->scratch[i]);
+    if (s->on_device) return total;
+    const struct kv_cache *kv = s->kv;
+    struct kv_cache_bytes b;
+    kv_cache_bytes_of(&s->m->hp, kv->n_kv_layer, kv->n_gdn, kv->n_embd_h > 0, kv->n_seq, kv->n_ctx, kv->n_ring,
+                      kv->type, &b);
+    const double parts[] = {b.k, b.v, b.conv, b.ssm, b.ring_conv, b.ring_ssm, b.ckpt_conv, b.ckpt_ssm, b.h, b.ring_h,
+                            b.ckpt_h};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) total += (uint64_t)parts[i];
+    return total;
+}
+#endif
+
+/* A layer split (-ngl n of more layers) on the emulator: the load placed the layers and the head where the plan
+ * says, the device stage took what the plan counts on the GPU, and the two stages' host memory is the plan's. */
+static void test_scratch_equality_split(const char *path, const char *what, int32_t n_gpu_layers,
+                                        const infer_ctx_params *cp) {
+#ifdef INFER_EMU
+    infer_model_params mp = infer_model_params_default();
+    infer_model *m = NULL;
+    infer_ctx *c = NULL;
+    infer_plan *p = NULL;
+    struct emu_counters before, after;
+    mp.n_gpu_layers = n_gpu_layers;
+    if (infer_model_load(path, &mp, &m) != INFER_OK) {
+        T_CHECK(0, "%s -ngl %d: %s", what, n_gpu_layers, infer_last_error());
+        return;
+    }
+    emu_counters_get(0, &before);
+    T_CHECK(infer_ctx_create(m, cp, &c) == INFER_OK, "%s -ngl %d: %s", what, n_gpu_layers, infer_last_error());
+    emu_counters_get(0, &after);
+    T_CHECK(infer_model_plan(path, &mp, cp, NULL, &p) == INFER_OK, "%s: %s", what, infer_last_error());
+    if (!c || !p) goto done;
+    const infer_plan_info in = infer_plan_get_info(p);
+    int homes_ok = in.split && in.loads && in.home_head == (m->gpu_head ? 0 : -1) && c->next_stage && c->n_seg == 3;
+    for (int32_t il = 0; il < in.n_layer; il++) homes_ok &= infer_plan_layer_home(p, il) == (il >= m->gpu_layer0 ? 0 : -1);
+    T_CHECK(homes_ok, "%s -ngl %d: the plan's homes differ from the load's placement (first GPU layer %d, head %d)",
+            what, n_gpu_layers, m->gpu_layer0, m->gpu_head);
+    const infer_plan_memory d = mem_of(p, 0), h = mem_of(p, -1);
+    T_CHECK(d.weights == model_weight_bytes(m, m->gpu_layer0, m->gpu_head), "%s -ngl %d: GPU weights %llu, uploaded "
+            "%llu", what, n_gpu_layers, (unsigned long long)d.weights,
+            (unsigned long long)model_weight_bytes(m, m->gpu_layer0, m->gpu_head));
+    T_CHECK(after.bytes_in_use - before.bytes_in_use == d.kv + d.state + d.scratch,
+            "%s -ngl %d: the device stage took %llu bytes, the plan counts %llu", what, n_gpu_layers,
+            (unsigned long long)(after.bytes_in_use - before.bytes_in_use), (unsigned long long)(d.kv + d.state + d.scratch));
+    const uint64_t host = stage_host_bytes(c) + stage_host_bytes(c->next_stage);
+    T_CHECK(host == h.kv + h.state + h.scratch, "%s -ngl %d: the stages hold %llu bytes of host memory, the plan "
+            "counts %llu", what, n_gpu_layers, (unsigned long long)host, (unsigned long long)(h.kv + h.state + h.scratch));
+done:
+    infer_ctx_free(c);
+    infer_plan_free(p);
+    infer_model_free(m);
+#else
+    (void)path, (void)what, (void)n_gpu_layers, (void)cp;
+#endif
+}
+
 /* ---- llm-run --dry-run ---- */
 
 static int run(const char *args, char *out, size_t cap) {
@@ -576,8 +657,14 @@ static void test_dry_run(const char *path35) {
              path35);
     rc = run(args, out, sizeof out);
     T_CHECK(rc == 0 && strstr(out, "layers 0-1 ") && strstr(out, "layers 2-39") && strstr(out, "experts of layers 2-3") &&
-                strstr(out, "CUDA1") && strstr(out, "loading a split is not supported yet"),
+                strstr(out, "CUDA1") && strstr(out, "expert offload is planned only"),
             "llm-run --dry-run -ngl 38 --n-cpu-moe 4 -mg 1 (exit %d):\n%s", rc, out);
+    /* a layer split loads: the plan says so */
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 20 --dry-run-mem 24G", path35);
+    rc = run(args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, "layers 0-19 ") && strstr(out, "layers 20-39") && strstr(out, "it loads and runs") &&
+                !strstr(out, "not supported"),
+            "llm-run --dry-run -ngl 20 (exit %d):\n%s", rc, out);
     snprintf(args, sizeof args, "-m %s --dry-run --dry-run-mem 12X", path35);
     T_CHECK(run(args, out, sizeof out) == 2 && strstr(out, "is not a memory size"), "--dry-run-mem 12X: %s", out);
     snprintf(args, sizeof args, "-m %s --dry-run --fit maybe", path35);
@@ -613,10 +700,13 @@ int main(void) {
         T_CHECK(synth(NULL, archs[i], 0, path) == INFER_OK, "synth %s", archs[i]);
         test_scratch_equality(path, archs[i], &cp);
         test_scratch_equality_device(path, archs[i], &cp);
+        test_scratch_equality_split(path, archs[i], 1, &cp);
     }
     test_scratch_equality(small, "qwen35moe + MTP drafting", &draft);
     draft.n_draft = 0;
     test_scratch_equality_device(small, "qwen35moe, 3 sequences, q8_0", &draft);
+    test_scratch_equality_split(small, "qwen35moe + MTP block, 3 sequences, q8_0", 2, &draft);
+    test_scratch_equality_split(small, "qwen35moe + MTP block, 3 sequences, q8_0", 4, &draft);
     test_dry_run(p35);
     unlink(p35);
     unlink(p27);

@@ -202,7 +202,8 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             rc = args_i32(a, f, v, 0, &a->n_threads);
         } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {
             /* note: only the number is checked here; the library refuses a value it cannot run (no device,
-             * a partial offload, a model larger than the device's memory) with its own message */
+             * a model or split larger than the device's memory, experts on the host under GPU layers) with its
+             * own message */
             if (bench)
                 rc = args_list(a, f, v, 0, a->ngl, ARGS_MAX_LIST, &a->n_ngl);
             else

@@ -24,8 +24,9 @@ struct args {
     int64_t seed;                           /* -s (-1: from the clock) */
     infer_sampler_params sp;                /* --temp --top-k --top-p --min-p --repeat-* penalties */
     int32_t repeat_last_n;                  /* --repeat-last-n (-1: the context size) */
-    int32_t n_gpu_layers;                   /* -ngl N|auto|all (llm-run): the last N layers on CUDA (llama.cpp's
-                                               meaning); auto: INFER_GPU_LAYERS_AUTO; all: -1 */
+    int32_t n_gpu_layers;                   /* -ngl N|auto|all (llm-run): 0 = CPU, the last N layers on CUDA
+                                               (llama.cpp's meaning; a split when N <= the layer count), > the
+                                               layer count: all; auto: INFER_GPU_LAYERS_AUTO; all: -1 */
     int32_t main_gpu;                       /* -mg N: the CUDA device -ngl loads onto (0) */
     int32_t n_cpu_moe;                      /* --n-cpu-moe N / --cpu-moe (INT32_MAX): experts kept on the host */
     int32_t fit;                            /* --fit on|off (1): the automatic fit of -ngl auto */

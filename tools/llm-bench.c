@@ -8,9 +8,11 @@
  * timed run ends when its work is done: infer_logits waits for a GPU context's queued work (as
  * llama-bench's llama_synchronize).
  *
- * -ngl 0 (the default) runs on the CPU; -ngl N with N >= the model's layer count (99) loads every layer
- * and the head onto CUDA device 0 (backend column CUDA; the library refuses a partial offload and a
- * machine without a device with its own message). A list (-ngl 0,99) benchmarks each in turn.
+ * -ngl 0 (the default) runs on the CPU; -ngl N above the model's layer count (99) loads every layer and
+ * the head onto CUDA device 0 (backend column CUDA); 1 <= N <= the layer count puts the last N layers there
+ * and keeps the token lookup and the head on the CPU (CUDA+CPU; each batch copies the hidden state to the
+ * GPU and back). The library refuses a machine without a device with its own message. A list (-ngl 0,2,99)
+ * benchmarks each in turn.
  *
  * For tg the table also gives what bounds it on a CPU or a GPU: the weight bytes one decode step reads (every
  * layer's weights and the LM head; not token_embd, of which one row is read, unless it is the tied LM
@@ -18,7 +20,10 @@
  * layers are not run), the rate that implies, and that rate as a share of the memory bandwidth this
  * run measured: on the CPU a threaded memcpy of a 1 GiB buffer, on CUDA infer_device_bandwidth (a copy
  * kernel over 1 GiB, CUDA events, best of 20), both in read + write bytes per second. The same
- * weight-bytes model is used for CUDA rows: % of roofline = (bytes per token x tokens/s) / bandwidth.
+ * weight-bytes model is used for CUDA rows: % of roofline = (bytes per token x tokens/s) / bandwidth. A
+ * split reads its two parts at two speeds: the roofline time of a token is the CPU part's bytes over the
+ * host's bandwidth plus the GPU part's over the device's, and the bandwidth a row reports (bw_gb_s) is the
+ * bytes per token over that time.
  *
  * --mtp N adds, after each tgN, the same test generated greedily with MTP speculative decoding (N
  * drafts per step) from a one-token prompt, with the mean accepted length per step and the tokens per
@@ -52,8 +57,8 @@ static int usage(int to_err) {
             "  -o FMT        md (default), csv or json\n"
             "  -ctk/-ctv T   KV cache type: f16 (default) or q8_0 (both the same; q8_0 tags the test name)\n"
             "  --mtp N       also run each tg test with MTP speculative decoding, N = 1..4 drafts per step\n"
-            "  -ngl N[,N...] layers on the GPU: 0 = CPU (default); >= the layer count (99) = all on CUDA\n"
-            "                device 0 (partial offload: not yet)\n"
+            "  -ngl N[,N...] layers on CUDA device -mg: 0 = CPU (default); 1..the layer count = the last N (the\n"
+            "                head on the CPU; x crosses the bus twice per batch); above it (99) = all\n"
             "  -mg N         the CUDA device for -ngl (default 0)\n");
     return to_err ? 2 : 0;
 }
@@ -115,6 +120,8 @@ struct bench_model {
     const char *path;
     char name[96];
     double size, params, tg_bytes; /* bytes of weights, elements, bytes read per decode step */
+    double tg_bytes_dev;           /* of tg_bytes, those on the device (the model's placement) */
+    int split;                     /* layers on the GPU, the head on the CPU */
 };
 
 static void model_facts(const infer_model *m, const char *path, struct bench_model *bm) {
@@ -125,7 +132,8 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
         snprintf(bm->name, sizeof bm->name, "%s %s", infer_model_arch(m), ftype_name(atoi(ft)));
     else
         snprintf(bm->name, sizeof bm->name, "%s", infer_model_arch(m));
-    bm->size = bm->params = bm->tg_bytes = 0;
+    bm->size = bm->params = bm->tg_bytes = bm->tg_bytes_dev = 0;
+    bm->split = m->be && !m->gpu_head;
     for (int64_t i = 0; i < infer_model_tensor_count(m); i++) {
         infer_tensor_info t;
         if (infer_model_tensor(m, i, &t) != INFER_OK) continue;
@@ -137,6 +145,7 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
         double share = 1.0;
         if (strstr(t.name, "_exps.") && hp->n_expert > 0) share = (double)hp->n_expert_used / (double)hp->n_expert;
         bm->tg_bytes += share * (double)t.nbytes;
+        if (m->be && (m->gpu_head || layer >= m->gpu_layer0)) bm->tg_bytes_dev += share * (double)t.nbytes;
     }
 }
 
@@ -145,7 +154,7 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
 struct bench_result {
     const struct bench_model *bm;
     int threads;
-    int32_t ngl;              /* 0: CPU; > 0: CUDA */
+    int32_t ngl;              /* 0: CPU; > 0: CUDA (bm->split: CUDA+CPU) */
     int32_t n_prompt, n_gen, depth, mtp;
     double mean, sd;          /* tokens per second */
     double acc_len, tok_fwd;  /* mtp: mean accepted drafts per step, tokens per forward pass */
@@ -293,7 +302,7 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     else
         snprintf(params, sizeof params, "%.2f M", bm->params / 1e6);
     const double rate = r->n_gen ? bm->tg_bytes * r->mean : 0;
-    const char *backend = r->ngl > 0 ? "CUDA" : "CPU";
+    const char *backend = bm->split ? "CUDA+CPU" : r->ngl > 0 ? "CUDA" : "CPU";
     if (r->mtp) snprintf(acc, sizeof acc, "%.2f", r->acc_len), snprintf(tf, sizeof tf, "%.2f", r->tok_fwd);
     if (r->n_gen) {
         snprintf(mbt, sizeof mbt, "%.2f", bm->tg_bytes / 1e6);
@@ -397,7 +406,14 @@ int main(int argc, char **argv) {
                 ret = 1;
                 continue;
             }
-            const double row_bw = a.ngl[gi] > 0 ? dev_bw : bw;
+            if (bm.split && bw == 0) { /* the CPU part's roofline */
+                bw = bw_measure(threads);
+                fprintf(stderr, "llm-bench: memcpy of 1 GiB with %d threads: %.2f GB/s (read + write)\n", threads,
+                        bw / 1e9);
+            }
+            double row_bw = a.ngl[gi] > 0 ? dev_bw : bw;
+            if (bm.split && bw > 0 && dev_bw > 0) /* one token's bytes over its roofline time, part by part */
+                row_bw = bm.tg_bytes / ((bm.tg_bytes - bm.tg_bytes_dev) / bw + bm.tg_bytes_dev / dev_bw);
             for (int di = 0; di < a.n_depth; di++)
                 for (int k = 0; k < a.n_pp + 2 * a.n_tg; k++) { /* pp tests, then each tg plain and (--mtp) drafted */
                     const int tg = k >= a.n_pp, spec = tg && (k - a.n_pp) % 2 == 1;
