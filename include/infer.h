@@ -127,15 +127,24 @@ typedef struct {
     void *progress_user;
     int32_t n_cpu_moe;             /* keep the routed experts (ffn_*_exps) of the first N MoE layers in host memory;
                                       >= the layer count: all of them (llm-run --cpu-moe); 0 (default): none;
-                                      negative: INFER_E_ARG. Planned only: a load that would keep experts on the
-                                      host under GPU layers is refused (INFER_E_UNSUPPORTED) */
+                                      negative: INFER_E_ARG. Under GPU layers (expert offload) the router, the
+                                      shared expert and the rest of the layer run on the GPU, the selected
+                                      experts on the CPU: only the normed hidden state, the routing and the
+                                      experts' output cross the bus */
     int32_t fit;                   /* with INFER_GPU_LAYERS_AUTO: 1 (default) places the whole model on the GPU if
                                       it fits with the context fit_ctx, else (MoE) the experts of as few leading
-                                      layers as needed on the host (refused at load for now, as n_cpu_moe), else
+                                      layers as needed on the host (expert offload, as n_cpu_moe), else
                                       (dense) as many trailing layers as fit (a layer split, which loads); no CUDA
                                       device: the CPU. 0: everything on the GPU, unchecked */
     const infer_ctx_params *fit_ctx; /* the context the automatic fit sizes for; NULL: infer_ctx_params_default().
                                         Borrowed for the call */
+    const char *tensor_overrides;  /* llama.cpp's --override-tensor: "PATTERN=DEVICE[,PATTERN=DEVICE...]", each
+                                      PATTERN a POSIX extended regular expression searched in the tensor names
+                                      (\d is read as [0-9]), DEVICE "CPU" or "CUDA<i>"; the first match wins, and
+                                      it wins over n_cpu_moe. Routed experts (ffn_*_exps) may go to the CPU under
+                                      GPU layers (expert offload) or name the GPU their layer is on; any other
+                                      tensor moved away from its layer's home is INFER_E_UNSUPPORTED, naming it.
+                                      NULL or "": none. Borrowed for the call */
 } infer_model_params;
 
 INFER_API infer_model_params infer_model_params_default(void);
@@ -237,6 +246,11 @@ INFER_API infer_ctx_params infer_ctx_params_default(void);
 INFER_API infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out);
 /* Takes c. NULL is a no-op. */
 INFER_API void infer_ctx_free(infer_ctx *c);
+/* Bytes c's batches have moved between host and device memory since creation (both ways): the batch's token
+ * ids, positions and asked rows going up, the hidden state crossing each boundary of a layer split, the
+ * offloaded experts' inputs (normed hidden state, expert ids and weights) and outputs, and the logits read
+ * back. 0 for a context wholly on the CPU. */
+INFER_API uint64_t infer_ctx_bus_bytes(const infer_ctx *c);
 
 /* ---- placement plans: where a model would live, without loading it ---- */
 

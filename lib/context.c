@@ -110,7 +110,16 @@ struct ctx_stage {
     int on_device;       /* on the model's CUDA device */
     ctx_backend_fn make; /* else on this backend (NULL: the CPU's) */
     int heads;
+    const uint8_t *exps_host; /* (n_layer_all) layers whose routed experts run on the host; NULL: none */
 };
+
+/* Whether a device stage runs layers (of its range, or the MTP blocks with the head) whose experts stay on the host. */
+static int ctx_stage_offloads(const struct infer_model *m, const struct ctx_stage *st) {
+    if (!st->exps_host || (!st->on_device && !st->make)) return 0;
+    for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++)
+        if (st->exps_host[il] && ((il >= st->il0 && il < st->il1) || (il >= m->hp.n_layer && st->heads))) return 1;
+    return 0;
+}
 
 /* The stage of a context (a whole one when the stage spans every layer and runs the head). */
 static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, const struct ctx_stage *stage,
@@ -120,6 +129,7 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     struct ctx_dims dims;
     if ((st = ctx_dims_resolve(m, p, stage->on_device, "infer_ctx_create", &dims)) != INFER_OK) return st;
     dims.heads = stage->heads;
+    dims.exps_host = ctx_stage_offloads(m, stage);
     if (dims.n_draft > 0 && m->be)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
                           "yet; load the model with n_gpu_layers 0 to draft on the CPU", dims.n_draft);
@@ -149,6 +159,10 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     TRY(kv_cache_create_range(c->be, m, stage->il0, stage->il1, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0,
                               c->n_draft > 0, dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));
+    if (dims.exps_host) { /* the host's part of expert offload: its flags and its own CPU backend */
+        memcpy(c->off_layer, stage->exps_host, (size_t)m->hp.n_layer_all);
+        TRY(backend_cpu_create(n_threads, &c->off_be));
+    }
     if (!c->on_device) {
         c->dpos = c->pos;
         c->dout = c->out_ids;
@@ -165,14 +179,16 @@ fail:
 
 /* The context of m placed as (layer0, head) (model_placement): one stage when the device holds nothing or
  * everything; else a split (forward.h) into the host stage (the token lookup, layers [0, layer0), the head)
- * and the device stage (layers [layer0, n_layer)), run as three segments host -> device -> host. dev_make:
- * the device part's backend when it is not CUDA (a test hook). */
+ * and the device stage (layers [layer0, n_layer)), run as three segments host -> device -> host. exps_host
+ * (n_layer_all flags, NULL: none): the device stage's layers whose routed experts run on the host (expert
+ * offload). dev_make: the device part's backend when it is not CUDA (a test hook). */
 static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_params *p, int32_t layer0, int head,
-                                      ctx_backend_fn dev_make, infer_ctx **out) {
+                                      const uint8_t *exps_host, ctx_backend_fn dev_make, infer_ctx **out) {
     infer_status st = INFER_OK;
     const int32_t n_layer = (int32_t)m->hp.n_layer;
     struct ctx_stage host = {.il0 = 0, .il1 = n_layer, .on_device = 0, .make = NULL, .heads = 1};
-    struct ctx_stage dev = {.il0 = 0, .il1 = n_layer, .on_device = dev_make == NULL, .make = dev_make, .heads = 1};
+    struct ctx_stage dev = {.il0 = 0, .il1 = n_layer, .on_device = dev_make == NULL, .make = dev_make, .heads = 1,
+                            .exps_host = exps_host};
     if (head) return ctx_create(m, p, &dev, out);
     if (layer0 >= n_layer) return ctx_create(m, p, &host, out);
     if (p && p->n_draft > 0)
@@ -198,21 +214,39 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
     if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
     *out = NULL;
     if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
-    return ctx_create_placed(m, p, m->gpu_layer0, m->gpu_head, NULL, out);
+    uint8_t *exps_host = xcalloc((size_t)m->hp.n_layer_all, 1);
+    if (!exps_host) return INFER_OOM("expert offload flags");
+    for (int64_t il = 0; il < m->hp.n_layer_all; il++) exps_host[il] = (uint8_t)m->layers[il].exps_host;
+    const infer_status st = ctx_create_placed(m, p, m->gpu_layer0, m->gpu_head, exps_host, NULL, out);
+    xfree(exps_host);
+    return st;
 }
 
-infer_status ctx_create_split_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
-                                 ctx_backend_fn make, infer_ctx **out) {
-    if (!out) return infer_fail(INFER_E_ARG, "ctx_create_split_on: out is NULL");
+infer_status ctx_create_offload_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
+                                   int32_t n_cpu_moe, ctx_backend_fn make, infer_ctx **out) {
+    if (!out) return infer_fail(INFER_E_ARG, "ctx_create_offload_on: out is NULL");
     *out = NULL;
-    if (!m || !make) return infer_fail(INFER_E_ARG, "ctx_create_split_on: model or make is NULL");
+    if (!m || !make || n_cpu_moe < 0)
+        return infer_fail(INFER_E_ARG, "ctx_create_offload_on: model or make is NULL, or n_cpu_moe < 0");
     if (m->be)
-        return infer_fail(INFER_E_ARG, "ctx_create_split_on: the model's weights are on a device; a backend of its "
+        return infer_fail(INFER_E_ARG, "ctx_create_offload_on: the model's weights are on a device; a backend of its "
                           "own needs a model loaded with n_gpu_layers 0");
     int32_t layer0;
     int head;
     model_placement(&m->hp, n_gpu_layers, &layer0, &head);
-    return ctx_create_placed(m, p, layer0, head, make, out);
+    uint8_t *exps_host = xcalloc((size_t)m->hp.n_layer_all, 1);
+    if (!exps_host) return INFER_OOM("expert offload flags");
+    int32_t seen = 0;
+    for (int64_t il = 0; il < m->hp.n_layer_all; il++)
+        if (m->layers[il].ffn_gate_exps) exps_host[il] = seen++ < n_cpu_moe;
+    const infer_status st = ctx_create_placed(m, p, layer0, head, exps_host, make, out);
+    xfree(exps_host);
+    return st;
+}
+
+infer_status ctx_create_split_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
+                                 ctx_backend_fn make, infer_ctx **out) {
+    return ctx_create_offload_on(m, p, n_gpu_layers, 0, make, out);
 }
 
 infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_backend_fn make, infer_ctx **out) {
@@ -232,12 +266,19 @@ void infer_ctx_free(infer_ctx *c) {
         else
             c->be->ops->free(c->be, buf);
     }
+    backend_free(c->off_be);
     if (c->be) {
         c->be->ops->free(c->be, c->sample_buf);
         kv_cache_free(c->kv);
         backend_free(c->be);
     }
     xfree(c);
+}
+
+INFER_API uint64_t infer_ctx_bus_bytes(const infer_ctx *c) {
+    uint64_t n = 0;
+    for (; c; c = c->next_stage) n += c->bus_bytes; /* the batches count in the public stage, logits in the head's */
+    return n;
 }
 
 /* Fills c->pos / c->seq / c->out_row for b, or fails leaving the sequences as they were. */
@@ -335,6 +376,7 @@ const float *infer_logits(const infer_ctx *c, int32_t i) {
             INFER_OK)
             return NULL;
         h->logits_ready = 1;
+        h->bus_bytes += (uint64_t)c->n_out * n_vocab * sizeof(float);
     }
     return h->logits_host + (size_t)c->out_row[i] * n_vocab;
 }

@@ -125,6 +125,13 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
         else /* a split's device stage: x arrives and leaves through it */
             PINNED(x_host, T * (size_t)n_embd, F);
     }
+    if (d->exps_host) { /* expert offload: what crosses to the CPU's MoE op and back */
+        PINNED(off_x, T * (size_t)n_embd, F);
+        PINNED(off_ids, T * (size_t)n_used, I);
+        PINNED(off_w, T * (size_t)n_used, F);
+        PINNED(off_y, T * (size_t)n_embd, F);
+        HOST(off_layer, (size_t)hp->n_layer_all, 1);
+    }
     return l.n;
 }
 

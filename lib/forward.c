@@ -10,7 +10,8 @@
  * A split context (forward.h) runs its segments in turn, each through its stage's run(): x leaves a
  * device segment by a queued copy into the stage's page-locked x_host (part of the graph), the host
  * copies it into the next stage's x (or x_host, which that segment's first queued copy reads), and the
- * stage is synchronised before its output is read.
+ * stage is synchronised before its output is read. Expert offload cuts a device segment into pieces at each
+ * layer whose routed experts stay in host memory (forward_pieces; forward.h).
  */
 #include <string.h>
 
@@ -86,9 +87,27 @@ struct forward_job {
     const int32_t *tokens;              /* backend memory */
     int32_t n_tokens, n_out;
     int x_in, x_out;                    /* x arrives in / leaves through c->x_host */
+    /* the piece of the segment this job queues (expert offload cuts a segment at each offloaded layer): layers
+     * [il0, il1) whole, then, when il1 < seg->il1, layer il1 up to its routing; resume: il0's offloaded MoE
+     * block is finished first (the CPU's output arrives) */
+    int32_t il0, il1;
+    int resume;
 };
 
-/* Everything a segment queues on its stage's backend: the part a device backend may capture as a graph. */
+/* One layer: its mixer (attention or Gated DeltaNet) and its FFN block. */
+static infer_status forward_layer(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    if (c->m->layers[il].kind == ARCH_LAYER_GDN)
+        TRY(layer_gdn(c, il, n_tokens));
+    else
+        TRY(layer_attn(c, il, n_tokens));
+    TRY(forward_ffn(c, il, n_tokens));
+fail:
+    return st;
+}
+
+/* Everything a piece of a segment queues on its stage's backend: the part a device backend may capture as a
+ * graph. */
 static infer_status forward_body(void *arg) {
     infer_status st = INFER_OK;
     const struct forward_job *j = arg;
@@ -97,16 +116,22 @@ static infer_status forward_body(void *arg) {
     const struct infer_model *m = c->m;
     const int64_t n_embd = m->hp.n_embd;
     const size_t x_bytes = (size_t)j->n_tokens * (size_t)n_embd * sizeof(float);
-    if (j->seg->embeds)
+    int32_t il = j->il0;
+    if (j->resume) {
+        TRY(layer_moe_offload_finish(c, il, j->n_tokens));
+        il++;
+    } else if (j->seg->embeds) {
         TRY(forward_embed(c, m->token_embd, j->tokens, j->n_tokens));
-    else if (j->x_in)
+    } else if (j->x_in) {
         TRY(be->ops->stage_in(be, c->x, c->x_host, x_bytes));
-    for (int32_t il = j->seg->il0; il < j->seg->il1; il++) {
+    }
+    for (; il < j->il1; il++) TRY(forward_layer(c, il, j->n_tokens));
+    if (j->il1 < j->seg->il1) { /* an offloaded layer: its mixer, then its routing handed to the host */
         if (m->layers[il].kind == ARCH_LAYER_GDN)
             TRY(layer_gdn(c, il, j->n_tokens));
         else
             TRY(layer_attn(c, il, j->n_tokens));
-        TRY(forward_ffn(c, il, j->n_tokens));
+        return layer_moe_offload_start(c, il, j->n_tokens);
     }
     if (!j->seg->heads) {
         if (j->x_out) TRY(be->ops->stage_out(be, c->x_host, c->x, x_bytes));
@@ -129,30 +154,76 @@ fail:
     return st;
 }
 
-/* The graph key of a batch: the ops and their arguments follow from the token count, the rows asked and
- * each token's sequence (which KV cells and recurrent state it uses) — everything else that changes is
- * read from backend memory. 0 (no graph) for prefill-sized batches and for contexts with a snapshot ring
- * (drafting), whose ring slots are kernel arguments that move with the position; without a ring the
- * recurrent layers' arguments are fixed too. */
-static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_t n_tokens, int32_t n_out) {
+/* The shared expert of an offloaded layer, queued on its own while the host runs the routed experts. */
+struct forward_shared_job {
+    struct infer_ctx *c;
+    int32_t il, n_tokens;
+};
+
+static infer_status forward_shared_body(void *arg) {
+    const struct forward_shared_job *j = arg;
+    return layer_moe_offload_shared(j->c, j->il, j->n_tokens);
+}
+
+/* The graph key of a batch's piece: the ops and their arguments follow from the piece, the token count, the
+ * rows asked and each token's sequence (which KV cells and recurrent state it uses) — everything else that
+ * changes is read from backend memory. 0 (no graph) for prefill-sized batches and for contexts with a
+ * snapshot ring (drafting), whose ring slots are kernel arguments that move with the position; without a
+ * ring the recurrent layers' arguments are fixed too. */
+static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_t piece, int32_t n_tokens,
+                                  int32_t n_out) {
     if (!c->on_device || n_tokens > MMV_MAX_TOKENS || c->kv->n_ring > 0) return 0;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the segment and the shape */
-    const int32_t shape[3] = {seg, n_tokens, n_out};
-    for (int i = 0; i < 3 + n_tokens; i++) {
-        h ^= (uint64_t)(uint32_t)(i < 3 ? shape[i] : c->seq[i - 3]);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the segment, the piece and the shape */
+    const int32_t shape[4] = {seg, piece, n_tokens, n_out};
+    for (int i = 0; i < 4 + n_tokens; i++) {
+        h ^= (uint64_t)(uint32_t)(i < 4 ? shape[i] : c->seq[i - 4]);
         h *= 1099511628211ull;
     }
     return h | 1;
 }
 
+/* The first layer in [il, il1) whose routed experts run on the host, or il1. */
+static int32_t forward_next_offload(const struct infer_ctx *s, int32_t il, int32_t il1) {
+    while (s->off_layer && il < il1 && !s->off_layer[il]) il++;
+    return il;
+}
+
+/* The pieces of segment sg on stage s (one unless layers offload experts), in turn: each queued through run();
+ * between two, the routing is read on the host (a sync), the shared expert is queued, and the host's experts
+ * run meanwhile. */
+static infer_status forward_pieces(struct infer_ctx *c, int32_t k, struct forward_job *j) {
+    infer_status st = INFER_OK;
+    struct infer_ctx *s = j->c;
+    struct infer_backend *be = s->be;
+    const size_t row = (size_t)c->m->hp.n_embd * sizeof(float);
+    const size_t route = (size_t)c->m->hp.n_expert_used * (sizeof(int32_t) + sizeof(float));
+    j->il0 = j->seg->il0;
+    j->resume = 0;
+    for (int32_t piece = 0;; piece++) {
+        j->il1 = forward_next_offload(s, j->il0 + j->resume, j->seg->il1);
+        TRY(be->ops->run(be, forward_graph_key(s, k, 2 * piece, j->n_tokens, j->n_out), forward_body, j));
+        if (j->il1 == j->seg->il1) break;
+        TRY(be->ops->sync(be)); /* the routing is on the host */
+        struct forward_shared_job sj = {.c = s, .il = j->il1, .n_tokens = j->n_tokens};
+        TRY(be->ops->run(be, forward_graph_key(s, k, 2 * piece + 1, j->n_tokens, j->n_out), forward_shared_body, &sj));
+        TRY(layer_moe_offload_host(s, j->il1, j->n_tokens));
+        c->bus_bytes += (uint64_t)j->n_tokens * (2 * row + route);
+        j->il0 = j->il1;
+        j->resume = 1;
+    }
+fail:
+    return st;
+}
+
 /* Segment k of the batch on its stage s: the batch's description and x handed over from segment k - 1,
- * what the device needs uploaded, the queued ops, and a sync (the next segment reads its output). */
+ * what the device needs uploaded, the queued pieces, and a sync (the next segment reads its output). */
 static infer_status forward_segment_run(struct infer_ctx *c, int32_t k, const int32_t *tokens, int32_t n_tokens,
                                         int32_t n_out) {
     infer_status st = INFER_OK;
     const struct forward_segment *sg = &c->seg[k];
     struct infer_ctx *s = sg->stage;
     struct infer_backend *be = s->be;
+    const size_t x_bytes = (size_t)n_tokens * (size_t)c->m->hp.n_embd * sizeof(float);
     struct forward_job j = {.c = s, .seg = sg, .tokens = tokens, .n_tokens = n_tokens, .n_out = n_out};
     if (s != c) { /* the stage's own copy of the batch (its layers read them from the host) */
         memcpy(s->pos, c->pos, (size_t)n_tokens * sizeof(int32_t));
@@ -163,7 +234,7 @@ static infer_status forward_segment_run(struct infer_ctx *c, int32_t k, const in
         const struct infer_ctx *from = c->seg[k - 1].stage;
         const float *src = from->x_host ? from->x_host : from->x;
         float *dst = s->x_host ? s->x_host : s->x;
-        if (dst != src) memcpy(dst, src, (size_t)n_tokens * (size_t)c->m->hp.n_embd * sizeof(float));
+        if (dst != src) memcpy(dst, src, x_bytes);
         j.x_in = s->x_host != NULL;
     }
     j.x_out = k + 1 < c->n_seg && s->x_host != NULL;
@@ -171,9 +242,12 @@ static infer_status forward_segment_run(struct infer_ctx *c, int32_t k, const in
         if (sg->embeds) TRY(be->ops->upload(be, s->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
         TRY(be->ops->upload(be, s->dpos, s->pos, (size_t)n_tokens * sizeof(int32_t)));
         if (sg->heads && n_out > 0) TRY(be->ops->upload(be, s->dout, s->out_ids, (size_t)n_out * sizeof(int32_t)));
+        c->bus_bytes += (uint64_t)(sg->embeds ? n_tokens : 0) * sizeof(int32_t) + (uint64_t)n_tokens * sizeof(int32_t) +
+                        (uint64_t)(sg->heads ? n_out : 0) * sizeof(int32_t);
+        c->bus_bytes += (uint64_t)(j.x_in + j.x_out) * x_bytes;
         j.tokens = s->dtok;
     }
-    TRY(be->ops->run(be, forward_graph_key(s, k, n_tokens, n_out), forward_body, &j));
+    TRY(forward_pieces(c, k, &j));
     TRY(be->ops->sync(be));
 fail:
     return st;

@@ -14,7 +14,10 @@
  * layers on one stage: host (the token lookup, layers [0, l0)) -> device (layers [l0, n_layer)) -> host
  * (the head). x crosses each boundary once per batch through the device stage's page-locked x_host, and
  * the device segment is queued through its backend's run(), so decode batches replay a graph there. A
- * single-device context is one segment on itself. Sequence bookkeeping (lengths, truncation, checkpoints)
+ * single-device context is one segment on itself. Expert offload (layers on the device whose routed experts
+ * stay in host memory) cuts a device segment into PIECES at each such layer: a piece ends with the layer's
+ * routing queued and copied out; the CPU backend off_be runs the selected experts while the device runs the
+ * shared expert; the next piece begins by adding the experts' output. Sequence bookkeeping (lengths, truncation, checkpoints)
  * is applied to every stage's cache.
  */
 #ifndef INFER_FORWARD_H
@@ -99,6 +102,16 @@ struct infer_ctx {
     int32_t n_seg;
     struct infer_ctx *next_stage; /* owned; NULL for the last stage */
     float *x_host;        /* a device stage of a split: (T, n_embd) x crossing the bus (host_alloc: page-locked) */
+    uint64_t bus_bytes;   /* moved between host and device by this context's batches (infer_ctx_bus_bytes) */
+    /* expert offload (a device stage whose layers keep routed experts in host memory; else NULL): per such
+     * layer the routing is computed here, the normed hidden state and the routing go down to off_be's MoE op,
+     * the shared expert runs here meanwhile, and the experts' output comes back (forward.c) */
+    struct infer_backend *off_be; /* owned: the CPU backend that runs those experts */
+    uint8_t *off_layer;   /* (n_layer_all) 1: layer il's routed experts run on off_be */
+    float *off_x;         /* (T, n_embd) page-locked: the normed hidden state, going to the CPU */
+    int32_t *off_ids;     /* (T, n_expert_used) page-locked: the selected experts */
+    float *off_w;         /* (T, n_expert_used) page-locked: their weights */
+    float *off_y;         /* (T, n_embd) page-locked: the experts' weighted sum, coming back */
 };
 
 /* The stage that runs the head: its logits (device memory on CUDA) are the context's. */
@@ -116,6 +129,10 @@ infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_
  * past the layer count: ctx_create_on. INFER_E_ARG for a device model. */
 infer_status ctx_create_split_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
                                  ctx_backend_fn make, infer_ctx **out);
+/* ctx_create_split_on with expert offload as a load with n_cpu_moe would place it: the routed experts of the
+ * first n_cpu_moe MoE layers, where those layers are on the device part, run on a CPU backend of their own. */
+infer_status ctx_create_offload_on(const infer_model *m, const infer_ctx_params *p, int32_t n_gpu_layers,
+                                   int32_t n_cpu_moe, ctx_backend_fn make, infer_ctx **out);
 
 /* Runs the segments over tokens already validated into c->pos / c->seq / c->out_row (n_out rows asked),
  * writing K/V cells at those positions. The caller updates the sequence lengths after success. */
@@ -157,5 +174,13 @@ infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *
                        float *out);
 infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+/* Expert offload of layer il's MoE block, in three parts (layer_moe.c): start queues the routing and the copies
+ * of the normed hidden state and the routing into c->off_*; shared queues the shared expert (if any), whose
+ * output waits in c->xn; finish queues the copy of the experts' output (c->off_y, written by the host in
+ * between) and the residual adds. layer_moe_offload_host runs the experts on c->off_be. */
+infer_status layer_moe_offload_start(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+infer_status layer_moe_offload_shared(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+infer_status layer_moe_offload_host(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+infer_status layer_moe_offload_finish(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 
 #endif

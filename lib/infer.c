@@ -107,35 +107,35 @@ static infer_status infer_placement(const struct infer_model *m, const infer_mod
 }
 
 /* The plan's layers on CUDA device main_gpu: the last n_gpu_layers, and the head too past the layer count
- * (model_placement, the plan's own rule). A plan that keeps routed experts on the host under GPU layers is
- * refused (expert offload is not implemented); the device's existence and the fit are checked at upload. */
+ * (model_placement, the plan's own rule), less the routed experts the plan keeps in host memory (n_cpu_moe,
+ * tensor_overrides: expert offload). The device's existence and the fit are checked at upload. */
 static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
     infer_status st = INFER_OK;
     struct plan *pl = NULL;
+    uint8_t *exps_host = NULL;
+    struct infer_backend *be = NULL;
     TRY(infer_placement(m, p, &pl));
-    const int experts = plan_offloads_experts(pl);
-    const int32_t n_gpu = pl->n_gpu_layers, n_cpu_moe = pl->n_cpu_moe;
-    plan_free(pl);
-    if (experts && p->n_gpu_layers == INFER_GPU_LAYERS_AUTO)
-        return infer_fail(INFER_E_UNSUPPORTED, "%s: automatic fit: the model does not fit CUDA device %d whole; it "
-                          "would take n_gpu_layers %d with the routed experts of %d MoE layers in host memory, and "
-                          "expert offload is not supported yet; use -ngl N (a layer split: the last N layers on the "
-                          "GPU), -ngl 0 (CPU) or a smaller context (llm-run --dry-run shows the plan)", m->gguf->path,
-                          p->main_gpu, n_gpu, n_cpu_moe);
-    if (experts)
-        return infer_fail(INFER_E_UNSUPPORTED, "%s: n_gpu_layers %d, n_cpu_moe %d: keeping routed experts in host "
-                          "memory while their layers are on the GPU (expert offload) is not supported yet; use "
-                          "n_cpu_moe 0 (-ngl N alone splits whole layers, which runs)", m->gguf->path,
-                          p->n_gpu_layers, p->n_cpu_moe);
-    if (n_gpu == 0) return INFER_OK; /* the automatic fit chose the CPU */
+    const int32_t n_gpu = pl->n_gpu_layers;
+    if (n_gpu == 0) goto fail; /* the automatic fit chose the CPU */
+    if (plan_offloads_experts(pl)) {
+        exps_host = xcalloc((size_t)pl->n_layer_all, 1);
+        if (!exps_host) {
+            st = INFER_OOM("expert offload flags");
+            goto fail;
+        }
+        for (int32_t il = 0; il < pl->n_layer_all; il++)
+            exps_host[il] = pl->exps_home[il] == PLAN_HOST && pl->layer_home[il] != PLAN_HOST;
+    }
     int32_t layer0;
     int head;
     model_placement(&m->hp, n_gpu, &layer0, &head);
-    struct infer_backend *be = NULL;
     TRY(backend_cuda_create(p->main_gpu, &be));
-    st = model_upload(m, be, p->main_gpu, layer0, head, p, 0.15f, 0.95f);
-    if (st != INFER_OK) backend_free(be);
+    st = model_upload(m, be, p->main_gpu, layer0, head, exps_host, p, 0.15f, 0.95f);
+    if (st == INFER_OK) be = NULL; /* the model owns it */
 fail:
+    backend_free(be);
+    xfree(exps_host);
+    plan_free(pl);
     return st;
 }
 

@@ -17,6 +17,7 @@
 struct model_layer {
     enum arch_layer_kind kind;
     int is_mtp;
+    int exps_host; /* the layer is on the device but its routed experts stay in host memory (expert offload) */
     const struct gguf_tensor *attn_norm, *post_attn_norm, *ffn_norm; /* ffn_norm or post_attention_norm */
     /* attention */
     const struct gguf_tensor *attn_q, *attn_k, *attn_v, *attn_out, *attn_q_norm, *attn_k_norm;
@@ -70,12 +71,18 @@ const struct gguf_tensor **model_layer_slot(struct model_layer *L, enum arch_rol
  * (n_layer: none); *head: whether the head is there. */
 void model_placement(const struct arch_hparams *hp, int32_t n, int32_t *layer0, int *head);
 #define MODEL_UPLOAD_RESERVE (UINT64_C(256) << 20) /* device memory the fit check keeps free for the contexts */
-/* Bytes the tensors of a placement take on a device (each rounded up to 256). */
-uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head);
-/* Copies the tensors of the placement (layer0, head) into memory of be (device `device`) and points the
- * layers (and head) placed there at device copies of their descriptors; on success the model owns be.
- * INFER_E_OOM with both numbers, before any allocation, when they do not fit. Progress from lo to hi. */
+/* The routed-expert tensors (ffn_{gate,up,down}_exps): what expert offload keeps in host memory. */
+int model_is_expert_tensor(const char *name);
+/* Bytes the tensors of a placement take on a device (each rounded up to 256): the layers from layer0 and the
+ * head as model_placement says, less the routed experts of the layers flagged in exps_host (n_layer_all
+ * flags; NULL: none), which stay in host memory. */
+uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head, const uint8_t *exps_host);
+/* Copies the tensors of the placement (layer0, head, exps_host as model_weight_bytes) into memory of be
+ * (device `device`) and points the layers (and head) placed there at device copies of their descriptors;
+ * a flagged layer's experts keep the file's descriptors (the mapping) and the layer gets exps_host = 1. On
+ * success the model owns be. INFER_E_OOM with both numbers, before any allocation, when they do not fit.
+ * Progress from lo to hi. */
 infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, int32_t layer0, int head,
-                          const infer_model_params *p, float lo, float hi);
+                          const uint8_t *exps_host, const infer_model_params *p, float lo, float hi);
 
 #endif

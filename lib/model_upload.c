@@ -10,8 +10,11 @@
  * for the contexts must fit in the device's free memory, else INFER_E_OOM with both numbers (a model that
  * does not fit is one clear error at load, not a failed cudaMalloc halfway through). Progress goes from
  * lo to hi by bytes copied.
+ * Expert offload (exps_host): the routed experts of flagged layers are not copied; those layers keep the
+ * file's descriptors for them (host memory, which the CPU backend's MoE op reads) and are marked exps_host.
  */
 #include <inttypes.h>
+#include <string.h>
 
 #include "model.h"
 
@@ -26,8 +29,13 @@ void model_placement(const struct arch_hparams *hp, int32_t n, int32_t *layer0, 
     *head = all;
 }
 
-/* Marks in placed (one flag per file tensor) the tensors of placement (layer0, head). */
-static void model_upload_mark(struct infer_model *m, int32_t layer0, int head, uint8_t *placed) {
+int model_is_expert_tensor(const char *name) {
+    return strstr(name, ".ffn_gate_exps.") || strstr(name, ".ffn_up_exps.") || strstr(name, ".ffn_down_exps.");
+}
+
+/* Marks in placed (one flag per file tensor) the tensors of placement (layer0, head, exps_host). */
+static void model_upload_mark(const struct infer_model *m, int32_t layer0, int head, const uint8_t *exps_host,
+                              uint8_t *placed) {
     const struct gguf_file *f = m->gguf;
     for (int64_t i = 0; i < f->n_tensors; i++) placed[i] = (uint8_t)head;
     for (int64_t il = layer0; il < m->hp.n_layer; il++)
@@ -35,20 +43,24 @@ static void model_upload_mark(struct infer_model *m, int32_t layer0, int head, u
             const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)r);
             if (slot && *slot) placed[*slot - f->tensors] = 1;
         }
+    for (int64_t il = 0; exps_host && il < m->hp.n_layer_all; il++) {
+        const struct model_layer *L = &m->layers[il];
+        if (!exps_host[il] || !L->ffn_gate_exps) continue;
+        placed[L->ffn_gate_exps - f->tensors] = 0;
+        placed[L->ffn_up_exps - f->tensors] = 0;
+        placed[L->ffn_down_exps - f->tensors] = 0;
+    }
 }
 
-uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head) {
+uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head, const uint8_t *exps_host) {
     const struct gguf_file *f = m->gguf;
+    uint8_t *placed = xcalloc((size_t)f->n_tensors + 1, 1);
+    if (!placed) return UINT64_MAX; /* no fit check passes */
+    model_upload_mark(m, layer0, head, exps_host, placed);
     uint64_t total = 0;
-    if (head) { /* every tensor */
-        for (int64_t i = 0; i < f->n_tensors; i++) total += model_upload_round(f->tensors[i].nbytes);
-        return total;
-    }
-    for (int64_t il = layer0; il < m->hp.n_layer; il++)
-        for (int r = 0; r < ARCH_T_COUNT; r++) {
-            const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)r);
-            if (slot && *slot) total += model_upload_round((*slot)->nbytes);
-        }
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        if (placed[i]) total += model_upload_round(f->tensors[i].nbytes);
+    xfree(placed);
     return total;
 }
 
@@ -58,19 +70,19 @@ static void model_upload_rebind(const struct infer_model *m, const struct gguf_t
 }
 
 infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, int32_t layer0, int head,
-                          const infer_model_params *p, float lo, float hi) {
+                          const uint8_t *exps_host, const infer_model_params *p, float lo, float hi) {
     infer_status st = INFER_OK;
     struct gguf_file *f = m->gguf;
     const int64_t n_layer = m->hp.n_layer;
     uint8_t *placed = NULL;
     struct gguf_tensor *copies = NULL;
     void *buf = NULL;
-    const uint64_t total = model_weight_bytes(m, layer0, head);
+    const uint64_t total = model_weight_bytes(m, layer0, head, exps_host);
     size_t free_b = 0, total_b = 0;
     TRY(be->ops->mem_info(be, &free_b, &total_b));
     if (total + MODEL_UPLOAD_RESERVE > (uint64_t)free_b) {
         char what[96];
-        if (head) snprintf(what, sizeof what, "every layer and the head");
+        if (head) snprintf(what, sizeof what, "every layer and the head%s", exps_host ? " but the host's experts" : "");
         else snprintf(what, sizeof what, "the last %" PRId64 " of %" PRId64 " layers", n_layer - layer0, n_layer);
         return infer_fail(INFER_E_OOM, "%s: the weights on the GPU (%s) need %.1f MiB of device memory (plus %" PRIu64
                           " MiB for the contexts) but CUDA device %d has %.1f MiB free of %.1f MiB; put fewer layers "
@@ -84,7 +96,7 @@ infer_status model_upload(struct infer_model *m, struct infer_backend *be, int d
         st = INFER_OOM("the device tensor table");
         goto fail;
     }
-    model_upload_mark(m, layer0, head, placed);
+    model_upload_mark(m, layer0, head, exps_host, placed);
     TRY(be->ops->alloc(be, (size_t)total, &buf));
     uint64_t off = 0;
     for (int64_t i = 0; i < f->n_tensors; i++) {
@@ -113,6 +125,8 @@ infer_status model_upload(struct infer_model *m, struct infer_backend *be, int d
     model_upload_rebind(m, &m->output_norm);
     model_upload_rebind(m, &m->output);
     model_upload_rebind(m, &m->rope_freqs);
+    for (int64_t il = 0; exps_host && il < m->hp.n_layer_all; il++)
+        m->layers[il].exps_host = exps_host[il] && m->layers[il].ffn_gate_exps && (il < n_layer ? il >= layer0 : head);
     m->be = be;
     m->device = device;
     m->gpu_layer0 = layer0, m->gpu_head = head;

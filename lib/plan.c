@@ -7,7 +7,9 @@
 #include "plan.h"
 
 #include <inttypes.h>
+#include <regex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
@@ -47,7 +49,7 @@ static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gp
     p->n_gpu_layers = n_gpu;
     p->n_cpu_moe = n_cpu_moe;
     p->home_head = head ? p->gpu : PLAN_HOST;
-    p->home_embd = head && n_cpu_moe == 0 ? p->gpu : PLAN_HOST;
+    p->home_embd = head ? p->gpu : PLAN_HOST;
     int32_t moe_seen = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
         const int on_gpu = il < p->n_layer ? il >= layer0 : head;
@@ -56,6 +58,7 @@ static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gp
         if (!plan_has_experts(m, il)) continue;
         if (moe_seen < n_cpu_moe) p->exps_home[il] = PLAN_HOST;
         moe_seen++;
+        if (p->ot_exps[il] != PLAN_NO_OVERRIDE) p->exps_home[il] = p->ot_exps[il];
     }
     p->n_seg = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
@@ -65,6 +68,112 @@ static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gp
         }
         p->seg[p->n_seg++] = (struct plan_segment){.first = il, .count = 1, .home = p->layer_home[il]};
     }
+}
+
+/* ---- tensor overrides (llama.cpp's -ot PATTERN=DEVICE) ---- */
+
+struct plan_override {
+    regex_t re;
+    int32_t home;
+};
+
+/* Parses "PATTERN=DEVICE[,...]" into ot (at most cap entries); *n of them compiled (free them with regfree). */
+static infer_status plan_overrides_parse(const char *spec, struct plan_override *ot, int32_t cap, int32_t *n) {
+    *n = 0;
+    for (const char *s = spec; s && *s;) {
+        const char *end = strchr(s, ',');
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *eq = memchr(s, '=', len);
+        if (!eq || eq == s)
+            return infer_fail(INFER_E_ARG, "tensor overrides: '%.*s': expected PATTERN=DEVICE (DEVICE CPU or CUDA0...)",
+                              (int)len, s);
+        const char *dev = eq + 1;
+        const size_t dev_len = len - (size_t)(dev - s);
+        int32_t home;
+        char *tail = NULL;
+        if (dev_len == 3 && !memcmp(dev, "CPU", 3)) {
+            home = PLAN_HOST;
+        } else if (dev_len > 4 && !memcmp(dev, "CUDA", 4) && dev[4] >= '0' && dev[4] <= '9' &&
+                   (home = (int32_t)strtol(dev + 4, &tail, 10), tail == dev + dev_len) && home < PLAN_MAX_DEVICES) {
+        } else {
+            return infer_fail(INFER_E_ARG, "tensor overrides: '%.*s': unknown device '%.*s' (expected CPU or CUDA0, "
+                              "CUDA1, ...)", (int)len, s, (int)dev_len, dev);
+        }
+        if (*n == cap) return infer_fail(INFER_E_ARG, "tensor overrides: more than %d patterns", cap);
+        /* the pattern, with \d (which POSIX lacks and llama.cpp's users write) as [0-9] */
+        char pat[512];
+        size_t o = 0;
+        for (const char *c = s; c < eq; c++) {
+            if (o + 6 >= sizeof pat) return infer_fail(INFER_E_ARG, "tensor overrides: pattern '%.*s' is too long",
+                                                       (int)(eq - s), s);
+            if (c[0] == '\\' && c + 1 < eq && c[1] == 'd') {
+                memcpy(pat + o, "[0-9]", 5), o += 5, c++;
+                continue;
+            }
+            pat[o++] = *c;
+        }
+        pat[o] = 0;
+        if (regcomp(&ot[*n].re, pat, REG_EXTENDED | REG_NOSUB))
+            return infer_fail(INFER_E_ARG, "tensor overrides: '%.*s' is not a valid regular expression", (int)(eq - s), s);
+        ot[(*n)++].home = home;
+        s = end ? end + 1 : s + len;
+    }
+    return INFER_OK;
+}
+
+/* The home the first matching override gives name, or PLAN_NO_OVERRIDE. */
+static int32_t plan_override_home(const struct plan_override *ot, int32_t n, const char *name) {
+    for (int32_t i = 0; i < n; i++)
+        if (regexec(&ot[i].re, name, 0, NULL, 0) == 0) return ot[i].home;
+    return PLAN_NO_OVERRIDE;
+}
+
+/* ot_exps of every MoE layer from its three expert tensors (they must agree). */
+static infer_status plan_overrides_experts(struct plan *p, const struct infer_model *m, const struct plan_override *ot,
+                                           int32_t n) {
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        p->ot_exps[il] = PLAN_NO_OVERRIDE;
+        const struct model_layer *L = &m->layers[il];
+        if (!L->ffn_gate_exps) continue;
+        const struct gguf_tensor *t[3] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
+        int32_t h[3];
+        for (int i = 0; i < 3; i++) h[i] = plan_override_home(ot, n, t[i]->name);
+        if (h[0] != h[1] || h[0] != h[2])
+            return infer_fail(INFER_E_UNSUPPORTED, "tensor overrides: %s, %s and %s go to different devices; the routed "
+                              "experts of a layer run in one place", t[0]->name, t[1]->name, t[2]->name);
+        p->ot_exps[il] = h[0];
+    }
+    return INFER_OK;
+}
+
+/* After placement: every override must describe what runs — the routed experts on the host under a GPU layer,
+ * or anything on the home it already has. */
+static infer_status plan_overrides_check(const struct plan *p, const struct infer_model *m, const struct plan_override *ot,
+                                         int32_t n) {
+    const struct gguf_file *f = m->gguf;
+    for (int64_t i = 0; i < f->n_tensors && n > 0; i++) {
+        const struct gguf_tensor *t = &f->tensors[i];
+        const int32_t want = plan_override_home(ot, n, t->name);
+        if (want == PLAN_NO_OVERRIDE) continue;
+        int il = -1;
+        const int layer = sscanf(t->name, "blk.%d.", &il) == 1 && il >= 0 && il < p->n_layer_all;
+        if (layer && model_is_expert_tensor(t->name)) {
+            if (p->exps_home[il] != PLAN_HOST && p->exps_home[il] != p->layer_home[il])
+                return infer_fail(INFER_E_UNSUPPORTED, "tensor overrides: %s to CUDA%d while layer %d runs on %s: routed "
+                                  "experts can stay on the CPU under a GPU layer, not the other way", t->name,
+                                  p->exps_home[il], il, p->layer_home[il] == PLAN_HOST ? "the CPU" : "another GPU");
+            continue;
+        }
+        const int32_t home = layer ? p->layer_home[il] : p->home_head;
+        if (want != home && !(strcmp(t->name, "token_embd.weight") == 0 && want == p->home_embd)) {
+            char dev[16];
+            if (want == PLAN_HOST) snprintf(dev, sizeof dev, "CPU");
+            else snprintf(dev, sizeof dev, "CUDA%d", want);
+            return infer_fail(INFER_E_UNSUPPORTED, "tensor overrides: %s to %s: only routed experts (ffn_*_exps) can be "
+                              "moved away from their layer (to the CPU); place whole layers with -ngl", t->name, dev);
+        }
+    }
+    return INFER_OK;
 }
 
 /* ---- accounting ---- */
@@ -84,14 +193,15 @@ static int32_t plan_tensor_home(const struct plan *p, const struct infer_model *
 }
 
 /* The stages of a context under p (forward.h) as ctx_create builds them, into st (at most 2): the host's when
- * the host runs anything (a layer, routed experts, the head), the GPU's when it holds anything; only the
- * stage of the head has the logits. (A stage for experts alone on the host is an estimate: expert offload
- * is not implemented.) */
+ * the host runs a layer or the head, the GPU's when it holds anything (with the page-locked buffers of expert
+ * offload when its layers keep experts on the host); only the stage of the head has the logits. */
 static int32_t plan_stages(const struct plan *p, int32_t n_ctx, struct ctx_dims *st) {
     int32_t n = 0;
-    int host_runs = p->home_head == PLAN_HOST;
-    for (int32_t il = 0; il < p->n_layer_all; il++)
-        host_runs |= p->layer_home[il] == PLAN_HOST || p->exps_home[il] == PLAN_HOST;
+    int host_runs = p->home_head == PLAN_HOST, offload = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        host_runs |= p->layer_home[il] == PLAN_HOST;
+        offload |= p->layer_home[il] != PLAN_HOST && p->exps_home[il] == PLAN_HOST;
+    }
     struct ctx_dims d = p->ctx;
     d.n_ctx = n_ctx;
     if (host_runs) {
@@ -101,7 +211,7 @@ static int32_t plan_stages(const struct plan *p, int32_t n_ctx, struct ctx_dims 
     }
     if (plan_uses(p, p->gpu)) {
         st[n] = d;
-        st[n].on_device = 1, st[n].heads = p->home_head == p->gpu;
+        st[n].on_device = 1, st[n].heads = p->home_head == p->gpu, st[n].exps_host = offload;
         n++;
     }
     return n;
@@ -212,6 +322,7 @@ void plan_free(struct plan *p) {
     if (!p) return;
     xfree(p->layer_home);
     xfree(p->exps_home);
+    xfree(p->ot_exps);
     xfree(p->seg);
     xfree(p);
 }
@@ -231,13 +342,16 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
     struct ctx_dims dims;
     st = ctx_dims_resolve(m, cp, 0, "plan", &dims);
     if (st != INFER_OK) return st;
+    struct plan_override ot[PLAN_MAX_OVERRIDES];
+    int32_t n_ot = 0;
     struct plan *p = xcalloc(1, sizeof *p);
     if (!p) return INFER_OOM("plan");
     const int32_t n_all = (int32_t)m->hp.n_layer_all;
     p->layer_home = xcalloc((size_t)n_all, sizeof *p->layer_home);
     p->exps_home = xcalloc((size_t)n_all, sizeof *p->exps_home);
+    p->ot_exps = xcalloc((size_t)n_all, sizeof *p->ot_exps);
     p->seg = xcalloc((size_t)n_all, sizeof *p->seg);
-    if (!p->layer_home || !p->exps_home || !p->seg) {
+    if (!p->layer_home || !p->exps_home || !p->ot_exps || !p->seg) {
         st = INFER_OOM("plan");
         goto fail;
     }
@@ -266,12 +380,15 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
                         n_dev == 1 ? "" : "s");
         goto fail;
     }
+    TRY(plan_overrides_parse(mp->tensor_overrides, ot, PLAN_MAX_OVERRIDES, &n_ot));
+    TRY(plan_overrides_experts(p, m, ot, n_ot));
     if (automatic && n_gpu > 0 && p->fit_on) {
         p->auto_fit = 1;
         TRY(plan_fit(p, m, n_cpu_moe));
     } else {
         plan_place(p, m, n_gpu, n_cpu_moe);
     }
+    TRY(plan_overrides_check(p, m, ot, n_ot));
     plan_home_bytes(p, m, PLAN_HOST, dims.n_ctx, &p->host);
     p->fits = 1;
     for (int32_t i = 0; i < n_dev; i++) {
@@ -284,9 +401,11 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
     kv_cache_bytes_of(&m->hp, n_kv, 0, 0, 1, 1, 0, dims.kv_type, &one);
     p->kv_per_token = (uint64_t)(one.k + one.v);
     p->n_ctx_fit = plan_uses(p, p->gpu) && p->gpu < n_dev ? plan_ctx_fit(p, m) : -1;
+    for (int32_t i = 0; i < n_ot; i++) regfree(&ot[i].re);
     *out = p;
     return INFER_OK;
 fail:
+    for (int32_t i = 0; i < n_ot; i++) regfree(&ot[i].re);
     plan_free(p);
     return st;
 }

@@ -17,8 +17,9 @@
  * on the host (>= the layer count: all). INFER_GPU_LAYERS_AUTO fits: the whole model if it fits the
  * context asked for, else (MoE) the experts of as few leading layers as needed on the host, else (dense)
  * as many trailing layers as fit. The GPU part goes to device main_gpu (one GPU for now). The layers' and the
- * head's homes are model_placement's (model_upload.c), the rule a load follows. infer_model_load runs every
- * plan but one that keeps routed experts on the host under GPU layers (plan_offloads_experts).
+ * head's homes are model_placement's (model_upload.c), the rule a load follows; infer_model_load runs every
+ * plan, expert offload (plan_offloads_experts) included. Tensor overrides (llama.cpp's -ot) name homes by
+ * pattern; only the routed experts may leave their layer's home (for the host).
  * Layout: plan.c computes (placement, accounting, fit); plan_text.c renders; plan_api.c is the public API.
  */
 #ifndef INFER_PLAN_H
@@ -31,6 +32,8 @@
 
 #define PLAN_HOST (-1) /* the home of what stays in host memory; a home >= 0 is CUDA device i */
 #define PLAN_MAX_DEVICES INFER_MAX_DEVICES
+#define PLAN_NO_OVERRIDE (-2) /* ot_exps: no tensor override names the layer's experts */
+#define PLAN_MAX_OVERRIDES 32 /* PATTERN=DEVICE entries of infer_model_params.tensor_overrides */
 #define PLAN_ALIGN 256 /* a device allocation's granularity as the plan counts it (cudaMalloc aligns to 256) */
 
 /* Kept free on each GPU in use beyond what the plan counts: the CUDA context's own allocations after the
@@ -58,7 +61,10 @@ struct plan {
     int32_t gpu;                /* the device of the GPU part (main_gpu) */
     int32_t home_embd, home_head;
     int32_t *layer_home;        /* (n_layer_all) */
-    int32_t *exps_home;         /* (n_layer_all) the routed experts' home; layer_home but where n_cpu_moe says */
+    int32_t *exps_home;         /* (n_layer_all) the routed experts' home; layer_home but where n_cpu_moe or a
+                                   tensor override says */
+    int32_t *ot_exps;           /* (n_layer_all) the home a tensor override gives the layer's experts, or
+                                   PLAN_NO_OVERRIDE (overrides win over n_cpu_moe) */
     struct plan_segment *seg;   /* (n_seg) runs of layer_home */
     int32_t n_seg;
     int32_t tp;                 /* tensor-parallel degree: 1 */
@@ -89,8 +95,8 @@ infer_status plan_measure_devices(uint64_t *dev_free, int32_t *n_dev);
 uint64_t plan_bytes_total(const struct plan_bytes *b);
 /* 1 when parts live on the host and parts on a GPU (a layer split: infer_model_load runs it). */
 int plan_is_split(const struct plan *p);
-/* 1 when the routed experts of a layer live elsewhere than the layer (n_cpu_moe under GPU layers): expert
- * offload, planned but not implemented; infer_model_load refuses such a plan. */
+/* 1 when the routed experts of a layer live elsewhere than the layer (n_cpu_moe or an override under GPU
+ * layers): expert offload. */
 int plan_offloads_experts(const struct plan *p);
 /* 1 when home holds any layer, experts, the embedding or the head. */
 int plan_uses(const struct plan *p, int32_t home);

@@ -107,8 +107,9 @@ int32_t plan_text(const struct plan *p, char *buf, int32_t cap) {
         out_printf(&o, "context that would fit: - (nothing on a GPU)\n");
     out_printf(&o, "fits: %s\n", p->fits ? "yes" : "no");
     if (plan_offloads_experts(p))
-        out_printf(&o, "note: this plan keeps routed experts in host memory under layers on CUDA%d; loading it is "
-                   "not supported yet (expert offload is planned only; without n_cpu_moe a layer split runs)\n", p->gpu);
+        out_printf(&o, "note: this plan keeps routed experts in host memory under layers on CUDA%d (expert offload: "
+                   "the router and the shared expert run on the GPU, the selected experts on the CPU; per MoE layer "
+                   "and token the normed hidden state, the routing and the experts' output cross the bus)\n", p->gpu);
     else if (plan_is_split(p))
         out_printf(&o, "note: this plan splits the layers between the host and CUDA%d; it loads and runs (the "
                    "hidden state crosses the bus once per boundary per batch)\n", p->gpu);

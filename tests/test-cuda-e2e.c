@@ -234,7 +234,7 @@ static void check_fit(const char *path) {
     ops.name = "fake", ops.mem_info = fake_mem_info, ops.alloc = fake_alloc;
     struct infer_backend be = {&ops, NULL};
     infer_model_params p = infer_model_params_default();
-    const infer_status st = model_upload(m, &be, 0, 0, 1, &p, 0.0f, 1.0f);
+    const infer_status st = model_upload(m, &be, 0, 0, 1, NULL, &p, 0.0f, 1.0f);
     const char *msg = infer_last_error();
     T_CHECK(st == INFER_E_OOM && fake_allocs == 0 && strstr(msg, "MiB free") && strstr(msg, "need"),
             "a model that does not fit: status %d, %d allocations, message '%s'", st, fake_allocs, msg);

@@ -140,7 +140,7 @@ static void check_fit(void) {
     const char *path = synth_file("qwen3", "F32", 0);
     infer_model *m = path ? load(path, 0) : NULL;
     if (!m) return;
-    const uint64_t last = model_weight_bytes(m, N_LAYER - 1, 0), all = model_weight_bytes(m, 0, 1);
+    const uint64_t last = model_weight_bytes(m, N_LAYER - 1, 0, NULL), all = model_weight_bytes(m, 0, 1, NULL);
     T_CHECK(last > 0 && last * N_LAYER < all, "bytes of the last layer %llu, of everything %llu",
             (unsigned long long)last, (unsigned long long)all);
     struct infer_backend_ops ops;
@@ -150,12 +150,12 @@ static void check_fit(void) {
     infer_model_params p = infer_model_params_default();
     fake_free = (size_t)(MODEL_UPLOAD_RESERVE + last + (all - last) / 2);
     fake_allocs = 0;
-    infer_status st = model_upload(m, &be, 0, N_LAYER - 1, 0, &p, 0.0f, 1.0f);
+    infer_status st = model_upload(m, &be, 0, N_LAYER - 1, 0, NULL, &p, 0.0f, 1.0f);
     T_CHECK(st == INFER_E_OOM && fake_allocs == 1 && strstr(infer_last_error(), "fake allocation"),
             "n_gpu_layers 1 fits (the check passes, the allocation is tried): status %d, %d allocations, '%s'", st,
             fake_allocs, infer_last_error());
     fake_allocs = 0;
-    st = model_upload(m, &be, 0, 0, 1, &p, 0.0f, 1.0f);
+    st = model_upload(m, &be, 0, 0, 1, NULL, &p, 0.0f, 1.0f);
     const char *msg = infer_last_error();
     T_CHECK(st == INFER_E_OOM && fake_allocs == 0 && strstr(msg, "MiB free") && strstr(msg, "need") &&
                 strstr(msg, "every layer and the head"),

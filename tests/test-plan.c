@@ -228,7 +228,7 @@ static void test_35b(const char *path) {
                 int k = 0;
                 uint64_t wdev = 0, whost = 0;
                 for (; k <= 40; k++) {
-                    wdev = head.dev + (k == 0 ? embd.dev : 0), whost = k == 0 ? 0 : embd.host;
+                    wdev = head.dev + embd.dev, whost = 0;
                     for (int il = 0; il < 40; il++) {
                         wdev += rest[il].dev + (il >= k ? exps[il].dev : 0);
                         whost += il < k ? exps[il].host : 0;
@@ -245,7 +245,7 @@ static void test_35b(const char *path) {
                        (double)d.total / 1048576.0, (long long)in.n_ctx_fit);
                 T_CHECK(k <= 40, "35B on %d GiB: the hand fit found no k", (int)(mem >> 30));
                 T_CHECK(in.auto_fit && in.n_gpu_layers == 41 && in.n_cpu_moe == k && in.home_head == 0 &&
-                            in.home_embd == (k ? -1 : 0) && in.split == (k > 0) && in.fits,
+                            in.home_embd == 0 && in.split == (k > 0) && in.fits,
                         "35B %d GiB ctx %lld q8 %d: n_gpu_layers %d n_cpu_moe %d (expected 41, %d) head %d embd %d split %d",
                         (int)(mem >> 30), (long long)ctxs[ic], q8, in.n_gpu_layers, in.n_cpu_moe, k, in.home_head,
                         in.home_embd, in.split);
@@ -261,10 +261,9 @@ static void test_35b(const char *path) {
                         (unsigned long long)d.kv, (unsigned long long)d.state, (unsigned long long)d.scratch,
                         (unsigned long long)wdev, (unsigned long long)kv, (unsigned long long)state,
                         (unsigned long long)scratch35);
-                /* the host computes the experts it holds: a CPU stage's host arrays and scratch (no device
-                 * extras, no logits: the head runs on the GPU) too (an estimate: expert offload is planned only) */
-                const uint64_t cpu_scratch = k ? host_arrays + scratch35 - (uint64_t)T * 4 * 3 - 32 * 8 * 16 * 258 * 4 -
-                                                     (uint64_t)T * 8 * 512 * 4 - logits_bytes : 0;
+                /* expert offload: the device stage's page-locked copies of the normed hidden state, the routing
+                 * (8 ids, 8 weights) and the experts' output per token, and one flag per layer */
+                const uint64_t cpu_scratch = k ? (uint64_t)T * 4 * (2048 + 8 + 8 + 2048) + 40 : 0;
                 T_CHECK(h.weights == whost && h.kv == 0 && h.state == 0 && h.scratch == host_scratch_dev + cpu_scratch,
                         "35B %d GiB: host weights %llu scratch %llu, expected %llu %llu", (int)(mem >> 30),
                         (unsigned long long)h.weights, (unsigned long long)h.scratch, (unsigned long long)whost,
@@ -286,9 +285,9 @@ static void test_35b(const char *path) {
     p = plan_for(path, 99, INT32_MAX, 4096, 0, GIB(80));
     uint64_t ex = 0;
     for (int il = 0; il < 40; il++) ex += exps[il].dev;
-    T_CHECK(p && infer_plan_get_info(p).n_cpu_moe == 40 && mem_of(p, 0).weights == all - ex - embd.dev,
+    T_CHECK(p && infer_plan_get_info(p).n_cpu_moe == 40 && mem_of(p, 0).weights == all - ex,
             "35B --cpu-moe: n_cpu_moe %d, GPU weights %llu, expected 40, %llu", p ? infer_plan_get_info(p).n_cpu_moe : -1,
-            (unsigned long long)mem_of(p, 0).weights, (unsigned long long)(all - ex - embd.dev));
+            (unsigned long long)mem_of(p, 0).weights, (unsigned long long)(all - ex));
     infer_plan_free(p);
     /* too little memory for even the part without experts: one clear error */
     infer_model_params mp = infer_model_params_default();
@@ -458,13 +457,43 @@ static void test_errors(const char *path) {
             "kv_type Q4_K: '%s'", infer_last_error());
     T_CHECK(infer_model_plan("/nonexistent.gguf", &mp, NULL, &pp, &p) == INFER_E_IO && !p, "a missing file: '%s'",
             infer_last_error());
-    /* expert offload is refused at load, before any device is touched */
+    /* tensor overrides: experts to the CPU under GPU layers plan as n_cpu_moe does; what cannot run is refused */
     mp.n_gpu_layers = 99;
-    mp.n_cpu_moe = 2;
-    const infer_status st = infer_model_load(path, &mp, &m);
-    T_CHECK(st == INFER_E_UNSUPPORTED && !m && strstr(infer_last_error(), "n_cpu_moe 2") &&
-                strstr(infer_last_error(), "expert offload"),
-            "load --n-cpu-moe 2: %d '%s'", st, infer_last_error());
+    mp.tensor_overrides = "blk\\.(1|3)\\.ffn_.*_exps=CPU";
+    T_CHECK(infer_model_plan(path, &mp, NULL, &pp, &p) == INFER_OK, "-ot experts of 1 and 3: %s", infer_last_error());
+    int ot_ok = p != NULL;
+    for (int32_t il = 0; p && il < infer_plan_get_info(p).n_layer; il++)
+        ot_ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == (il == 1 || il == 3 ? -1 : 0);
+    T_CHECK(ot_ok, "-ot blk.(1|3).ffn_.*_exps=CPU: experts of layers 1 and 3 on the host, everything else on CUDA0");
+    infer_plan_free(p);
+    p = NULL;
+    mp.n_cpu_moe = 2; /* an override wins over n_cpu_moe: layer 0 and 1 by n_cpu_moe, 1 and 3 by the pattern */
+    mp.tensor_overrides = "blk\\.\\d\\.ffn_(gate|up|down)_exps=CUDA0,blk\\.3\\.=CPU";
+    T_CHECK(infer_model_plan(path, &mp, NULL, &pp, &p) == INFER_E_UNSUPPORTED && !p &&
+                strstr(infer_last_error(), "blk.3.") && strstr(infer_last_error(), "only routed experts"),
+            "-ot blk.3.=CPU moves attention: '%s'", infer_last_error());
+    mp.tensor_overrides = "blk\\.\\d\\.ffn_(gate|up|down)_exps=CUDA0";
+    T_CHECK(infer_model_plan(path, &mp, NULL, &pp, &p) == INFER_OK && p && infer_plan_get_info(p).n_cpu_moe == 2 &&
+                infer_plan_experts_home(p, 0) == 0 && infer_plan_experts_home(p, 1) == 0,
+            "-ot ...=CUDA0 keeps the experts of 0 and 1 on the GPU over n_cpu_moe 2: %s", infer_last_error());
+    infer_plan_free(p);
+    p = NULL;
+    mp.n_cpu_moe = 0;
+    const char *bad[] = {"exps", "exps=GPU", "exps=CUDA", "=CPU", "(=CPU", "blk\\.0\\.ffn_up_exps=CPU"};
+    const char *why[] = {"PATTERN=DEVICE", "unknown device", "unknown device", "PATTERN=DEVICE", "regular expression",
+                         "different devices"};
+    for (int i = 0; i < 6; i++) {
+        mp.tensor_overrides = bad[i];
+        const infer_status st = infer_model_plan(path, &mp, NULL, &pp, &p);
+        T_CHECK(st != INFER_OK && !p && strstr(infer_last_error(), why[i]), "-ot %s: %d '%s'", bad[i], st,
+                infer_last_error());
+    }
+    mp.n_gpu_layers = 2; /* layers 0 and 1 on the host: their experts cannot go to the GPU */
+    mp.tensor_overrides = "blk\\.0\\.ffn_.*_exps=CUDA0";
+    T_CHECK(infer_model_plan(path, &mp, NULL, &pp, &p) == INFER_E_UNSUPPORTED && !p &&
+                strstr(infer_last_error(), "not the other way"),
+            "-ot experts of a CPU layer to CUDA0: '%s'", infer_last_error());
+    mp.tensor_overrides = NULL;
 }
 
 /* ---- what a context allocates = what the plan counts ---- */
@@ -584,17 +613,20 @@ static uint64_t stage_host_bytes(const infer_ctx *s) {
 }
 #endif
 
-/* A layer split (-ngl n of more layers) on the emulator: the load placed the layers and the head where the plan
- * says, the device stage took what the plan counts on the GPU, and the two stages' host memory is the plan's. */
-static void test_scratch_equality_split(const char *path, const char *what, int32_t n_gpu_layers,
-                                        const infer_ctx_params *cp) {
+/* A layer split (-ngl n of more layers) or expert offload (n_cpu_moe under GPU layers) on the emulator: the load
+ * placed the layers, their experts and the head where the plan says, the device stage took what the plan counts
+ * on the GPU, and the stages' host memory is the plan's. */
+static void test_scratch_equality_placed(const char *path, const char *what, int32_t n_gpu_layers, int32_t n_cpu_moe,
+                                         const infer_ctx_params *cp) {
 #ifdef INFER_EMU
     infer_model_params mp = infer_model_params_default();
     infer_model *m = NULL;
     infer_ctx *c = NULL;
     infer_plan *p = NULL;
     struct emu_counters before, after;
+    uint8_t exps_host[64] = {0};
     mp.n_gpu_layers = n_gpu_layers;
+    mp.n_cpu_moe = n_cpu_moe;
     if (infer_model_load(path, &mp, &m) != INFER_OK) {
         T_CHECK(0, "%s -ngl %d: %s", what, n_gpu_layers, infer_last_error());
         return;
@@ -605,18 +637,27 @@ static void test_scratch_equality_split(const char *path, const char *what, int3
     T_CHECK(infer_model_plan(path, &mp, cp, NULL, &p) == INFER_OK, "%s: %s", what, infer_last_error());
     if (!c || !p) goto done;
     const infer_plan_info in = infer_plan_get_info(p);
-    int homes_ok = in.split && in.loads && in.home_head == (m->gpu_head ? 0 : -1) && c->next_stage && c->n_seg == 3;
-    for (int32_t il = 0; il < in.n_layer; il++) homes_ok &= infer_plan_layer_home(p, il) == (il >= m->gpu_layer0 ? 0 : -1);
-    T_CHECK(homes_ok, "%s -ngl %d: the plan's homes differ from the load's placement (first GPU layer %d, head %d)",
-            what, n_gpu_layers, m->gpu_layer0, m->gpu_head);
+    int homes_ok = in.split && in.loads && in.home_head == (m->gpu_head ? 0 : -1) &&
+                   (m->gpu_head ? !c->next_stage && c->n_seg == 1 : c->next_stage && c->n_seg == 3);
+    int32_t n_off = 0;
+    for (int32_t il = 0; il < in.n_layer; il++) {
+        const int32_t home = il >= m->gpu_layer0 ? 0 : -1;
+        exps_host[il] = (uint8_t)m->layers[il].exps_host;
+        n_off += exps_host[il];
+        homes_ok &= infer_plan_layer_home(p, il) == home;
+        if (m->layers[il].ffn_gate_exps) homes_ok &= infer_plan_experts_home(p, il) == (exps_host[il] ? -1 : home);
+    }
+    T_CHECK(homes_ok, "%s -ngl %d --n-cpu-moe %d: the plan's homes differ from the load's placement (first GPU layer "
+            "%d, head %d)", what, n_gpu_layers, n_cpu_moe, m->gpu_layer0, m->gpu_head);
+    T_CHECK(n_cpu_moe == 0 || n_off > 0, "%s --n-cpu-moe %d: no layer offloads its experts", what, n_cpu_moe);
     const infer_plan_memory d = mem_of(p, 0), h = mem_of(p, -1);
-    T_CHECK(d.weights == model_weight_bytes(m, m->gpu_layer0, m->gpu_head), "%s -ngl %d: GPU weights %llu, uploaded "
-            "%llu", what, n_gpu_layers, (unsigned long long)d.weights,
-            (unsigned long long)model_weight_bytes(m, m->gpu_layer0, m->gpu_head));
+    const uint64_t up = model_weight_bytes(m, m->gpu_layer0, m->gpu_head, exps_host);
+    T_CHECK(d.weights == up, "%s -ngl %d: GPU weights %llu, uploaded %llu", what, n_gpu_layers,
+            (unsigned long long)d.weights, (unsigned long long)up);
     T_CHECK(after.bytes_in_use - before.bytes_in_use == d.kv + d.state + d.scratch,
             "%s -ngl %d: the device stage took %llu bytes, the plan counts %llu", what, n_gpu_layers,
             (unsigned long long)(after.bytes_in_use - before.bytes_in_use), (unsigned long long)(d.kv + d.state + d.scratch));
-    const uint64_t host = stage_host_bytes(c) + stage_host_bytes(c->next_stage);
+    const uint64_t host = stage_host_bytes(c) + (c->next_stage ? stage_host_bytes(c->next_stage) : 0);
     T_CHECK(host == h.kv + h.state + h.scratch, "%s -ngl %d: the stages hold %llu bytes of host memory, the plan "
             "counts %llu", what, n_gpu_layers, (unsigned long long)host, (unsigned long long)(h.kv + h.state + h.scratch));
 done:
@@ -624,7 +665,7 @@ done:
     infer_plan_free(p);
     infer_model_free(m);
 #else
-    (void)path, (void)what, (void)n_gpu_layers, (void)cp;
+    (void)path, (void)what, (void)n_gpu_layers, (void)n_cpu_moe, (void)cp;
 #endif
 }
 
@@ -657,7 +698,7 @@ static void test_dry_run(const char *path35) {
              path35);
     rc = run(args, out, sizeof out);
     T_CHECK(rc == 0 && strstr(out, "layers 0-1 ") && strstr(out, "layers 2-39") && strstr(out, "experts of layers 2-3") &&
-                strstr(out, "CUDA1") && strstr(out, "expert offload is planned only"),
+                strstr(out, "CUDA1") && strstr(out, "expert offload:"),
             "llm-run --dry-run -ngl 38 --n-cpu-moe 4 -mg 1 (exit %d):\n%s", rc, out);
     /* a layer split loads: the plan says so */
     snprintf(args, sizeof args, "-m %s --dry-run -ngl 20 --dry-run-mem 24G", path35);
@@ -700,13 +741,15 @@ int main(void) {
         T_CHECK(synth(NULL, archs[i], 0, path) == INFER_OK, "synth %s", archs[i]);
         test_scratch_equality(path, archs[i], &cp);
         test_scratch_equality_device(path, archs[i], &cp);
-        test_scratch_equality_split(path, archs[i], 1, &cp);
+        test_scratch_equality_placed(path, archs[i], 1, 0, &cp);
+        if (strstr(archs[i], "moe")) test_scratch_equality_placed(path, archs[i], 99, 2, &cp);
+        if (strstr(archs[i], "moe")) test_scratch_equality_placed(path, archs[i], 3, 99, &cp);
     }
     test_scratch_equality(small, "qwen35moe + MTP drafting", &draft);
     draft.n_draft = 0;
     test_scratch_equality_device(small, "qwen35moe, 3 sequences, q8_0", &draft);
-    test_scratch_equality_split(small, "qwen35moe + MTP block, 3 sequences, q8_0", 2, &draft);
-    test_scratch_equality_split(small, "qwen35moe + MTP block, 3 sequences, q8_0", 4, &draft);
+    test_scratch_equality_placed(small, "qwen35moe + MTP block, 3 sequences, q8_0", 2, 0, &draft);
+    test_scratch_equality_placed(small, "qwen35moe + MTP block, 3 sequences, q8_0", 4, 0, &draft);
     test_dry_run(p35);
     unlink(p35);
     unlink(p27);
