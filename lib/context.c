@@ -160,7 +160,9 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
                               c->n_draft > 0, dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));
     if (dims.exps_host) { /* the host's part of expert offload: its flags and its own CPU backend */
-        memcpy(c->off_layer, stage->exps_host, (size_t)m->hp.n_layer_all);
+        for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++) /* the stage's own layers only */
+            c->off_layer[il] = stage->exps_host[il] &&
+                               ((il >= stage->il0 && il < stage->il1) || (il >= m->hp.n_layer && stage->heads));
         TRY(backend_cpu_create(n_threads, &c->off_be));
     }
     if (!c->on_device) {

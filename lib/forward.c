@@ -184,7 +184,8 @@ static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_
 
 /* The first layer in [il, il1) whose routed experts run on the host, or il1. */
 static int32_t forward_next_offload(const struct infer_ctx *s, int32_t il, int32_t il1) {
-    while (s->off_layer && il < il1 && !s->off_layer[il]) il++;
+    if (!s->off_layer) return il1;
+    while (il < il1 && !s->off_layer[il]) il++;
     return il;
 }
 
@@ -205,7 +206,9 @@ static infer_status forward_pieces(struct infer_ctx *c, int32_t k, struct forwar
         if (j->il1 == j->seg->il1) break;
         TRY(be->ops->sync(be)); /* the routing is on the host */
         struct forward_shared_job sj = {.c = s, .il = j->il1, .n_tokens = j->n_tokens};
-        TRY(be->ops->run(be, forward_graph_key(s, k, 2 * piece + 1, j->n_tokens, j->n_out), forward_shared_body, &sj));
+        if (c->m->layers[j->il1].ffn_gate_shexp)
+            TRY(be->ops->run(be, forward_graph_key(s, k, 2 * piece + 1, j->n_tokens, j->n_out), forward_shared_body,
+                             &sj));
         TRY(layer_moe_offload_host(s, j->il1, j->n_tokens));
         c->bus_bytes += (uint64_t)j->n_tokens * (2 * row + route);
         j->il0 = j->il1;
