@@ -288,9 +288,9 @@ typedef struct {
     int32_t home_embd, home_head; /* INFER_PLAN_HOST or a CUDA device */
     int32_t tp;                 /* tensor-parallel degree (1) */
     int32_t auto_fit;           /* 1: chosen by the automatic fit */
-    int32_t split;              /* 1: parts on the host and parts on a GPU (a layer split loads and runs) */
-    int32_t loads;              /* 1: infer_model_load runs this plan; 0: it keeps routed experts in host memory
-                                   under layers on the GPU (expert offload: planned, not implemented yet) */
+    int32_t split;              /* 1: parts on the host and parts on a GPU (a layer split, expert offload) */
+    int32_t loads;              /* 1: infer_model_load runs this plan (every plan infer_model_plan gives now) */
+    int32_t offloads_experts;   /* 1: routed experts stay in host memory under layers on the GPU (expert offload) */
     int32_t fits;               /* 1: every device's total is within its free memory */
     int32_t n_ctx;              /* the context planned for (per sequence) */
     int32_t n_ctx_fit;          /* the largest n_ctx whose caches and scratch fit the GPU beside the placed

@@ -33,6 +33,14 @@ int model_is_expert_tensor(const char *name) {
     return strstr(name, ".ffn_gate_exps.") || strstr(name, ".ffn_up_exps.") || strstr(name, ".ffn_down_exps.");
 }
 
+/* The file index of t, a descriptor of the file or its device copy (after an upload the layers point at those). */
+static int64_t model_tensor_index(const struct infer_model *m, const struct gguf_tensor *t) {
+    const uintptr_t p = (uintptr_t)t, d = (uintptr_t)m->dev_tensors;
+    const uintptr_t n = (uintptr_t)m->gguf->n_tensors * sizeof *t;
+    if (m->dev_tensors && p >= d && p < d + n) return (int64_t)((p - d) / sizeof *t);
+    return t - m->gguf->tensors;
+}
+
 /* Marks in placed (one flag per file tensor) the tensors of placement (layer0, head, exps_host). */
 static void model_upload_mark(const struct infer_model *m, int32_t layer0, int head, const uint8_t *exps_host,
                               uint8_t *placed) {
@@ -41,14 +49,14 @@ static void model_upload_mark(const struct infer_model *m, int32_t layer0, int h
     for (int64_t il = layer0; il < m->hp.n_layer; il++)
         for (int r = 0; r < ARCH_T_COUNT; r++) {
             const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)r);
-            if (slot && *slot) placed[*slot - f->tensors] = 1;
+            if (slot && *slot) placed[model_tensor_index(m, *slot)] = 1;
         }
     for (int64_t il = 0; exps_host && il < m->hp.n_layer_all; il++) {
         const struct model_layer *L = &m->layers[il];
         if (!exps_host[il] || !L->ffn_gate_exps) continue;
-        placed[L->ffn_gate_exps - f->tensors] = 0;
-        placed[L->ffn_up_exps - f->tensors] = 0;
-        placed[L->ffn_down_exps - f->tensors] = 0;
+        placed[model_tensor_index(m, L->ffn_gate_exps)] = 0;
+        placed[model_tensor_index(m, L->ffn_up_exps)] = 0;
+        placed[model_tensor_index(m, L->ffn_down_exps)] = 0;
     }
 }
 

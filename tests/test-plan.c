@@ -403,8 +403,9 @@ static void test_semantics(const char *path) {
     int ok = p != NULL;
     for (int il = 0; p && il < 5; il++)
         ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == (il < 3 ? -1 : 0);
-    T_CHECK(ok && infer_plan_get_info(p).n_cpu_moe == 3 && !infer_plan_get_info(p).loads,
-            "--n-cpu-moe 3: the experts of layers 0-2 on the host (expert offload: does not load yet)");
+    T_CHECK(ok && infer_plan_get_info(p).n_cpu_moe == 3 && infer_plan_get_info(p).loads &&
+                infer_plan_get_info(p).offloads_experts,
+            "--n-cpu-moe 3: the experts of layers 0-2 on the host (expert offload)");
     char text[4096];
     infer_plan_text(p, text, (int32_t)sizeof text);
     T_CHECK(strstr(text, "experts of layers 0-2") && strstr(text, "host (CPU)") && strstr(text, "layers 0-3"),
@@ -637,7 +638,8 @@ static void test_scratch_equality_placed(const char *path, const char *what, int
     T_CHECK(infer_model_plan(path, &mp, cp, NULL, &p) == INFER_OK, "%s: %s", what, infer_last_error());
     if (!c || !p) goto done;
     const infer_plan_info in = infer_plan_get_info(p);
-    int homes_ok = in.split && in.loads && in.home_head == (m->gpu_head ? 0 : -1) &&
+    int homes_ok = in.split && in.loads && in.offloads_experts == (n_cpu_moe > 0) &&
+                   in.home_head == (m->gpu_head ? 0 : -1) &&
                    (m->gpu_head ? !c->next_stage && c->n_seg == 1 : c->next_stage && c->n_seg == 3);
     int32_t n_off = 0;
     for (int32_t il = 0; il < in.n_layer; il++) {
