@@ -112,6 +112,9 @@ typedef int (*infer_progress_fn)(float progress, void *user);
 
 typedef struct infer_ctx_params infer_ctx_params;
 
+/* infer_model_params.split_mode: how the GPU part spreads over several CUDA devices (llama.cpp's -sm). */
+enum { INFER_SPLIT_NONE = 0, INFER_SPLIT_LAYER = 1, INFER_SPLIT_TENSOR = 2 };
+
 typedef struct {
     int32_t n_gpu_layers;          /* layers on CUDA device main_gpu (weights uploaded at load), llama.cpp's
                                       rule: 0: CPU only (the default); 1..the layer count: the last n layers (a
@@ -121,7 +124,7 @@ typedef struct {
                                       A plan that keeps routed experts in host memory while their layers are on
                                       the GPU (n_cpu_moe) is refused at load for now (INFER_E_UNSUPPORTED;
                                       infer_model_plan shows it) */
-    int32_t main_gpu;              /* the CUDA device n_gpu_layers loads onto (default 0) */
+    int32_t main_gpu;              /* the CUDA device n_gpu_layers loads onto with split_mode NONE (default 0) */
     int32_t check_tensors;         /* 1: scan every tensor's data for NaN/Inf in scales and floats */
     infer_progress_fn progress;    /* may be NULL */
     void *progress_user;
@@ -145,6 +148,15 @@ typedef struct {
                                       GPU layers (expert offload) or name the GPU their layer is on; any other
                                       tensor moved away from its layer's home is INFER_E_UNSUPPORTED, naming it.
                                       NULL or "": none. Borrowed for the call */
+    int32_t split_mode;            /* INFER_SPLIT_NONE (default): the GPU part on main_gpu. INFER_SPLIT_LAYER:
+                                      the GPU layers (and the head) spread over the devices in the ratio
+                                      tensor_split, in order, as llama.cpp's -sm layer -ts: each GPU runs a
+                                      contiguous run of layers and the hidden state crosses between them
+                                      through host memory once per batch. INFER_SPLIT_TENSOR (tensor
+                                      parallelism over NCCL): INFER_E_UNSUPPORTED, not implemented yet */
+    float tensor_split[INFER_MAX_DEVICES]; /* -ts a,b,...: each device's share of the GPU layers with
+                                      INFER_SPLIT_LAYER (any scale; 0: none for that device); all 0 (default):
+                                      in proportion to each device's free memory */
 } infer_model_params;
 
 INFER_API infer_model_params infer_model_params_default(void);

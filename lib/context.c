@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ctx_scratch.h"
+#include "ctx_stages.h"
 #include "forward.h"
 #include "quant.h"
 
@@ -103,34 +104,27 @@ static infer_status ctx_alloc_scratch(infer_ctx *c) {
     return INFER_OK;
 }
 
-/* One stage of a context (forward.h): the trunk layers [il0, il1) whose cells it holds, where it runs, and
- * whether it runs the head (only that stage has logits; ctx_scratch_table reads it from ctx_dims.heads). */
+/* One stage of a context (forward.h): its description (ctx_stages.h), where it runs and the layers whose experts
+ * run on the host. */
 struct ctx_stage {
-    int32_t il0, il1;
-    int on_device;       /* on the model's CUDA device */
-    ctx_backend_fn make; /* else on this backend (NULL: the CPU's) */
-    int heads;
+    const struct ctx_stage_desc *d;
+    int device;          /* d->home >= 0: on this CUDA device, unless make */
+    ctx_backend_fn make; /* a device stage on this backend instead (a test hook); the CPU's for the host */
     const uint8_t *exps_host; /* (n_layer_all) layers whose routed experts run on the host; NULL: none */
 };
 
-/* Whether a device stage runs layers (of its range, or the MTP blocks with the head) whose experts stay on the host. */
-static int ctx_stage_offloads(const struct infer_model *m, const struct ctx_stage *st) {
-    if (!st->exps_host || (!st->on_device && !st->make)) return 0;
-    for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++)
-        if (st->exps_host[il] && ((il >= st->il0 && il < st->il1) || (il >= m->hp.n_layer && st->heads))) return 1;
-    return 0;
-}
-
-/* The stage of a context (a whole one when the stage spans every layer and runs the head). */
+/* One stage (a whole context when it spans every layer and runs the head). */
 static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, const struct ctx_stage *stage,
                                infer_ctx **out) {
     infer_status st = INFER_OK;
     *out = NULL;
     struct ctx_dims dims;
-    if ((st = ctx_dims_resolve(m, p, stage->on_device, "infer_ctx_create", &dims)) != INFER_OK) return st;
-    dims.heads = stage->heads;
-    dims.exps_host = ctx_stage_offloads(m, stage);
-    if (dims.n_draft > 0 && m->be)
+    const int on_device = stage->d->home != CTX_HOST && !stage->make;
+    if ((st = ctx_dims_resolve(m, p, on_device, "infer_ctx_create", &dims)) != INFER_OK) return st;
+    dims.heads = stage->d->heads;
+    dims.exps_host = stage->d->exps_host;
+    dims.x_host = stage->d->x_host && on_device;
+    if (dims.n_draft > 0 && m->n_gpu > 0)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
                           "yet; load the model with n_gpu_layers 0 to draft on the CPU", dims.n_draft);
     if ((st = ctx_check_model(m)) != INFER_OK) return st;
@@ -150,27 +144,27 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
         n_threads = n > 0 ? (int)(n < 64 ? n : 64) : 1;
     }
     if (c->on_device)
-        TRY(backend_cuda_create(m->device, &c->be)); /* the context's own stream on the model's device */
-    else if (stage->make)
+        TRY(backend_cuda_create(stage->device, &c->be)); /* the context's own stream on the stage's device */
+    else if (stage->d->home != CTX_HOST)
         TRY(stage->make(n_threads, &c->be));
     else
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
-    TRY(kv_cache_create_range(c->be, m, stage->il0, stage->il1, c->n_seq, c->n_ctx, c->n_draft ? c->n_draft + 1 : 0,
-                              c->n_draft > 0, dims.kv_type, &c->kv));
+    TRY(kv_cache_create_range(c->be, m, stage->d->il0, stage->d->il1, c->n_seq, c->n_ctx,
+                              c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));
-    if (dims.exps_host) { /* the host's part of expert offload: its flags and its own CPU backend */
-        for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++) /* the stage's own layers only */
-            c->off_layer[il] = stage->exps_host[il] &&
-                               ((il >= stage->il0 && il < stage->il1) || (il >= m->hp.n_layer && stage->heads));
+    if (dims.exps_host) { /* the host's part of expert offload: the stage's flags and its own CPU backend */
+        for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++)
+            c->off_layer[il] = stage->exps_host[il] && ((il >= stage->d->il0 && il < stage->d->il1) ||
+                                                        (il >= m->hp.n_layer && stage->d->heads));
         TRY(backend_cpu_create(n_threads, &c->off_be));
     }
     if (!c->on_device) {
         c->dpos = c->pos;
         c->dout = c->out_ids;
     }
-    c->seg[0] = (struct forward_segment){.stage = c, .il0 = stage->il0, .il1 = stage->il1, .embeds = 1,
-                                         .heads = stage->heads};
+    c->seg[0] = (struct forward_segment){.stage = c, .il0 = stage->d->il0, .il1 = stage->d->il1, .embeds = 1,
+                                         .heads = stage->d->heads};
     c->n_seg = 1;
     *out = c;
     return INFER_OK;
@@ -179,36 +173,39 @@ fail:
     return st;
 }
 
-/* The context of m placed as (layer0, head) (model_placement): one stage when the device holds nothing or
- * everything; else a split (forward.h) into the host stage (the token lookup, layers [0, layer0), the head)
- * and the device stage (layers [layer0, n_layer)), run as three segments host -> device -> host. exps_host
- * (n_layer_all flags, NULL: none): the device stage's layers whose routed experts run on the host (expert
- * offload). dev_make: the device part's backend when it is not CUDA (a test hook). */
-static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_params *p, int32_t layer0, int head,
-                                      const uint8_t *exps_host, ctx_backend_fn dev_make, infer_ctx **out) {
+/* The context of m whose layer il runs at layer_home[il] (CTX_HOST or a device; n_layer_all), its token table at
+ * embd_home and its head at head_home, the layers flagged in exps_host (NULL: none) keeping their routed experts
+ * on the host: one stage per home (ctx_stages.c), chained in order through next_stage from the public context
+ * (the first), and the segments of the pass. dev_make: the devices' stages run on it instead of CUDA (a test hook). */
+static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_params *p, const int32_t *layer_home,
+                                      int32_t embd_home, int32_t head_home, const uint8_t *exps_host,
+                                      ctx_backend_fn dev_make, infer_ctx **out) {
     infer_status st = INFER_OK;
-    const int32_t n_layer = (int32_t)m->hp.n_layer;
-    struct ctx_stage host = {.il0 = 0, .il1 = n_layer, .on_device = 0, .make = NULL, .heads = 1};
-    struct ctx_stage dev = {.il0 = 0, .il1 = n_layer, .on_device = dev_make == NULL, .make = dev_make, .heads = 1,
-                            .exps_host = exps_host};
-    if (head) return ctx_create(m, p, &dev, out);
-    if (layer0 >= n_layer) return ctx_create(m, p, &host, out);
-    if (p && p->n_draft > 0)
+    struct ctx_stages sp;
+    infer_ctx *stages[CTX_MAX_STAGES] = {NULL};
+    TRY(ctx_stages_make(m, layer_home, embd_home, head_home, exps_host, &sp));
+    if (sp.n_seg > 1 && p && p->n_draft > 0)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
                           "yet (the model has layers there); load it with n_gpu_layers 0 to draft on the CPU", p->n_draft);
-    host.il1 = layer0, dev.il0 = layer0, dev.heads = 0;
-    infer_ctx *c = NULL, *d = NULL;
-    TRY(ctx_create(m, p, &host, &c));
-    TRY(ctx_create(m, p, &dev, &d));
-    c->next_stage = d; /* a device stage has its page-locked x_host from the scratch table (ctx_scratch.c) */
-    c->seg[0] = (struct forward_segment){.stage = c, .il0 = 0, .il1 = layer0, .embeds = 1, .heads = 0};
-    c->seg[1] = (struct forward_segment){.stage = d, .il0 = layer0, .il1 = n_layer, .embeds = 0, .heads = 0};
-    c->seg[2] = (struct forward_segment){.stage = c, .il0 = n_layer, .il1 = n_layer, .embeds = 0, .heads = 1};
-    c->n_seg = 3;
+    if (sp.n_seg > FORWARD_MAX_SEG)
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: %d segments: at most %d", sp.n_seg, FORWARD_MAX_SEG);
+    for (int32_t k = 0; k < sp.n_st; k++) {
+        const struct ctx_stage stage = {.d = &sp.st[k], .device = sp.st[k].home, .make = dev_make,
+                                        .exps_host = exps_host};
+        TRY(ctx_create(m, p, &stage, &stages[k]));
+        if (k > 0) stages[k - 1]->next_stage = stages[k]; /* the public context frees the chain */
+    }
+    infer_ctx *c = stages[0];
+    for (int32_t i = 0; i < sp.n_seg; i++) {
+        const struct ctx_seg_desc *g = &sp.seg[i];
+        c->seg[i] = (struct forward_segment){.stage = stages[g->stage], .il0 = g->il0, .il1 = g->il1,
+                                             .embeds = g->embeds, .heads = g->heads};
+    }
+    c->n_seg = sp.n_seg;
     *out = c;
     return INFER_OK;
 fail:
-    infer_ctx_free(c); /* and d, once linked */
+    infer_ctx_free(stages[0]); /* and the stages linked to it */
     return st;
 }
 
@@ -216,10 +213,24 @@ infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, i
     if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
     *out = NULL;
     if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
-    uint8_t *exps_host = xcalloc((size_t)m->hp.n_layer_all, 1);
-    if (!exps_host) return INFER_OOM("expert offload flags");
-    for (int64_t il = 0; il < m->hp.n_layer_all; il++) exps_host[il] = (uint8_t)m->layers[il].exps_host;
-    const infer_status st = ctx_create_placed(m, p, m->gpu_layer0, m->gpu_head, exps_host, NULL, out);
+    const int64_t n_all = m->hp.n_layer_all;
+    int32_t *home = xcalloc((size_t)n_all, sizeof *home);
+    uint8_t *exps_host = xcalloc((size_t)n_all, 1);
+    infer_status st = INFER_OK;
+    if (!home || !exps_host) {
+        st = INFER_OOM("the context's placement");
+        goto done;
+    }
+    for (int64_t il = 0; il < n_all; il++) {
+        const int32_t k = m->layer_gpu ? m->layer_gpu[il] : -1;
+        home[il] = k >= 0 ? m->gpu[k].device : CTX_HOST;
+        exps_host[il] = (uint8_t)m->layers[il].exps_host;
+    }
+    const int32_t embd = m->embd_gpu >= 0 ? m->gpu[m->embd_gpu].device : CTX_HOST;
+    const int32_t head = m->head_gpu >= 0 ? m->gpu[m->head_gpu].device : CTX_HOST;
+    st = ctx_create_placed(m, p, home, embd, head, exps_host, NULL, out);
+done:
+    xfree(home);
     xfree(exps_host);
     return st;
 }
@@ -230,18 +241,25 @@ infer_status ctx_create_offload_on(const infer_model *m, const infer_ctx_params 
     *out = NULL;
     if (!m || !make || n_cpu_moe < 0)
         return infer_fail(INFER_E_ARG, "ctx_create_offload_on: model or make is NULL, or n_cpu_moe < 0");
-    if (m->be)
+    if (m->n_gpu > 0)
         return infer_fail(INFER_E_ARG, "ctx_create_offload_on: the model's weights are on a device; a backend of its "
                           "own needs a model loaded with n_gpu_layers 0");
-    int32_t layer0;
-    int head;
-    model_placement(&m->hp, n_gpu_layers, &layer0, &head);
-    uint8_t *exps_host = xcalloc((size_t)m->hp.n_layer_all, 1);
-    if (!exps_host) return INFER_OOM("expert offload flags");
+    const int64_t n_all = m->hp.n_layer_all;
+    int32_t *layer = xcalloc((size_t)n_all, sizeof *layer);
+    uint8_t *exps_host = xcalloc((size_t)n_all, 1);
+    infer_status st = INFER_OK;
+    if (!layer || !exps_host) {
+        st = INFER_OOM("the context's placement");
+        goto done;
+    }
+    struct model_homes h;
+    model_homes_one(m, n_gpu_layers, 0, layer, &h); /* the "device" is 0: make's backend */
     int32_t seen = 0;
-    for (int64_t il = 0; il < m->hp.n_layer_all; il++)
+    for (int64_t il = 0; il < n_all; il++)
         if (m->layers[il].ffn_gate_exps) exps_host[il] = seen++ < n_cpu_moe;
-    const infer_status st = ctx_create_placed(m, p, layer0, head, exps_host, make, out);
+    st = ctx_create_placed(m, p, layer, h.embd, h.head, exps_host, make, out);
+done:
+    xfree(layer);
     xfree(exps_host);
     return st;
 }

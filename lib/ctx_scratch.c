@@ -120,10 +120,8 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
                                             .n_ff = hp->n_ff_exp};
             DEV(moe_scratch, moe_ffn_scratch_floats(&mf), F);
         }
-        if (d->heads)
-            HOST(logits_host, T * V, F);
-        else /* a split's device stage: x arrives and leaves through it */
-            PINNED(x_host, T * (size_t)n_embd, F);
+        if (d->heads) HOST(logits_host, T * V, F);
+        if (d->x_host) PINNED(x_host, T * (size_t)n_embd, F); /* a split's device stage: x arrives and leaves through it */
     }
     if (d->exps_host) { /* expert offload: what crosses to the CPU's MoE op and back */
         PINNED(off_x, T * (size_t)n_embd, F);

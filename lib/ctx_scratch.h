@@ -24,6 +24,7 @@ struct ctx_dims {
     int on_device; /* the stage runs on the model's device */
     int heads;     /* the stage runs the head: it has the logits (every context but a split's device stage) */
     int exps_host; /* a device stage whose layers keep routed experts in host memory (expert offload) */
+    int x_host;    /* a device stage of a pass of several segments: x crosses the bus (ctx_stages.h) */
 };
 
 /* Checks p (NULL: defaults) against m and resolves its zeros to the defaults, for a whole context (heads 1).

@@ -28,7 +28,7 @@
 #include "ctx_scratch.h"
 #include "model.h"
 
-enum { FORWARD_MAX_SEG = 3 };
+enum { FORWARD_MAX_SEG = INFER_MAX_DEVICES + 3 }; /* ctx_stages.h: CTX_MAX_SEGS */
 
 /* One segment of the pass: trunk layers [il0, il1) on stage, after the token lookup (embeds) and before the
  * head (heads) when it runs them. */

@@ -96,7 +96,7 @@ static infer_status infer_check_tensors(const struct infer_model *m, const infer
 static infer_status infer_placement(const struct infer_model *m, const infer_model_params *p, struct plan **out) {
     uint64_t dev_free[PLAN_MAX_DEVICES] = {0};
     int32_t n_dev = 0;
-    if (p->n_gpu_layers == INFER_GPU_LAYERS_AUTO) {
+    if (p->n_gpu_layers == INFER_GPU_LAYERS_AUTO || p->split_mode == INFER_SPLIT_LAYER) { /* the devices and their memory */
         infer_status st = plan_measure_devices(dev_free, &n_dev);
         if (st != INFER_OK) return st;
         return plan_make(m, p, p->fit_ctx, dev_free, n_dev, out);
@@ -106,34 +106,26 @@ static infer_status infer_placement(const struct infer_model *m, const infer_mod
     return plan_make(m, p, NULL, dev_free, n_dev, out);
 }
 
-/* The plan's layers on CUDA device main_gpu: the last n_gpu_layers, and the head too past the layer count
- * (model_placement, the plan's own rule), less the routed experts the plan keeps in host memory (n_cpu_moe,
- * tensor_overrides: expert offload). The device's existence and the fit are checked at upload. */
+/* The plan's homes (plan.c): the last n_gpu_layers on the GPU(s), the head too past the layer count, spread over
+ * the devices by split_mode and tensor_split, less the routed experts the plan keeps in host memory (expert
+ * offload). The devices' existence and the fit are checked at upload. */
 static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
     infer_status st = INFER_OK;
     struct plan *pl = NULL;
     uint8_t *exps_host = NULL;
-    struct infer_backend *be = NULL;
     TRY(infer_placement(m, p, &pl));
-    const int32_t n_gpu = pl->n_gpu_layers;
-    if (n_gpu == 0) goto fail; /* the automatic fit chose the CPU */
-    if (plan_offloads_experts(pl)) {
-        exps_host = xcalloc((size_t)pl->n_layer_all, 1);
-        if (!exps_host) {
-            st = INFER_OOM("expert offload flags");
-            goto fail;
-        }
-        for (int32_t il = 0; il < pl->n_layer_all; il++)
-            exps_host[il] = pl->exps_home[il] == PLAN_HOST && pl->layer_home[il] != PLAN_HOST;
+    if (pl->n_gpu_layers == 0) goto fail; /* the automatic fit chose the CPU */
+    exps_host = xcalloc((size_t)pl->n_layer_all, 1);
+    if (!exps_host) {
+        st = INFER_OOM("expert offload flags");
+        goto fail;
     }
-    int32_t layer0;
-    int head;
-    model_placement(&m->hp, n_gpu, &layer0, &head);
-    TRY(backend_cuda_create(p->main_gpu, &be));
-    st = model_upload(m, be, p->main_gpu, layer0, head, exps_host, p, 0.15f, 0.95f);
-    if (st == INFER_OK) be = NULL; /* the model owns it */
+    for (int32_t il = 0; il < pl->n_layer_all; il++)
+        exps_host[il] = pl->exps_home[il] == PLAN_HOST && pl->layer_home[il] != PLAN_HOST;
+    const struct model_homes h = {.layer = pl->layer_home, .exps_host = exps_host, .embd = pl->home_embd,
+                                  .head = pl->home_head};
+    st = model_upload(m, &h, NULL, p, 0.15f, 0.95f);
 fail:
-    backend_free(be);
     xfree(exps_host);
     plan_free(pl);
     return st;

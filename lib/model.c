@@ -340,7 +340,7 @@ infer_status model_bind(struct gguf_file *f, struct infer_model **out) {
     }
     m->gguf = f;
     m->arch = a;
-    m->device = -1;
+    m->embd_gpu = m->head_gpu = -1;
     TRY(model_read_hparams(f, a, &m->hp));
     m->gpu_layer0 = (int32_t)m->hp.n_layer;
     m->layers = xcalloc((size_t)m->hp.n_layer_all, sizeof *m->layers);
@@ -364,11 +364,7 @@ fail:
 
 void model_free(struct infer_model *m) {
     if (!m) return;
-    if (m->be) {
-        m->be->ops->free(m->be, m->dev_weights);
-        backend_free(m->be);
-    }
-    xfree(m->dev_tensors);
+    model_upload_free(m);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);
     xfree(m->layers);

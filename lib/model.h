@@ -13,6 +13,15 @@
 #include "gguf.h"
 #include "tokenizer.h"
 
+/* One CUDA device holding part of a model's weights (model_upload.c). */
+struct model_gpu {
+    struct infer_backend *be;    /* owned */
+    void *weights;               /* owned: one buffer of be */
+    struct gguf_tensor *tensors; /* (gguf->n_tensors) indexed as gguf->tensors: copies of the descriptors placed
+                                    here (data in weights); zeroed where not placed */
+    int device;                  /* the CUDA device id */
+};
+
 /* Weights of one block; NULL where the layer kind / architecture has none. */
 struct model_layer {
     enum arch_layer_kind kind;
@@ -42,17 +51,18 @@ struct infer_model {
     int tied;
     struct model_layer *layers; /* (hp.n_layer_all): trunk, then MTP blocks */
     struct tokenizer *tok;      /* owned; from the tokenizer.ggml.* metadata */
-    /* weights on a device (n_gpu_layers != 0, model_upload.c): the tensors placed there are copied into
-     * dev_weights, memory of be (owned) on CUDA device `device`, and described by dev_tensors, copies of the
-     * file's descriptors whose data points there. The layers (and the head) on the device point at those
-     * copies; everything else at the file's descriptors, whose data stays in the mapping.
-     * A CPU model: be, dev_weights, dev_tensors NULL, device -1, gpu_layer0 n_layer, gpu_head 0. */
-    struct infer_backend *be;
-    void *dev_weights;
-    struct gguf_tensor *dev_tensors; /* (gguf->n_tensors) indexed as gguf->tensors; zeroed where not uploaded */
-    int device;
-    int32_t gpu_layer0; /* the first trunk layer on the device (n_layer: none) */
-    int gpu_head;       /* token_embd, output_norm, output and the MTP blocks on the device too */
+    /* weights on devices (n_gpu_layers != 0, model_upload.c): each CUDA device gpu[k] holding part of the
+     * model has one buffer of its backend (owned) with the tensors placed there, described by gpu[k].tensors,
+     * copies of the file's descriptors whose data point there. Each layer (and the token table, the head)
+     * points at the copies of the device that runs it; everything else at the file's descriptors, whose data
+     * stay in the mapping. A CPU model: n_gpu 0, layer_gpu NULL, embd_gpu = head_gpu = -1, gpu_layer0 n_layer,
+     * gpu_head 0. */
+    struct model_gpu gpu[INFER_MAX_DEVICES];
+    int32_t n_gpu;
+    int32_t *layer_gpu;  /* (n_layer_all) index into gpu[] of the device running layer il; -1: the host */
+    int32_t embd_gpu, head_gpu; /* the token lookup's and the head's (output_norm, output, MTP blocks) device */
+    int32_t gpu_layer0;  /* the first trunk layer on a device (n_layer: none) */
+    int gpu_head;        /* the head is on a device */
 };
 
 /* Binds f (taken: freed on failure too) into a model. Gives *out. */
@@ -73,16 +83,30 @@ void model_placement(const struct arch_hparams *hp, int32_t n, int32_t *layer0, 
 #define MODEL_UPLOAD_RESERVE (UINT64_C(256) << 20) /* device memory the fit check keeps free for the contexts */
 /* The routed-expert tensors (ffn_{gate,up,down}_exps): what expert offload keeps in host memory. */
 int model_is_expert_tensor(const char *name);
-/* Bytes the tensors of a placement take on a device (each rounded up to 256): the layers from layer0 and the
- * head as model_placement says, less the routed experts of the layers flagged in exps_host (n_layer_all
- * flags; NULL: none), which stay in host memory. */
-uint64_t model_weight_bytes(const struct infer_model *m, int32_t layer0, int head, const uint8_t *exps_host);
-/* Copies the tensors of the placement (layer0, head, exps_host as model_weight_bytes) into memory of be
- * (device `device`) and points the layers (and head) placed there at device copies of their descriptors;
- * a flagged layer's experts keep the file's descriptors (the mapping) and the layer gets exps_host = 1. On
- * success the model owns be. INFER_E_OOM with both numbers, before any allocation, when they do not fit.
- * Progress from lo to hi. */
-infer_status model_upload(struct infer_model *m, struct infer_backend *be, int device, int32_t layer0, int head,
-                          const uint8_t *exps_host, const infer_model_params *p, float lo, float hi);
+
+/* Where a load puts a model (the plan's homes, plan.c): each layer's home (n_layer_all: -1 the host, else a CUDA
+ * device id), the token table's, the head's (output_norm, output; the MTP blocks are layers), and the layers
+ * whose routed experts stay in host memory although their layer is on a device (NULL: none). A tied head on
+ * another device than the token table gets its own copy of token_embd there. */
+struct model_homes {
+    const int32_t *layer;
+    const uint8_t *exps_host;
+    int32_t embd, head;
+};
+/* Homes (into layer, n_layer_all) of llama.cpp's one-device rule: model_placement(n) on CUDA device `device`. */
+void model_homes_one(const struct infer_model *m, int32_t n, int device, int32_t *layer, struct model_homes *h);
+/* Bytes the tensors placed on CUDA device `device` take there (each rounded up to 256). */
+uint64_t model_weight_bytes(const struct infer_model *m, const struct model_homes *h, int device);
+/* Makes the backend of CUDA device `device` (backend_cuda_create, or a stand-in in tests). */
+typedef infer_status (*model_gpu_fn)(int device, struct infer_backend **out);
+/* For each device h names (in the order its layers come), a backend from make (NULL: backend_cuda_create), the
+ * fit check (its placed weights plus MODEL_UPLOAD_RESERVE within its free memory, else INFER_E_OOM with both
+ * numbers before any allocation), one buffer and the copies; then points the layers, the token table and the
+ * head at their devices' copies and sets exps_host on the layers h keeps experts of. On failure nothing of the
+ * model changes. Progress from lo to hi by bytes copied. */
+infer_status model_upload(struct infer_model *m, const struct model_homes *h, model_gpu_fn make,
+                          const infer_model_params *p, float lo, float hi);
+/* Frees what model_upload placed (model_free calls it). */
+void model_upload_free(struct infer_model *m);
 
 #endif

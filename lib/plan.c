@@ -7,12 +7,14 @@
 #include "plan.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
+#include "ctx_stages.h"
 
 static uint64_t plan_round(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
 
@@ -27,7 +29,17 @@ int plan_uses(const struct plan *p, int32_t home) {
     return 0;
 }
 
-int plan_is_split(const struct plan *p) { return plan_uses(p, PLAN_HOST) && plan_uses(p, p->gpu); }
+int plan_uses_gpu(const struct plan *p) {
+    for (int32_t d = 0; d < p->n_dev; d++)
+        if (plan_uses(p, d)) return 1;
+    return plan_uses(p, p->gpu);
+}
+
+int plan_is_split(const struct plan *p) {
+    int32_t homes = plan_uses(p, PLAN_HOST);
+    for (int32_t d = 0; d < PLAN_MAX_DEVICES; d++) homes += plan_uses(p, d);
+    return homes > 1;
+}
 
 int plan_offloads_experts(const struct plan *p) {
     for (int32_t il = 0; il < p->n_layer_all; il++)
@@ -39,27 +51,47 @@ int plan_offloads_experts(const struct plan *p) {
 
 static int plan_has_experts(const struct infer_model *m, int32_t il) { return m->layers[il].ffn_gate_exps != NULL; }
 
+/* The device of GPU entry i of n (the GPU layers in order, then the head when it goes too): main_gpu, or with a
+ * layer split llama.cpp's rule, the first device whose cumulative share exceeds i / n. */
+static int32_t plan_device_of(const struct plan *p, int32_t i, int32_t n) {
+    if (p->split_mode != INFER_SPLIT_LAYER) return p->gpu;
+    const double x = (double)i / (double)n;
+    double cum = 0;
+    int32_t last = p->gpu;
+    for (int32_t d = 0; d < p->n_dev; d++) {
+        if (p->share[d] <= 0) continue;
+        cum += p->share[d];
+        last = d;
+        if (x < cum) return d;
+    }
+    return last;
+}
+
 /* The layers and the head where a load puts them (model_placement, the one rule: the last n_gpu trunk layers
- * on the GPU, the head and the MTP blocks too when n_gpu > n_layer); the experts of the first n_cpu_moe MoE
- * layers on the host; the embedding on the GPU only when all is there. */
+ * on the GPU, the head and the MTP blocks too when n_gpu > n_layer; with a layer split those in turn over the
+ * devices); the experts of the first n_cpu_moe MoE layers on the host; the embedding with layer 0 when the
+ * head is on a GPU (everything is), else on the host. */
 static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gpu, int32_t n_cpu_moe) {
     int32_t layer0;
     int head;
     model_placement(&m->hp, n_gpu, &layer0, &head);
+    const int32_t n_entries = p->n_layer - layer0 + head;
     p->n_gpu_layers = n_gpu;
     p->n_cpu_moe = n_cpu_moe;
-    p->home_head = head ? p->gpu : PLAN_HOST;
-    p->home_embd = head ? p->gpu : PLAN_HOST;
+    p->home_head = head ? plan_device_of(p, n_entries - 1, n_entries) : PLAN_HOST;
     int32_t moe_seen = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
         const int on_gpu = il < p->n_layer ? il >= layer0 : head;
-        p->layer_home[il] = on_gpu ? p->gpu : PLAN_HOST;
+        p->layer_home[il] = !on_gpu ? PLAN_HOST : il < p->n_layer ? plan_device_of(p, il - layer0, n_entries) : p->home_head;
         p->exps_home[il] = p->layer_home[il];
         if (!plan_has_experts(m, il)) continue;
         if (moe_seen < n_cpu_moe) p->exps_home[il] = PLAN_HOST;
         moe_seen++;
         if (p->ot_exps[il] != PLAN_NO_OVERRIDE) p->exps_home[il] = p->ot_exps[il];
     }
+    p->home_embd = head ? p->layer_home[0] : PLAN_HOST;
+    for (int32_t il = 0; il < p->n_layer_all; il++)
+        p->exps_off[il] = p->exps_home[il] == PLAN_HOST && p->layer_home[il] != PLAN_HOST;
     p->n_seg = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
         if (p->n_seg > 0 && p->seg[p->n_seg - 1].home == p->layer_home[il]) {
@@ -192,43 +224,36 @@ static int32_t plan_tensor_home(const struct plan *p, const struct infer_model *
     return p->home_head; /* output_norm, output, rope_freqs */
 }
 
-/* The stages of a context under p (forward.h) as ctx_create builds them, into st (at most 2): the host's when
- * the host runs a layer or the head, the GPU's when it holds anything (with the page-locked buffers of expert
- * offload when its layers keep experts on the host); only the stage of the head has the logits. */
-static int32_t plan_stages(const struct plan *p, int32_t n_ctx, struct ctx_dims *st) {
-    int32_t n = 0;
-    int host_runs = p->home_head == PLAN_HOST, offload = 0;
-    for (int32_t il = 0; il < p->n_layer_all; il++) {
-        host_runs |= p->layer_home[il] == PLAN_HOST;
-        offload |= p->layer_home[il] != PLAN_HOST && p->exps_home[il] == PLAN_HOST;
+/* The stages of a context under p as infer_ctx_create builds them (ctx_stages.c, the same function), as
+ * dimensions at context size n_ctx, with each stage's home; gives how many. */
+static int32_t plan_stages(const struct plan *p, const struct infer_model *m, int32_t n_ctx, struct ctx_dims *st,
+                           int32_t *home) {
+    struct ctx_stages sp;
+    if (ctx_stages_make(m, p->layer_home, p->home_embd, p->home_head, p->exps_off, &sp) != INFER_OK) return 0;
+    for (int32_t k = 0; k < sp.n_st; k++) {
+        st[k] = p->ctx;
+        st[k].n_ctx = n_ctx;
+        st[k].on_device = sp.st[k].home != CTX_HOST;
+        st[k].heads = sp.st[k].heads;
+        st[k].x_host = sp.st[k].x_host;
+        st[k].exps_host = sp.st[k].exps_host;
+        home[k] = sp.st[k].home;
     }
-    struct ctx_dims d = p->ctx;
-    d.n_ctx = n_ctx;
-    if (host_runs) {
-        st[n] = d;
-        st[n].on_device = 0, st[n].heads = p->home_head == PLAN_HOST;
-        n++;
-    }
-    if (plan_uses(p, p->gpu)) {
-        st[n] = d;
-        st[n].on_device = 1, st[n].heads = p->home_head == p->gpu, st[n].exps_host = offload;
-        n++;
-    }
-    return n;
+    return sp.n_st;
 }
 
 /* Scratch of every stage at home: the host keeps every stage's host arrays (and page-locked buffers); each
  * stage's backend buffers are at the stage's home. */
 static uint64_t plan_scratch_bytes(const struct plan *p, const struct infer_model *m, int32_t home, int32_t n_ctx) {
-    struct ctx_dims st[2];
-    const int32_t n = plan_stages(p, n_ctx, st);
+    struct ctx_dims st[CTX_MAX_STAGES];
+    int32_t st_home[CTX_MAX_STAGES];
+    const int32_t n = plan_stages(p, m, n_ctx, st, st_home);
     const uint64_t align = home == PLAN_HOST ? 1 : PLAN_ALIGN;
     uint64_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         if (home == PLAN_HOST)
             total += ctx_scratch_bytes(m, &st[i], CTX_SCRATCH_HOST, 1) + ctx_scratch_bytes(m, &st[i], CTX_SCRATCH_PINNED, 1);
-        if (home == (st[i].on_device ? p->gpu : PLAN_HOST))
-            total += ctx_scratch_bytes(m, &st[i], CTX_SCRATCH_BACKEND, align);
+        if (home == st_home[i]) total += ctx_scratch_bytes(m, &st[i], CTX_SCRATCH_BACKEND, align);
     }
     return total;
 }
@@ -263,29 +288,35 @@ static void plan_home_bytes(const struct plan *p, const struct infer_model *m, i
     if (home != PLAN_HOST) b->overhead = PLAN_GPU_OVERHEAD;
 }
 
-static uint64_t plan_gpu_total(const struct plan *p, const struct infer_model *m, int32_t n_ctx) {
+static uint64_t plan_dev_total(const struct plan *p, const struct infer_model *m, int32_t d, int32_t n_ctx) {
     struct plan_bytes b;
-    plan_home_bytes(p, m, p->gpu, n_ctx, &b);
+    plan_home_bytes(p, m, d, n_ctx, &b);
     return plan_bytes_total(&b);
 }
 
-static int plan_gpu_fits(const struct plan *p, const struct infer_model *m) {
-    return !plan_uses(p, p->gpu) || plan_gpu_total(p, m, p->ctx.n_ctx) <= p->dev_free[p->gpu];
+/* The first device the plan uses whose total at n_ctx exceeds its free memory, or -1 when every one fits. */
+static int32_t plan_unfit_device(const struct plan *p, const struct infer_model *m, int32_t n_ctx) {
+    for (int32_t d = 0; d < p->n_dev; d++)
+        if (plan_uses(p, d) && plan_dev_total(p, m, d, n_ctx) > p->dev_free[d]) return d;
+    return -1;
 }
 
-/* The largest n_ctx in [0, n_ctx_max] whose GPU total fits (the total grows with n_ctx). */
+static int plan_gpu_fits(const struct plan *p, const struct infer_model *m) {
+    return plan_unfit_device(p, m, p->ctx.n_ctx) < 0;
+}
+
+/* The largest n_ctx in [0, n_ctx_max] with which every device fits (each total grows with n_ctx). */
 static int32_t plan_ctx_fit(const struct plan *p, const struct infer_model *m) {
-    const uint64_t free_b = p->dev_free[p->gpu];
-    if (plan_gpu_total(p, m, p->n_ctx_max) <= free_b) return p->n_ctx_max;
-    int32_t lo = 0, hi = p->n_ctx_max; /* total(lo) fits or lo = 0; total(hi) does not */
+    if (plan_unfit_device(p, m, p->n_ctx_max) < 0) return p->n_ctx_max;
+    int32_t lo = 0, hi = p->n_ctx_max; /* fits(lo) or lo = 0; fits(hi) does not */
     while (hi - lo > 1) {
         const int32_t mid = lo + (hi - lo) / 2;
-        if (plan_gpu_total(p, m, mid) <= free_b)
+        if (plan_unfit_device(p, m, mid) < 0)
             lo = mid;
         else
             hi = mid;
     }
-    return lo > 0 || plan_gpu_total(p, m, 0) <= free_b ? lo : 0;
+    return lo;
 }
 
 /* ---- automatic fit ---- */
@@ -300,19 +331,53 @@ static infer_status plan_fit(struct plan *p, const struct infer_model *m, int32_
             if (plan_gpu_fits(p, m)) return INFER_OK;
         }
         struct plan_bytes b;
-        plan_home_bytes(p, m, p->gpu, p->ctx.n_ctx, &b);
+        const int32_t d = plan_unfit_device(p, m, p->ctx.n_ctx);
+        plan_home_bytes(p, m, d, p->ctx.n_ctx, &b);
         return infer_fail(INFER_E_OOM, "automatic fit: with every routed expert in host memory, the rest of %s needs "
                           "%.1f MiB on CUDA device %d (weights %.1f, KV %.1f, state %.1f, scratch %.1f, overhead "
                           "%.1f MiB) but it has %.1f MiB free; use a smaller context (-c) or -ngl 0 (CPU)", p->arch,
-                          (double)plan_bytes_total(&b) / 1048576.0, p->gpu, (double)b.weights / 1048576.0,
+                          (double)plan_bytes_total(&b) / 1048576.0, d, (double)b.weights / 1048576.0,
                           (double)b.kv / 1048576.0, (double)b.state / 1048576.0, (double)b.scratch / 1048576.0,
-                          (double)b.overhead / 1048576.0, (double)p->dev_free[p->gpu] / 1048576.0);
+                          (double)b.overhead / 1048576.0, (double)p->dev_free[d] / 1048576.0);
     }
     for (int32_t n = p->n_layer; n > 0; n--) {
         plan_place(p, m, n, n_cpu_moe_min);
         if (plan_gpu_fits(p, m)) return INFER_OK;
     }
     plan_place(p, m, 0, n_cpu_moe_min); /* not even one layer: the host runs it all */
+    return INFER_OK;
+}
+
+/* ---- a layer split over several devices ---- */
+
+/* The devices' shares of the GPU layers (split_mode layer): tensor_split normalised, or the devices' free memory
+ * when it is all 0 (equal shares when that is not known). p->gpu becomes the first device with a share. */
+static infer_status plan_shares(struct plan *p, const infer_model_params *mp) {
+    double sum = 0;
+    for (int32_t d = 0; d < PLAN_MAX_DEVICES; d++) {
+        const float t = mp->tensor_split[d];
+        if (!(t >= 0.0f) || !isfinite(t))
+            return infer_fail(INFER_E_ARG, "plan: tensor_split[%d] = %g: expected a share >= 0", d, (double)t);
+        if (t > 0 && d >= p->n_dev)
+            return infer_fail(INFER_E_ARG, "plan: tensor_split gives device %d a share but %d device%s known", d,
+                              p->n_dev, p->n_dev == 1 ? " is" : "s are");
+        sum += t;
+    }
+    if (p->n_dev == 0)
+        return infer_fail(INFER_E_ARG, "plan: split_mode layer: no CUDA device known (state their memory: "
+                          "infer_plan_params.free_bytes, llm-run --dry-run-mem)");
+    for (int32_t d = 0; d < p->n_dev; d++) {
+        const int unknown = p->dev_free[d] == UINT64_MAX;
+        p->share[d] = sum > 0 ? mp->tensor_split[d] : unknown ? 1.0 : (double)p->dev_free[d];
+    }
+    double total = 0;
+    for (int32_t d = 0; d < p->n_dev; d++) total += p->share[d];
+    p->gpu = -1;
+    for (int32_t d = 0; d < p->n_dev; d++) {
+        p->share[d] = total > 0 ? p->share[d] / total : 1.0 / p->n_dev;
+        if (p->gpu < 0 && p->share[d] > 0) p->gpu = d;
+    }
+    p->split_mode = INFER_SPLIT_LAYER;
     return INFER_OK;
 }
 
@@ -323,6 +388,7 @@ void plan_free(struct plan *p) {
     xfree(p->layer_home);
     xfree(p->exps_home);
     xfree(p->ot_exps);
+    xfree(p->exps_off);
     xfree(p->seg);
     xfree(p);
 }
@@ -337,6 +403,11 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
         return infer_fail(INFER_E_ARG, "plan: n_cpu_moe %d: expected 0 (none), N (the first N MoE layers) or more than "
                           "the layer count (all)", mp->n_cpu_moe);
     if (mp->main_gpu < 0) return infer_fail(INFER_E_ARG, "plan: main_gpu %d: expected a device index >= 0", mp->main_gpu);
+    if (mp->split_mode < INFER_SPLIT_NONE || mp->split_mode > INFER_SPLIT_TENSOR)
+        return infer_fail(INFER_E_ARG, "plan: split_mode %d: expected none (0), layer (1) or tensor (2)", mp->split_mode);
+    if (mp->split_mode == INFER_SPLIT_TENSOR && mp->n_gpu_layers != 0)
+        return infer_fail(INFER_E_UNSUPPORTED, "plan: split_mode tensor (tensor parallelism over NCCL) is not "
+                          "implemented yet; use split_mode layer (-sm layer) to spread the layers over the GPUs");
     if (n_dev < 0 || n_dev > PLAN_MAX_DEVICES)
         return infer_fail(INFER_E_ARG, "plan: %d devices: expected 0..%d", n_dev, PLAN_MAX_DEVICES);
     struct ctx_dims dims;
@@ -350,8 +421,9 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
     p->layer_home = xcalloc((size_t)n_all, sizeof *p->layer_home);
     p->exps_home = xcalloc((size_t)n_all, sizeof *p->exps_home);
     p->ot_exps = xcalloc((size_t)n_all, sizeof *p->ot_exps);
+    p->exps_off = xcalloc((size_t)n_all, 1);
     p->seg = xcalloc((size_t)n_all, sizeof *p->seg);
-    if (!p->layer_home || !p->exps_home || !p->ot_exps || !p->seg) {
+    if (!p->layer_home || !p->exps_home || !p->ot_exps || !p->exps_off || !p->seg) {
         st = INFER_OOM("plan");
         goto fail;
     }
@@ -374,7 +446,9 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
     const int automatic = mp->n_gpu_layers == INFER_GPU_LAYERS_AUTO;
     int32_t n_gpu = mp->n_gpu_layers < 0 || mp->n_gpu_layers > p->n_layer ? p->n_layer + 1 : mp->n_gpu_layers;
     if (automatic && n_dev == 0) n_gpu = 0; /* nothing to fit on: the host */
-    if (n_gpu > 0 && p->gpu >= n_dev) {
+    if (n_gpu > 0 && mp->split_mode == INFER_SPLIT_LAYER) {
+        TRY(plan_shares(p, mp));
+    } else if (n_gpu > 0 && p->gpu >= n_dev) {
         st = infer_fail(INFER_E_ARG, "plan: main_gpu %d: %d device%s known (state the memory of a device you do not "
                         "have: infer_plan_params.free_bytes, llm-run --dry-run-mem)", p->gpu, n_dev,
                         n_dev == 1 ? "" : "s");
@@ -400,7 +474,7 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
     struct kv_cache_bytes one;
     kv_cache_bytes_of(&m->hp, n_kv, 0, 0, 1, 1, 0, dims.kv_type, &one);
     p->kv_per_token = (uint64_t)(one.k + one.v);
-    p->n_ctx_fit = plan_uses(p, p->gpu) && p->gpu < n_dev ? plan_ctx_fit(p, m) : -1;
+    p->n_ctx_fit = plan_uses_gpu(p) && n_dev > 0 ? plan_ctx_fit(p, m) : -1;
     for (int32_t i = 0; i < n_ot; i++) regfree(&ot[i].re);
     *out = p;
     return INFER_OK;

@@ -58,13 +58,16 @@ struct plan {
     int32_t n_layer, n_layer_all, n_attn, n_gdn, n_moe; /* trunk, trunk + MTP; trunk attention / GDN / MoE layers */
     int32_t n_gpu_layers;       /* resolved: 0..n_layer + 1 (n_layer + 1: the head too) */
     int32_t n_cpu_moe;          /* resolved: 0..n_moe, MoE layers (the first) whose experts stay on the host */
-    int32_t gpu;                /* the device of the GPU part (main_gpu) */
+    int32_t gpu;                /* the device of the GPU part (main_gpu); a layer split: its first device */
     int32_t home_embd, home_head;
     int32_t *layer_home;        /* (n_layer_all) */
     int32_t *exps_home;         /* (n_layer_all) the routed experts' home; layer_home but where n_cpu_moe or a
                                    tensor override says */
     int32_t *ot_exps;           /* (n_layer_all) the home a tensor override gives the layer's experts, or
                                    PLAN_NO_OVERRIDE (overrides win over n_cpu_moe) */
+    uint8_t *exps_off;          /* (n_layer_all) 1: the layer is on a GPU, its routed experts on the host */
+    int32_t split_mode;         /* INFER_SPLIT_NONE: the GPU part on gpu; INFER_SPLIT_LAYER: spread by share */
+    double share[PLAN_MAX_DEVICES]; /* a layer split: each device's share of the GPU layers (sum 1) */
     struct plan_segment *seg;   /* (n_seg) runs of layer_home */
     int32_t n_seg;
     int32_t tp;                 /* tensor-parallel degree: 1 */
@@ -93,8 +96,10 @@ void plan_free(struct plan *p); /* NULL is a no-op */
 infer_status plan_measure_devices(uint64_t *dev_free, int32_t *n_dev);
 /* Total bytes of one home's breakdown. */
 uint64_t plan_bytes_total(const struct plan_bytes *b);
-/* 1 when parts live on the host and parts on a GPU (a layer split: infer_model_load runs it). */
+/* 1 when parts live in more than one home (the host, devices): a layer split or expert offload. */
 int plan_is_split(const struct plan *p);
+/* 1 when any device holds a part. */
+int plan_uses_gpu(const struct plan *p);
 /* 1 when the routed experts of a layer live elsewhere than the layer (n_cpu_moe or an override under GPU
  * layers): expert offload. */
 int plan_offloads_experts(const struct plan *p);

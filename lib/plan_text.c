@@ -88,8 +88,9 @@ int32_t plan_text(const struct plan *p, char *buf, int32_t cap) {
                "batch %d%s\n", p->arch, p->n_layer, p->n_attn, p->n_gdn, p->n_moe,
                p->n_layer_all > p->n_layer ? " + MTP" : "", p->ctx.n_ctx, p->ctx.n_seq, p->ctx.n_seq == 1 ? "" : "s",
                kv, p->ctx.n_batch, p->ctx.n_draft ? ", MTP drafting" : "");
-    out_printf(&o, "placement (%s): n_gpu_layers %d, n_cpu_moe %d, tensor parallel %d\n",
-               p->auto_fit ? "automatic fit" : "as asked", p->n_gpu_layers, p->n_cpu_moe, p->tp);
+    out_printf(&o, "placement (%s): n_gpu_layers %d, n_cpu_moe %d, split mode %s, tensor parallel %d\n",
+               p->auto_fit ? "automatic fit" : "as asked", p->n_gpu_layers, p->n_cpu_moe,
+               p->split_mode == INFER_SPLIT_LAYER ? "layer" : "none", p->tp);
     out_placement(&o, p);
     out_printf(&o, "memory (MiB) %8s %10s %10s %10s %10s %10s %10s\n", "weights", "KV", "state", "scratch", "overhead",
                "total", "free");
@@ -102,16 +103,17 @@ int32_t plan_text(const struct plan *p, char *buf, int32_t cap) {
     out_printf(&o, "device memory: %s\n", p->n_dev == 0 ? "no CUDA device" : p->measured ? "measured" : "as stated");
     out_printf(&o, "KV cache: %llu bytes per token per sequence\n", (unsigned long long)p->kv_per_token);
     if (p->n_ctx_fit >= 0)
-        out_printf(&o, "context that would fit on CUDA%d: %d (searched up to %d)\n", p->gpu, p->n_ctx_fit, p->n_ctx_max);
+        out_printf(&o, "context that would fit on the GPU%s: %d (searched up to %d)\n",
+                   p->split_mode == INFER_SPLIT_LAYER ? "s" : "", p->n_ctx_fit, p->n_ctx_max);
     else
         out_printf(&o, "context that would fit: - (nothing on a GPU)\n");
     out_printf(&o, "fits: %s\n", p->fits ? "yes" : "no");
     if (plan_offloads_experts(p))
-        out_printf(&o, "note: this plan keeps routed experts in host memory under layers on CUDA%d (expert offload: "
+        out_printf(&o, "note: this plan keeps routed experts in host memory under GPU layers (expert offload: "
                    "the router and the shared expert run on the GPU, the selected experts on the CPU; per MoE layer "
-                   "and token the normed hidden state, the routing and the experts' output cross the bus)\n", p->gpu);
+                   "and token the normed hidden state, the routing and the experts' output cross the bus)\n");
     else if (plan_is_split(p))
-        out_printf(&o, "note: this plan splits the layers between the host and CUDA%d; it loads and runs (the "
-                   "hidden state crosses the bus once per boundary per batch)\n", p->gpu);
+        out_printf(&o, "note: this plan splits the layers between homes; it loads and runs (the hidden state "
+                   "crosses the bus once per boundary per batch)\n");
     return o.len;
 }

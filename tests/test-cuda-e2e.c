@@ -226,19 +226,30 @@ static infer_status fake_alloc(struct infer_backend *b, size_t n, void **out) {
     return infer_fail(INFER_E_OOM, "fake");
 }
 
+static void fake_destroy(struct infer_backend *b) { (void)b; }
+static struct infer_backend_ops fake_ops;
+static struct infer_backend fake_be = {&fake_ops, NULL};
+static infer_status fake_make(int device, struct infer_backend **out) {
+    (void)device;
+    *out = &fake_be;
+    return INFER_OK;
+}
+
 static void check_fit(const char *path) {
     infer_model *m = load(path, 0);
     if (!m) return;
-    struct infer_backend_ops ops;
-    memset(&ops, 0, sizeof ops);
-    ops.name = "fake", ops.mem_info = fake_mem_info, ops.alloc = fake_alloc;
-    struct infer_backend be = {&ops, NULL};
+    memset(&fake_ops, 0, sizeof fake_ops);
+    fake_ops.name = "fake", fake_ops.mem_info = fake_mem_info, fake_ops.alloc = fake_alloc;
+    fake_ops.destroy = fake_destroy;
     infer_model_params p = infer_model_params_default();
-    const infer_status st = model_upload(m, &be, 0, 0, 1, NULL, &p, 0.0f, 1.0f);
+    int32_t layer[64];
+    struct model_homes h;
+    model_homes_one(m, -1, 0, layer, &h);
+    const infer_status st = model_upload(m, &h, fake_make, &p, 0.0f, 1.0f);
     const char *msg = infer_last_error();
     T_CHECK(st == INFER_E_OOM && fake_allocs == 0 && strstr(msg, "MiB free") && strstr(msg, "need"),
             "a model that does not fit: status %d, %d allocations, message '%s'", st, fake_allocs, msg);
-    T_CHECK(m->be == NULL, "the model stays on the CPU after a refused upload");
+    T_CHECK(m->n_gpu == 0 && m->layer_gpu == NULL, "the model stays on the CPU after a refused upload");
     infer_model_free(m);
 }
 

@@ -143,19 +143,19 @@ static void probe_mode(void) {
 
 /* The offloaded layers' experts have no device copy and are the file's own tensors (the mapping). */
 static int experts_on_host(const infer_model *m, int32_t want_off) {
-    int32_t n = 0, ok = 1;
-    for (int64_t il = m->gpu_layer0; il < m->hp.n_layer; il++) {
+    int32_t n = 0, ok = m->n_gpu == 1;
+    for (int64_t il = m->gpu_layer0; ok && il < m->hp.n_layer; il++) {
         const struct model_layer *L = &m->layers[il];
+        const struct gguf_tensor *copies = m->gpu[m->layer_gpu[il]].tensors;
         if (!L->exps_host) {
-            ok &= L->ffn_gate_exps != NULL && L->ffn_gate_exps >= m->dev_tensors &&
-                  L->ffn_gate_exps < m->dev_tensors + m->gguf->n_tensors;
+            ok &= L->ffn_gate_exps != NULL && L->ffn_gate_exps >= copies && L->ffn_gate_exps < copies + m->gguf->n_tensors;
             continue;
         }
         n++;
         const struct gguf_tensor *t[3] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
         for (int i = 0; i < 3; i++) {
             const int64_t k = t[i] - m->gguf->tensors;
-            ok &= k >= 0 && k < m->gguf->n_tensors && m->dev_tensors[k].data == NULL;
+            ok &= k >= 0 && k < m->gguf->n_tensors && copies[k].data == NULL;
         }
     }
     return ok && n == want_off;

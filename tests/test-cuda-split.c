@@ -136,32 +136,44 @@ static infer_status fake_alloc(struct infer_backend *b, size_t n, void **out) {
 }
 static void fake_free_buf(struct infer_backend *b, void *p) { (void)b, (void)p; }
 
+static void fake_destroy(struct infer_backend *b) { (void)b; }
+static struct infer_backend_ops fake_ops;
+static struct infer_backend fake_be = {&fake_ops, NULL};
+static infer_status fake_make(int device, struct infer_backend **out) {
+    (void)device;
+    *out = &fake_be;
+    return INFER_OK;
+}
+
 static void check_fit(void) {
     const char *path = synth_file("qwen3", "F32", 0);
     infer_model *m = path ? load(path, 0) : NULL;
     if (!m) return;
-    const uint64_t last = model_weight_bytes(m, N_LAYER - 1, 0, NULL), all = model_weight_bytes(m, 0, 1, NULL);
+    int32_t layer_last[64], layer_all[64];
+    struct model_homes h_last, h_all;
+    model_homes_one(m, 1, 0, layer_last, &h_last);
+    model_homes_one(m, -1, 0, layer_all, &h_all);
+    const uint64_t last = model_weight_bytes(m, &h_last, 0), all = model_weight_bytes(m, &h_all, 0);
     T_CHECK(last > 0 && last * N_LAYER < all, "bytes of the last layer %llu, of everything %llu",
             (unsigned long long)last, (unsigned long long)all);
-    struct infer_backend_ops ops;
-    memset(&ops, 0, sizeof ops);
-    ops.name = "fake", ops.mem_info = fake_mem_info, ops.alloc = fake_alloc, ops.free = fake_free_buf;
-    struct infer_backend be = {&ops, NULL};
+    memset(&fake_ops, 0, sizeof fake_ops);
+    fake_ops.name = "fake", fake_ops.mem_info = fake_mem_info, fake_ops.alloc = fake_alloc;
+    fake_ops.free = fake_free_buf, fake_ops.destroy = fake_destroy;
     infer_model_params p = infer_model_params_default();
     fake_free = (size_t)(MODEL_UPLOAD_RESERVE + last + (all - last) / 2);
     fake_allocs = 0;
-    infer_status st = model_upload(m, &be, 0, N_LAYER - 1, 0, NULL, &p, 0.0f, 1.0f);
+    infer_status st = model_upload(m, &h_last, fake_make, &p, 0.0f, 1.0f);
     T_CHECK(st == INFER_E_OOM && fake_allocs == 1 && strstr(infer_last_error(), "fake allocation"),
             "n_gpu_layers 1 fits (the check passes, the allocation is tried): status %d, %d allocations, '%s'", st,
             fake_allocs, infer_last_error());
     fake_allocs = 0;
-    st = model_upload(m, &be, 0, 0, 1, NULL, &p, 0.0f, 1.0f);
+    st = model_upload(m, &h_all, fake_make, &p, 0.0f, 1.0f);
     const char *msg = infer_last_error();
     T_CHECK(st == INFER_E_OOM && fake_allocs == 0 && strstr(msg, "MiB free") && strstr(msg, "need") &&
                 strstr(msg, "every layer and the head"),
             "everything does not fit: status %d, %d allocations, '%s'", st, fake_allocs, msg);
     const int64_t iq = infer_model_find_tensor(m, "blk.3.attn_q.weight");
-    T_CHECK(m->be == NULL && m->dev_tensors == NULL && m->gpu_layer0 == N_LAYER && iq >= 0 &&
+    T_CHECK(m->n_gpu == 0 && m->layer_gpu == NULL && m->gpu_layer0 == N_LAYER && iq >= 0 &&
                 m->layers[3].attn_q == &m->gguf->tensors[iq],
             "the model is untouched after a failed upload");
     infer_model_free(m);

@@ -693,7 +693,7 @@ static void test_dry_run(const char *path35) {
     snprintf(args, sizeof args, "-m %s --dry-run -ngl auto -c 32768 --dry-run-mem 24G", path35);
     int rc = run(args, out, sizeof out);
     T_CHECK(rc == 0 && strstr(out, "placement (automatic fit)") && strstr(out, "CUDA0") &&
-                strstr(out, "KV cache: 20480 bytes per token") && strstr(out, "context that would fit on CUDA0"),
+                strstr(out, "KV cache: 20480 bytes per token") && strstr(out, "context that would fit on the GPU"),
             "llm-run --dry-run (exit %d):\n%s", rc, out);
     /* the last 38 layers on CUDA1; the experts of layers 0-3 on the host: 2 and 3 are the GPU's layers' override */
     snprintf(args, sizeof args, "-m %s --dry-run -ngl 38 --n-cpu-moe 4 -ctk q8_0 -ctv q8_0 --dry-run-mem 12G,24G -mg 1",

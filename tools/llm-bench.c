@@ -133,7 +133,7 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
     else
         snprintf(bm->name, sizeof bm->name, "%s", infer_model_arch(m));
     bm->size = bm->params = bm->tg_bytes = bm->tg_bytes_dev = 0;
-    bm->split = m->be && !m->gpu_head;
+    bm->split = m->n_gpu > 0 && !m->gpu_head;
     for (int64_t i = 0; i < infer_model_tensor_count(m); i++) {
         infer_tensor_info t;
         if (infer_model_tensor(m, i, &t) != INFER_OK) continue;
@@ -145,7 +145,9 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
         double share = 1.0;
         if (strstr(t.name, "_exps.") && hp->n_expert > 0) share = (double)hp->n_expert_used / (double)hp->n_expert;
         bm->tg_bytes += share * (double)t.nbytes;
-        if (m->be && (m->gpu_head || layer >= m->gpu_layer0)) bm->tg_bytes_dev += share * (double)t.nbytes;
+        const int offloaded = layer >= 0 && strstr(t.name, "_exps.") && m->layers[layer].exps_host; /* on the host */
+        if (m->n_gpu > 0 && !offloaded && (layer >= 0 ? layer >= m->gpu_layer0 : m->gpu_head))
+            bm->tg_bytes_dev += share * (double)t.nbytes;
     }
 }
 
