@@ -11,8 +11,8 @@
  * pageable memory ends a capture with cudaErrorStreamCaptureUnsupported). Launcher results map to statuses: a launcher's
  * shape / type refusal (cudaErrorInvalidValue) is INFER_E_UNSUPPORTED, anything else INFER_E_DEVICE,
  * both naming the op and the CUDA error.
- * note: cudaSetDevice is per host thread; the backend is meant to be driven from the thread that
- * created it (or any thread whose current device is the same).
+ * Every call first makes the backend's device current on the calling thread (backend_cuda_current), so one
+ * thread may drive the backends of several devices in turn (a layer split over GPUs).
  * Built without CUDA, backend_cuda_create is a stub that refuses, so callers compile everywhere.
  */
 #include "backend.h"
@@ -36,8 +36,18 @@ struct backend_cuda {
 
 static struct backend_cuda *backend_cuda_of(struct infer_backend *b) { return b->impl; }
 
+/* Makes the backend's device current on the calling thread (several devices, one thread: every call may follow
+ * another device's). cudaGetDevice first: setting an already current device is not free on every driver. */
+static cudaError_t backend_cuda_current(struct infer_backend *b) {
+    int cur = -1;
+    const cudaError_t e = cudaGetDevice(&cur);
+    if (e != cudaSuccess) return e;
+    return cur == backend_cuda_of(b)->device ? cudaSuccess : cudaSetDevice(backend_cuda_of(b)->device);
+}
+
 static void backend_cuda_destroy(struct infer_backend *b) {
     struct backend_cuda *c = backend_cuda_of(b);
+    if (backend_cuda_current(b) != cudaSuccess) cudaGetLastError(); /* the frees below then report their own errors */
     if (c->exec && cudaGraphExecDestroy(c->exec) != cudaSuccess) cudaGetLastError();
     if (c->stream) {
         cudaError_t e = cudaStreamSynchronize(c->stream);
@@ -51,7 +61,8 @@ static void backend_cuda_destroy(struct infer_backend *b) {
 static infer_status backend_cuda_alloc(struct infer_backend *b, size_t bytes, void **out) {
     struct backend_cuda *c = backend_cuda_of(b);
     *out = NULL;
-    cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+    cudaError_t e = backend_cuda_current(b);
+    if (e == cudaSuccess) e = cudaMalloc(out, bytes ? bytes : 1);
     if (e == cudaSuccess) return INFER_OK;
     *out = NULL;
     cudaGetLastError(); /* not sticky: keep it from surfacing in the next launcher's cudaGetLastError */
@@ -66,13 +77,15 @@ static infer_status backend_cuda_alloc(struct infer_backend *b, size_t bytes, vo
 
 static void backend_cuda_free_buf(struct infer_backend *b, void *p) {
     if (!p) return;
-    cudaError_t e = cudaFree(p);
+    cudaError_t e = backend_cuda_current(b);
+    if (e == cudaSuccess) e = cudaFree(p);
     if (e != cudaSuccess) infer_log(INFER_LOG_WARN, "cuda backend: cudaFree on device %d: %s", backend_cuda_of(b)->device,
                                     cudaGetErrorString(e));
 }
 
 static infer_status backend_cuda_upload(struct infer_backend *b, void *dst, const void *src, size_t bytes) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     if (bytes) CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, backend_cuda_of(b)->stream));
 fail:
     return st;
@@ -80,6 +93,7 @@ fail:
 
 static infer_status backend_cuda_download(struct infer_backend *b, void *dst, const void *src, size_t bytes) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     struct backend_cuda *c = backend_cuda_of(b);
     if (bytes) CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     CU_TRY(cudaStreamSynchronize(c->stream));
@@ -89,6 +103,7 @@ fail:
 
 static infer_status backend_cuda_sync(struct infer_backend *b) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     CU_TRY(cudaStreamSynchronize(backend_cuda_of(b)->stream));
 fail:
     return st;
@@ -96,6 +111,7 @@ fail:
 
 static infer_status backend_cuda_copy(struct infer_backend *b, void *dst, const void *src, size_t bytes) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     if (bytes) CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, backend_cuda_of(b)->stream));
 fail:
     return st;
@@ -103,6 +119,7 @@ fail:
 
 static infer_status backend_cuda_zero(struct infer_backend *b, void *dst, size_t bytes) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     if (bytes) CU_TRY(cudaMemsetAsync(dst, 0, bytes, backend_cuda_of(b)->stream));
 fail:
     return st;
@@ -128,6 +145,7 @@ static void backend_cuda_host_free(struct infer_backend *b, void *p) {
 
 static infer_status backend_cuda_stage_in(struct infer_backend *b, void *dst, const void *src_host, size_t bytes) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     if (bytes) CU_TRY(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, backend_cuda_of(b)->stream));
 fail:
     return st;
@@ -135,6 +153,7 @@ fail:
 
 static infer_status backend_cuda_stage_out(struct infer_backend *b, void *dst_host, const void *src, size_t bytes) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     if (bytes) CU_TRY(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, backend_cuda_of(b)->stream));
 fail:
     return st;
@@ -142,7 +161,7 @@ fail:
 
 static infer_status backend_cuda_mem_info(struct infer_backend *b, size_t *free_bytes, size_t *total_bytes) {
     infer_status st = INFER_OK;
-    (void)b;
+    CU_TRY(backend_cuda_current(b));
     *free_bytes = *total_bytes = 0;
     CU_TRY(cudaMemGetInfo(free_bytes, total_bytes));
 fail:
@@ -152,6 +171,7 @@ fail:
 /* Capture fn's ops into a graph (or reuse the one captured under the same key) and launch it. */
 static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infer_status (*fn)(void *), void *arg) {
     infer_status st = INFER_OK;
+    CU_TRY(backend_cuda_current(b));
     struct backend_cuda *c = backend_cuda_of(b);
     cudaGraph_t g = NULL;
     if (!key || !c->graphs) return fn(arg);
@@ -194,11 +214,13 @@ static infer_status backend_cuda_status(cudaError_t e, const char *op) {
 
 #define BACKEND_CUDA_OP(op, T)                                                                               \
     static infer_status backend_cuda_##op(struct infer_backend *b, const struct T *a) {                      \
-        return backend_cuda_status(cuda_##op(a, backend_cuda_of(b)->stream), #op);                           \
+        const cudaError_t e = backend_cuda_current(b);                                                       \
+        return backend_cuda_status(e != cudaSuccess ? e : cuda_##op(a, backend_cuda_of(b)->stream), #op);    \
     }
 static infer_status backend_cuda_mm(struct infer_backend *b, const struct mm_args *a) {
     struct backend_cuda *c = backend_cuda_of(b);
-    return backend_cuda_status(cuda_mm(a, c->mm, c->stream), "mm");
+    const cudaError_t e = backend_cuda_current(b);
+    return backend_cuda_status(e != cudaSuccess ? e : cuda_mm(a, c->mm, c->stream), "mm");
 }
 
 BACKEND_CUDA_OP(quantize, quantize_args)

@@ -653,7 +653,13 @@ static void test_scratch_equality_placed(const char *path, const char *what, int
             "%d, head %d)", what, n_gpu_layers, n_cpu_moe, m->gpu_layer0, m->gpu_head);
     T_CHECK(n_cpu_moe == 0 || n_off > 0, "%s --n-cpu-moe %d: no layer offloads its experts", what, n_cpu_moe);
     const infer_plan_memory d = mem_of(p, 0), h = mem_of(p, -1);
-    const uint64_t up = model_weight_bytes(m, m->gpu_layer0, m->gpu_head, exps_host);
+    int32_t layer_home[64];
+    for (int64_t il = 0; il < m->hp.n_layer_all && il < 64; il++)
+        layer_home[il] = m->layer_gpu[il] >= 0 ? m->gpu[m->layer_gpu[il]].device : -1;
+    const struct model_homes homes = {.layer = layer_home, .exps_host = exps_host,
+                                      .embd = m->embd_gpu >= 0 ? m->gpu[m->embd_gpu].device : -1,
+                                      .head = m->head_gpu >= 0 ? m->gpu[m->head_gpu].device : -1};
+    const uint64_t up = model_weight_bytes(m, &homes, 0);
     T_CHECK(d.weights == up, "%s -ngl %d: GPU weights %llu, uploaded %llu", what, n_gpu_layers,
             (unsigned long long)d.weights, (unsigned long long)up);
     T_CHECK(after.bytes_in_use - before.bytes_in_use == d.kv + d.state + d.scratch,
