@@ -125,14 +125,24 @@ static infer_status model_upload_fits(const struct infer_model *m, const struct 
             if (first < 0) first = (int32_t)il;
             last = (int32_t)il;
         }
+    int experts_off = 0;
+    for (int64_t il = 0; h->exps_host && il < m->hp.n_layer_all; il++)
+        experts_off |= h->layer[il] == device && h->exps_host[il] && m->layers[il].ffn_gate_exps;
+    const int64_t n_layer = m->hp.n_layer;
+    const int head = h->head == device;
     char what[128];
-    if (first < 0) snprintf(what, sizeof what, "the head");
-    else if (first == 0 && last == m->hp.n_layer - 1 && h->head == device) snprintf(what, sizeof what, "every layer and the head");
-    else snprintf(what, sizeof what, "layers %d-%d of %" PRId64 "%s", first, last, m->hp.n_layer, h->head == device ? " and the head" : "");
+    if (first < 0)
+        snprintf(what, sizeof what, "the head");
+    else if (first == 0 && last == n_layer - 1 && head)
+        snprintf(what, sizeof what, "every layer and the head");
+    else if (last == n_layer - 1 && !head)
+        snprintf(what, sizeof what, "the last %" PRId64 " of %" PRId64 " layers", n_layer - first, n_layer);
+    else
+        snprintf(what, sizeof what, "layers %d-%d of %" PRId64 "%s", first, last, n_layer, head ? " and the head" : "");
     return infer_fail(INFER_E_OOM, "%s: the weights on CUDA device %d (%s%s) need %.1f MiB of device memory (plus %" PRIu64
                       " MiB for the contexts) but it has %.1f MiB free of %.1f MiB; put fewer layers on the GPU (-ngl), "
                       "keep routed experts on the CPU (--n-cpu-moe), use a smaller quantisation or -ngl 0 (CPU)",
-                      m->gguf->path, device, what, h->exps_host ? "; the host's experts not counted" : "",
+                      m->gguf->path, device, what, experts_off ? "; the experts kept on the host not counted" : "",
                       (double)need / 1048576.0, MODEL_UPLOAD_RESERVE >> 20, (double)free_b / 1048576.0,
                       (double)total_b / 1048576.0);
 }

@@ -8,13 +8,26 @@
  *     on the CPU) and qwen35 Q8_0 (half);
  *   - `llm-bench -ngl 99` runs pp and tg and prints CUDA rows (and, on the emulator, its per-call counters);
  *     `-ngl 1` prints CUDA+CPU rows.
+ *   - expert offload, for qwen3moe and qwen35moe in F32: the same greedy ids as -ngl 0 with --cpu-moe -ngl 99,
+ *     --n-cpu-moe 2 -ngl 99, -ot "blk\.1\.ffn_.*_exps=CPU" -ngl 99 and -ngl 3 --n-cpu-moe 99 (a layer split
+ *     with offload; for the two-layer qwen3moe -ngl 3 is the whole model);
+ *   - `llm-bench -ngl 0,99 --n-cpu-moe 0,2 -o csv` runs every combination, each row tagged with its placement
+ *     (n_gpu_layers, n_cpu_moe, backend CPU / CUDA / CUDA+CPU(moe)), with bus bytes per token 0 on the CPU,
+ *     above 0 on the GPU and larger with the experts offloaded than without; -ot's alternative sets (llama-bench's
+ *     ',' between sets, ';' within one) are rows of their own, the set of two layers moving more than the set of
+ *     one; -ngl 3 --cpu-moe is labelled CUDA+CPU(layers,moe) in md with its ngl and n_cpu_moe columns;
+ *   - refusals: -sm tensor (exit 2, tensor parallelism named as not implemented), -ot foo (exit 2, one line
+ *     naming 'foo'), and an -ot the library cannot run (an attention weight to the CPU under -ngl 99: exit 1,
+ *     one line naming the tensor).
  * Emulator only (the device's memory and count are set by environment there):
  *   - INFER_EMU_MEM below what the weights need: -ngl 99 is one line naming the MiB needed and free, exit 1;
  *     so is the split -ngl 1 with 200M, naming the layers; with 260M (the 256 MiB reserve, then 4 MiB) the
  *     whole model (5.8 MiB) is refused while -ngl 1 (2.3 MiB) loads and gives the CPU's tokens: the fit
  *     counts only what goes to the device;
  *   - INFER_EMU_DEVICES=2 with -mg 1: the same tokens, and the emulator's exit statistics (INFER_EMU_STATS=1)
- *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work.
+ *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work;
+ *   - INFER_EMU_DEVICES=2 with -sm layer: the CPU's tokens (-ngl 99 -ts 1,1 on qwen35moe, -ngl 3 on qwen35: the
+ *     host and both devices), and llm-bench -sm none,layer gives a row of each.
  * Without a device: SKIP (exit 77). */
 #include <math.h>
 #include <stdio.h>
@@ -149,6 +162,141 @@ static void bench(void) {
 #endif
 }
 
+static int n_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* The field of CSV line `line` in column col (0-based; double quotes removed) in f. */
+static void csv_field(const char *line, int col, char *f, size_t cap) {
+    size_t n = 0;
+    int quoted = 0;
+    for (const char *c = line; *c && *c != '\n'; c++) {
+        if (*c == '"') {
+            quoted = !quoted;
+            continue;
+        }
+        if (*c == ',' && !quoted) {
+            if (col-- == 0) break;
+            continue;
+        }
+        if (col == 0 && n + 1 < cap) f[n++] = *c;
+    }
+    f[n] = 0;
+}
+
+/* The column of name in the CSV header line hdr, or -1. */
+static int csv_col(const char *hdr, const char *name) {
+    char f[64];
+    for (int col = 0; col < 64; col++) {
+        csv_field(hdr, col, f, sizeof f);
+        if (!strcmp(f, name)) return col;
+    }
+    return -1;
+}
+
+struct bench_row {
+    int ngl, n_cpu_moe, pp;
+    double bus;
+    char backend[32], ot[128];
+};
+
+/* The data rows of llm-bench -o csv output (stderr mixed in: the header starts "model,", a row '"'). */
+static int bench_rows(const char *out, struct bench_row *r, int cap) {
+    const char *hdr = strstr(out, "model,model_path,");
+    if (!hdr) return -1;
+    const int c_ngl = csv_col(hdr, "n_gpu_layers"), c_moe = csv_col(hdr, "n_cpu_moe"), c_pp = csv_col(hdr, "n_prompt");
+    const int c_bus = csv_col(hdr, "bus_bytes_per_token"), c_be = csv_col(hdr, "backend");
+    const int c_ot = csv_col(hdr, "override_tensors");
+    if (c_ngl < 0 || c_moe < 0 || c_pp < 0 || c_bus < 0 || c_be < 0 || c_ot < 0) return -1;
+    int n = 0;
+    char f[128];
+    for (const char *l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        if (*l != '"' || n == cap) continue;
+        csv_field(l, c_ngl, f, sizeof f);
+        r[n].ngl = atoi(f);
+        csv_field(l, c_moe, f, sizeof f);
+        r[n].n_cpu_moe = atoi(f);
+        csv_field(l, c_pp, f, sizeof f);
+        r[n].pp = atoi(f) > 0;
+        csv_field(l, c_bus, f, sizeof f);
+        r[n].bus = atof(f);
+        csv_field(l, c_be, r[n].backend, sizeof r[n].backend);
+        csv_field(l, c_ot, r[n].ot, sizeof r[n].ot);
+        n++;
+    }
+    return n;
+}
+
+/* The row of rows[0..n) with this placement and test (pp 1, tg 0), or NULL. */
+static const struct bench_row *bench_find(const struct bench_row *rows, int n, int ngl, int n_cpu_moe, int pp) {
+    for (int i = 0; i < n; i++)
+        if (rows[i].ngl == ngl && rows[i].n_cpu_moe == n_cpu_moe && rows[i].pp == pp) return &rows[i];
+    return NULL;
+}
+
+/* llm-bench's placements: -ngl x --n-cpu-moe (every combination), -ot's sets, the labels and the bus column. */
+static void bench_offload(void) {
+    const char *path = synth("qwen35moe", "F32");
+    if (!path) return;
+    static char out[32768];
+    char args[1024];
+    struct bench_row rows[16];
+    snprintf(args, sizeof args, "-m %s -ngl 0,99 --n-cpu-moe 0,2 -p 8 -n 4 -r 1 -t 1 -o csv", path);
+    int rc = run("", "llm-bench", args, out, sizeof out);
+    int n = bench_rows(out, rows, 16);
+    T_CHECK(rc == 0 && n == 8, "llm-bench -ngl 0,99 --n-cpu-moe 0,2: 2 x 2 placements x pp, tg (exit %d, %d rows): %s",
+            rc, n, out);
+    for (int pp = 0; pp < 2 && n == 8; pp++) {
+        const struct bench_row *cpu0 = bench_find(rows, n, 0, 0, pp), *cpu2 = bench_find(rows, n, 0, 2, pp);
+        const struct bench_row *gpu = bench_find(rows, n, 99, 0, pp), *off = bench_find(rows, n, 99, 2, pp);
+        T_CHECK(cpu0 && cpu2 && gpu && off, "%s: a row for each placement: %s", pp ? "pp8" : "tg4", out);
+        if (!cpu0 || !cpu2 || !gpu || !off) continue;
+        printf("  llm-bench %s bus bytes/token: -ngl 0: %.1f, %.1f; -ngl 99: %.1f; -ngl 99 --n-cpu-moe 2: %.1f\n",
+               pp ? "pp8" : "tg4", cpu0->bus, cpu2->bus, gpu->bus, off->bus);
+        T_CHECK(!strcmp(cpu0->backend, "CPU") && !strcmp(cpu2->backend, "CPU") && !strcmp(gpu->backend, "CUDA") &&
+                    !strcmp(off->backend, "CUDA+CPU(moe)"),
+                "backends %s %s %s %s", cpu0->backend, cpu2->backend, gpu->backend, off->backend);
+        T_CHECK(cpu0->bus == 0 && cpu2->bus == 0, "no bus bytes on the CPU: %.1f %.1f", cpu0->bus, cpu2->bus);
+        T_CHECK(gpu->bus > 0 && off->bus > gpu->bus, "%s: bus bytes per token above 0 on the GPU (%.1f) and more with "
+                "the experts offloaded (%.1f)", pp ? "pp8" : "tg4", gpu->bus, off->bus);
+    }
+    /* -ot: llama-bench's sets, ',' between them, ';' within one */
+    snprintf(args, sizeof args, "-m %s -ngl 99 -ot 'blk\\.1\\.ffn_.*_exps=CPU;blk\\.2\\.ffn_.*_exps=CPU,"
+             "blk\\.1\\.ffn_.*_exps=CPU' -p 8 -n 0 -r 1 -t 1 -o csv", path);
+    rc = run("", "llm-bench", args, out, sizeof out);
+    n = bench_rows(out, rows, 16);
+    T_CHECK(rc == 0 && n == 2 && !strcmp(rows[0].ot, "blk\\.1\\.ffn_.*_exps=CPU,blk\\.2\\.ffn_.*_exps=CPU") &&
+                !strcmp(rows[1].ot, "blk\\.1\\.ffn_.*_exps=CPU") && !strcmp(rows[0].backend, "CUDA+CPU(moe)") &&
+                rows[0].bus > rows[1].bus && rows[1].bus > 0,
+            "llm-bench -ot with two sets: two rows, the set of two layers moving more (exit %d, %d rows): %s", rc, n,
+            out);
+    /* a layer split with the experts of its GPU layers on the host, in md */
+    snprintf(args, sizeof args, "-m %s -ngl 3 --cpu-moe -p 8 -n 0 -r 1 -t 1", path);
+    rc = run("", "llm-bench", args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, "| backend | ngl | n_cpu_moe | threads |") &&
+                strstr(out, "| CUDA+CPU(layers,moe) | 3 | all | 1 | pp8 |") && strstr(out, "bus KB/token |"),
+            "llm-bench -ngl 3 --cpu-moe (exit %d): %s", rc, out);
+    /* refusals */
+    snprintf(args, sizeof args, "-m %s -ngl 99 -sm tensor -p 8 -n 0 -r 1", path);
+    rc = run("", "llm-bench", args, out, sizeof out);
+    T_CHECK(rc == 2 && strstr(out, "-sm tensor") && strstr(out, "tensor parallelism") && strstr(out, "not implemented"),
+            "llm-bench -sm tensor: refused, naming tensor parallelism (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s -ngl 99 -ot foo -p 8 -n 0 -r 1", path);
+    rc = run("", "llm-bench", args, out, sizeof out);
+    T_CHECK(rc == 2 && strstr(out, "-ot: 'foo'") && strstr(out, "PATTERN=DEVICE") && n_lines(out) == 1,
+            "llm-bench -ot foo: one line naming it (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 99 -ot foo", path, prompt);
+    rc = run("", "llm-run", args, out, sizeof out);
+    T_CHECK(rc == 2 && strstr(out, "-ot: 'foo'") && strstr(out, "PATTERN=DEVICE") && n_lines(out) == 1,
+            "llm-run -ot foo: one line naming it (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 99 -ot 'blk\\.3\\.attn_q\\.weight=CPU'", path, prompt);
+    rc = run("", "llm-run", args, out, sizeof out);
+    T_CHECK(rc == 1 && strstr(out, "blk.3.attn_q.weight") && n_lines(out) == 1,
+            "llm-run -ot of an attention weight to the CPU under -ngl 99: one line naming it (exit %d): %s", rc, out);
+}
+
 #ifdef INFER_EMU
 static void too_small(void) {
     const char *path = synth("qwen3", "F32");
@@ -192,6 +340,19 @@ static void second_device(void) {
     T_CHECK(sscanf(d1 + strlen("emu stats: device 1: "), "%llu launches", &l1) == 1 && l1 > 0, "device 1 did the work: %.200s",
             d1);
 }
+
+/* -sm layer over 2 devices: the CPU's tokens from llm-run, and llm-bench rows for -sm none,layer. */
+static void layer_split_devices(void) {
+    greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm layer -ts 1,1");
+    greedy_same("qwen35", "F32", "INFER_EMU_DEVICES=2", "-ngl 3 -sm layer");
+    const char *path = synth("qwen35", "F32");
+    if (!path) return;
+    char args[1024], out[16384];
+    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 1 -ngl 99 -sm none,layer -ts 1/1 -o csv", path);
+    const int rc = run("INFER_EMU_DEVICES=2", "llm-bench", args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, ",none,") && strstr(out, ",layer,"), "llm-bench -sm none,layer over 2 devices "
+            "(exit %d): %s", rc, out);
+}
 #endif
 
 int main(void) {
@@ -214,9 +375,16 @@ int main(void) {
     greedy_same("llama", "F32", "", "-ngl 2");
     greedy_same("qwen35", "Q8_0", "", "-ngl 2");
     bench();
+    static const char *const moe[] = {"qwen3moe", "qwen35moe"};
+    static const char *const offload[] = {"--cpu-moe -ngl 99", "--n-cpu-moe 2 -ngl 99",
+                                          "-ot 'blk\\.1\\.ffn_.*_exps=CPU' -ngl 99", "-ngl 3 --n-cpu-moe 99"};
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+        for (size_t k = 0; k < sizeof offload / sizeof offload[0]; k++) greedy_same(moe[i], "F32", "", offload[k]);
+    bench_offload();
 #ifdef INFER_EMU
     too_small();
     second_device();
+    layer_split_devices();
 #endif
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -11,7 +11,12 @@
  *   --top-k 1 at temperature 1 gives exactly the greedy ids (also with --mtp 3);
  *   each sampling flag (-s, --temp, --top-k, --top-p, --min-p, the three penalties, --repeat-last-n) gives
  *   the ids the API gives with that parameter, and different ids than without it; no flags give the
- *   documented defaults. */
+ *   documented defaults.
+ *   Placement flags without a GPU: -ot's form is checked by the tools (a bad entry is one line naming it, exit
+ *   2), -ot reaches the plan (--dry-run for a card we do not have refuses an attention weight on the CPU,
+ *   naming it, also when it is the second of two -ot flags: they accumulate), -sm tensor is refused as not
+ *   implemented; llm-bench's --n-cpu-moe and -sm lists give a row per combination with the n_cpu_moe,
+ *   split_mode, override_tensors and bus_bytes_per_token columns (0 on the CPU), and md shows n_cpu_moe. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +215,36 @@ int main(void) {
     T_CHECK(run(bench_tool, "-m x.gguf -p 1,a", 1, out, sizeof out) == 2 && strstr(out, "-p"), "bench -p: %s", out);
     T_CHECK(run(bench_tool, "-m /nonexistent.gguf", 1, out, sizeof out) == 1 && count_lines(out) == 1,
             "bench missing model: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -ot foo", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "-ot: 'foo' is not PATTERN=DEVICE"), "-ot foo: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -ot 'a=CPU,b=GPU0'", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "'b=GPU0'"), "-ot with an unknown device: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -ot 'blk(=CPU'", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "'blk(' is not a valid extended regular expression"), "-ot with a bad pattern: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi --override-tensor 'a=CUDA0,'", 1, out, sizeof out) == 2 &&
+                count_lines(out) == 1 && strstr(out, "empty entry"), "-ot with an empty entry: %s", out);
+    T_CHECK(run(bench_tool, "-m x.gguf -ot 'a=CPU;b=CUDAx'", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "'b=CUDAx'"), "bench -ot with a bad device in a set: %s", out);
+    T_CHECK(run(bench_tool, "-m x.gguf -sm tensor", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "-sm tensor: tensor parallelism") && strstr(out, "not implemented"), "bench -sm tensor: %s",
+            out);
+    T_CHECK(run(bench_tool, "-m x.gguf -sm none,rows", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "'rows'"), "bench -sm rows: %s", out);
+    T_CHECK(run(bench_tool, "-m x.gguf --n-cpu-moe 0,x", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "--n-cpu-moe: 'x'"), "bench --n-cpu-moe 0,x: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -sm none,layer", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "is a list"), "llm-run -sm takes one mode: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -sm tensor", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "not implemented"), "llm-run -sm tensor: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -ts 1,-1", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "negative share"), "-ts 1,-1: %s", out);
+    T_CHECK(run(bench_tool, "-m x.gguf -ts 0/0", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "no device a share"), "bench -ts 0/0: %s", out);
+    T_CHECK(run(run_tool, "--help", 1, out, sizeof out) == 0 && strstr(out, "--override-tensor") &&
+                strstr(out, "expert offload") && !strstr(out, "planned") && !strstr(out, "refused at load"),
+            "llm-run --help: -ot, and expert offload runs: %s", out);
+    T_CHECK(run(bench_tool, "--help", 1, out, sizeof out) == 0 && strstr(out, "--n-cpu-moe N[,N...]") &&
+                strstr(out, "-ot P=D") && strstr(out, "-sm M[,M...]"), "llm-bench --help: %s", out);
 
     /* ---- the model; skip the rest when there is no forward pass for it ---- */
     struct synth_params sp;
@@ -315,7 +350,24 @@ int main(void) {
     T_CHECK(run(run_tool, args, 1, out, sizeof out) == 0 && strstr(out, "context full"), "-n -1 stops at a full context: %s",
             out);
 
+    /* ---- placement flags reach the plan: --dry-run for a card we do not have ---- */
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 99 --dry-run-mem 8G", model);
+    T_CHECK(run(run_tool, args, 1, out, sizeof out) == 0, "--dry-run -ngl 99: %s", out);
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 99 --dry-run-mem 8G -ot 'nothing\\.matches=CPU' "
+             "-ot 'blk\\.0\\.attn_q\\.weight=CPU'", model);
+    T_CHECK(run(run_tool, args, 1, out, sizeof out) == 1 && count_lines(out) == 1 && strstr(out, "blk.0.attn_q.weight"),
+            "--dry-run with an attention weight to the CPU (the second -ot): refused, naming it: %s", out);
+
     /* ---- llm-bench ---- */
+    snprintf(args, sizeof args, "-m %s -p 8 -n 2 -r 1 -t 1 --n-cpu-moe 0,2 -sm none -o csv", model);
+    T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && count_lines(out) == 5 &&
+                strstr(out, ",n_cpu_moe,split_mode,override_tensors,bus_bytes_per_token\n") &&
+                strstr(out, ",0,none,\"\",0.0\n") && strstr(out, ",2,none,\"\",0.0\n"),
+            "bench csv: --n-cpu-moe 0,2 on the CPU, 2 placements x 2 tests + header: %s", out);
+    snprintf(args, sizeof args, "-m %s -p 8 -n 0 -r 1 -t 1 --cpu-moe", model);
+    T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && strstr(out, "| backend | n_cpu_moe | threads |") &&
+                strstr(out, "| CPU | all | 1 | pp8 |") && !strstr(out, "bus KB/token"),
+            "bench md --cpu-moe: %s", out);
     snprintf(args, sizeof args, "-m %s -p 16 -n 4 -r 2 -t 1", model);
     T_CHECK(run(bench_tool, args, 0, out, sizeof out) == 0 && strstr(out, "| model | size | params | backend | threads "
             "| test | t/s |") && strstr(out, "| pp16 |") && strstr(out, "| tg4 |") && strstr(out, " ± "),

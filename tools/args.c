@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,31 @@ static int args_sizes(struct args *a, const char *flag, const char *s) {
     }
 }
 
+/* -ts 3,1 (or llama-bench's 3/1): each device's share of the GPU layers with -sm layer; finite, >= 0, one > 0. */
+static int args_ts(struct args *a, const char *flag, const char *s) {
+    char buf[64];
+    float sum = 0;
+    a->n_ts = 0;
+    for (const char *p = s;;) {
+        const size_t len = strcspn(p, ",/");
+        if (len >= sizeof buf) return args_bad(a, flag, s, "has an element that is too long");
+        if (a->n_ts == INFER_MAX_DEVICES) {
+            fprintf(stderr, "%s: %s: more than %d devices\n", a->tool, flag, INFER_MAX_DEVICES);
+            return 2;
+        }
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        float v;
+        if (args_float(a, flag, buf, &v)) return 2;
+        if (v < 0) return args_bad(a, flag, buf, "is a negative share");
+        a->ts[a->n_ts++] = v;
+        sum += v;
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    return sum > 0 ? 0 : args_bad(a, flag, s, "gives no device a share");
+}
+
 /* "1,2,3" into out (at most cap); lo is the smallest value allowed. */
 static int args_list(const struct args *a, const char *flag, const char *s, int32_t lo, int32_t *out, int cap,
                      int *n) {
@@ -112,6 +138,121 @@ static int args_list(const struct args *a, const char *flag, const char *s, int3
         if (args_i32(a, flag, buf, lo, &out[(*n)++])) return 2;
         if (!c) return 0;
         p = c + 1;
+    }
+}
+
+/* One -ot entry s[0..len): PATTERN=DEVICE, the pattern non-empty and a valid extended regular expression (\d
+ * read as [0-9], as the library reads it), DEVICE CPU or CUDA<i>. Whether the placement it asks for runs is
+ * the library's check, at load. */
+static int args_ot_entry(const struct args *a, const char *flag, const char *s, size_t len) {
+    char e[512], pat[5 * sizeof e]; /* \d grows to [0-9] */
+    if (len >= sizeof e) return args_bad(a, flag, s, "has a pattern that is too long");
+    memcpy(e, s, len);
+    e[len] = 0;
+    char *eq = strchr(e, '='); /* the first '=', as the library splits it */
+    const char *dev = eq ? eq + 1 : "";
+    const int cuda = !strncmp(dev, "CUDA", 4);
+    const size_t digits = cuda ? strspn(dev + 4, "0123456789") : 0;
+    const int dev_ok = !strcmp(dev, "CPU") || (cuda && digits > 0 && !dev[4 + digits]);
+    if (!eq || eq == e || !dev_ok)
+        return args_bad(a, flag, e, "is not PATTERN=DEVICE (DEVICE: CPU or CUDA0, CUDA1, ...)");
+    size_t o = 0;
+    for (const char *c = e; c < eq; c++) {
+        if (c[0] == '\\' && c + 1 < eq && c[1] == 'd') {
+            memcpy(pat + o, "[0-9]", 5);
+            o += 5;
+            c++;
+            continue;
+        }
+        pat[o++] = *c;
+    }
+    pat[o] = 0;
+    regex_t re;
+    if (regcomp(&re, pat, REG_EXTENDED | REG_NOSUB)) {
+        *eq = 0;
+        return args_bad(a, flag, e, "is not a valid extended regular expression");
+    }
+    regfree(&re);
+    return 0;
+}
+
+/* Appends s[0..len) to a->ot, after sep unless sep is 0; keeps it NUL-terminated. */
+static int args_ot_put(struct args *a, const char *flag, char sep, const char *s, size_t len) {
+    if (a->ot_len + (sep != 0) + len + 1 > sizeof a->ot) {
+        fprintf(stderr, "%s: %s: the overrides are longer than %zu bytes in all\n", a->tool, flag, sizeof a->ot - 1);
+        return 2;
+    }
+    if (sep) a->ot[a->ot_len++] = sep;
+    memcpy(a->ot + a->ot_len, s, len);
+    a->ot_len += len;
+    a->ot[a->ot_len] = 0;
+    return 0;
+}
+
+/* llm-run -ot A=D[,B=D...]: every entry checked, then appended to what earlier -ot flags gave (llama.cpp's
+ * flags accumulate). */
+static int args_ot(struct args *a, const char *flag, const char *v) {
+    for (const char *p = v;;) {
+        const size_t len = strcspn(p, ",");
+        if (len == 0) return args_bad(a, flag, v, "has an empty entry (expected PATTERN=DEVICE[,PATTERN=DEVICE...])");
+        if (args_ot_entry(a, flag, p, len)) return 2;
+        if (args_ot_put(a, flag, a->ot_len ? ',' : 0, p, len)) return 2;
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
+}
+
+/* llm-bench -ot A=D;B=D,C=D: llama-bench's form, ',' between alternative sets (each a run of its own) and ';'
+ * between the patterns of one set; an empty set means no overrides. Each set goes into a->ot in the library's
+ * comma form, NUL-terminated, with a->ot_set[] pointing at it; further -ot flags add sets. */
+static int args_ot_sets(struct args *a, const char *flag, const char *v) {
+    for (const char *g = v;;) {
+        const size_t glen = strcspn(g, ",");
+        if (a->n_ot_set == ARGS_MAX_LIST) {
+            fprintf(stderr, "%s: %s: more than %d override sets\n", a->tool, flag, ARGS_MAX_LIST);
+            return 2;
+        }
+        if (a->n_ot_set > 0 && args_ot_put(a, flag, 0, "", 1)) return 2; /* past the previous set's NUL */
+        char *set = a->ot + a->ot_len;
+        const size_t set0 = a->ot_len;
+        for (const char *p = g; p < g + glen;) {
+            const size_t len = strcspn(p, ";,");
+            if (len && args_ot_entry(a, flag, p, len)) return 2;
+            if (len && args_ot_put(a, flag, a->ot_len > set0 ? ',' : 0, p, len)) return 2;
+            p += len + (p[len] == ';');
+        }
+        a->ot_set[a->n_ot_set++] = set;
+        if (!g[glen]) return 0;
+        g += glen + 1;
+    }
+}
+
+/* -sm none|layer (llm-bench: a list); row and tensor (tensor parallelism) are refused by name. */
+static int args_sm(struct args *a, const char *flag, const char *v) {
+    char w[32];
+    a->n_sm = 0;
+    for (const char *p = v;;) {
+        const size_t len = strcspn(p, ",");
+        if (len >= sizeof w) return args_bad(a, flag, v, "has an element that is too long");
+        if (a->n_sm == ARGS_MAX_LIST) {
+            fprintf(stderr, "%s: %s: more than %d values\n", a->tool, flag, ARGS_MAX_LIST);
+            return 2;
+        }
+        memcpy(w, p, len);
+        w[len] = 0;
+        if (!strcmp(w, "none")) {
+            a->sm[a->n_sm++] = ARGS_SM_NONE;
+        } else if (!strcmp(w, "layer")) {
+            a->sm[a->n_sm++] = ARGS_SM_LAYER;
+        } else if (!strcmp(w, "tensor") || !strcmp(w, "row")) {
+            fprintf(stderr, "%s: %s %s: tensor parallelism (splitting each layer's tensors across GPUs) is not "
+                    "implemented yet; use none or layer\n", a->tool, flag, w);
+            return 2;
+        } else {
+            return args_bad(a, flag, w, "is not a split mode (none or layer)");
+        }
+        if (!p[len]) return 0;
+        p += len + 1;
     }
 }
 
@@ -149,8 +290,15 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             a->dry_run = 1;
             continue;
         }
-        if (!bench && !strcmp(f, "--cpu-moe")) {
-            a->n_cpu_moe = INT32_MAX;
+        if (!strcmp(f, "--cpu-moe")) {
+            if (bench && a->n_ncmoe == ARGS_MAX_LIST) {
+                fprintf(stderr, "%s: %s: more than %d values\n", tool, f, ARGS_MAX_LIST);
+                return 2;
+            }
+            if (bench)
+                a->ncmoe[a->n_ncmoe++] = INT32_MAX; /* one more value of the --n-cpu-moe list */
+            else
+                a->n_cpu_moe = INT32_MAX;
             continue;
         }
         if (f[0] != '-') {
@@ -202,8 +350,7 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             rc = args_i32(a, f, v, 0, &a->n_threads);
         } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {
             /* note: only the number is checked here; the library refuses a value it cannot run (no device,
-             * a model or split larger than the device's memory, experts on the host under GPU layers) with its
-             * own message */
+             * a model or split larger than the device's memory) with its own message */
             if (bench)
                 rc = args_list(a, f, v, 0, a->ngl, ARGS_MAX_LIST, &a->n_ngl);
             else
@@ -212,6 +359,23 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             rc = args_i32(a, f, v, 0, &a->main_gpu);
         } else if (!bench && !strcmp(f, "--n-cpu-moe")) {
             rc = args_i32(a, f, v, 0, &a->n_cpu_moe);
+        } else if (bench && !strcmp(f, "--n-cpu-moe")) {
+            /* appends, so that --cpu-moe before or after adds to the list */
+            int32_t vals[ARGS_MAX_LIST];
+            int n = 0;
+            rc = args_list(a, f, v, 0, vals, ARGS_MAX_LIST, &n);
+            if (!rc && a->n_ncmoe + n > ARGS_MAX_LIST) {
+                fprintf(stderr, "%s: %s: more than %d values\n", tool, f, ARGS_MAX_LIST);
+                return 2;
+            }
+            for (int k = 0; !rc && k < n; k++) a->ncmoe[a->n_ncmoe++] = vals[k];
+        } else if (!strcmp(f, "-ot") || !strcmp(f, "--override-tensor")) {
+            rc = bench ? args_ot_sets(a, f, v) : args_ot(a, f, v);
+        } else if (!strcmp(f, "-sm") || !strcmp(f, "--split-mode")) {
+            rc = args_sm(a, f, v);
+            if (!rc && !bench && a->n_sm > 1) return args_bad(a, f, v, "is a list (llm-bench takes lists)");
+        } else if (!strcmp(f, "-ts") || !strcmp(f, "--tensor-split")) {
+            rc = args_ts(a, f, v);
         } else if (!bench && !strcmp(f, "--fit")) {
             if (strcmp(v, "on") && strcmp(v, "off")) return args_bad(a, f, v, "is not on or off");
             a->fit = !strcmp(v, "on");

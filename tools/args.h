@@ -14,6 +14,9 @@
 #define ARGS_MAX_MODELS 16
 #define ARGS_MAX_LIST 64
 
+/* -sm: none puts the GPU part on device -mg; layer spreads the GPU layers over the devices (-ts) */
+enum { ARGS_SM_NONE, ARGS_SM_LAYER };
+
 struct args {
     const char *tool;                       /* program name for messages */
     const char *model[ARGS_MAX_MODELS];     /* -m, repeatable in llm-bench */
@@ -29,6 +32,9 @@ struct args {
                                                layer count: all; auto: INFER_GPU_LAYERS_AUTO; all: -1 */
     int32_t main_gpu;                       /* -mg N: the CUDA device -ngl loads onto (0) */
     int32_t n_cpu_moe;                      /* --n-cpu-moe N / --cpu-moe (INT32_MAX): experts kept on the host */
+    char ot[4096];                          /* -ot PATTERN=DEVICE[,...]: llm-run: every -ot joined with commas (the
+                                               library's tensor_overrides); llm-bench: the sets of ot_set */
+    size_t ot_len;                          /* bytes of ot in use */
     int32_t fit;                            /* --fit on|off (1): the automatic fit of -ngl auto */
     int32_t n_seq;                          /* -np N: sequences the context holds (0: the library's 1) */
     int dry_run;                            /* --dry-run: print the placement plan and exit */
@@ -43,13 +49,26 @@ struct args {
     /* llm-bench */
     int32_t pp[ARGS_MAX_LIST], tg[ARGS_MAX_LIST], depth[ARGS_MAX_LIST], ngl[ARGS_MAX_LIST];
     int n_pp, n_tg, n_depth, n_ngl;         /* -ngl is a list in llm-bench (n_gpu_layers stays 0) */
+    int32_t ncmoe[ARGS_MAX_LIST];           /* --n-cpu-moe N[,N...] (--cpu-moe adds INT32_MAX) */
+    int n_ncmoe;
+    int32_t sm[ARGS_MAX_LIST];              /* -sm none|layer (llm-bench: a list): ARGS_SM_*; none given: none */
+    int n_sm;
+    float ts[INFER_MAX_DEVICES];            /* -ts 3,1 (or 3/1): the devices' shares with -sm layer */
+    int n_ts;
+    const char *ot_set[ARGS_MAX_LIST];      /* -ot, llama-bench's form: ',' separates alternative sets, ';' the
+                                               patterns of one set; each set in the library's comma form, in ot;
+                                               "" for an empty set (no overrides) */
+    int n_ot_set;
     int32_t reps;                           /* -r */
     const char *output;                     /* -o md|csv|json */
     int help;
 };
 
 /* Parses argv into a (defaults first). bench = 1 gives -p/-n llm-bench's meaning (lists of token
- * counts) and accepts -r -d -o; its -ngl is a list too. Returns 0, or 2 after printing one line. */
+ * counts) and accepts -r -d -o; its -ngl, --n-cpu-moe and -sm are lists too, and its -ot takes alternative
+ * sets. Each -ot pattern is checked here (PATTERN=DEVICE, DEVICE CPU or CUDA<i>, the pattern a valid
+ * extended regular expression), so that a bad one is refused even where no GPU would read it.
+ * Returns 0, or 2 after printing one line. */
 int args_parse(struct args *a, int argc, char **argv, int bench);
 
 #endif

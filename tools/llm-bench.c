@@ -1,6 +1,7 @@
 /* llm-bench: prompt-processing and generation speed, llama-bench style.
  *
- *   llm-bench -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-ngl 0] [-o md|csv|json]
+ *   llm-bench -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-ngl 0] [--n-cpu-moe 0]
+ *             [-ot P=D;P=D,...] [-sm none|layer] [-o md|csv|json]
  *
  * Tests: ppP reads P random tokens as one batch; tgN decodes N tokens one at a time. With -d D the
  * sequence is first filled to D positions (untimed), so the test measures attention over a deep
@@ -14,6 +15,22 @@
  * GPU and back). The library refuses a machine without a device with its own message. A list (-ngl 0,2,99)
  * benchmarks each in turn.
  *
+ * Placements, as llama-bench: every combination of -ngl x --n-cpu-moe x -sm x -ot runs, the model loaded
+ * once per combination. --n-cpu-moe N[,N...] (--cpu-moe adds "all") keeps the routed experts of the first N
+ * MoE layers in host memory; under GPU layers that is expert offload (backend CUDA+CPU(moe): the router, the
+ * shared expert and the rest of the layer on the GPU, the selected experts on the CPU; CUDA+CPU(layers,moe)
+ * with a layer split too). -ot takes llama-bench's form: ',' separates alternative override sets, ';' the
+ * PATTERN=DEVICE entries of one set. -sm none|layer is a column only: the library puts every GPU layer on
+ * the one device -mg, so the two are the same; -sm tensor (or row) is refused, as tensor parallelism is not
+ * implemented. The md table shows the ngl, n_cpu_moe, sm and ot columns when they were given; csv and json
+ * always carry them.
+ *
+ * Every row also gives the bytes the test moved between host and device memory (infer_ctx_bus_bytes over the
+ * timed runs; both ways) per token: per prompt token for pp, per generated token for tg; 0 (md: "-") for a
+ * context wholly on the CPU. It shows what a placement costs in bus traffic: a layer split moves the hidden
+ * state across each boundary, expert offload the normed hidden state, the routing and the experts' output of
+ * every offloaded layer.
+ *
  * For tg the table also gives what bounds it on a CPU or a GPU: the weight bytes one decode step reads (every
  * layer's weights and the LM head; not token_embd, of which one row is read, unless it is the tied LM
  * head; for MoE layers the routed experts count for n_expert_used / n_expert of their bytes; MTP
@@ -23,7 +40,7 @@
  * weight-bytes model is used for CUDA rows: % of roofline = (bytes per token x tokens/s) / bandwidth. A
  * split reads its two parts at two speeds: the roofline time of a token is the CPU part's bytes over the
  * host's bandwidth plus the GPU part's over the device's, and the bandwidth a row reports (bw_gb_s) is the
- * bytes per token over that time.
+ * bytes per token over that time; under expert offload the experts in host memory are the CPU part.
  *
  * --mtp N adds, after each tgN, the same test generated greedily with MTP speculative decoding (N
  * drafts per step) from a one-token prompt, with the mean accepted length per step and the tokens per
@@ -59,7 +76,17 @@ static int usage(int to_err) {
             "  --mtp N       also run each tg test with MTP speculative decoding, N = 1..4 drafts per step\n"
             "  -ngl N[,N...] layers on CUDA device -mg: 0 = CPU (default); 1..the layer count = the last N (the\n"
             "                head on the CPU; x crosses the bus twice per batch); above it (99) = all\n"
-            "  -mg N         the CUDA device for -ngl (default 0)\n");
+            "  -mg N         the CUDA device for -ngl (default 0)\n"
+            "  --n-cpu-moe N[,N...]  keep the routed experts of the first N MoE layers in host memory (default 0);\n"
+            "                under GPU layers the selected experts run on the CPU (expert offload)\n"
+            "  --cpu-moe     adds every layer's experts in host memory (\"all\") to the --n-cpu-moe list\n"
+            "  -ot P=D[;P=D...][,...]  tensor overrides (PATTERN=DEVICE, DEVICE CPU or CUDA<i>), llama-bench's\n"
+            "                form: ';' joins the entries of one set, ',' separates sets benchmarked in turn\n"
+            "  -sm M[,M...]  split mode: none (default: the GPU part on -mg) or layer (the GPU layers spread over\n"
+            "                the devices, -ts); tensor (tensor parallelism) is not implemented yet\n"
+            "  -ts A/B/...   with -sm layer, each device's share of the GPU layers (default: by free memory)\n"
+            "Every combination of -ngl, --n-cpu-moe, -sm and -ot runs. Rows give the bytes moved over the bus per\n"
+            "token (bus KB/token; csv, json: bus_bytes_per_token).\n");
     return to_err ? 2 : 0;
 }
 
@@ -121,7 +148,9 @@ struct bench_model {
     char name[96];
     double size, params, tg_bytes; /* bytes of weights, elements, bytes read per decode step */
     double tg_bytes_dev;           /* of tg_bytes, those on the device (the model's placement) */
+    int on_gpu;                    /* weights on a CUDA device */
     int split;                     /* layers on the GPU, the head on the CPU */
+    int moe_host;                  /* a layer on the GPU keeps its routed experts in host memory (expert offload) */
 };
 
 static void model_facts(const infer_model *m, const char *path, struct bench_model *bm) {
@@ -133,7 +162,10 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
     else
         snprintf(bm->name, sizeof bm->name, "%s", infer_model_arch(m));
     bm->size = bm->params = bm->tg_bytes = bm->tg_bytes_dev = 0;
+    bm->on_gpu = m->n_gpu > 0;
     bm->split = m->n_gpu > 0 && !m->gpu_head;
+    bm->moe_host = 0;
+    for (int64_t il = 0; il < hp->n_layer_all; il++) bm->moe_host |= m->layers[il].exps_host;
     for (int64_t i = 0; i < infer_model_tensor_count(m); i++) {
         infer_tensor_info t;
         if (infer_model_tensor(m, i, &t) != INFER_OK) continue;
@@ -156,10 +188,14 @@ static void model_facts(const infer_model *m, const char *path, struct bench_mod
 struct bench_result {
     const struct bench_model *bm;
     int threads;
-    int32_t ngl;              /* 0: CPU; > 0: CUDA (bm->split: CUDA+CPU) */
+    int32_t ngl;              /* 0: CPU; > 0: CUDA (see backend_name) */
+    int32_t n_cpu_moe;        /* INT32_MAX: all (--cpu-moe) */
+    int32_t sm;               /* ARGS_SM_* */
+    const char *ot;           /* the override set ("": none) */
     int32_t n_prompt, n_gen, depth, mtp;
     double mean, sd;          /* tokens per second */
     double acc_len, tok_fwd;  /* mtp: mean accepted drafts per step, tokens per forward pass */
+    double bus;               /* bytes over the bus per token of the test, mean of the timed runs */
 };
 
 /* Appends n random tokens to sequence 0 in chunks of n_batch. */
@@ -222,6 +258,7 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
         infer_ctx_free(c);
         return st;
     }
+    uint64_t bus = 0; /* summed over the timed runs */
     int32_t *tok = malloc((size_t)n_tok * sizeof *tok);
     double *tps = malloc((size_t)(a->reps + 1) * sizeof *tps);
     if (!tok || !tps) {
@@ -240,6 +277,7 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
 #ifdef INFER_EMU
         if (r->ngl > 0) emu_counters_reset();
 #endif
+        const uint64_t bus0 = infer_ctx_bus_bytes(c); /* after the untimed prefill */
         const double t0 = now_s();
         double dt = 0;
         infer_spec_stats s0 = infer_spec_get_stats(c);
@@ -257,6 +295,7 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
             dt = now_s() - t0;
         }
         tps[rep] = (r->n_prompt ? r->n_prompt : r->n_gen) / dt;
+        if (rep > 0) bus += infer_ctx_bus_bytes(c) - bus0; /* the logits read back above included */
 #ifdef INFER_EMU
         if (r->ngl > 0 && rep == a->reps && !r->mtp)
             emu_per_call(a, r, r->n_prompt ? (r->n_prompt + cp.n_batch - 1) / cp.n_batch : r->n_gen);
@@ -272,6 +311,7 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
     r->mean = s / a->reps;
     for (int rep = 1; rep <= a->reps; rep++) s2 += (tps[rep] - r->mean) * (tps[rep] - r->mean);
     r->sd = a->reps > 1 ? sqrt(s2 / (a->reps - 1)) : 0;
+    r->bus = (double)bus / ((double)a->reps * (r->n_prompt ? r->n_prompt : r->n_gen));
 out:
     free(tok);
     free(tps);
@@ -288,11 +328,38 @@ static void test_name(const struct bench_result *r, char *buf, size_t cap) {
     if (r->depth) snprintf(buf + k, cap - (size_t)k, " @ d%d", r->depth);
 }
 
+/* The backend column: where the row's weights live. */
+static const char *backend_name(const struct bench_model *bm) {
+    if (!bm->on_gpu) return "CPU";
+    if (bm->split && bm->moe_host) return "CUDA+CPU(layers,moe)";
+    if (bm->split) return "CUDA+CPU";
+    if (bm->moe_host) return "CUDA+CPU(moe)";
+    return "CUDA";
+}
+
+/* s between double quotes, escaped for JSON (patterns hold backslashes) or, json = 0, for CSV. */
+static void print_quoted(const char *s, int json) {
+    putchar('"');
+    for (; *s; s++) {
+        if (json && (unsigned char)*s < 0x20) {
+            printf("\\u%04x", (unsigned)(unsigned char)*s);
+            continue;
+        }
+        if (json && (*s == '"' || *s == '\\'))
+            putchar('\\');
+        else if (!json && *s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
 /* bw: the roofline denominator of this row's backend; memcpy: the host figure (0: not measured). */
 static void print_row(const struct args *a, const struct bench_result *r, double bw, double memcpy_bw, int any_gpu,
                       int first) {
     const struct bench_model *bm = r->bm;
     char test[64], size[32], params[32], mbt[32] = "-", gbs[32] = "-", pct[32] = "-", acc[32] = "-", tf[32] = "-";
+    char ncmoe[16] = "all", bus[32] = "-";
     test_name(r, test, sizeof test);
     if (a->type_k == INFER_TYPE_Q8_0) strncat(test, " kv q8_0", sizeof test - strlen(test) - 1);
     if (bm->size >= (1 << 30))
@@ -304,40 +371,67 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     else
         snprintf(params, sizeof params, "%.2f M", bm->params / 1e6);
     const double rate = r->n_gen ? bm->tg_bytes * r->mean : 0;
-    const char *backend = bm->split ? "CUDA+CPU" : r->ngl > 0 ? "CUDA" : "CPU";
+    const char *backend = backend_name(bm), *sm = r->sm == ARGS_SM_NONE ? "none" : "layer";
     if (r->mtp) snprintf(acc, sizeof acc, "%.2f", r->acc_len), snprintf(tf, sizeof tf, "%.2f", r->tok_fwd);
     if (r->n_gen) {
         snprintf(mbt, sizeof mbt, "%.2f", bm->tg_bytes / 1e6);
         snprintf(gbs, sizeof gbs, "%.2f", rate / 1e9);
         if (bw > 0) snprintf(pct, sizeof pct, "%.1f%%", 100.0 * rate / bw);
     }
+    if (r->n_cpu_moe != INT32_MAX) snprintf(ncmoe, sizeof ncmoe, "%d", r->n_cpu_moe);
+    if (bm->on_gpu) snprintf(bus, sizeof bus, "%.2f", r->bus / 1e3);
     if (!strcmp(a->output, "md")) {
-        if (first)
-            printf("| model | size | params | backend | threads | test | t/s | MB/token | GB/s | %% of %s |%s\n"
-                   "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n",
-                   any_gpu ? "roofline" : "memcpy", a->mtp ? " accepted/step | tokens/forward |" : "",
-                   a->mtp ? " ---: | ---: |" : "");
-        printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |", bm->name, size, params, backend,
-               r->threads, test, r->mean, r->sd, mbt, gbs, pct);
+        /* the placement columns llama-bench shows when given: ngl with GPU rows, the others when asked for */
+        const int show_ngl = any_gpu, show_ncmoe = a->n_ncmoe > 0, show_sm = a->n_sm > 0, show_ot = a->n_ot_set > 0;
+        if (first) {
+            printf("| model | size | params | backend |%s%s%s%s threads | test | t/s | MB/token | GB/s "
+                   "| %% of %s |%s%s\n",
+                   show_ngl ? " ngl |" : "", show_ncmoe ? " n_cpu_moe |" : "", show_sm ? " sm |" : "",
+                   show_ot ? " ot |" : "", any_gpu ? "roofline" : "memcpy", any_gpu ? " bus KB/token |" : "",
+                   a->mtp ? " accepted/step | tokens/forward |" : "");
+            printf("| --- | ---: | ---: | --- |%s%s%s%s ---: | ---: | ---: | ---: | ---: | ---: |%s%s\n",
+                   show_ngl ? " ---: |" : "", show_ncmoe ? " ---: |" : "", show_sm ? " --- |" : "",
+                   show_ot ? " --- |" : "", any_gpu ? " ---: |" : "", a->mtp ? " ---: | ---: |" : "");
+        }
+        printf("| %s | %s | %s | %s |", bm->name, size, params, backend);
+        if (show_ngl) printf(" %d |", r->ngl);
+        if (show_ncmoe) printf(" %s |", ncmoe);
+        if (show_sm) printf(" %s |", sm);
+        if (show_ot) {
+            putchar(' ');
+            for (const char *c = r->ot[0] ? r->ot : "-"; *c; c++) { /* a pattern's | would end the cell */
+                if (*c == '|') putchar('\\');
+                putchar(*c);
+            }
+            printf(" |");
+        }
+        printf(" %d | %s | %.2f ± %.2f | %s | %s | %s |", r->threads, test, r->mean, r->sd, mbt, gbs, pct);
+        if (any_gpu) printf(" %s |", bus);
         if (a->mtp) printf(" %s | %s |", acc, tf);
         printf("\n");
     } else if (!strcmp(a->output, "csv")) {
         if (first)
             printf("model,model_path,size_bytes,params,backend,threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,"
-                   "bytes_per_token,gb_s,memcpy_gb_s,mtp,accepted_per_step,tokens_per_forward,n_gpu_layers,bw_gb_s\n");
-        printf("\"%s\",\"%s\",%.0f,%.0f,%s,%d,%d,%d,%d,%.4f,%.4f,%.0f,%.4f,%.4f,%d,%.4f,%.4f,%d,%.4f\n", bm->name,
+                   "bytes_per_token,gb_s,memcpy_gb_s,mtp,accepted_per_step,tokens_per_forward,n_gpu_layers,bw_gb_s,"
+                   "n_cpu_moe,split_mode,override_tensors,bus_bytes_per_token\n");
+        printf("\"%s\",\"%s\",%.0f,%.0f,%s,%d,%d,%d,%d,%.4f,%.4f,%.0f,%.4f,%.4f,%d,%.4f,%.4f,%d,%.4f,%d,%s,", bm->name,
                bm->path, bm->size, bm->params, backend, r->threads, r->n_prompt, r->n_gen, r->depth, r->mean, r->sd,
                r->n_gen ? bm->tg_bytes : 0, rate / 1e9, memcpy_bw / 1e9, r->mtp, r->acc_len, r->tok_fwd, r->ngl,
-               bw / 1e9);
+               bw / 1e9, r->n_cpu_moe, sm);
+        print_quoted(r->ot, 0);
+        printf(",%.1f\n", r->bus);
     } else {
         printf("%s  {\"model\": \"%s\", \"model_path\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
                "\"backend\": \"%s\", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"bytes_per_token\": %.0f, \"gb_s\": %.4f, "
                "\"memcpy_gb_s\": %.4f, \"mtp\": %d, \"accepted_per_step\": %.4f, \"tokens_per_forward\": %.4f, "
-               "\"n_gpu_layers\": %d, \"bw_gb_s\": %.4f}",
+               "\"n_gpu_layers\": %d, \"bw_gb_s\": %.4f, \"n_cpu_moe\": %d, \"split_mode\": \"%s\", "
+               "\"override_tensors\": ",
                first ? "[\n" : ",\n", bm->name, bm->path, bm->size, bm->params, backend, r->threads, r->n_prompt,
                r->n_gen, r->depth, r->mean, r->sd, r->n_gen ? bm->tg_bytes : 0, rate / 1e9, memcpy_bw / 1e9, r->mtp,
-               r->acc_len, r->tok_fwd, r->ngl, bw / 1e9);
+               r->acc_len, r->tok_fwd, r->ngl, bw / 1e9, r->n_cpu_moe, sm);
+        print_quoted(r->ot, 1);
+        printf(", \"bus_bytes_per_token\": %.1f}", r->bus);
     }
     fflush(stdout);
 }
@@ -360,6 +454,7 @@ int main(int argc, char **argv) {
     if (!a.n_tg) a.tg[a.n_tg++] = 128;
     if (!a.n_depth) a.depth[a.n_depth++] = 0;
     if (!a.n_ngl) a.ngl[a.n_ngl++] = 0;
+    const int n_ncmoe = a.n_ncmoe ? a.n_ncmoe : 1, n_sm = a.n_sm ? a.n_sm : 1, n_ot = a.n_ot_set ? a.n_ot_set : 1;
     int any_cpu = 0, any_gpu = 0, gpu_ngl = 0;
     for (int i = 0; i < a.n_ngl; i++)
         if (a.ngl[i] > 0)
@@ -389,13 +484,23 @@ int main(int argc, char **argv) {
                 dev, name, (double)total / (1 << 30), (double)avail / (1 << 30), dev_bw / 1e9);
     }
     int first = 1, ret = 0;
+    /* every combination, as llama-bench; the model is loaded once per placement */
+    const int n_place = a.n_ngl * n_ncmoe * n_sm * n_ot;
     for (int mi = 0; mi < a.n_model; mi++)
-        for (int gi = 0; gi < a.n_ngl; gi++) {
+        for (int pi = 0; pi < n_place; pi++) {
+            const int gi = pi / (n_ncmoe * n_sm * n_ot), ci = pi / (n_sm * n_ot) % n_ncmoe;
+            const int si = pi / n_ot % n_sm, oi = pi % n_ot;
+            const int32_t n_cpu_moe = a.n_ncmoe ? a.ncmoe[ci] : 0, sm = a.n_sm ? a.sm[si] : ARGS_SM_NONE;
+            const char *ot = a.n_ot_set ? a.ot_set[oi] : "";
             infer_model *m = NULL;
             struct bench_model bm;
             infer_model_params mp = infer_model_params_default();
             mp.n_gpu_layers = a.ngl[gi];
             mp.main_gpu = a.main_gpu;
+            mp.n_cpu_moe = n_cpu_moe;
+            mp.tensor_overrides = ot;
+            mp.split_mode = sm == ARGS_SM_LAYER ? INFER_SPLIT_LAYER : INFER_SPLIT_NONE;
+            for (int d = 0; d < a.n_ts; d++) mp.tensor_split[d] = a.ts[d];
             if (infer_model_load(a.model[mi], &mp, &m) != INFER_OK) {
                 fprintf(stderr, "llm-bench: %s\n", infer_last_error());
                 ret = 1;
@@ -408,20 +513,30 @@ int main(int argc, char **argv) {
                 ret = 1;
                 continue;
             }
-            if (bm.split && bw == 0) { /* the CPU part's roofline */
+            const int host_part = bm.split || bm.moe_host; /* weights read at two speeds */
+            if (host_part && bw == 0) { /* the CPU part's roofline */
                 bw = bw_measure(threads);
                 fprintf(stderr, "llm-bench: memcpy of 1 GiB with %d threads: %.2f GB/s (read + write)\n", threads,
                         bw / 1e9);
             }
             double row_bw = a.ngl[gi] > 0 ? dev_bw : bw;
-            if (bm.split && bw > 0 && dev_bw > 0) /* one token's bytes over its roofline time, part by part */
+            if (host_part && bw > 0 && dev_bw > 0) /* one token's bytes over its roofline time, part by part */
                 row_bw = bm.tg_bytes / ((bm.tg_bytes - bm.tg_bytes_dev) / bw + bm.tg_bytes_dev / dev_bw);
             for (int di = 0; di < a.n_depth; di++)
                 for (int k = 0; k < a.n_pp + 2 * a.n_tg; k++) { /* pp tests, then each tg plain and (--mtp) drafted */
                     const int tg = k >= a.n_pp, spec = tg && (k - a.n_pp) % 2 == 1;
-                    struct bench_result r = {&bm, threads, a.ngl[gi], tg ? 0 : a.pp[k],
-                                             tg ? a.tg[(k - a.n_pp) / 2] : 0, a.depth[di],
-                                             spec ? a.mtp : 0, 0, 0, 0, 0};
+                    struct bench_result r = {
+                        .bm = &bm,
+                        .threads = threads,
+                        .ngl = a.ngl[gi],
+                        .n_cpu_moe = n_cpu_moe,
+                        .sm = sm,
+                        .ot = ot,
+                        .n_prompt = tg ? 0 : a.pp[k],
+                        .n_gen = tg ? a.tg[(k - a.n_pp) / 2] : 0,
+                        .depth = a.depth[di],
+                        .mtp = spec ? a.mtp : 0,
+                    };
                     if ((r.n_prompt == 0 && r.n_gen == 0) || (spec && !a.mtp)) continue;
                     if (run_test(m, &a, &r) != INFER_OK) {
                         fprintf(stderr, "llm-bench: %s: %s\n", a.model[mi], infer_last_error());

@@ -1,7 +1,7 @@
 /* llm-run: generate text with a GGUF model on the CPU or a GPU.
  *
  *   llm-run -m MODEL -p PROMPT [-n N] [--chat] [sampling flags]   streams the generated text to stdout
- *   llm-run -m MODEL --dry-run [-ngl N] [--cpu-moe] [-c N] ...    prints the placement plan, loads nothing
+ *   llm-run -m MODEL --dry-run [-ngl N] [--cpu-moe] [-ot P=D] ... prints the placement plan, loads nothing
  *
  * The prompt (-p, -f FILE, or token ids with --ids) is tokenised with the special tokens the model's
  * metadata asks for, run through the context in chunks of n_batch, then tokens are sampled one at a
@@ -26,7 +26,7 @@
 static int usage(const char *tool, int to_err) {
     fprintf(to_err ? stderr : stdout,
             "usage: %s -m MODEL (-p PROMPT | -f FILE | --ids 1,2,3) [options]\n"
-            "       %s -m MODEL --dry-run [-ngl N|auto] [--cpu-moe] [-c N] [-ctk T] [--dry-run-mem 12G]\n"
+            "       %s -m MODEL --dry-run [-ngl N|auto] [--cpu-moe] [-ot P=D] [-c N] [-ctk T] [--dry-run-mem 12G]\n"
             "  -n N                  tokens to generate (default 32; -1: until end of generation or a full context)\n"
             "  -c N                  context size (default min(training context, 4096))\n"
             "  -b N                  tokens per decode call while reading the prompt (default 512)\n"
@@ -51,13 +51,26 @@ static int usage(const char *tool, int to_err) {
             "                        CPU, the hidden state crosses the bus twice per batch); above it (all, 99):\n"
             "                        every layer and the head; auto: fit to the GPU's free memory (see --fit)\n"
             "  -mg N                 the CUDA device for -ngl (default 0)\n"
-            "  --n-cpu-moe N         keep the routed experts of the first N MoE layers in host memory (planned:\n"
-            "                        --dry-run shows it; loading it is refused until expert offload exists)\n"
-            "  --cpu-moe             keep every routed expert in host memory (planned only, as --n-cpu-moe)\n"
+            "  -sm none|layer        split mode: none (default) puts the GPU part on -mg; layer spreads the GPU\n"
+            "                        layers over every device in the ratio -ts, in order (the hidden state\n"
+            "                        crosses through host memory once per device boundary); tensor (tensor\n"
+            "                        parallelism over NCCL) is not implemented yet\n"
+            "  -ts A,B,...           with -sm layer, each device's share of the GPU layers (default: in\n"
+            "                        proportion to each device's free memory)\n"
+            "  --n-cpu-moe N         keep the routed experts of the first N MoE layers in host memory (expert\n"
+            "                        offload: with -ngl the router, the shared expert and the rest of each layer\n"
+            "                        run on the GPU, the selected experts on the CPU)\n"
+            "  --cpu-moe             keep every routed expert in host memory (as --n-cpu-moe with all layers)\n"
+            "  -ot, --override-tensor PATTERN=DEVICE[,...]  llama.cpp's tensor placement: the tensors whose names\n"
+            "                        PATTERN (an extended regular expression; \\d allowed) finds go to DEVICE, CPU\n"
+            "                        or CUDA<i>; the first match wins, over --n-cpu-moe; repeated flags add up.\n"
+            "                        Routed experts may go to the CPU under GPU layers (expert offload), e.g.\n"
+            "                        -ot \"blk\\.[0-9]\\.ffn_.*_exps=CPU\"; other moves are refused, naming\n"
+            "                        the tensor\n"
             "  --fit on|off          with -ngl auto: on (default) puts the whole model on the GPU if it fits the\n"
             "                        context (-c), else (MoE) as few leading layers' experts as needed on the host\n"
-            "                        (refused at load for now), else (dense) as many trailing layers as fit (a\n"
-            "                        split, which runs); off: everything on the GPU\n"
+            "                        (expert offload), else (dense) as many trailing layers as fit (a layer\n"
+            "                        split); off: everything on the GPU\n"
             "  --dry-run             print the placement plan (what lives where, MiB per device: weights, KV,\n"
             "                        state, scratch, overhead; KV bytes per token; the context that would fit) and\n"
             "                        exit without loading weights; no prompt needed\n"
@@ -199,7 +212,10 @@ int main(int argc, char **argv) {
     infer_model_params mp = infer_model_params_default();
     mp.n_gpu_layers = a.n_gpu_layers;
     mp.main_gpu = a.main_gpu;
+    mp.split_mode = a.n_sm && a.sm[0] == ARGS_SM_LAYER ? INFER_SPLIT_LAYER : INFER_SPLIT_NONE;
+    for (int d = 0; d < a.n_ts; d++) mp.tensor_split[d] = a.ts[d];
     mp.n_cpu_moe = a.n_cpu_moe;
+    mp.tensor_overrides = a.ot_len ? a.ot : NULL;
     mp.fit = a.fit;
     mp.fit_ctx = &cp;
     if (a.dry_run) return dry_run(&a, &mp, &cp);
