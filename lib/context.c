@@ -94,9 +94,12 @@ static infer_status ctx_alloc_scratch(infer_ctx *c) {
             *field = xcalloc(1, bytes);
             if (!*field) return infer_fail(INFER_E_OOM, "context: %zu bytes of host memory for %s", bytes, e->name);
         } else if (e->place == CTX_SCRATCH_PINNED) {
-            if (c->be->ops->host_alloc(c->be, bytes, field) != INFER_OK)
+            if (c->be->ops->host_alloc(c->be, bytes, field) != INFER_OK) {
+                char why[512]; /* copied: infer_fail writes the buffer the backend's message lives in */
+                snprintf(why, sizeof why, "%s", infer_last_error());
                 return infer_fail(INFER_E_OOM, "context: %zu bytes of page-locked host memory (%s): %s", bytes,
-                                  e->name, infer_last_error());
+                                  e->name, why);
+            }
         } else if (c->be->ops->alloc(c->be, bytes, field) != INFER_OK) {
             return infer_fail(INFER_E_OOM, "context: %zu bytes of scratch (%s) do not fit", bytes, e->name);
         }
@@ -112,6 +115,37 @@ struct ctx_stage {
     ctx_backend_fn make; /* a device stage on this backend instead (a test hook); the CPU's for the host */
     const uint8_t *exps_host; /* (n_layer_all) layers whose routed experts run on the host; NULL: none */
 };
+
+/* A device stage's cells, recurrent state and scratch against its device's free memory, before any of them is
+ * allocated: a context that cannot fit is one error with both numbers, never a failed allocation halfway. */
+static infer_status ctx_check_fit(const infer_ctx *c, const struct ctx_stage *stage) {
+    const struct infer_model *m = c->m;
+    const int drafting = c->n_draft > 0;
+    int32_t n_kv = 0, n_gdn = 0;
+    for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++) {
+        const int mine = (il >= stage->d->il0 && il < stage->d->il1) || (il >= m->hp.n_layer && stage->d->heads);
+        const enum kv_cache_kind kind = mine ? kv_cache_layer(m, il, drafting) : KV_CACHE_NONE;
+        n_kv += kind == KV_CACHE_CELLS;
+        n_gdn += kind == KV_CACHE_STATE;
+    }
+    struct kv_cache_bytes b;
+    kv_cache_bytes_of(&m->hp, n_kv, n_gdn, drafting && stage->d->heads, c->n_seq, c->n_ctx,
+                      drafting ? c->n_draft + 1 : 0, c->dims.kv_type, &b);
+    const double parts[] = {b.k, b.v, b.conv, b.ssm, b.ring_conv, b.ring_ssm, b.ckpt_conv, b.ckpt_ssm, b.h, b.ring_h,
+                            b.ckpt_h};
+    double cache = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) cache += parts[i];
+    const double scratch = (double)ctx_scratch_bytes(m, &c->dims, CTX_SCRATCH_BACKEND, 256);
+    size_t free_b = 0, total_b = 0;
+    infer_status st = c->be->ops->mem_info(c->be, &free_b, &total_b);
+    if (st != INFER_OK || cache + scratch <= (double)free_b) return st;
+    return infer_fail(INFER_E_OOM, "infer_ctx_create: the context's part on CUDA device %d (layers %d-%d%s) needs "
+                      "%.1f MiB (KV cells and recurrent state %.1f, scratch %.1f) but it has %.1f MiB free of %.1f MiB; "
+                      "use a smaller context (-c), fewer sequences (-np), q8_0 cells (-ctk q8_0) or fewer layers on the "
+                      "GPU", stage->device, stage->d->il0, stage->d->il1 - 1, stage->d->heads ? " and the head" : "",
+                      (cache + scratch) / 1048576.0, cache / 1048576.0, scratch / 1048576.0, (double)free_b / 1048576.0,
+                      (double)total_b / 1048576.0);
+}
 
 /* One stage (a whole context when it spans every layer and runs the head). */
 static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, const struct ctx_stage *stage,
@@ -150,6 +184,7 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     else
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
+    if (c->on_device) TRY(ctx_check_fit(c, stage));
     TRY(kv_cache_create_range(c->be, m, stage->d->il0, stage->d->il1, c->n_seq, c->n_ctx,
                               c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));

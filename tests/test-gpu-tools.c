@@ -23,7 +23,8 @@
  *   - INFER_EMU_MEM below what the weights need: -ngl 99 is one line naming the MiB needed and free, exit 1;
  *     so is the split -ngl 1 with 200M, naming the layers; with 260M (the 256 MiB reserve, then 4 MiB) the
  *     whole model (5.8 MiB) is refused while -ngl 1 (2.3 MiB) loads and gives the CPU's tokens: the fit
- *     counts only what goes to the device;
+ *     counts only what goes to the device; with 300M the weights fit but a context of 10^6 cells does not:
+ *     infer_ctx_create refuses it with what it needs and what is free, before allocating any cell;
  *   - INFER_EMU_DEVICES=2 with -mg 1: the same tokens, and the emulator's exit statistics (INFER_EMU_STATS=1)
  *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work;
  *   - INFER_EMU_DEVICES=2 with -sm layer: the CPU's tokens (-ngl 99 -ts 1,1 on qwen35moe, -ngl 3 on qwen35: the
@@ -320,6 +321,15 @@ static void too_small(void) {
     T_CHECK(rc99 == 1 && strstr(out, "every layer and the head"), "INFER_EMU_MEM=260M: -ngl 99 does not fit (exit "
             "%d): %s", rc99, out);
     greedy_same("qwen3", "F32", "INFER_EMU_MEM=260M", "-ngl 1");
+    /* weights that fit, a context that does not: refused at creation with both numbers, before any cell exists */
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 99 -c 1000000", path, prompt);
+    const int rcc = run("INFER_EMU_MEM=300M", "llm-run", args, out, sizeof out);
+    lines = 0;
+    for (const char *s = out; *s; s++) lines += *s == '\n';
+    T_CHECK(rcc == 1 && lines == 1 && strstr(out, "infer_ctx_create: the context's part on CUDA device 0") &&
+                strstr(out, "MiB free") && strstr(out, "needs"),
+            "INFER_EMU_MEM=300M, -c 1000000: one line with what the context needs and what is free, exit 1 (exit %d): "
+            "%s", rcc, out);
 }
 
 /* -mg 1 of 2 devices: device 0 untouched. */

@@ -708,6 +708,13 @@ static void test_dry_run(const char *path35) {
     T_CHECK(rc == 0 && strstr(out, "layers 0-1 ") && strstr(out, "layers 2-39") && strstr(out, "experts of layers 2-3") &&
                 strstr(out, "CUDA1") && strstr(out, "expert offload:"),
             "llm-run --dry-run -ngl 38 --n-cpu-moe 4 -mg 1 (exit %d):\n%s", rc, out);
+    /* a layer split over two GPUs (-sm layer -ts 1,3): GPU entry i of 41 (40 layers, the head) on CUDA0 while
+     * i / 41 < 1/4, so layers 0-10 there, the rest and the head on CUDA1 */
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 99 -sm layer -ts 1,3 --dry-run-mem 24G,24G", path35);
+    rc = run(args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, "split mode layer") && strstr(out, "layers 0-10 ") && strstr(out, "layers 11-39") &&
+                strstr(out, "CUDA1"),
+            "llm-run --dry-run -sm layer -ts 1,3 (exit %d):\n%s", rc, out);
     /* a layer split loads: the plan says so */
     snprintf(args, sizeof args, "-m %s --dry-run -ngl 20 --dry-run-mem 24G", path35);
     rc = run(args, out, sizeof out);
