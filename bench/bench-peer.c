@@ -13,7 +13,9 @@
  * -ngl N (default 0) is llama.cpp's n_gpu_layers, for the CUDA build of the same release
  * (@node-llama-cpp/linux-x64-cuda, see bench/gpu-peer-fetch.sh): with N > 0 llama.cpp must have found
  * a CUDA device (its libggml-cuda.so loaded), else bench-peer stops rather than time the CPU under a
- * CUDA label; the device is named on stderr and the backend column says "llama.cpp CUDA". */
+ * CUDA label; the device is named on stderr and the backend column says "llama.cpp CUDA".
+ * --cpu-moe is llama.cpp's flag of that name: every routed expert (the tensors "\.ffn_(up|down|gate)_exps"
+ * finds) in the CPU's buffer type, the rest as -ngl says (backend column "llama.cpp CUDA cpu-moe"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +36,8 @@ struct bench_extra {
     size_t (*dev_count)(void);
     void *(*dev_get)(size_t i);
     const char *(*dev_name)(void *dev), *(*dev_description)(void *dev);
+    void *(*dev_by_type)(int type);      /* ggml_backend_dev_by_type (GGML_BACKEND_DEVICE_TYPE_CPU = 0) */
+    void *(*dev_buffer_type)(void *dev); /* ggml_backend_dev_buffer_type */
 };
 
 static double bench_now(void) {
@@ -109,15 +113,20 @@ static int bench_test(const struct bench_run *b, void **ctx, const char *model_c
 }
 
 static int bench_usage(void) {
-    fprintf(stderr, "usage: bench-peer -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [-fa -1|0|1] [-ngl N]\n");
+    fprintf(stderr, "usage: bench-peer -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [-fa -1|0|1] [-ngl N] "
+            "[--cpu-moe]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int p = 512, n = 128, r = 5, fa = -1, ngl = 0;
+    int p = 512, n = 128, r = 5, fa = -1, ngl = 0, cpu_moe = 0;
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cpu-moe")) {
+            cpu_moe = 1;
+            continue;
+        }
         if (i + 1 >= argc) return bench_usage();
         const char *o = argv[i], *v = argv[++i];
         if (!strcmp(o, "-m"))
@@ -172,7 +181,19 @@ int main(int argc, char **argv) {
                 ex.dev_description ? ex.dev_description(cuda) : "?");
     }
 
-    void *model = llama_peer_model_load_ngl(&pe, path, 0, ngl, NULL, &why);
+    struct llama_peer_buft_override ot[2] = {{NULL, NULL}, {NULL, NULL}};
+    if (cpu_moe) { /* llama.cpp's --cpu-moe: the experts in the CPU device's buffer type */
+        *(void **)&ex.dev_by_type = peer_sym(peer_open("libggml.v0.5.0.so", &why), "ggml_backend_dev_by_type");
+        *(void **)&ex.dev_buffer_type = peer_sym(peer_open("libggml-base.so", &why), "ggml_backend_dev_buffer_type");
+        void *cpu = ex.dev_by_type ? ex.dev_by_type(0) : NULL;
+        ot[0].pattern = "\\.ffn_(up|down|gate)_exps";
+        ot[0].buft = cpu && ex.dev_buffer_type ? ex.dev_buffer_type(cpu) : NULL;
+        if (!ot[0].buft) {
+            fprintf(stderr, "bench-peer: --cpu-moe: llama.cpp's CPU buffer type not found\n");
+            return 1;
+        }
+    }
+    void *model = llama_peer_model_load_ngl(&pe, path, 0, ngl, cpu_moe ? ot : NULL, NULL, &why);
     if (!model) {
         fprintf(stderr, "bench-peer: %s: %s\n", path, why);
         return 1;
@@ -213,7 +234,7 @@ int main(int argc, char **argv) {
     printf("| ------------------------------ | ---------: | ---------: | -------------- | ------: | "
            "--------------: | "
            "-------------------: |\n");
-    const char *backend = ngl > 0 ? "llama.cpp CUDA" : "llama.cpp CPU";
+    const char *backend = ngl > 0 ? (cpu_moe ? "llama.cpp CUDA cpu-moe" : "llama.cpp CUDA") : "llama.cpp CPU";
     int ok = 1;
     if (p > 0) ok = bench_test(&b, &ctx, model_col, backend, threads, p, 0, r);
     if (ok && n > 0) ok = bench_test(&b, &ctx, model_col, backend, threads, 0, n, r);

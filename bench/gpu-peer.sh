@@ -2,7 +2,9 @@
 # gpu-peer.sh: on a device machine, libinfer (llm-bench -ngl 99) against llama.cpp's CUDA build of the
 # same release (bench-peer -ngl 99 with the package that bench/gpu-peer-fetch.sh carried and joined)
 # on synthetic files of real shapes, back to back, the same tests: -p 512 -n 128 -r 3.
-#   COMMIT=<hash> BUILD=build-gpu sh bench/gpu-peer.sh [PRESET:TYPE ...]
+#   COMMIT=<hash> BUILD=build-gpu sh bench/gpu-peer.sh [PRESET:TYPE[:cpu-moe] ...]
+# An item ending in :cpu-moe runs both with --cpu-moe (every routed expert in host memory, the rest on the
+# GPU: libinfer's expert offload against llama.cpp's own --cpu-moe), e.g. qwen35-35b-a3b:Q4_K_M:cpu-moe.
 # Default list: qwen3-0.6b:Q4_K_M llama3-8b:Q4_K_M llama3-8b:Q8_0 qwen3-8b:Q4_K_M qwen3-8b:Q8_0
 # qwen3-30b-a3b:Q4_K_M qwen3-30b-a3b:Q8_0 (about 10 minutes on one H100: split it over calls, see
 # gpu-peer-fetch.sh). Each file is written by `llm-gguf synth` (--random-blocks except qwen3-0.6b,
@@ -55,7 +57,8 @@ step() { # title, command...: the command line and its output (stdout and stderr
 }
 status=0
 for item in "$@"; do
-    preset=${item%%:*} type=${item#*:}
+    preset=${item%%:*} type=${item#*:} moe=""
+    case $type in *:cpu-moe) type=${type%:cpu-moe} moe="--cpu-moe" ;; esac
     f=$D/$preset-$type.gguf
     case $preset in qwen3-0.6b) how="--seed 1" ;; *) how="--random-blocks" ;; esac
     echo >> "$log"
@@ -65,8 +68,8 @@ for item in "$@"; do
         status=1
         continue
     fi
-    step "$item libinfer" "$B/llm-bench" -m "$f" -ngl 99 $ARGS
-    step "$item llama.cpp" env INFER_PEER_DIR="$PEER" "$B/bench-peer" -m "$f" -ngl 99 $ARGS
+    step "$item libinfer" "$B/llm-bench" -m "$f" -ngl 99 $moe $ARGS
+    step "$item llama.cpp" env INFER_PEER_DIR="$PEER" "$B/bench-peer" -m "$f" -ngl 99 $moe $ARGS
     rm -f "$f"
     [ -n "${OUT:-}" ] && cp "$log" "$OUT/"
 done

@@ -148,15 +148,17 @@ static bool count_progress(float progress, void *user) {
 
 void *llama_peer_model_load(const struct llama_peer *p, const char *path, int load_mtp,
                             const struct llama_peer_expect *e, const char **why) {
-    return llama_peer_model_load_ngl(p, path, load_mtp, 0, e, why);
+    return llama_peer_model_load_ngl(p, path, load_mtp, 0, NULL, e, why);
 }
 
 void *llama_peer_model_load_ngl(const struct llama_peer *p, const char *path, int load_mtp, int32_t n_gpu_layers,
-                                const struct llama_peer_expect *e, const char **why) {
+                                const struct llama_peer_buft_override *ot, const struct llama_peer_expect *e,
+                                const char **why) {
     static char msg[256];
     int calls = 0;
     struct llama_peer_model_params mp = p->model_default_params();
     mp.n_gpu_layers = n_gpu_layers;
+    mp.tensor_buft_overrides = ot;
     mp.load_mtp = load_mtp != 0;
     mp.progress_callback = count_progress;
     mp.progress_callback_user_data = &calls;

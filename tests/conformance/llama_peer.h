@@ -115,9 +115,17 @@ struct llama_peer_expect {
  * dims in *e (may be NULL) and that our progress callback ran. NULL on failure with *why set. */
 void *llama_peer_model_load(const struct llama_peer *p, const char *path, int load_mtp,
                             const struct llama_peer_expect *e, const char **why);
-/* The same with n_gpu_layers layers offloaded (bench-peer -ngl, with the CUDA build of the peer). */
+/* llama_model_tensor_buft_override: tensors whose name the pattern (std::regex) finds go to buffer type buft;
+ * an array of them ends with {NULL, NULL}. */
+struct llama_peer_buft_override {
+    const char *pattern;
+    void *buft; /* ggml_backend_buffer_type_t */
+};
+/* The same with n_gpu_layers layers offloaded (bench-peer -ngl, with the CUDA build of the peer) and the tensor
+ * overrides ot (NULL: none; e.g. bench-peer --cpu-moe, as llama.cpp's own flag). */
 void *llama_peer_model_load_ngl(const struct llama_peer *p, const char *path, int load_mtp, int32_t n_gpu_layers,
-                                const struct llama_peer_expect *e, const char **why);
+                                const struct llama_peer_buft_override *ot, const struct llama_peer_expect *e,
+                                const char **why);
 /* A context of n_ctx cells, 2 threads; ctx_type LLAMA_PEER_CTX_*; other: the main context for MTP
  * (or NULL). Checks llama_n_ctx so the passed struct is known to have arrived intact. */
 void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type,
