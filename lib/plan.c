@@ -70,7 +70,7 @@ static int32_t plan_device_of(const struct plan *p, int32_t i, int32_t n) {
 /* The layers and the head where a load puts them (model_placement, the one rule: the last n_gpu trunk layers
  * on the GPU, the head and the MTP blocks too when n_gpu > n_layer; with a layer split those in turn over the
  * devices); the experts of the first n_cpu_moe MoE layers on the host; the embedding with layer 0 when the
- * head is on a GPU (everything is), else on the host. */
+ * head is on a GPU (everything is) and no experts are offloaded, else on the host. */
 static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gpu, int32_t n_cpu_moe) {
     int32_t layer0;
     int head;
@@ -89,9 +89,14 @@ static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gp
         moe_seen++;
         if (p->ot_exps[il] != PLAN_NO_OVERRIDE) p->exps_home[il] = p->ot_exps[il];
     }
-    p->home_embd = head ? p->layer_home[0] : PLAN_HOST;
-    for (int32_t il = 0; il < p->n_layer_all; il++)
+    int offload = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
         p->exps_off[il] = p->exps_home[il] == PLAN_HOST && p->layer_home[il] != PLAN_HOST;
+        offload |= p->exps_off[il];
+    }
+    /* the token table (one row read per token) stays on the host where GPU memory is short, as llama.cpp keeps it:
+     * under expert offload, unless it is also the (tied) head */
+    p->home_embd = head && !(offload && !m->tied) ? p->layer_home[0] : PLAN_HOST;
     p->n_seg = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
         if (p->n_seg > 0 && p->seg[p->n_seg - 1].home == p->layer_home[il]) {

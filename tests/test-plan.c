@@ -228,7 +228,7 @@ static void test_35b(const char *path) {
                 int k = 0;
                 uint64_t wdev = 0, whost = 0;
                 for (; k <= 40; k++) {
-                    wdev = head.dev + embd.dev, whost = 0;
+                    wdev = head.dev + (k == 0 ? embd.dev : 0), whost = k == 0 ? 0 : embd.host;
                     for (int il = 0; il < 40; il++) {
                         wdev += rest[il].dev + (il >= k ? exps[il].dev : 0);
                         whost += il < k ? exps[il].host : 0;
@@ -245,7 +245,7 @@ static void test_35b(const char *path) {
                        (double)d.total / 1048576.0, (long long)in.n_ctx_fit);
                 T_CHECK(k <= 40, "35B on %d GiB: the hand fit found no k", (int)(mem >> 30));
                 T_CHECK(in.auto_fit && in.n_gpu_layers == 41 && in.n_cpu_moe == k && in.home_head == 0 &&
-                            in.home_embd == 0 && in.split == (k > 0) && in.fits,
+                            in.home_embd == (k ? -1 : 0) && in.split == (k > 0) && in.fits,
                         "35B %d GiB ctx %lld q8 %d: n_gpu_layers %d n_cpu_moe %d (expected 41, %d) head %d embd %d split %d",
                         (int)(mem >> 30), (long long)ctxs[ic], q8, in.n_gpu_layers, in.n_cpu_moe, k, in.home_head,
                         in.home_embd, in.split);
@@ -261,9 +261,14 @@ static void test_35b(const char *path) {
                         (unsigned long long)d.kv, (unsigned long long)d.state, (unsigned long long)d.scratch,
                         (unsigned long long)wdev, (unsigned long long)kv, (unsigned long long)state,
                         (unsigned long long)scratch35);
-                /* expert offload: the device stage's page-locked copies of the normed hidden state, the routing
-                 * (8 ids, 8 weights) and the experts' output per token, and one flag per layer */
-                const uint64_t cpu_scratch = k ? (uint64_t)T * 4 * (2048 + 8 + 8 + 2048) + 40 : 0;
+                /* expert offload: the token lookup runs on the host, in a CPU stage with its host arrays and scratch
+                 * (no device extras, no logits: the head runs on the GPU); the device stage has page-locked copies
+                 * of the normed hidden state, the routing (8 ids, 8 weights) and the experts' output per token, the
+                 * x it receives, and one flag per layer */
+                const uint64_t cpu_scratch = k ? host_arrays + scratch35 - (uint64_t)T * 4 * 3 - 32 * 8 * 16 * 258 * 4 -
+                                                     (uint64_t)T * 8 * 512 * 4 - logits_bytes +
+                                                     (uint64_t)T * 4 * (2048 + 8 + 8 + 2048 + 2048) + 40
+                                               : 0;
                 T_CHECK(h.weights == whost && h.kv == 0 && h.state == 0 && h.scratch == host_scratch_dev + cpu_scratch,
                         "35B %d GiB: host weights %llu scratch %llu, expected %llu %llu", (int)(mem >> 30),
                         (unsigned long long)h.weights, (unsigned long long)h.scratch, (unsigned long long)whost,
@@ -285,9 +290,9 @@ static void test_35b(const char *path) {
     p = plan_for(path, 99, INT32_MAX, 4096, 0, GIB(80));
     uint64_t ex = 0;
     for (int il = 0; il < 40; il++) ex += exps[il].dev;
-    T_CHECK(p && infer_plan_get_info(p).n_cpu_moe == 40 && mem_of(p, 0).weights == all - ex,
+    T_CHECK(p && infer_plan_get_info(p).n_cpu_moe == 40 && mem_of(p, 0).weights == all - ex - embd.dev,
             "35B --cpu-moe: n_cpu_moe %d, GPU weights %llu, expected 40, %llu", p ? infer_plan_get_info(p).n_cpu_moe : -1,
-            (unsigned long long)mem_of(p, 0).weights, (unsigned long long)(all - ex));
+            (unsigned long long)mem_of(p, 0).weights, (unsigned long long)(all - ex - embd.dev));
     infer_plan_free(p);
     /* too little memory for even the part without experts: one clear error */
     infer_model_params mp = infer_model_params_default();
@@ -638,9 +643,11 @@ static void test_scratch_equality_placed(const char *path, const char *what, int
     T_CHECK(infer_model_plan(path, &mp, cp, NULL, &p) == INFER_OK, "%s: %s", what, infer_last_error());
     if (!c || !p) goto done;
     const infer_plan_info in = infer_plan_get_info(p);
+    /* segments: the GPU's alone, after the host's token lookup when experts are offloaded, or host-GPU-host */
+    const int32_t want_seg = m->gpu_head ? 1 + (m->embd_gpu < 0) : 3;
     int homes_ok = in.split && in.loads && in.offloads_experts == (n_cpu_moe > 0) &&
-                   in.home_head == (m->gpu_head ? 0 : -1) &&
-                   (m->gpu_head ? !c->next_stage && c->n_seg == 1 : c->next_stage && c->n_seg == 3);
+                   in.home_head == (m->gpu_head ? 0 : -1) && in.home_embd == (m->embd_gpu < 0 ? -1 : 0) &&
+                   (want_seg > 1) == (c->next_stage != NULL) && c->n_seg == want_seg;
     int32_t n_off = 0;
     for (int32_t il = 0; il < in.n_layer; il++) {
         const int32_t home = il >= m->gpu_layer0 ? 0 : -1;
