@@ -323,6 +323,10 @@ static const struct tcase tops_cases[] = {
     {"moe_ffn", "iq4_xs", {2, 256, 512, 4}, {2, INFER_TYPE_Q5_K}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_0", {4, 320, 160, 5}, {5, INFER_TYPE_IQ4_NL}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_K", {2, 256, 256, 256}, {8, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3}, /* 256 experts, top-8 */
+    /* prefill-sized: tokens grouped by expert, experts with up to 8 tokens (mmv) and more (mm) */
+    {"moe_ffn", "q4_K", {24, 256, 512, 4}, {2, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "q8_0", {40, 128, 96, 16}, {3, INFER_TYPE_Q8_0}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "f32", {20, 96, 40, 3}, {2, INFER_TYPE_F32}, -2, 2, 0, 1e-10},
     /* ---- sample: {n_vocab, n_rows}, param = {parameter sets (bits of tops_sample_sets, 0: all), logit kinds
      * (bits of MODE_*, 0: all)}; a vocab-248320 row (qwen35) ---- */
     {"sample", "", {1, 4}, {0x6309, 0x9}, 0, 0, 0, 0},
