@@ -158,9 +158,10 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     dims.heads = stage->d->heads;
     dims.exps_host = stage->d->exps_host;
     dims.x_host = stage->d->x_host && on_device;
-    if (dims.n_draft > 0 && m->n_gpu > 0)
+    if (dims.n_draft > 0 && on_device && dims.heads)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
-                          "yet; load the model with n_gpu_layers 0 to draft on the CPU", dims.n_draft);
+                          "yet (the head and the MTP block are there); draft on the CPU with n_gpu_layers at most the "
+                          "layer count (the head stays on the CPU) or 0", dims.n_draft);
     if ((st = ctx_check_model(m)) != INFER_OK) return st;
     infer_ctx *c = xcalloc(1, sizeof *c);
     if (!c) return INFER_OOM("context");
@@ -185,8 +186,10 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
         TRY(backend_cpu_create(n_threads, &c->be));
     TRY(ctx_check_ops(c));
     if (c->on_device) TRY(ctx_check_fit(c, stage));
+    /* every stage keeps snapshots of its recurrent layers for the drafts' rollback; the MTP block's cells and
+     * hidden states live with the head */
     TRY(kv_cache_create_range(c->be, m, stage->d->il0, stage->d->il1, c->n_seq, c->n_ctx,
-                              c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0, dims.kv_type, &c->kv));
+                              c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0 && stage->d->heads, dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));
     if (dims.exps_host) { /* the host's part of expert offload: the stage's flags and its own CPU backend */
         for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++)
@@ -219,9 +222,10 @@ static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_para
     struct ctx_stages sp;
     infer_ctx *stages[CTX_MAX_STAGES] = {NULL};
     TRY(ctx_stages_make(m, layer_home, embd_home, head_home, exps_host, &sp));
-    if (sp.n_seg > 1 && p && p->n_draft > 0)
+    if (head_home != CTX_HOST && !dev_make && p && p->n_draft > 0)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
-                          "yet (the model has layers there); load it with n_gpu_layers 0 to draft on the CPU", p->n_draft);
+                          "yet (the head and the MTP block are there); draft on the CPU with n_gpu_layers at most the "
+                          "layer count (the head stays on the CPU) or 0", p->n_draft);
     if (sp.n_seg > FORWARD_MAX_SEG)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: %d segments: at most %d", sp.n_seg, FORWARD_MAX_SEG);
     for (int32_t k = 0; k < sp.n_st; k++) {

@@ -67,7 +67,8 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
     const int64_t n_h = scratch_max(hp->n_ff, moe ? n_embd : 0);
     /* xq holds the 8-bit activations of the widest matmul input */
     int64_t n_in_max = scratch_max(scratch_max(n_embd, nq), scratch_max(scratch_max(hp->n_ff, hp->n_ff_exp), hp->n_ff_shexp));
-    n_in_max = scratch_max(n_in_max, scratch_max(vd, d->n_draft ? 2 * n_embd : 0));
+    const int mtp = d->n_draft > 0 && d->heads; /* the MTP block runs where the head does */
+    n_in_max = scratch_max(n_in_max, scratch_max(vd, mtp ? 2 * n_embd : 0));
     const int64_t n_e = hp->n_expert > 0 ? hp->n_expert : 1, n_used = hp->n_expert_used > 0 ? hp->n_expert_used : 1;
     const size_t V = (size_t)hp->n_vocab;
     DEV(x, T * (size_t)n_embd, F);
@@ -94,7 +95,7 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
         DEV(g_out, T * (size_t)vd, F);
     }
     if (d->heads) DEV(logits, T * V, F);
-    if (d->n_draft) {
+    if (mtp) {
         DEV(hid, T * (size_t)n_embd, F);
         DEV(mtp_h, T * (size_t)n_embd, F);
         DEV(mtp_in, T * (size_t)(2 * n_embd), F);

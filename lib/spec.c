@@ -136,7 +136,8 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
         out[n++] = t;
         if (!accepted) break;
     }
-    TRY(kv_cache_truncate(c->kv, seq, n_past + n));
+    for (infer_ctx *stage = c; stage; stage = stage->next_stage) /* every stage of a split rolls back */
+        TRY(kv_cache_truncate(stage->kv, seq, n_past + n));
     c->n_tokens = 0; /* the verify rows past the accepted ones no longer match the caches */
     c->spec_kept = n, c->spec_drafts = k;
     c->spec_steps++, c->spec_drafted += k, c->spec_accepted += n - 1;

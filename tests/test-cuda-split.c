@@ -235,6 +235,77 @@ out:
     if (path) unlink(path);
 }
 
+
+/* Greedy tokens of c from prompt (n tokens): n_gen plain decode steps (draft 0), or MTP steps (draft 1). */
+static int greedy_stream(infer_ctx *c, int draft, const int32_t *prompt, int32_t n, int32_t *out, int32_t n_gen) {
+    infer_sampler_params sp = infer_sampler_params_default();
+    sp.temp = 0;
+    infer_sampler *smp = NULL;
+    if (infer_sampler_create(&sp, infer_vocab_size(c->m), &smp) != INFER_OK) return 0;
+    infer_batch b = {n, prompt, NULL, NULL, NULL};
+    int32_t got = 0;
+    if (infer_decode(c, &b) != INFER_OK) goto done;
+    int32_t last = infer_sampler_sample(smp, infer_logits(c, -1));
+    out[got++] = last;
+    while (got < n_gen) {
+        if (draft) {
+            int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+            if (infer_spec_step(c, smp, 0, last, step, INFER_MAX_DRAFT + 1, &k) != INFER_OK) goto done;
+            for (int32_t i = 0; i < k && got < n_gen; i++) out[got++] = step[i];
+            last = step[k - 1];
+        } else {
+            infer_batch one = {1, &last, NULL, NULL, NULL};
+            if (infer_decode(c, &one) != INFER_OK) goto done;
+            last = infer_sampler_sample(smp, infer_logits(c, -1));
+            out[got++] = last;
+        }
+    }
+done:
+    infer_sampler_free(smp);
+    return got;
+}
+
+/* MTP drafting through a split whose head (and MTP block) is on the CPU: the greedy stream of infer_spec_step
+ * equals plain greedy decoding of the same placement, the device stage's recurrent state rolled back from its
+ * own snapshot ring after each rejected draft. make: the GPU part's backend (NULL: a load with -ngl ngl). */
+static void check_split_mtp(const char *arch, int32_t ngl, ctx_backend_fn make, float noise) {
+    enum { N_GEN = 40 };
+    /* noise > 0: an MTP head that agrees with the model but for noise (drafts accepted and rejected both);
+     * 0: a random head (every draft rejected: a rollback at every step) */
+    static char path_buf[256];
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = "F32", sp.seed = 13, sp.n_layer = N_LAYER, sp.mtp = 1, sp.mtp_noise = noise;
+    snprintf(path_buf, sizeof path_buf, "%s/%s-mtp-noise.gguf", dir, arch);
+    const char *path = synth_write(&sp, path_buf) == INFER_OK ? path_buf : NULL;
+    if (!path) T_CHECK(0, "synth %s with a noisy MTP head: %s", arch, infer_last_error());
+    infer_model *m = path ? load(path, make ? 0 : ngl) : NULL;
+    infer_ctx_params pd = ctx_params(1), pp = ctx_params(1);
+    pd.n_draft = 3;
+    infer_ctx *d = NULL, *plain = NULL;
+    if (m && (make ? ctx_create_split_on(m, &pd, ngl, make, &d) : infer_ctx_create(m, &pd, &d)) != INFER_OK)
+        T_CHECK(0, "%s -ngl %d with n_draft 3: %s", arch, ngl, infer_last_error());
+    if (m && (make ? ctx_create_split_on(m, &pp, ngl, make, &plain) : infer_ctx_create(m, &pp, &plain)) != INFER_OK)
+        T_CHECK(0, "%s -ngl %d: %s", arch, ngl, infer_last_error());
+    const int32_t prompt[5] = {11, 3, 27, 8, 19};
+    int32_t a[N_GEN], b[N_GEN];
+    if (d && plain) {
+        const int32_t na = greedy_stream(d, 1, prompt, 5, a, N_GEN), nb = greedy_stream(plain, 0, prompt, 5, b, N_GEN);
+        int32_t same = 0;
+        while (same < na && same < nb && a[same] == b[same]) same++;
+        const infer_spec_stats st = infer_spec_get_stats(d);
+        T_CHECK(na == N_GEN && nb == N_GEN && same == N_GEN && d->n_seg == 3 && st.n_accepted < st.n_drafted &&
+                    (noise == 0 || st.n_accepted > 0),
+                "%s -ngl %d%s: MTP greedy stream equals plain decoding for %d of %d tokens (%lld drafted, %lld "
+                "accepted)", arch, ngl, make ? " (CPU both sides)" : "", same, N_GEN, (long long)st.n_drafted,
+                (long long)st.n_accepted);
+        printf("  %-9s -ngl %d%s: MTP stream = plain for %d tokens, %lld of %lld drafts accepted\n", arch, ngl,
+               make ? " (CPU both sides)" : "", same, (long long)st.n_accepted, (long long)st.n_drafted);
+    }
+    infer_ctx_free(d), infer_ctx_free(plain), infer_model_free(m);
+    if (path) unlink(path);
+}
+
 /* ---- on a device ---- */
 
 static void probe_mode(void) {
@@ -387,15 +458,13 @@ static void check_bad_input(void) {
     T_CHECK(st == INFER_E_ARG && !m && strstr(infer_last_error(), "device"), "a split on a device that does not "
             "exist: status %d, '%s'", st, infer_last_error());
     p.main_gpu = 0;
-    m = load(path, 2);
+    m = load(path, -1);
     infer_ctx_params cp = ctx_params(1);
     cp.n_draft = 2;
     infer_ctx *c = NULL;
     st = m ? infer_ctx_create(m, &cp, &c) : INFER_E_INTERNAL;
     T_CHECK(st == INFER_E_UNSUPPORTED && !c && strstr(infer_last_error(), "MTP drafting on the GPU"),
-            "n_draft 2 with a split: status %d, '%s'", st, infer_last_error());
-    infer_model_free(m);
-    m = load(path, -1);
+            "n_draft 2 with the head on the GPU: status %d, '%s'", st, infer_last_error());
     T_CHECK(m && m->gpu_head && m->gpu_layer0 == 0, "n_gpu_layers -1: every layer and the head on the GPU");
     infer_model_free(m);
     unlink(path);
@@ -412,6 +481,9 @@ int main(void) {
     for (size_t k = 0; k < sizeof ngls / sizeof *ngls; k++) check_cpu_split("llama", ngls[k]);
     check_cpu_split("qwen35", 1);
     check_cpu_split_seq();
+    check_split_mtp("qwen35", 2, backend_cpu_create, 0.0f);
+    check_split_mtp("qwen35", 2, backend_cpu_create, 0.19f);
+    check_split_mtp("qwen35moe", 1, backend_cpu_create, 0.19f);
     const char *why = NULL;
     if (device_count(&why) == 0) {
         rmdir(dir);
@@ -428,6 +500,8 @@ int main(void) {
     check_split("llama", "F32", 2, SCEN_TWO_SEQ);
     check_split("qwen35moe", "Q4_K_M", 1, SCEN_TWO_SEQ);
     check_graphs();
+    check_split_mtp("qwen35", 2, NULL, 0.0f);
+    check_split_mtp("qwen35moe", 4, NULL, 0.19f);
 #ifdef INFER_EMU
     check_bus(2);
     check_bus(N_LAYER);
