@@ -28,11 +28,14 @@ CUDA_ARCHS ?= 80 86 89 90 120
 CXX     ?= g++
 ifeq ($(EMU),1)
 NVCC       :=
-BASE       += -DINFER_CUDA=1 -DINFER_EMU=1 -Iemu/include
+# the emulator scans every 8-byte word of a launch's arguments for another device's pointers; the padding of an
+# argument struct built in C is unspecified (stack bytes that may hold half a pointer), so it is zeroed here
+EMU_ZERO   := -ftrivial-auto-var-init=zero
+BASE       += -DINFER_CUDA=1 -DINFER_EMU=1 -Iemu/include $(EMU_ZERO)
 # initial-exec TLS keeps threadIdx cheap; not under UBSan, whose null check after a TLS add meets ld's
 # relaxation of that add into a lea (which sets no flags)
 EMU_TLS    := $(if $(filter 1,$(SAN)),,-ftls-model=initial-exec)
-EMU_CXX    := $(CXX) -std=c++17 -fPIC -fvisibility=hidden $(EMU_TLS) -ffp-contract=off $(WARN) \
+EMU_CXX    := $(CXX) -std=c++17 -fPIC -fvisibility=hidden $(EMU_TLS) $(EMU_ZERO) -ffp-contract=off $(WARN) \
               -Wno-unknown-pragmas -DINFER_BUILD -DINFER_CUDA=1 -DINFER_EMU=1 -Iemu/include -Iemu -Iinclude -Ilib \
               -Ikernels -MMD -MP $(CFLAGS)
 LDLIBS     += -lstdc++

@@ -10,8 +10,8 @@
  *   - bad input: split_mode tensor (not implemented: one clear error), a share for a device that is not there,
  *     a negative share, a split mode out of range.
  * On the emulator with three devices (INFER_EMU_DEVICES=3, set here) or a machine with two or more GPUs:
- *   - llama, qwen3moe, qwen35, qwen35moe and qwen3next (8 layers) loaded with -sm layer over 2 and 3 devices give
- *     the single-device (-ngl 99) load's logits bit for bit over a prompt, decode steps and a 3-token batch (the
+ *   - llama, qwen3moe, qwen35, qwen35moe and qwen3next (8 layers) loaded with -sm layer over 2 devices (llama and
+ *     qwen35moe over 3 too) give the single-device (-ngl 99) load's logits bit for bit over a prompt, decode steps and a 3-token batch (the
  *     same kernels on each device; only where they run differs, and x crosses as an exact f32 copy), and so do a
  *     split with the host (-ngl 5 over 2 devices against -ngl 5 on one) and expert offload over 2 devices
  *     (qwen35moe --n-cpu-moe 3);
@@ -262,7 +262,8 @@ int main(void) {
     const char *archs[] = {"llama", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
         check_same(archs[a], "F32", "-sm layer over 2", &two, &one, 2);
-        if (n_dev >= 3) check_same(archs[a], "F32", "-sm layer over 3", &three, &one, 3);
+        /* three devices for a dense and a hybrid MoE model (the emulator's time is the suite's) */
+        if (n_dev >= 3 && (a == 0 || a == 3)) check_same(archs[a], "F32", "-sm layer over 3", &three, &one, 3);
     }
     check_same("qwen35moe", "Q4_K_M", "-sm layer over 2", &two, &one, 2);
     const infer_model_params two5 = params(5, ts11, 2, 0), one5 = params(5, NULL, 0, 0);
