@@ -292,9 +292,10 @@ static void scan_regions(const kernel_call &k, int device, std::vector<const all
         const allocation *a = find_allocation((const void *)v);
         if (!a) continue;
         if (a->device >= 0 && a->device != device && bad->empty()) {
-            char m[200];
-            snprintf(m, sizeof m, "argument bytes %zu..%zu point into device %d's memory, but the kernel runs on device %d",
-                     o, o + 7, a->device, device);
+            char m[320];
+            snprintf(m, sizeof m, "argument bytes %zu..%zu (0x%llx) point into device %d's memory (an allocation of "
+                     "%zu bytes at %p), but the kernel runs on device %d", o, o + 7, (unsigned long long)v, a->device,
+                     a->size, a->base, device);
             *bad = m;
         }
         if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);

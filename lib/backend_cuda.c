@@ -1,10 +1,12 @@
 /* backend_cuda: the CUDA backend — device memory, one stream, and the op table over kernels/<op>.cu.
  *
  * Ops are queued on the backend's stream and return at once; download and sync wait for the stream.
- * run() captures what a function queues into a CUDA graph and replays it while the caller's key stays
- * the same (the decode step: one launch instead of hundreds); a new key re-captures and updates the
- * executable graph in place (cudaGraphExecUpdate) when only kernel arguments changed, or instantiates
- * it anew. INFER_CUDA_GRAPHS=0 in the environment turns graphs off (every run calls fn directly).
+ * run() captures what a function queues into a CUDA graph and replays it whenever the caller's key comes
+ * again (the decode step: one launch instead of hundreds). A backend keeps the graphs of its last
+ * BACKEND_CUDA_GRAPHS keys, so the several pieces of one decode step (expert offload cuts a step into
+ * pieces around the CPU's experts) each replay their own; a new key takes the least recently used slot,
+ * updating that executable graph in place (cudaGraphExecUpdate) when only kernel arguments changed, or
+ * instantiating it anew. INFER_CUDA_GRAPHS=0 in the environment turns graphs off (every run calls fn directly).
  * upload is cudaMemcpyAsync from (usually pageable) host memory: CUDA stages pageable sources before
  * returning, so the caller may reuse src at once. stage_in / stage_out copy to and from page-locked memory
  * (host_alloc, cudaMallocHost) without waiting, which is what a captured graph may hold (a copy touching
@@ -24,13 +26,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { BACKEND_CUDA_GRAPHS = 128 }; /* a decode step's pieces: 2 per offloaded layer + 1, for a few shapes */
+
 struct backend_cuda {
     struct infer_backend base;
     int device;
     cudaStream_t stream;
     int graphs;            /* 0: run() never captures */
-    cudaGraphExec_t exec;  /* the last captured graph, or NULL */
-    uint64_t exec_key;
+    struct backend_cuda_graph {
+        cudaGraphExec_t exec; /* NULL: free */
+        uint64_t key, used;   /* used: the run counter at its last launch */
+    } cache[BACKEND_CUDA_GRAPHS];
+    uint64_t runs;
     struct cuda_mm_state *mm; /* the prefill matmul's mode (INFER_MATMUL) and its cuBLAS handle / scratch */
 };
 
@@ -48,7 +55,8 @@ static cudaError_t backend_cuda_current(struct infer_backend *b) {
 static void backend_cuda_destroy(struct infer_backend *b) {
     struct backend_cuda *c = backend_cuda_of(b);
     if (backend_cuda_current(b) != cudaSuccess) cudaGetLastError(); /* the frees below then report their own errors */
-    if (c->exec && cudaGraphExecDestroy(c->exec) != cudaSuccess) cudaGetLastError();
+    for (int i = 0; i < BACKEND_CUDA_GRAPHS; i++)
+        if (c->cache[i].exec && cudaGraphExecDestroy(c->cache[i].exec) != cudaSuccess) cudaGetLastError();
     if (c->stream) {
         cudaError_t e = cudaStreamSynchronize(c->stream);
         if (e == cudaSuccess) e = cudaStreamDestroy(c->stream);
@@ -171,12 +179,18 @@ fail:
 /* Capture fn's ops into a graph (or reuse the one captured under the same key) and launch it. */
 static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infer_status (*fn)(void *), void *arg) {
     infer_status st = INFER_OK;
-    CU_TRY(backend_cuda_current(b));
     struct backend_cuda *c = backend_cuda_of(b);
     cudaGraph_t g = NULL;
+    CU_TRY(backend_cuda_current(b));
     if (!key || !c->graphs) return fn(arg);
-    if (!c->exec || c->exec_key != key) {
-        c->exec_key = 0;
+    struct backend_cuda_graph *slot = NULL, *lru = &c->cache[0];
+    for (int i = 0; i < BACKEND_CUDA_GRAPHS && !slot; i++) {
+        if (c->cache[i].exec && c->cache[i].key == key) slot = &c->cache[i];
+        if (c->cache[i].used < lru->used) lru = &c->cache[i];
+    }
+    if (!slot) {
+        slot = lru;
+        slot->key = 0;
         CU_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
         const infer_status fst = fn(arg);
         const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
@@ -186,18 +200,19 @@ static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infe
             goto fail;
         }
         CU_TRY(e);
-        if (c->exec) {
+        if (slot->exec) {
             cudaGraphExecUpdateResultInfo info;
-            if (cudaGraphExecUpdate(c->exec, g, &info) != cudaSuccess) { /* topology changed: rebuild */
+            if (cudaGraphExecUpdate(slot->exec, g, &info) != cudaSuccess) { /* topology changed: rebuild */
                 cudaGetLastError();
-                CU_TRY(cudaGraphExecDestroy(c->exec));
-                c->exec = NULL;
+                CU_TRY(cudaGraphExecDestroy(slot->exec));
+                slot->exec = NULL;
             }
         }
-        if (!c->exec) CU_TRY(cudaGraphInstantiate(&c->exec, g, 0));
-        c->exec_key = key;
+        if (!slot->exec) CU_TRY(cudaGraphInstantiate(&slot->exec, g, 0));
+        slot->key = key;
     }
-    CU_TRY(cudaGraphLaunch(c->exec, c->stream));
+    slot->used = ++c->runs;
+    CU_TRY(cudaGraphLaunch(slot->exec, c->stream));
 fail:
     if (g && cudaGraphDestroy(g) != cudaSuccess) cudaGetLastError();
     return st;

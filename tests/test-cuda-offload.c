@@ -18,8 +18,9 @@
  *     context within test-gpu-like's loose bounds;
  *   - the load: the offloaded layers' expert tensors have no device copy and point into the file's mapping, and
  *     the device holds the rest;
- *   - graphs: a decode step launches one graph per piece (layers offloaded + 1) and one per shared expert, and
- *     gives the same logits with INFER_CUDA_GRAPHS=0;
+ *   - graphs: a decode step launches one graph per piece (layers offloaded + 1) and one per shared expert, each
+ *     replayed from the second step on (no kernel launched outside them: the backend keeps a graph per key),
+ *     and gives the same logits with INFER_CUDA_GRAPHS=0;
  *   - the bus (emulator counters and infer_ctx_bus_bytes): per offloaded layer and token, the normed hidden
  *     state and the routing (ids and weights) go down and the experts' output comes up; the token lookup runs
  *     on the host (the token table stays there under offload, as llama.cpp keeps it), so x goes up instead of
@@ -209,7 +210,7 @@ static void check_graphs_and_bus(void) {
         unsetenv("INFER_CUDA_GRAPHS");
     }
     int32_t t = 9, diff = 0, steps = 0;
-    uint64_t launches = 0, h2d[3] = {0}, d2h[3] = {0}, bus[3] = {0};
+    uint64_t launches = 0, captured = 0, h2d[3] = {0}, d2h[3] = {0}, bus[3] = {0};
     for (int s = 0; ctx[0] && ctx[1] && ctx[2] && s < 6; s++, steps++) {
         const float *l[3];
         for (int k = 0; k < 3; k++) {
@@ -222,6 +223,7 @@ static void check_graphs_and_bus(void) {
             emu_counters_get(0, &c1);
             if (k == 0) launches += c1.graph_launches - c0.graph_launches;
             if (s == 0) continue; /* the first step also captures */
+            if (k == 0) captured += c1.launches - c0.launches; /* kernels launched outside a replay */
             h2d[k] += c1.h2d_bytes - c0.h2d_bytes, d2h[k] += c1.d2h_bytes - c0.d2h_bytes;
             bus[k] += infer_ctx_bus_bytes(ctx[k]) - bus0;
         }
@@ -237,6 +239,9 @@ static void check_graphs_and_bus(void) {
     /* 3 pieces (two offloaded layers cut the segment twice) and 2 shared experts per step */
     T_CHECK(launches == (uint64_t)steps * 5, "graph launches: %llu in %d steps, expected 5 per step",
             (unsigned long long)launches, steps);
+    /* each piece keeps its own graph: after the first step nothing is captured again */
+    T_CHECK(captured == 0, "decode steps after the first launched %llu kernels outside their graphs (a piece "
+            "re-captured)", (unsigned long long)captured);
     if (m) {
         const uint64_t n = (uint64_t)(steps - 1), x = (uint64_t)m->hp.n_embd * sizeof(float);
         const uint64_t route = (uint64_t)m->hp.n_expert_used * (sizeof(int32_t) + sizeof(float));

@@ -107,8 +107,10 @@ template <typename... P> struct kernel_args_of final : kernel_args {
     void (*fn)(P...);
     alignas(tuple) unsigned char store[sizeof(tuple)];
     template <typename... A> explicit kernel_args_of(void (*f)(P...), A &&...a) : fn(f) {
-        memset(store, 0, sizeof store); /* no stale bytes in padding for the pointer scan */
-        new (store) tuple(P(std::forward<A>(a))...);
+        /* no stale bytes in padding for the pointer scan: zeroed, then each element built in place from its
+         * argument (a converted temporary first would bring its own uninitialised padding along) */
+        memset(store, 0, sizeof store);
+        new (store) tuple(std::forward<A>(a)...);
     }
     ~kernel_args_of() override { ((tuple *)store)->~tuple(); }
     void invoke() const override { std::apply(fn, *(const tuple *)store); }
