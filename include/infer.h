@@ -116,14 +116,12 @@ typedef struct infer_ctx_params infer_ctx_params;
 enum { INFER_SPLIT_NONE = 0, INFER_SPLIT_LAYER = 1, INFER_SPLIT_TENSOR = 2 };
 
 typedef struct {
-    int32_t n_gpu_layers;          /* layers on CUDA device main_gpu (weights uploaded at load), llama.cpp's
+    int32_t n_gpu_layers;          /* layers on the GPU (weights uploaded at load), llama.cpp's
                                       rule: 0: CPU only (the default); 1..the layer count: the last n layers (a
                                       split: the token lookup and the head stay on the CPU, and each batch copies
                                       the hidden state to the GPU and back); above the layer count (e.g. 99) or
                                       < 0: every layer and the head; INFER_GPU_LAYERS_AUTO: automatic fit (below).
-                                      A plan that keeps routed experts in host memory while their layers are on
-                                      the GPU (n_cpu_moe) is refused at load for now (INFER_E_UNSUPPORTED;
-                                      infer_model_plan shows it) */
+                                      With split_mode layer the GPU part spreads over several devices */
     int32_t main_gpu;              /* the CUDA device n_gpu_layers loads onto with split_mode NONE (default 0) */
     int32_t check_tensors;         /* 1: scan every tensor's data for NaN/Inf in scales and floats */
     infer_progress_fn progress;    /* may be NULL */
