@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "gpu_like.h"
 #include "logits_pair.h"
 
 static char pair_msg[512];
@@ -178,4 +179,29 @@ infer_status pair_two_seq(infer_ctx *a, infer_ctx *b, struct pair_stats *s) {
         if (st == INFER_OK) st = pair_compare(a, b, 2, n_vocab, s);
     }
     return st;
+}
+
+int pair_probe_mode(enum pair_mode *mode, char *msg, size_t msg_size) {
+    struct infer_backend *dev = NULL;
+    char why[512];
+    *mode = PAIR_DEVICE;
+    if (backend_cuda_create(0, &dev) != INFER_OK) {
+        snprintf(msg, msg_size, "cuda backend: %s", infer_last_error());
+        return 0;
+    }
+    int n_strict = 0;
+    const int n = gpu_like_probe(dev, &n_strict, why, sizeof why);
+    backend_free(dev);
+    if (n < 0) {
+        snprintf(msg, msg_size, "the probe failed on the device: %s", why);
+        return 0;
+    }
+    *mode = n == 0 ? PAIR_EXACT : PAIR_DEVICE;
+    if (n == 0)
+        snprintf(msg, msg_size, "exact mode: every probed op is bit-identical to the reference");
+    else
+        snprintf(msg, msg_size, "device mode: %d probed ops round differently from the reference (%s)", n, why);
+    if (n_strict == 0) return 1;
+    snprintf(msg, msg_size, "ops that no device may round differently differ from the reference: %s", why);
+    return 0;
 }

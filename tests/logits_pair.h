@@ -63,6 +63,10 @@ void pair_stats_free(struct pair_stats *s);
 /* Whether s meets mode's bounds for a file of ftype ("F32", "Q8_0", ...); the verdict and the numbers it
  * rests on in msg. */
 int pair_within(const struct pair_stats *s, enum pair_mode mode, const char *ftype, char *msg, size_t msg_size);
+/* The mode a device's logits are held to: PAIR_EXACT when every op gpu_like_probe tries on CUDA device 0 is
+ * bit-identical to tests/gpu_like.c, else PAIR_DEVICE. msg says which (or why not). Returns 0 when the device's
+ * backend cannot be made, the probe fails, or an op no device may round differently differs. */
+int pair_probe_mode(enum pair_mode *mode, char *msg, size_t msg_size);
 
 /* The last failure of a pair_* call (a decode that failed on one side, a missing row). */
 const char *pair_error(void);

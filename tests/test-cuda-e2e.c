@@ -140,20 +140,9 @@ static void check_model(const char *arch, const char *ftype, int scen) {
 
 /* Exact mode when every op of the probe is bit-identical to the reference on the device. */
 static void probe_mode(void) {
-    struct infer_backend *dev = NULL;
-    char why[512];
-    if (backend_cuda_create(0, &dev) != INFER_OK) {
-        T_CHECK(0, "cuda backend: %s", infer_last_error());
-        return;
-    }
-    int n_strict = 0;
-    const int n = gpu_like_probe(dev, &n_strict, why, sizeof why);
-    T_CHECK(n >= 0, "the probe failed on the device: %s", why);
-    T_CHECK(n_strict == 0, "ops that no device may round differently differ from the reference: %s", why);
-    mode = n == 0 ? PAIR_EXACT : PAIR_DEVICE;
-    if (n == 0) printf("exact mode: every probed op is bit-identical to the reference\n");
-    else if (n > 0) printf("device mode: %d probed ops round differently from the reference (%s)\n", n, why);
-    backend_free(dev);
+    char msg[700];
+    T_CHECK(pair_probe_mode(&mode, msg, sizeof msg), "%s", msg);
+    printf("%s\n", msg);
 }
 
 /* Decode logits with and without graphs: the same kernels, so bit-identical. */

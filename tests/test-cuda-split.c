@@ -309,18 +309,9 @@ static void check_split_mtp(const char *arch, int32_t ngl, ctx_backend_fn make, 
 /* ---- on a device ---- */
 
 static void probe_mode(void) {
-    struct infer_backend *dev = NULL;
-    char why[512];
-    if (backend_cuda_create(0, &dev) != INFER_OK) {
-        T_CHECK(0, "cuda backend: %s", infer_last_error());
-        return;
-    }
-    int n_strict = 0;
-    const int n = gpu_like_probe(dev, &n_strict, why, sizeof why);
-    T_CHECK(n >= 0 && n_strict == 0, "the probe: %d ops differ, %d of them strict: %s", n, n_strict, why);
-    mode = n == 0 ? PAIR_EXACT : PAIR_DEVICE;
-    printf("%s mode%s%s\n", n == 0 ? "exact" : "device", n == 0 ? "" : ": ", n == 0 ? "" : why);
-    backend_free(dev);
+    char msg[700];
+    T_CHECK(pair_probe_mode(&mode, msg, sizeof msg), "%s", msg);
+    printf("%s\n", msg);
 }
 
 enum { SCEN_BASIC, SCEN_TWO_SEQ };
