@@ -5,6 +5,9 @@
  *   T_SKIP_PEER(why)         a skip because an oracle (the llama.cpp peer, its vocabularies) is missing;
  *                            under INFER_REQUIRE_PEER=1 (set by CI) a failure, so comparisons cannot vanish
  *   return t_done();         prints "name: N passed, N failed, N skipped", exits 0 / 1 / 77 (all skipped)
+ *   t_quick()                1 under INFER_TEST_QUICK=1 (tests/run.sh sets it for SAN=1): the heaviest tests then
+ *                            run a subset of their matrix that still reaches each code path (every arch, every
+ *                            weight type, every placement kind) once; the plain run checks the whole matrix
  */
 #ifndef T_H
 #define T_H
@@ -48,6 +51,11 @@ static int t_pass, t_fail, t_skip;
 static inline int t_require_peer(void) {
     const char *e = getenv("INFER_REQUIRE_PEER");
     return e && *e && strcmp(e, "0") != 0;
+}
+
+static inline int t_quick(void) {
+    const char *e = getenv("INFER_TEST_QUICK");
+    return e && strcmp(e, "1") == 0;
 }
 
 #define T_SKIP_PEER(...)                                                                                     \

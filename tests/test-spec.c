@@ -2,7 +2,7 @@
  *   - rejection sampling: over drafts d ~ q, spec_accept's output is distributed as p (200,000 trials,
  *     every token within 5 standard deviations; p and q differ enough that returning the draft, or
  *     drawing from p - q without the acceptance test, fails);
- *   - greedy decoding with n_draft 1..4 gives exactly the tokens of plain decoding, 256 of them, for
+ *   - greedy decoding with n_draft 1..4 gives exactly the tokens of plain decoding, 160 of them, for
  *     qwen35, qwen35moe and qwen3next in F32, Q8_0 and Q4_K_M with random MTP weights, and on the
  *     synthetic "agreeing" model (llm-gguf synth --mtp-agree) where every draft must be accepted, and
  *     on a noisy one where acceptance lies strictly between;
@@ -20,7 +20,8 @@
 #include "spec.h"
 #include "t.h"
 
-enum { N_PROMPT = 16, N_GEN = 256, V_TEST = 6, N_TRIALS = 200000 };
+/* N_GEN covers check_truncate's deepest read (about HALF + 2 * N_DRAFT + 2 + 40 tokens into the stream) */
+enum { N_PROMPT = 16, N_GEN = 160, V_TEST = 6, N_TRIALS = 200000 };
 
 static char dir[] = "/tmp/test-spec-XXXXXX";
 
@@ -197,6 +198,7 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
         return;
     }
     for (int32_t n = 1; n <= INFER_MAX_DRAFT; n++) {
+        if (t_quick() && n != 1 && n != 3) continue; /* the shortest draft and the one printed below */
         infer_spec_stats st;
         int ok = spec_stream(m, n, prompt, got, &st);
         T_CHECK(ok && first_diff(got, want, N_GEN) < 0, "%s n_draft %d: first difference at token %d", name, n,
@@ -276,8 +278,10 @@ int main(void) {
     check_accept_distribution();
     static const char *const archs[] = {"qwen35", "qwen35moe", "qwen3next"};
     static const char *const types[] = {"F32", "Q8_0", "Q4_K_M"};
+    /* t_quick (the sanitizers' run): Q8_0 only on the agreeing models, which also reach every arch */
     for (int a = 0; a < 3; a++)
-        for (int f = 0; f < 3; f++) check_model(archs[a], types[f], 0, 0);
+        for (int f = 0; f < 3; f++)
+            if (!t_quick() || f != 1) check_model(archs[a], types[f], 0, 0);
     for (int a = 0; a < 3; a++) check_model(archs[a], "Q8_0", 1, 0);
     check_model("qwen35moe", "Q4_K_M", 1, 0.2f);
     check_sampling();
