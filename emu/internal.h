@@ -2,7 +2,9 @@
  *   fiber.cc    a CUDA thread as a fiber: stacks and the context switch
  *   exec.cc     running one launch: blocks, barriers, warp collectives, thread orders, the order check
  *   runtime.cc  the runtime API: devices, memory, streams run lazily, events, graphs, errors, counters
- *   cublas.cc   the cuBLAS calls libinfer makes;  nccl.cc  NCCL with ranks as host threads
+ *   cublas.cc   the cuBLAS calls libinfer makes
+ *   nccl.cc     NCCL with ranks as host threads of one process or of several;  nccl_shm.cc  the
+ *               shared-memory segment through which a clique's processes meet (it needs no big_lock)
  * All state below is guarded by emu::big_lock: an API call takes it for its whole length, and device work
  * (kernels, copies, collectives) runs under it, on the host thread that needed the work done.
  */
@@ -86,6 +88,7 @@ struct allocation {
 };
 const allocation *find_allocation(const void *p); /* the allocation holding p, or NULL */
 void report(int device, const std::string &what);  /* a bug found: printed, counted, sticky on the device */
+void fail_device(int device);                      /* the device's context fails, as after a report, unprinted */
 
 /* ---- settings (runtime.cc) ---- */
 struct settings {

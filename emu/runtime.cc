@@ -228,6 +228,10 @@ void report(int device, const std::string &what) {
     if (config().abort_on_report) abort();
 }
 
+void fail_device(int device) {
+    if (device >= 0 && device < (int)devs.size()) devs[(size_t)device].sticky = cudaErrorLaunchFailure;
+}
+
 const allocation *find_allocation(const void *p) {
     const uintptr_t u = (uintptr_t)p;
     auto it = allocs.upper_bound(u);

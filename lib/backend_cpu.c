@@ -22,7 +22,8 @@ static void backend_cpu_destroy(struct infer_backend *b) {
 static infer_status backend_cpu_alloc(struct infer_backend *b, size_t bytes, void **out) {
     (void)b;
     *out = xmalloc(bytes ? bytes : 1);
-    return *out ? INFER_OK : INFER_OOM("cpu backend buffer");
+    return *out ? INFER_OK
+                : infer_fail(INFER_E_OOM, "out of memory allocating %zu bytes of host memory", bytes);
 }
 
 static void backend_cpu_free_buf(struct infer_backend *b, void *p) {

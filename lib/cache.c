@@ -7,11 +7,9 @@ static infer_status kv_cache_buf(struct kv_cache *c, double bytes, const char *w
     if (bytes > (double)(SIZE_MAX / 4))
         return infer_fail(INFER_E_OOM, "cache: %.0f bytes for %s: too large", bytes, what);
     const size_t n = (size_t)bytes;
-    if (c->be->ops->alloc(c->be, n, (void **)out) != INFER_OK) {
-        char why[512]; /* the backend's message: copied, infer_fail writes the buffer it lives in */
-        snprintf(why, sizeof why, "%s", infer_last_error());
-        return infer_fail(INFER_E_OOM, "cache: %zu bytes for %s do not fit: %s", n, what, why);
-    }
+    /* the backend's message says how many bytes and why: the cache adds only what they were for */
+    if (c->be->ops->alloc(c->be, n, (void **)out) != INFER_OK)
+        return infer_fail_context(INFER_E_OOM, "cache: %s", what);
     return c->be->ops->zero(c->be, *(void **)out, n);
 }
 

@@ -94,12 +94,9 @@ static infer_status ctx_alloc_scratch(infer_ctx *c) {
             *field = xcalloc(1, bytes);
             if (!*field) return infer_fail(INFER_E_OOM, "context: %zu bytes of host memory for %s", bytes, e->name);
         } else if (e->place == CTX_SCRATCH_PINNED) {
-            if (c->be->ops->host_alloc(c->be, bytes, field) != INFER_OK) {
-                char why[512]; /* copied: infer_fail writes the buffer the backend's message lives in */
-                snprintf(why, sizeof why, "%s", infer_last_error());
-                return infer_fail(INFER_E_OOM, "context: %zu bytes of page-locked host memory (%s): %s", bytes,
-                                  e->name, why);
-            }
+            /* the backend's message has the bytes and why */
+            if (c->be->ops->host_alloc(c->be, bytes, field) != INFER_OK)
+                return infer_fail_context(INFER_E_OOM, "context: page-locked host memory for %s", e->name);
         } else if (c->be->ops->alloc(c->be, bytes, field) != INFER_OK) {
             return infer_fail(INFER_E_OOM, "context: %zu bytes of scratch (%s) do not fit", bytes, e->name);
         }

@@ -30,10 +30,14 @@ INFER_API const char *infer_last_error(void) { return last_error; }
 void infer_clear_error(void) { last_error[0] = 0; }
 
 infer_status infer_fail(infer_status s, const char *fmt, ...) {
+    /* formatted apart first: an argument may be infer_last_error() itself (a caller adding to the last
+     * message), and vsnprintf into the buffer it reads would garble it */
+    char msg[ERROR_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, ERROR_CAP, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, ERROR_CAP);
     return s;
 }
 
@@ -44,8 +48,14 @@ infer_status infer_fail_context(infer_status s, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, ERROR_CAP);
-    /* note: truncation of an over-long message is acceptable; it stays NUL-terminated */
     size_t n = strlen(prefix);
+    /* each clause once: no cause, no ": " after the prefix; a cause that starts with it stays as is */
+    if (!old[0]) {
+        memcpy(last_error, prefix, n + 1);
+        return s;
+    }
+    if (!strncmp(old, prefix, n) && (old[n] == 0 || (old[n] == ':' && old[n + 1] == ' '))) return s;
+    /* note: truncation of an over-long message is acceptable; it stays NUL-terminated */
     if (n > ERROR_CAP - 3) n = ERROR_CAP - 3;
     memcpy(last_error, prefix, n);
     memcpy(last_error + n, ": ", 2);

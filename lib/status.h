@@ -29,7 +29,9 @@
 
 /* Records msg for infer_last_error() and returns s. */
 infer_status infer_fail(infer_status s, const char *fmt, ...) INFER_PRINTF(2, 3);
-/* Prefixes the current message with "ctx: " (for callers that add where a failure happened). */
+/* Prefixes the current message with "ctx: " (for callers that add where a failure happened); with no
+ * current message the result is ctx alone, and a message that already starts with "ctx: " is kept. Callers
+ * wrap a callee's message this way rather than formatting infer_last_error() into a new one. */
 infer_status infer_fail_context(infer_status s, const char *fmt, ...) INFER_PRINTF(2, 3);
 /* Clears the thread's message. */
 void infer_clear_error(void);

@@ -2,8 +2,10 @@
  * failures exit 1 with the library's message, and the outputs have the promised form (a table line
  * per tensor, 4 bytes per element from dequant equal to the F32 data itself, valid JSON with arrays
  * over 16 elements summarised, even for hostile strings and NaN/Inf values, checked by a strict
- * RFC 8259 validator below). llm-run and llm-bench: -ngl is parsed, passed on, and refused in one line
- * where it cannot run. */
+ * RFC 8259 validator below). tokenize / detokenize on llama.cpp's vocabularies (vocabulary-only GGUFs)
+ * give llama_tokenize's ids and llama_detokenize's text (the peer; SKIP without it) and our library's,
+ * and round-trip. llm-run and llm-bench: -ngl is parsed, passed on, and refused in one line where it
+ * cannot run; an error line says each clause once. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,23 +14,59 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "conformance/llama_peer.h"
 #include "gguf.h"
 #include "t.h"
+#include "tokenizer.h"
 
 static char tool[512], dir[] = "/tmp/test-tools-XXXXXX";
 
-/* Runs "tool args" capturing stdout+stderr; returns the exit status. */
-static int run(const char *args, char *out, size_t cap) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", tool, args);
+/* Runs "tool args" capturing stdout, and stderr too when merge (else it is dropped); out is NUL-terminated,
+ * *len (if not NULL) its bytes. Returns the exit status. */
+static int run_io(const char *args, char *out, size_t cap, int merge, size_t *len) {
+    char cmd[12288]; /* detokenize takes the ids as arguments */
+    snprintf(cmd, sizeof cmd, "%s %s %s", tool, args, merge ? "2>&1" : "2>/dev/null");
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     size_t n = fread(out, 1, cap - 1, p);
     out[n] = 0;
+    if (len) *len = n;
     while (fgetc(p) != EOF) {
     }
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs "tool args" capturing stdout+stderr; returns the exit status. */
+static int run(const char *args, char *out, size_t cap) { return run_io(args, out, cap, 1, NULL); }
+
+/* An error as the tools promise it: one line, no clause (the parts between ": ") twice, not ending in ':'. */
+static int one_clean_line(const char *out) {
+    const size_t n = strlen(out);
+    if (n < 2 || out[n - 1] != '\n' || strchr(out, '\n') != out + n - 1) return 0;
+    if (out[n - 2] == ':' || out[n - 2] == ' ') return 0;
+    char line[4096], *part[64];
+    int k = 0;
+    snprintf(line, sizeof line, "%.*s", (int)(n - 1), out);
+    for (char *c = line; k < 64;) {
+        part[k++] = c;
+        char *sep = strstr(c, ": ");
+        if (!sep) break;
+        *sep = 0;
+        c = sep + 2;
+    }
+    for (int i = 0; i < k; i++)
+        for (int j = i + 1; j < k; j++)
+            if (!strcmp(part[i], part[j])) return 0;
+    return 1;
+}
+
+/* Occurrences of needle in s. */
+static int count_of(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
 }
 
 /* ---- a strict JSON validator (RFC 8259, strings must be valid UTF-8): returns the end or NULL ---- */
@@ -213,6 +251,273 @@ static int count_lines(const char *s) {
     for (; *s; s++)
         n += *s == '\n';
     return n;
+}
+
+/* ---- tokenize / detokenize ---- */
+
+struct tok_text {
+    const char *name, *text;
+    int argv;     /* given as TEXT (no quote or backslash in it), else through -f FILE */
+    int specials; /* holds control-token texts: all four flag settings, and --special must change the ids */
+};
+
+/* Control tokens of each vocabulary compared: Qwen's <|im_start|> / <|im_end|>, Llama 3's <|begin_of_text|>,
+ * SPM's <s> / </s>. No " ." or " 's" (llama-bpe's clean-up of spaces would change them on the way back). */
+static const struct tok_text tok_texts[] = {
+    {"ASCII", "Hello world! It is 2026: 3.14 + 42 = x_y; fn(a, b) -> [c]", 1, 0},
+    {"Unicode",
+     "h\xc3\xa9llo w\xc3\xb6rld \xe2\x80\x94 \xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c "
+     "\xf0\x9f\xa6\x99 \xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xcc\x81\xd1\x82 e\xcc\x81 "
+     "\xc3\x9f\xe2\x84\xa2",
+     0, 0},
+    {"whitespace runs", "  two leading\t\ttabs\n\n\nthree newlines   \r\n  trailing   ", 0, 0},
+    {"control tokens", "<|im_start|>user\nhi there<|im_end|>\n<|begin_of_text|>ok<s> and </s>", 0, 1},
+    {"empty", "", 1, 0},
+};
+
+/* The ids of a tokenize line ("1 2 3\n"); -1 if it is not one. */
+static int32_t parse_id_line(const char *s, int32_t *ids, int32_t cap) {
+    int32_t n = 0;
+    while (*s && *s != '\n') {
+        char *end;
+        const long v = strtol(s, &end, 10);
+        if (end == s || n == cap) return -1;
+        ids[n++] = (int32_t)v;
+        s = end;
+        if (*s == ' ') s++;
+    }
+    return *s == '\n' && s[1] == 0 ? n : -1;
+}
+
+/* "A B C" of ids into buf (a detokenize argument). */
+static void id_args(const int32_t *ids, int32_t n, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int32_t i = 0; i < n && k + 16 < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%d", i ? " " : "", ids[i]);
+}
+
+/* The tool on one vocabulary against llama.cpp (pv: its vocabulary; NULL: no peer) and our library. */
+static void test_tokenize_vocab(const char *path, const struct llama_peer *p, const void *pv, char *out,
+                                size_t cap) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    struct gguf_file *f = NULL;
+    struct tokenizer *t = NULL;
+    if (gguf_open(path, &f) == INFER_OK) tokenizer_load(f, &t);
+    gguf_close(f);
+    T_CHECK(t != NULL, "%s: our tokenizer: %s", base, infer_last_error());
+    if (!t) return;
+    enum { CAP = 512 };
+    static char args[8192], text_file[700], want[4096];
+    static int32_t got[CAP], lib[CAP], ref[CAP], plain[CAP];
+    snprintf(text_file, sizeof text_file, "%s/text.txt", dir);
+    for (size_t k = 0; k < sizeof tok_texts / sizeof *tok_texts; k++) {
+        const struct tok_text *x = &tok_texts[k];
+        const size_t len = strlen(x->text);
+        FILE *tf = fopen(text_file, "wb");
+        if (tf) fwrite(x->text, 1, len, tf), fclose(tf);
+        int32_t n_plain = -1;
+        for (int flags = 0; flags < 4; flags++) {
+            const int special = flags & 1, add = flags >> 1;
+            if (special && !x->specials) continue; /* the same ids: the control-token text covers --special */
+            if (x->argv)
+                snprintf(args, sizeof args, "tokenize %s%s'%s' '%s'", special ? "--special " : "",
+                         add ? "--add-special " : "", path, x->text);
+            else
+                snprintf(args, sizeof args, "tokenize %s%s'%s' -f '%s'", special ? "--special " : "",
+                         add ? "--add-special " : "", path, text_file);
+            const int rc = run_io(args, out, cap, 0, NULL);
+            const int32_t n = rc == 0 ? parse_id_line(out, got, CAP) : -1;
+            const int32_t n_lib = tokenizer_encode(t, x->text, len, add, special, lib, CAP);
+            T_CHECK(
+                n >= 0 && n == n_lib && !memcmp(got, lib, sizeof *got * (size_t)n),
+                "%s, %s, special %d add_special %d: tokenize (exit %d) gives '%.200s', the library %d ids",
+                base, x->name, special, add, rc, out, n_lib);
+            if (n < 0) continue;
+            if (pv) {
+                const int32_t n_ref = p->tokenize(pv, x->text, (int32_t)len, ref, CAP, add, special);
+                T_CHECK(
+                    n == n_ref && !memcmp(got, ref, sizeof *got * (size_t)n),
+                    "%s, %s, special %d add_special %d: tokenize's %d ids differ from llama_tokenize's %d",
+                    base, x->name, special, add, n, n_ref);
+            }
+            if (flags == 0) {
+                n_plain = n;
+                memcpy(plain, got, sizeof *got * (size_t)n);
+            } else if (flags == 1) { /* each vocabulary has one of the control tokens in the text */
+                T_CHECK(n != n_plain || memcmp(got, plain, sizeof *got * (size_t)n),
+                        "%s, %s: --special parses no control token", base, x->name);
+            }
+
+            /* back to text: llama_detokenize with remove_special false, unparse_special true (the default),
+             * and the other two flags on the ids that have BOS / EOS and control tokens */
+            for (int other = 0; other < 1 + (flags == 3); other++) {
+                char *a = args + snprintf(args, sizeof args, "detokenize %s'%s' ",
+                                          other ? "--remove-special --no-special " : "", path);
+                id_args(got, n, a, sizeof args - (size_t)(a - args));
+                size_t n_out = 0;
+                const int drc = run_io(args, out, cap, 0, &n_out);
+                const int32_t n_want = tokenizer_detokenize(t, got, n, want, sizeof want, other, !other);
+                T_CHECK(drc == 0 && n_want >= 0 && n_out == (size_t)n_want && !memcmp(out, want, n_out),
+                        "%s, %s, flags %d%s: detokenize (exit %d) gives '%.200s', the library '%.*s'", base,
+                        x->name, flags, other ? " --remove-special --no-special" : "", drc, out,
+                        n_want > 0 ? n_want : 0, want);
+                if (pv) {
+                    const int32_t n_ref = p->detokenize(pv, got, n, want, sizeof want, other, !other);
+                    T_CHECK(drc == 0 && n_out == (size_t)n_ref && !memcmp(out, want, n_out),
+                            "%s, %s, flags %d%s: detokenize gives '%.200s', llama_detokenize '%.*s'", base,
+                            x->name, flags, other ? " --remove-special --no-special" : "", out,
+                            n_ref > 0 ? n_ref : 0, want);
+                }
+                if (flags == 0 && !other)
+                    T_CHECK(drc == 0 && n_out == len && !memcmp(out, x->text, len),
+                            "%s, %s: detokenize(tokenize(text)) is '%.200s'", base, x->name, out);
+            }
+        }
+    }
+    tokenizer_free(t);
+}
+
+/* tokenize and detokenize: their errors, a model with weights (only its tokenizer is read), --pieces, and the
+ * real vocabularies against llama.cpp. */
+static void test_tokenize(const char *model, const char *hostile, char *out, size_t cap) {
+    char args[4096], ids[512];
+    T_CHECK(run("tokenize", out, cap) == 2 && strstr(out, "tokenize needs MODEL"), "tokenize alone: %s", out);
+    snprintf(args, sizeof args, "tokenize %s", model);
+    T_CHECK(run(args, out, cap) == 2 && strstr(out, "TEXT"), "tokenize without a text: %s", out);
+    snprintf(args, sizeof args, "tokenize %s a b", model);
+    T_CHECK(run(args, out, cap) == 2 && strstr(out, "one TEXT"), "tokenize with two texts: %s", out);
+    snprintf(args, sizeof args, "tokenize --bogus %s a", model);
+    T_CHECK(run(args, out, cap) == 2 && strstr(out, "'--bogus'") && count_lines(out) == 1,
+            "unknown option: %s", out);
+    snprintf(args, sizeof args, "tokenize %s -f /nonexistent.txt", model);
+    T_CHECK(run(args, out, cap) == 1 && strstr(out, "/nonexistent.txt: cannot open") && one_clean_line(out),
+            "tokenize -f of a missing file: %s", out);
+    snprintf(args, sizeof args, "tokenize %s hi", hostile);
+    T_CHECK(run(args, out, cap) == 1 && strstr(out, "no tokenizer") && one_clean_line(out),
+            "tokenize on a file without a tokenizer: %s", out);
+    T_CHECK(run("tokenize /nonexistent.gguf hi", out, cap) == 1 && one_clean_line(out), "missing model: %s",
+            out);
+
+    /* a model with weights: its tokenizer alone; the text after -- may look like an option */
+    struct gguf_file *f = NULL;
+    struct tokenizer *t = NULL;
+    if (gguf_open(model, &f) == INFER_OK) tokenizer_load(f, &t);
+    gguf_close(f);
+    int32_t want[64], got[64], n_want = t ? tokenizer_encode(t, "--special hello", 15, 0, 0, want, 64) : -1;
+    snprintf(args, sizeof args, "tokenize %s -- --special\\ hello", model);
+    int rc = run_io(args, out, cap, 0, NULL);
+    int32_t n = parse_id_line(out, got, 64);
+    T_CHECK(rc == 0 && n_want > 0 && n == n_want && !memcmp(got, want, sizeof *got * (size_t)n),
+            "tokenize of a synth model after --: '%s', the library %d ids", out, n_want);
+    id_args(got, n > 0 ? n : 0, ids, sizeof ids);
+    snprintf(args, sizeof args, "detokenize %s %s", model, ids);
+    size_t n_out = 0;
+    T_CHECK(run_io(args, out, cap, 0, &n_out) == 0 && n_out == 15 && !memcmp(out, "--special hello", 15),
+            "detokenize of a synth model: '%s'", out);
+    /* a pipeline: the text on stdin, the ids through a pipe into detokenize -f - */
+    char hello[640];
+    snprintf(hello, sizeof hello, "%s/hello.txt", dir);
+    FILE *hf = fopen(hello, "wb");
+    if (hf) fputs("--special hello\n\tworld", hf), fclose(hf);
+    snprintf(args, sizeof args, "tokenize %s -f - < %s | %s detokenize %s -f -", model, hello, tool, model);
+    T_CHECK(run_io(args, out, cap, 0, &n_out) == 0 && n_out == 22 &&
+                !memcmp(out, "--special hello\n\tworld", 22),
+            "tokenize -f - | detokenize -f -: '%s'", out);
+    snprintf(args, sizeof args, "detokenize %s -f %s", model, hello);
+    T_CHECK(run(args, out, cap) == 1 && strstr(out, "hello.txt: not a list of token ids") &&
+                one_clean_line(out),
+            "detokenize -f of a text: %s", out);
+    snprintf(args, sizeof args, "detokenize %s %d,%d -- %d", model, n > 2 ? got[0] : 0, n > 2 ? got[1] : 0,
+             n > 2 ? got[2] : 0); /* the llm-run --ids form, and separate arguments */
+    char three[64];
+    const int32_t n_three = t && n > 2 ? tokenizer_detokenize(t, got, 3, three, sizeof three, 0, 1) : -1;
+    T_CHECK(run_io(args, out, cap, 0, &n_out) == 0 && n_three > 0 && n_out == (size_t)n_three &&
+                !memcmp(out, three, n_out),
+            "detokenize of 'A,B -- C': '%s'", out);
+    snprintf(args, sizeof args, "detokenize %s 1,x", model);
+    T_CHECK(run(args, out, cap) == 2 && strstr(out, "'1,x'") && count_lines(out) == 1, "a bad id list: %s",
+            out);
+    snprintf(args, sizeof args, "detokenize %s 5 99999999", model);
+    T_CHECK(run(args, out, cap) == 1 && strstr(out, "token id 99999999") && one_clean_line(out),
+            "an id outside the vocabulary: %s", out);
+    T_CHECK(run("detokenize", out, cap) == 2 && strstr(out, "detokenize needs MODEL"), "detokenize alone: %s",
+            out);
+    snprintf(args, sizeof args, "detokenize %s", model);
+    T_CHECK(run_io(args, out, cap, 0, &n_out) == 0 && n_out == 0, "detokenize of no ids: '%s'", out);
+    tokenizer_free(t);
+
+    /* every vocabulary llama.cpp's tests ship that a supported Qwen / Llama model uses */
+    const char *vd = getenv("INFER_VOCAB_DIR");
+    if (!vd) vd = "build/vocab";
+    static const char *const vocabs[] = {"qwen35", "qwen2", "llama-bpe", "llama-spm"};
+    struct llama_peer p;
+    const char *why = NULL;
+    const int peer = llama_peer_load(&p, &why);
+    if (peer < 0) T_CHECK(0, "the llama.cpp peer is there but does not bind: %s", why);
+    if (peer == 0) T_SKIP_PEER("llama.cpp peer: %s; tokenize is compared with our library alone", why);
+    for (size_t v = 0; v < sizeof vocabs / sizeof *vocabs; v++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", vd, vocabs[v]);
+        if (access(path, R_OK) != 0) {
+            T_SKIP_PEER("%s missing (make peer brings it)", path);
+            continue;
+        }
+        void *pm = peer > 0 ? llama_peer_vocab_load(&p, path) : NULL;
+        if (peer > 0) T_CHECK(pm != NULL, "llama.cpp cannot load %s", path);
+        test_tokenize_vocab(path, &p, pm ? p.model_get_vocab(pm) : NULL, out, cap);
+        if (pm) p.model_free(pm);
+
+        /* --pieces: one "ID -> 'piece'" line per token, control bytes escaped */
+        if (strcmp(vocabs[v], "qwen35")) continue;
+        char text_file[700];
+        snprintf(text_file, sizeof text_file, "%s/pieces.txt", dir);
+        FILE *tf = fopen(text_file, "wb");
+        if (tf) fputs("a\n\tb<|im_start|>", tf), fclose(tf);
+        snprintf(args, sizeof args, "tokenize --pieces --special '%s' -f '%s'", path, text_file);
+        T_CHECK(run_io(args, out, cap, 0, NULL) == 0 && count_lines(out) == 4 &&
+                    strstr(out, "    64 -> 'a'\n") && strstr(out, "   198 -> '\\n'\n") &&
+                    strstr(out, "  2233 -> '\\x09b'\n") && strstr(out, "151644 -> '<|im_start|>'\n"),
+                "tokenize --pieces: %s", out);
+    }
+}
+
+/* A context too large for memory: llm-run -c 100000000 fails in one line that names the cause once (it said
+ * it twice, the backend's message formatted into itself, and ended in ": "). The model's K cells are 32 KiB a
+ * position, 3.3 TB at that context: no machine's allocator grants it. */
+static void test_error_line(const char *build, char *out, size_t cap) {
+    char args[2048], kv[640];
+    snprintf(kv, sizeof kv, "%s/kv.gguf", dir);
+    snprintf(args, sizeof args,
+             "synth --arch qwen3 --type Q8_0 --n-layer 1 --n-embd 64 --n-head 32 --n-head-kv 32 "
+             "--head-dim 512 -o %s",
+             kv);
+    T_CHECK(run(args, out, cap) == 0, "synth of the wide-KV model: %s", out);
+    snprintf(tool, sizeof tool, "%s/llm-run", build);
+    snprintf(args, sizeof args, "-c 100000000 -m %s --ids 1,2,3 -n 1", kv);
+    /* under SAN=1 ASan aborts on a request that large unless told to return NULL as malloc does */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char saved[1024], opts[1100];
+    snprintf(saved, sizeof saved, "%s", asan ? asan : "");
+    snprintf(opts, sizeof opts, "%s%sallocator_may_return_null=1", saved, asan && *asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    const int rc = run(args, out, cap);
+    if (asan)
+        setenv("ASAN_OPTIONS", saved, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    for (;;) { /* the line ASan then prints for the refusal is its own, not the tool's */
+        char *nl = strchr(out, '\n');
+        if (strncmp(out, "==", 2) || !nl ||
+            !memmem(out, (size_t)(nl - out), "AddressSanitizer failed to allocate", 35))
+            break;
+        memmove(out, nl + 1, strlen(nl + 1) + 1);
+    }
+    T_CHECK(rc == 1 && !strncmp(out, "llm-run: ", 9) && one_clean_line(out) &&
+                count_of(out, "K cells") == 1 && count_of(out, "out of memory") == 1 &&
+                count_of(out, "3276800000000 bytes") == 1,
+            "llm-run -c 100000000: one line, the cause once, no trailing colon: %s", out);
+    snprintf(tool, sizeof tool, "%s/llm-gguf", build);
 }
 
 /* -ngl in llm-run and llm-bench. Only the number is the tools' business: without a device the refusal
@@ -429,7 +734,9 @@ int main(void) {
                 strstr(json, "\"general.file_type\":7"),
             "the quantised split model is one file with file_type 7");
 
+    test_tokenize(model, hostile, out, sizeof out);
     test_ngl(b ? b : "build", model, out, sizeof out);
+    test_error_line(b ? b : "build", out, sizeof out);
 
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     if (system(args) != 0) printf("note: could not remove %s\n", dir);

@@ -4,10 +4,13 @@
  *   llm-gguf dequant FILE TENSOR OUT     one tensor as raw little-endian f32
  *   llm-gguf quantize IN OUT TYPE        Q8_0 | Q4_K_M | Q6_K | F16 | BF16 | F32 from an F32/F16/BF16 file
  *   llm-gguf synth --arch A ... -o OUT   a synthetic model with random weights and real shapes
+ *   llm-gguf tokenize MODEL TEXT         token ids, as llama_tokenize (-f FILE, --special, --add-special)
+ *   llm-gguf detokenize MODEL ID...      text, as llama_detokenize (remove_special off, unparse_special on)
  *
  * info reads with gguf_open alone, so it works on any architecture and any tensor type; quantize
- * needs a known architecture (its type rules depend on the layer count and head layout). Errors are
- * one line on stderr ("llm-gguf: <what>") and exit status 1; usage errors exit 2.
+ * needs a known architecture (its type rules depend on the layer count and head layout); tokenize and
+ * detokenize read only the tokenizer's metadata, so a vocabulary-only GGUF will do. Errors are one
+ * line on stderr ("llm-gguf: <what>") and exit status 1; usage errors exit 2.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +26,7 @@
 #include "model.h"
 #include "quant.h"
 #include "synth.h"
+#include "tokenizer.h"
 
 #define JSON_MAX_ARRAY 16 /* longer arrays are summarised as {"type":…, "length":…} */
 
@@ -55,7 +59,19 @@ static int usage(const char *msg) {
         "      --seed N    (default 1)\n"
         "      --n-vocab --n-embd --n-layer --n-head --n-head-kv --head-dim --n-ff --n-expert\n"
         "      --n-expert-used --n-ff-exp --n-ff-shexp --ssm-d-state --ssm-n-group --ssm-dt-rank\n"
-        "      --ssm-d-conv --full-attention-interval --n-ctx-train N   override one dimension\n");
+        "      --ssm-d-conv --full-attention-interval --n-ctx-train N   override one dimension\n"
+        "  llm-gguf tokenize [options] MODEL (TEXT | -f FILE)\n"
+        "                  the ids of TEXT (or of FILE's bytes; - for stdin) on one line, as llama_tokenize\n"
+        "                  MODEL: any GGUF with a tokenizer (only that is read); -- ends the options\n"
+        "      --special   control tokens written in the text become their ids (llama.cpp's parse_special)\n"
+        "      --add-special  BOS / EOS as the vocabulary asks (llama.cpp's add_special)\n"
+        "      --pieces    one \"ID -> 'piece'\" line per token (llama-tokenize's form; \\n, \\xNN escaped)\n"
+        "      --ids       the ids on one line (the default)\n"
+        "  llm-gguf detokenize [options] MODEL (ID... | -f FILE)\n"
+        "                  the text of the ids (spaces or commas between them; -f: from FILE, - for stdin),\n"
+        "                  as llama_detokenize, remove_special off, unparse_special on; no newline added\n"
+        "      --remove-special  drop a leading BOS / trailing EOS the vocabulary adds\n"
+        "      --no-special      control tokens give no text\n");
     return msg ? 2 : 0;
 }
 
@@ -431,6 +447,254 @@ fail:
     return st ? fail() : 0;
 }
 
+/* ---- tokenize, detokenize ---- */
+
+/* The tokenizer of any GGUF file that has one: the metadata alone, no weights read (a vocabulary-only
+ * file works). NULL with infer_last_error() set. */
+static struct tokenizer *open_tokenizer(const char *path) {
+    struct gguf_file *f;
+    if (gguf_open(path, &f) != INFER_OK) return NULL;
+    struct tokenizer *t = NULL;
+    if (!gguf_find_kv(f, "tokenizer.ggml.model"))
+        infer_fail(INFER_E_FORMAT, "%s: no tokenizer (no tokenizer.ggml.model key)", path);
+    else
+        tokenizer_load(f, &t); /* borrows f only during the call */
+    gguf_close(f);
+    return t;
+}
+
+/* The whole of FILE ("-": stdin) into a malloc'd buffer, *len its size (NUL bytes included), a NUL after. */
+static char *read_all(const char *path, size_t *len) {
+    FILE *in = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!in) {
+        infer_fail(INFER_E_IO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, in);
+        if (n < cap) break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) free(buf);
+        buf = bigger;
+        cap *= 2;
+    }
+    if (buf) buf[n] = 0; /* n < cap: the loop ends on a short read */
+    const int bad = buf && ferror(in);
+    if (in != stdin) fclose(in);
+    if (!buf) {
+        infer_fail(INFER_E_OOM, "%s: out of memory reading it", path);
+        return NULL;
+    }
+    if (bad) {
+        free(buf);
+        infer_fail(INFER_E_IO, "%s: read failed", path);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* "%6d -> 'piece'" as llama.cpp's llama-tokenize prints it, control bytes escaped so a line stays one. */
+static void print_piece(const struct tokenizer *t, int32_t id) {
+    char small[256], *piece = small;
+    int32_t n = tokenizer_token_to_piece(t, id, small, (int32_t)sizeof small, 0, 1);
+    if (n < 0) n = 0;
+    if (n > (int32_t)sizeof small && (piece = malloc((size_t)n)) != NULL)
+        tokenizer_token_to_piece(t, id, piece, n, 0, 1);
+    if (!piece) { /* out of memory for an over-long piece: print the start */
+        piece = small;
+        n = (int32_t)sizeof small;
+    }
+    printf("%6d -> '", id);
+    for (int32_t j = 0; j < n; j++) {
+        const unsigned char ch = (unsigned char)piece[j];
+        if (ch == '\n')
+            fputs("\\n", stdout);
+        else if (ch < 0x20 || ch == 0x7f)
+            printf("\\x%02x", ch);
+        else
+            putchar(ch);
+    }
+    fputs("'\n", stdout);
+    if (piece != small) free(piece);
+}
+
+static int cmd_tokenize(int argc, char **argv) {
+    int special = 0, add_special = 0, pieces = 0, options = 1;
+    const char *model = NULL, *text = NULL, *file = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (options && !strcmp(argv[i], "--")) {
+            options = 0;
+        } else if (options && !strcmp(argv[i], "--special")) {
+            special = 1;
+        } else if (options && !strcmp(argv[i], "--add-special")) {
+            add_special = 1;
+        } else if (options && !strcmp(argv[i], "--pieces")) {
+            pieces = 1;
+        } else if (options && !strcmp(argv[i], "--ids")) {
+            pieces = 0;
+        } else if (options && !strcmp(argv[i], "-f")) {
+            if (i + 1 >= argc || file) return usage("tokenize: -f needs one FILE");
+            file = argv[++i];
+        } else if (options && argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr,
+                    "llm-gguf: tokenize: unknown option '%s' (a TEXT starting with '-' goes after --)\n",
+                    argv[i]);
+            return 2;
+        } else if (!model) {
+            model = argv[i];
+        } else if (!text) {
+            text = argv[i];
+        } else {
+            return usage("tokenize takes one TEXT (quote it)");
+        }
+    }
+    if (!model || !text == !file) return usage("tokenize needs MODEL and one of TEXT, -f FILE");
+    size_t len = text ? strlen(text) : 0;
+    char *buf = file ? read_all(file, &len) : NULL;
+    if (file && !buf) return fail();
+    struct tokenizer *t = open_tokenizer(model);
+    int32_t cap = 64, n = -1;
+    int32_t *ids = t ? malloc(sizeof *ids * (size_t)cap) : NULL;
+    if (ids) n = tokenizer_encode(t, file ? buf : text, len, add_special, special, ids, cap);
+    if (n > cap) { /* the snprintf rule: n is the count, so a second call with room for it */
+        free(ids);
+        cap = n;
+        ids = malloc(sizeof *ids * (size_t)cap);
+        n = ids ? tokenizer_encode(t, file ? buf : text, len, add_special, special, ids, cap) : -1;
+    }
+    if (t && !ids) infer_fail(INFER_E_OOM, "out of memory for %d token ids", cap);
+    const int ok = t && n >= 0;
+    for (int32_t i = 0; ok && i < n; i++) {
+        if (pieces)
+            print_piece(t, ids[i]);
+        else
+            printf("%s%d", i ? " " : "", ids[i]);
+    }
+    if (ok && !pieces) putchar('\n');
+    free(ids);
+    free(buf);
+    tokenizer_free(t);
+    if (!ok) return fail();
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "llm-gguf: stdout: write failed\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* Token ids from one argument: separated by commas or white space, so both "1,2,3" (llm-run --ids) and
+ * "$(llm-gguf tokenize ...)" work. 0 if something in it is not an integer. */
+static int parse_ids(const char *s, int32_t **ids, int32_t *n, int32_t *cap) {
+    while (*s) {
+        if (strchr(", \t\r\n", *s)) {
+            s++;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        const long v = strtol(s, &end, 10);
+        if (errno || end == s || v < INT32_MIN || v > INT32_MAX || (*end && !strchr(", \t\r\n", *end)))
+            return 0;
+        if (*n == *cap) {
+            int32_t *more = realloc(*ids, sizeof **ids * (size_t)(*cap ? 2 * *cap : 64));
+            if (!more) return -1;
+            *ids = more;
+            *cap = *cap ? 2 * *cap : 64;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        s = end;
+    }
+    return 1;
+}
+
+static int cmd_detokenize(int argc, char **argv) {
+    int remove_special = 0, unparse_special = 1, options = 1, rc = 1;
+    const char *model = NULL, *file = NULL;
+    int32_t *ids = NULL, n = 0, cap = 0;
+    char *text = NULL, *list = NULL;
+    struct tokenizer *t = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (options && !strcmp(argv[i], "--")) {
+            options = 0;
+        } else if (options && !strcmp(argv[i], "--remove-special")) {
+            remove_special = 1;
+        } else if (options && !strcmp(argv[i], "--no-special")) {
+            unparse_special = 0;
+        } else if (options && !strcmp(argv[i], "-f")) {
+            if (i + 1 >= argc || file) {
+                rc = usage("detokenize: -f needs one FILE");
+                goto done;
+            }
+            file = argv[++i];
+        } else if (options && argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "llm-gguf: detokenize: unknown option '%s'\n", argv[i]);
+            rc = 2;
+            goto done;
+        } else if (!model) {
+            model = argv[i];
+        } else {
+            const int got = parse_ids(argv[i], &ids, &n, &cap);
+            if (got <= 0) {
+                if (got < 0) {
+                    infer_fail(INFER_E_OOM, "out of memory for %d token ids", n);
+                    goto done;
+                }
+                fprintf(stderr, "llm-gguf: detokenize: '%s' is not a list of token ids\n", argv[i]);
+                rc = 2;
+                goto done;
+            }
+        }
+    }
+    if (!model) {
+        rc = usage("detokenize needs MODEL and the token ids");
+        goto done;
+    }
+    size_t list_len = 0;
+    if (file && !(list = read_all(file, &list_len))) goto done;
+    if (list) { /* after any ids given as arguments */
+        const int got = parse_ids(list, &ids, &n, &cap);
+        if (got < 0) infer_fail(INFER_E_OOM, "out of memory for %d token ids", n);
+        if (got == 0)
+            infer_fail(INFER_E_FORMAT, "%s: not a list of token ids", strcmp(file, "-") ? file : "stdin");
+        if (got <= 0) goto done;
+    }
+    if (!(t = open_tokenizer(model))) goto done;
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= tokenizer_n_vocab(t)) {
+            infer_fail(INFER_E_ARG, "%s: token id %d: expected 0..%d", model, ids[i],
+                       tokenizer_n_vocab(t) - 1);
+            goto done;
+        }
+    int32_t room = n < (INT32_MAX - 64) / 4 ? 4 * n + 64 : INT32_MAX, len = -1; /* most pieces are short */
+    for (int pass = 0; pass < 2; pass++) { /* a second pass only when the first guess was short */
+        free(text);
+        if (!(text = malloc((size_t)room))) {
+            infer_fail(INFER_E_OOM, "out of memory for %d bytes of text", room);
+            goto done;
+        }
+        len = tokenizer_detokenize(t, ids, n, text, room, remove_special, unparse_special);
+        if (len < 0) goto done;
+        if (len <= room) break;
+        room = len;
+    }
+    /* the bytes alone, no newline added: the output tokenises back (tokenize -f -) */
+    if (fwrite(text, 1, (size_t)len, stdout) != (size_t)len || fflush(stdout) != 0) {
+        infer_fail(INFER_E_IO, "stdout: write failed");
+        goto done;
+    }
+    rc = 0;
+done:
+    if (rc == 1) fail();
+    free(text);
+    free(list);
+    free(ids);
+    tokenizer_free(t);
+    return rc;
+}
+
 /* ---- synth ---- */
 
 struct dim_flag {
@@ -557,14 +821,16 @@ int main(int argc, char **argv) {
     if (argc < 2) return usage("missing command");
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) return usage(NULL);
-    const int known =
-        !strcmp(cmd, "info") || !strcmp(cmd, "dequant") || !strcmp(cmd, "quantize") || !strcmp(cmd, "synth");
-    for (int i = 2; known && i < argc; i++)
+    const int known = !strcmp(cmd, "info") || !strcmp(cmd, "dequant") || !strcmp(cmd, "quantize") ||
+                      !strcmp(cmd, "synth") || !strcmp(cmd, "tokenize") || !strcmp(cmd, "detokenize");
+    for (int i = 2; known && i < argc && strcmp(argv[i], "--"); i++) /* after --: a TEXT */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(NULL);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 2, argv + 2);
     if (!strcmp(cmd, "dequant")) return cmd_dequant(argc - 2, argv + 2);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 2, argv + 2);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 2, argv + 2);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 2, argv + 2);
     fprintf(stderr, "llm-gguf: unknown command '%s'\n", cmd);
     return usage("run llm-gguf help for the commands");
 }

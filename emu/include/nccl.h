@@ -1,7 +1,7 @@
 /* nccl.h (emulator): NCCL's communicator and collective calls with NCCL's names, signatures and result
- * numbers, implemented in emu/nccl.cc: ranks are host threads of this process (one per emulated device,
- * or one thread driving several through ncclCommInitAll / groups); a collective runs when every rank's
- * stream has reached it. */
+ * numbers, implemented in emu/nccl.cc: ranks are host threads (one per emulated device, or one thread
+ * driving several through ncclCommInitAll / groups) of this process or of others on the machine, which
+ * join through the unique id; a collective runs when every rank's stream has reached it. */
 #ifndef INFER_EMU_NCCL_H
 #define INFER_EMU_NCCL_H
 
@@ -48,6 +48,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
 ncclResult_t ncclCommCount(ncclComm_t comm, int *count);
 ncclResult_t ncclCommCuDevice(ncclComm_t comm, int *device);
 ncclResult_t ncclCommUserRank(ncclComm_t comm, int *rank);

@@ -107,8 +107,8 @@ int llama_peer_load(struct llama_peer *p, const char **why) {
         !BIND(llama, n_ctx, "llama_n_ctx") || !BIND(llama, batch_get_one, "llama_batch_get_one") ||
         !BIND(llama, decode, "llama_decode") || !BIND(llama, get_logits_ith, "llama_get_logits_ith") ||
         !BIND(llama, model_get_vocab, "llama_model_get_vocab") ||
-        !BIND(llama, vocab_n_tokens, "llama_vocab_n_tokens") ||
-        !BIND(llama, model_n_embd, "llama_model_n_embd") ||
+        !BIND(llama, vocab_n_tokens, "llama_vocab_n_tokens") || !BIND(llama, tokenize, "llama_tokenize") ||
+        !BIND(llama, detokenize, "llama_detokenize") || !BIND(llama, model_n_embd, "llama_model_n_embd") ||
         !BIND(llama, model_n_layer, "llama_model_n_layer") ||
         !BIND(llama, model_n_head, "llama_model_n_head") ||
         !BIND(llama, model_n_head_kv, "llama_model_n_head_kv") ||
@@ -189,6 +189,12 @@ void *llama_peer_model_load_ngl(const struct llama_peer *p, const char *path, in
     p->model_free(m);
     *why = msg;
     return NULL;
+}
+
+void *llama_peer_vocab_load(const struct llama_peer *p, const char *path) {
+    struct llama_peer_model_params mp = p->model_default_params();
+    mp.vocab_only = true;
+    return p->model_load(path, mp);
 }
 
 void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type,

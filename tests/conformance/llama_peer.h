@@ -80,6 +80,11 @@ struct llama_peer {
     float *(*get_logits_ith)(void *ctx, int32_t i);
     const void *(*model_get_vocab)(const void *model);
     int32_t (*vocab_n_tokens)(const void *vocab);
+    /* llama_tokenize / llama_detokenize: the snprintf rule, but a short buffer gives minus the count */
+    int32_t (*tokenize)(const void *vocab, const char *text, int32_t len, int32_t *out, int32_t cap,
+                        bool add_special, bool parse_special);
+    int32_t (*detokenize)(const void *vocab, const int32_t *ids, int32_t n, char *text, int32_t cap,
+                          bool remove_special, bool unparse_special);
     int32_t (*model_n_embd)(const void *model), (*model_n_layer)(const void *model),
         (*model_n_head)(const void *model), (*model_n_head_kv)(const void *model),
         (*model_n_layer_nextn)(const void *model);
@@ -126,6 +131,9 @@ struct llama_peer_buft_override {
 void *llama_peer_model_load_ngl(const struct llama_peer *p, const char *path, int load_mtp, int32_t n_gpu_layers,
                                 const struct llama_peer_buft_override *ot, const struct llama_peer_expect *e,
                                 const char **why);
+/* The tokenizer of a GGUF file alone (vocab_only: no weights; a vocabulary-only file loads); NULL if
+ * llama.cpp refuses it. Free with model_free; its vocabulary is model_get_vocab of it. */
+void *llama_peer_vocab_load(const struct llama_peer *p, const char *path);
 /* A context of n_ctx cells, 2 threads; ctx_type LLAMA_PEER_CTX_*; other: the main context for MTP
  * (or NULL). Checks llama_n_ctx so the passed struct is known to have arrived intact. */
 void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx, int32_t ctx_type,

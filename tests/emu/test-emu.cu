@@ -13,16 +13,25 @@
  *   - streams: a pageable host-to-device source is staged at the call; graphs capture by value, replay,
  *     update in place, refuse a changed topology; calls CUDA forbids while capturing fail and invalidate;
  *   - cuBLAS cublasGemmEx (f16 in, f32 out, A transposed) against float64, and its argument checks;
- *   - NCCL with two ranks as threads (all-reduce, all-gather, reduce-scatter, broadcast; a clique from
- *     ncclCommInitAll; an all-reduce captured in a graph and replayed) when two devices exist.
+ *   - NCCL when two devices exist: two ranks as threads, then as processes (this one and a helper: the
+ *     test binary run again with TEST_EMU_NCCL_ROLE, the unique id in TEST_EMU_NCCL_ID), each doing every
+ *     collective kind (all-reduce, all-gather, reduce-scatter, broadcast, an int32 max reduce) with counts
+ *     above one round of the emulator's process mode, and an all-reduce captured in a graph and replayed;
+ *     a clique from ncclCommInitAll driven from one thread through a group; four ranks in two processes
+ *     (ranks 0-1 here from one thread through groups, 2-3 in the helper on two threads; a GPU machine needs
+ *     four devices, the emulator gives each process its own 0 and 1 and checks a first element whose float
+ *     sum is right only in rank order).
  * Emulator only (INFER_EMU): each bug finder reports and fails the context (a missing barrier through the
  * thread-order check, an inter-block race, __syncthreads after an early return, a shuffle naming an exited
  * lane or reading outside its mask, a mask without the caller, divergent collectives, mma.sync by half a
  * warp, a kernel given another device's memory), cudaDeviceReset recovering each time; lazy execution (a
  * read CUDA does not order sees stale data: the legacy stream against a non-blocking one, an async copy
  * into pinned memory, a first event query); the memory limit (INFER_EMU_MEM, set here to 256M); a
- * launch into another device's stream; the counters; under ASan, an out-of-bounds device read caught in
- * a child process.
+ * launch into another device's stream; the counters; NCCL across processes: a partner that never joins
+ * (ncclCommInitRank fails after INFER_EMU_NCCL_TIMEOUT, its segment removed), one killed after joining
+ * (the all-reduce fails at once: a report, a failed stream, ncclRemoteError), one that never calls the
+ * collective (the helper's all-reduce fails after its 1 s timeout), mismatched collectives (both processes
+ * report); under ASan, an out-of-bounds device read caught in a child process.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -30,7 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,10 +53,12 @@
 #include "common.cuh"
 #include "ptx.cuh"
 
-#ifdef INFER_EMU
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#ifdef INFER_EMU
 #include "emu_api.h"
 #endif
 
@@ -383,58 +396,283 @@ static void check_cublas() {
     cudaFree(dA), cudaFree(dB), cudaFree(dC);
 }
 
-/* Rank r of 2 on device r: every collective once, on its own thread. */
-static void nccl_rank(ncclUniqueId id, int r, int *ok) {
-    *ok = 0;
-    if (cudaSetDevice(r) != cudaSuccess) return;
+/* ---- NCCL: ranks as threads and as processes ---- */
+
+/* Counts above one round of the emulator's process mode (256 KiB of data a rank): several rounds. */
+enum { NCCL_BIG = 70000, NCCL_HALF = 40000, NCCL_INTS = 1000 };
+
+/* What nccl_rank and nccl_four return (a helper process's exit status): 0, or the first step that failed. */
+static const char *nccl_step(int code) {
+    static const char *const steps[] = {"ok", "setup", "all-reduce", "all-gather", "reduce-scatter", "broadcast",
+                                        "reduce (int32 max)", "graph replay of an all-reduce"};
+    if (code >= 0 && code < (int)(sizeof steps / sizeof *steps)) return steps[code];
+    return code == -1 ? "not started" : code > 128 ? "killed by a signal" : "helper failed";
+}
+
+/* Rank r of 2 on device r: every collective kind against values worked out by hand (rank r's float element
+ * i is 10 r + i), then an all-reduce captured in a graph and replayed twice. Run as a thread and as a
+ * helper process. */
+static int nccl_rank(ncclUniqueId id, int r) {
+    if (cudaSetDevice(r) != cudaSuccess) return 1;
     ncclComm_t c = NULL;
-    if (ncclCommInitRank(&c, 2, id, r) != ncclSuccess) return;
+    if (ncclCommInitRank(&c, 2, id, r) != ncclSuccess) return 1;
+    const size_t n = 2 * NCCL_BIG;
     cudaStream_t s = NULL;
     float *send = NULL, *recv = NULL;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaMalloc(&send, 16 * 4) != cudaSuccess ||
-        cudaMalloc(&recv, 16 * 4) != cudaSuccess)
-        return;
-    float h[16], got[16];
-    for (int i = 0; i < 16; i++) h[i] = (float)(10 * r + i);
-    cudaMemcpy(send, h, sizeof h, cudaMemcpyHostToDevice);
-    int good = 1;
-    ncclAllReduce(send, recv, 4, ncclFloat32, ncclSum, c, s);
+    int *isend = NULL, *irecv = NULL;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaMalloc(&send, n * 4) != cudaSuccess ||
+        cudaMalloc(&recv, n * 4) != cudaSuccess || cudaMalloc(&isend, NCCL_INTS * 4) != cudaSuccess ||
+        cudaMalloc(&irecv, NCCL_INTS * 4) != cudaSuccess)
+        return 1;
+    std::vector<float> h(n), got(n);
+    std::vector<int> ih(NCCL_INTS), igot(NCCL_INTS);
+    for (size_t i = 0; i < n; i++) h[i] = (float)(10 * r + (int)i);
+    for (int i = 0; i < NCCL_INTS; i++) ih[(size_t)i] = r ? NCCL_INTS - 1 - i : i;
+    cudaMemcpy(send, h.data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(isend, ih.data(), NCCL_INTS * 4, cudaMemcpyHostToDevice);
+    auto fetch = [&](size_t count) {
+        cudaStreamSynchronize(s);
+        cudaMemcpy(got.data(), recv, count * 4, cudaMemcpyDeviceToHost);
+    };
+    int failed = 0; /* every step runs whatever failed before: the partner must not wait for a missing call */
+    auto step = [&](int which, bool ok) {
+        if (!ok && !failed) failed = which;
+    };
+    bool ok = true;
+    ncclAllReduce(send, recv, NCCL_BIG, ncclFloat32, ncclSum, c, s);
+    fetch(NCCL_BIG);
+    for (size_t i = 0; i < NCCL_BIG; i++) ok &= got[i] == (float)(10 + 2 * i);
+    step(2, ok);
+    ncclAllGather(send, recv, NCCL_BIG, ncclFloat32, c, s);
+    fetch(2 * NCCL_BIG);
+    ok = true;
+    for (size_t q = 0; q < 2; q++)
+        for (size_t i = 0; i < NCCL_BIG; i++) ok &= got[q * NCCL_BIG + i] == (float)(10 * q + i);
+    step(3, ok);
+    ncclReduceScatter(send, recv, NCCL_HALF, ncclFloat32, ncclSum, c, s); /* rank r: both ranks' block r summed */
+    fetch(NCCL_HALF);
+    ok = true;
+    for (size_t i = 0; i < NCCL_HALF; i++) ok &= got[i] == (float)(10 + 2 * ((size_t)r * NCCL_HALF + i));
+    step(4, ok);
+    ncclBroadcast(send, recv, NCCL_BIG, ncclFloat32, 1, c, s);
+    fetch(NCCL_BIG);
+    ok = true;
+    for (size_t i = 0; i < NCCL_BIG; i++) ok &= got[i] == (float)(10 + i);
+    step(5, ok);
+    ncclReduce(isend, irecv, NCCL_INTS, ncclInt32, ncclMax, 0, c, s); /* to root 0: max(i, 999 - i) */
     cudaStreamSynchronize(s);
-    cudaMemcpy(got, recv, 16, cudaMemcpyDeviceToHost);
-    for (int i = 0; i < 4; i++) good &= got[i] == (float)(10 + 2 * i);
-    ncclAllGather(send, recv, 2, ncclFloat32, c, s);
-    cudaStreamSynchronize(s);
-    cudaMemcpy(got, recv, 16, cudaMemcpyDeviceToHost);
-    good &= got[0] == 0 && got[1] == 1 && got[2] == 10 && got[3] == 11;
-    ncclReduceScatter(send, recv, 2, ncclFloat32, ncclSum, c, s);
-    cudaStreamSynchronize(s);
-    cudaMemcpy(got, recv, 8, cudaMemcpyDeviceToHost);
-    good &= got[0] == (float)(10 + 4 * r) && got[1] == (float)(12 + 4 * r);
-    ncclBroadcast(send, recv, 3, ncclFloat32, 1, c, s);
-    cudaStreamSynchronize(s);
-    cudaMemcpy(got, recv, 12, cudaMemcpyDeviceToHost);
-    good &= got[0] == 10 && got[2] == 12;
-    /* captured into a graph and replayed twice: recv = 2 x the sum, accumulated in send */
+    cudaMemcpy(igot.data(), irecv, NCCL_INTS * 4, cudaMemcpyDeviceToHost);
+    ok = true;
+    for (int i = 0; r == 0 && i < NCCL_INTS; i++) ok &= igot[(size_t)i] == std::max(i, NCCL_INTS - 1 - i);
+    step(6, ok);
+    /* captured and replayed twice: send[0] += the other's, (0, 10) -> 10 -> 20 */
     cudaGraph_t g = NULL;
     cudaGraphExec_t x = NULL;
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-        ncclAllReduce(send, send, 1, ncclFloat32, ncclSum, c, s);
-        if (cudaStreamEndCapture(s, &g) == cudaSuccess && cudaGraphInstantiate(&x, g, 0) == cudaSuccess) {
-            cudaGraphLaunch(x, s);
-            cudaGraphLaunch(x, s);
-            cudaStreamSynchronize(s);
-            cudaMemcpy(got, send, 4, cudaMemcpyDeviceToHost);
-            good &= got[0] == 20; /* (0 + 10) -> 10 -> 20 */
-        } else {
-            good = 0;
-        }
-    }
+    ok = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) ncclAllReduce(send, send, 1, ncclFloat32, ncclSum, c, s);
+    ok = ok && cudaStreamEndCapture(s, &g) == cudaSuccess && cudaGraphInstantiate(&x, g, 0) == cudaSuccess &&
+         cudaGraphLaunch(x, s) == cudaSuccess && cudaGraphLaunch(x, s) == cudaSuccess &&
+         cudaStreamSynchronize(s) == cudaSuccess;
+    cudaMemcpy(got.data(), send, 4, cudaMemcpyDeviceToHost);
+    step(7, ok && got[0] == 20);
     if (x) cudaGraphExecDestroy(x);
     if (g) cudaGraphDestroy(g);
-    cudaFree(send), cudaFree(recv);
+    cudaFree(send), cudaFree(recv), cudaFree(isend), cudaFree(irecv);
     cudaStreamDestroy(s);
     ncclCommDestroy(c);
-    *ok = good;
+    return failed;
+}
+
+/* The device of rank r of the 4-rank clique: each emulated process has its own devices 0 and 1; on a GPU
+ * machine every rank needs its own. */
+static int four_device(int r) {
+#ifdef INFER_EMU
+    return r % 2;
+#else
+    return r;
+#endif
+}
+
+/* Ranks first .. first + n - 1 of 4, driven by this thread through groups: an in-place all-reduce of
+ * NCCL_BIG floats, rank r's element i being 10 r + i. Emulator only: element 0 is 1e8, 1, -1e8, 1 on ranks
+ * 0..3, which float sums give as 1 only in rank order (0 or 2 in others); NCCL's own order is its own. */
+static int nccl_four(ncclUniqueId id, int first, int n) {
+    ncclComm_t c[2] = {NULL, NULL};
+    cudaStream_t s[2] = {NULL, NULL};
+    float *buf[2] = {NULL, NULL};
+    bool good = ncclGroupStart() == ncclSuccess;
+    for (int j = 0; j < n; j++)
+        good = good && cudaSetDevice(four_device(first + j)) == cudaSuccess &&
+               ncclCommInitRank(&c[j], 4, id, first + j) == ncclSuccess;
+    good = ncclGroupEnd() == ncclSuccess && good;
+    std::vector<float> h(NCCL_BIG);
+    for (int j = 0; good && j < n; j++) {
+        const int r = first + j;
+        for (size_t i = 0; i < NCCL_BIG; i++) h[i] = (float)(10 * r + (int)i);
+#ifdef INFER_EMU
+        const float order_probe[4] = {1e8f, 1.0f, -1e8f, 1.0f};
+        h[0] = order_probe[r];
+#endif
+        good = cudaSetDevice(four_device(r)) == cudaSuccess &&
+               cudaStreamCreateWithFlags(&s[j], cudaStreamNonBlocking) == cudaSuccess &&
+               cudaMalloc(&buf[j], NCCL_BIG * 4) == cudaSuccess &&
+               cudaMemcpy(buf[j], h.data(), NCCL_BIG * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+    }
+    if (!good) return 1;
+    ncclGroupStart();
+    for (int j = 0; j < n; j++)
+        good &= ncclAllReduce(buf[j], buf[j], NCCL_BIG, ncclFloat32, ncclSum, c[j], s[j]) == ncclSuccess;
+    ncclGroupEnd();
+#ifdef INFER_EMU
+    const float first_sum = 1.0f;
+#else
+    const float first_sum = 60.0f;
+#endif
+    for (int j = 0; j < n; j++) {
+        cudaSetDevice(four_device(first + j));
+        good &= cudaStreamSynchronize(s[j]) == cudaSuccess &&
+                cudaMemcpy(h.data(), buf[j], NCCL_BIG * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+        good &= h[0] == first_sum;
+        for (size_t i = 1; i < NCCL_BIG; i++) good &= h[i] == (float)(60 + 4 * i);
+        cudaFree(buf[j]);
+        cudaStreamDestroy(s[j]);
+        ncclCommDestroy(c[j]);
+    }
+    return good ? 0 : 2;
+}
+
+/* Runs this test binary again as a helper process with rank(s) `role` of the clique `id`, handed over in
+ * its environment as hex (as a launcher would); returns its pid, -1 on failure. */
+static pid_t spawn_rank(const char *role, const ncclUniqueId &id) {
+    char hex[2 * sizeof id.internal + 1];
+    for (size_t i = 0; i < sizeof id.internal; i++) snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
+    std::string r = std::string("TEST_EMU_NCCL_ROLE=") + role, x = std::string("TEST_EMU_NCCL_ID=") + hex;
+    std::vector<char *> env;
+    for (char **e = environ; *e; e++) env.push_back(*e);
+    env.push_back(&r[0]), env.push_back(&x[0]), env.push_back(NULL);
+    char name[] = "test-emu";
+    char *argv[] = {name, NULL};
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        execve("/proc/self/exe", argv, env.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+/* A helper's exit status; above 128: killed by signal (status - 128); -1: no helper. */
+static int child_status(pid_t pid) {
+    int st = 0;
+    if (pid <= 0 || waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#ifdef INFER_EMU
+static double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Helper: rank 1 of 2 whose partner (the test) never calls the collective; its INFER_EMU_NCCL_TIMEOUT is 1 s.
+ * The all-reduce must fail after about that long: a report, a failed stream, ncclRemoteError. */
+static int nccl_stalled_partner(ncclUniqueId id) {
+    ncclComm_t c = NULL;
+    cudaStream_t s = NULL;
+    float *buf = NULL;
+    if (cudaSetDevice(1) != cudaSuccess || ncclCommInitRank(&c, 2, id, 1) != ncclSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaMalloc(&buf, 4) != cudaSuccess)
+        return 1;
+    const double t0 = now_s();
+    if (ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s) != ncclSuccess) return 2;
+    if (cudaStreamSynchronize(s) != cudaErrorLaunchFailure) return 3;
+    const double dt = now_s() - t0;
+    if (dt < 0.9 || dt > 30) return 4;
+    ncclResult_t a = ncclSuccess;
+    if (ncclCommGetAsyncError(c, &a) != ncclSuccess || a != ncclRemoteError) return 5;
+    if (!strstr(emu_last_report(), "INFER_EMU_NCCL_TIMEOUT")) return 6;
+    if (ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s) != ncclRemoteError) return 7;
+    ncclCommDestroy(c);
+    cudaStreamDestroy(s);
+    cudaDeviceReset();
+    return 0;
+}
+
+/* Rank r of 2 in a clique whose ranks call different collectives (an all-reduce of 3 + r floats): each
+ * process reports the mismatch itself and fails, neither hangs. */
+static int nccl_mismatched(ncclUniqueId id, int r) {
+    ncclComm_t c = NULL;
+    cudaStream_t s = NULL;
+    float *buf = NULL;
+    if (cudaSetDevice(r) != cudaSuccess || ncclCommInitRank(&c, 2, id, r) != ncclSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaMalloc(&buf, 16) != cudaSuccess)
+        return 1;
+    const uint64_t before = emu_reports();
+    if (ncclAllReduce(buf, buf, 3 + (size_t)r, ncclFloat32, ncclSum, c, s) != ncclSuccess) return 2;
+    if (cudaStreamSynchronize(s) != cudaErrorLaunchFailure) return 3;
+    if (emu_reports() != before + 1 || !strstr(emu_last_report(), "differs between ranks")) return 4;
+    ncclCommDestroy(c);
+    cudaStreamDestroy(s);
+    cudaDeviceReset();
+    cudaGetLastError();
+    return 0;
+}
+#endif
+
+/* The helper process's part (TEST_EMU_NCCL_ROLE); its exit status is the result. */
+static int nccl_helper(const char *role) {
+    ncclUniqueId id;
+    const char *hex = getenv("TEST_EMU_NCCL_ID");
+    if (!hex || strlen(hex) != 2 * sizeof id.internal) return 100;
+    for (size_t i = 0; i < sizeof id.internal; i++) {
+        unsigned v = 0;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 100;
+        id.internal[i] = (char)v;
+    }
+    if (!strcmp(role, "rank1")) return nccl_rank(id, 1);
+    if (!strcmp(role, "ranks23")) { /* as two threads, one rank each */
+        int e2 = -1, e3 = -1;
+        std::thread t2([&] { e2 = nccl_four(id, 2, 1); }), t3([&] { e3 = nccl_four(id, 3, 1); });
+        t2.join(), t3.join();
+        return e2 ? e2 : e3;
+    }
+#ifdef INFER_EMU
+    if (!strcmp(role, "die")) { /* joins, then dies before any collective */
+        ncclComm_t c = NULL;
+        if (cudaSetDevice(1) != cudaSuccess || ncclCommInitRank(&c, 2, id, 1) != ncclSuccess) return 1;
+        raise(SIGKILL);
+    }
+    if (!strcmp(role, "stalled")) return nccl_stalled_partner(id);
+    if (!strcmp(role, "mismatch")) return nccl_mismatched(id, 1);
+#endif
+    return 101;
+}
+
+/* Ranks as processes: this one and a helper (the test binary run again). Every collective kind and a graph
+ * with one rank in each; then a 4-rank clique, ranks 0 and 1 here on one thread, 2 and 3 there on two. */
+static void check_nccl_processes(int devices) {
+    ncclUniqueId id;
+    T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    pid_t pid = spawn_rank("rank1", id);
+    int mine = pid > 0 ? nccl_rank(id, 0) : -1, theirs = child_status(pid);
+    T_CHECK(mine == 0 && theirs == 0, "NCCL ranks as processes: rank 0 %s (%d), rank 1 in a helper process %s (%d)",
+            nccl_step(mine), mine, nccl_step(theirs), theirs);
+#ifdef INFER_EMU
+    const int need = 2;
+#else
+    const int need = 4;
+#endif
+    if (devices < need) {
+        T_SKIP("NCCL: 4 ranks in 2 processes need 4 devices, %d found", devices);
+    } else {
+        T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+        pid = spawn_rank("ranks23", id);
+        mine = pid > 0 ? nccl_four(id, 0, 2) : -1, theirs = child_status(pid);
+        T_CHECK(mine == 0 && theirs == 0, "NCCL 4 ranks in 2 processes: ranks 0-1 (one thread, groups) %s (%d), ranks "
+                "2-3 (helper, two threads) %s (%d)", nccl_step(mine), mine, nccl_step(theirs), theirs);
+    }
+    CK(cudaSetDevice(0));
 }
 
 static void check_nccl() {
@@ -446,11 +684,11 @@ static void check_nccl() {
     }
     ncclUniqueId id;
     T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
-    int ok0 = 0, ok1 = 0;
-    std::thread t0(nccl_rank, id, 0, &ok0), t1(nccl_rank, id, 1, &ok1);
+    int res0 = -1, res1 = -1;
+    std::thread t0([&] { res0 = nccl_rank(id, 0); }), t1([&] { res1 = nccl_rank(id, 1); });
     t0.join();
     t1.join();
-    T_CHECK(ok0 && ok1, "NCCL ranks as threads: rank 0 %s, rank 1 %s", ok0 ? "ok" : "wrong", ok1 ? "ok" : "wrong");
+    T_CHECK(res0 == 0 && res1 == 0, "NCCL ranks as threads: rank 0 %s, rank 1 %s", nccl_step(res0), nccl_step(res1));
     /* one thread driving both ranks: ncclCommInitAll and a group */
     ncclComm_t comms[2] = {NULL, NULL};
     T_CHECK(ncclCommInitAll(comms, 2, NULL) == ncclSuccess, "ncclCommInitAll");
@@ -477,6 +715,7 @@ static void check_nccl() {
         ncclCommDestroy(comms[r]);
     }
     CK(cudaSetDevice(0));
+    check_nccl_processes(n);
 }
 
 #ifdef INFER_EMU
@@ -605,6 +844,82 @@ static void check_memory_and_devices() {
     cudaStreamDestroy(s0);
 }
 
+/* A lost partner process fails the waiting rank instead of hanging it: one that never joins
+ * (ncclCommInitRank fails after INFER_EMU_NCCL_TIMEOUT and removes the segment), one killed after joining
+ * (the collective fails long before the timeout: the dead process is noticed), one that never calls the
+ * collective (the helper's all-reduce fails after its 1 s timeout: nccl_stalled_partner). */
+static void check_nccl_lost_partner() {
+    ncclUniqueId id;
+    ncclComm_t c = NULL;
+    setenv("INFER_EMU_NCCL_TIMEOUT", "0.5", 1);
+    CK(cudaSetDevice(0));
+    T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    double t0 = now_s();
+    ncclResult_t e = ncclCommInitRank(&c, 2, id, 0);
+    double dt = now_s() - t0;
+    T_CHECK(e == ncclRemoteError && dt >= 0.5 && dt < 10, "a partner that never joins: %s after %.2f s (timeout 0.5 s)",
+            ncclGetErrorString(e), dt);
+    std::string seg = std::string("/dev/shm") + id.internal;
+    T_CHECK(access(seg.c_str(), F_OK) != 0, "the failed clique's segment %s is removed", seg.c_str());
+    if (c) ncclCommDestroy(c);
+
+    setenv("INFER_EMU_NCCL_TIMEOUT", "30", 1);
+    T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    ncclGroupStart();
+    e = ncclCommInitRank(&c, 2, id, 0);
+    pid_t pid = spawn_rank("die", id);
+    const ncclResult_t joined = ncclGroupEnd();
+    T_CHECK(e == ncclSuccess && joined == ncclSuccess && pid > 0, "clique with a helper that dies: %s, %s",
+            ncclGetErrorString(e), ncclGetErrorString(joined));
+    seg = std::string("/dev/shm") + id.internal;
+    T_CHECK(access(seg.c_str(), F_OK) != 0, "the segment %s is removed once every rank joined", seg.c_str());
+    cudaStream_t s = NULL;
+    float *buf = NULL;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMalloc(&buf, 4));
+    const uint64_t before = emu_reports();
+    t0 = now_s();
+    T_CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s) == ncclSuccess, "all-reduce queued");
+    const cudaError_t se = cudaStreamSynchronize(s);
+    dt = now_s() - t0;
+    T_CHECK(se == cudaErrorLaunchFailure && dt < 15, "all-reduce with a dead partner: %s after %.1f s (timeout 30 s)",
+            cudaGetErrorName(se), dt);
+    ncclResult_t async = ncclSuccess;
+    T_CHECK(ncclCommGetAsyncError(c, &async) == ncclSuccess && async == ncclRemoteError, "async error %s",
+            ncclGetErrorString(async));
+    T_CHECK(emu_reports() == before + 1 && strstr(emu_last_report(), "has exited"), "report: %s", emu_last_report());
+    e = ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s);
+    T_CHECK(e == ncclRemoteError, "a collective on the failed communicator: %s", ncclGetErrorString(e));
+    const int st = child_status(pid);
+    T_CHECK(st == 128 + SIGKILL, "the helper killed itself: status %d", st);
+    ncclCommDestroy(c);
+    cudaStreamDestroy(s);
+    CK(cudaDeviceReset());
+    cudaGetLastError();
+
+    T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    ncclGroupStart();
+    e = ncclCommInitRank(&c, 2, id, 0); /* this side waits with 30 s, the helper with 1 s */
+    setenv("INFER_EMU_NCCL_TIMEOUT", "1", 1);
+    pid = spawn_rank("stalled", id);
+    setenv("INFER_EMU_NCCL_TIMEOUT", "60", 1);
+    T_CHECK(ncclGroupEnd() == ncclSuccess && e == ncclSuccess && pid > 0, "clique with a stalled partner");
+    const int code = child_status(pid);
+    T_CHECK(code == 0, "the helper waiting for a partner that never calls the all-reduce: step %d failed", code);
+    ncclCommDestroy(c);
+}
+
+/* Ranks in two processes calling different collectives: both report it, as ranks as threads do. */
+static void check_nccl_process_mismatch() {
+    ncclUniqueId id;
+    T_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    const pid_t pid = spawn_rank("mismatch", id);
+    const int mine = pid > 0 ? nccl_mismatched(id, 0) : -1, theirs = child_status(pid);
+    T_CHECK(mine == 0 && theirs == 0, "mismatched collectives across processes: step %d here, %d in the helper", mine,
+            theirs);
+    CK(cudaSetDevice(0));
+}
+
 static void check_asan_catches_oob() {
 #if defined(__SANITIZE_ADDRESS__)
     fflush(stdout);
@@ -638,7 +953,10 @@ int main(void) {
 #ifdef INFER_EMU
     setenv("INFER_EMU_DEVICES", "2", 1); /* before the emulator's first call */
     setenv("INFER_EMU_MEM", "256M", 1);
+    setenv("INFER_EMU_NCCL_TIMEOUT", "60", 0); /* a lost helper fails the test in a minute, not ten */
 #endif
+    const char *role = getenv("TEST_EMU_NCCL_ROLE");
+    if (role) return nccl_helper(role);
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
         T_SKIP("no CUDA device");
@@ -654,8 +972,11 @@ int main(void) {
     check_bug_finders();
     check_lazy();
     check_memory_and_devices();
+    check_nccl_lost_partner();
+    check_nccl_process_mismatch();
     check_asan_catches_oob();
-    T_CHECK(emu_reports() == 9, "reports: %llu, expected the 9 planted bugs", (unsigned long long)emu_reports());
+    T_CHECK(emu_reports() == 11, "reports: %llu, expected the 9 planted bugs, the dead NCCL partner and the mismatch",
+            (unsigned long long)emu_reports());
 #endif
     return t_done();
 }
