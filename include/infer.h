@@ -151,10 +151,17 @@ typedef struct {
                                       tensor_split, in order, as llama.cpp's -sm layer -ts: each GPU runs a
                                       contiguous run of layers and the hidden state crosses between them
                                       through host memory once per batch. INFER_SPLIT_TENSOR (tensor
-                                      parallelism over NCCL): INFER_E_UNSUPPORTED, not implemented yet */
+                                      parallelism over NCCL, vLLM's tensor_parallel_size): every layer on
+                                      every device, each holding its share of the attention and Gated DeltaNet
+                                      heads and of the FFN and experts' columns, with one all-reduce per block;
+                                      the token table and the head on the first device. Needs every layer on
+                                      the GPU (n_gpu_layers < 0 or above the layer count), no expert offload,
+                                      no MTP drafting; shapes that do not cut are INFER_E_UNSUPPORTED naming
+                                      the dimension */
     float tensor_split[INFER_MAX_DEVICES]; /* -ts a,b,...: each device's share of the GPU layers with
                                       INFER_SPLIT_LAYER (any scale; 0: none for that device); all 0 (default):
-                                      in proportion to each device's free memory */
+                                      in proportion to each device's free memory. With INFER_SPLIT_TENSOR the
+                                      devices with a share > 0 (all 0: every device), shares equal */
 } infer_model_params;
 
 INFER_API infer_model_params infer_model_params_default(void);

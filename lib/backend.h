@@ -75,6 +75,12 @@ infer_status backend_cpu_create(int n_threads, struct infer_backend **out);
 /* CUDA backend on device `device` with one stream (backend_cuda.c). Gives *out; INFER_E_DEVICE when no
  * device is usable, INFER_E_UNSUPPORTED in a build without CUDA. */
 infer_status backend_cuda_create(int device, struct infer_backend **out);
+/* Tensor parallelism (tp.h): joins n CUDA backends, one per device, in rank order, into one NCCL communicator
+ * (ncclCommInitAll; each backend keeps its rank's and destroys it when freed). */
+infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n);
+/* bufs[r] (count floats in bes[r]'s memory) = the sum of every rank's, the same bits on every rank; queued on each
+ * rank's stream as one NCCL group (one thread drives every rank). */
+infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count);
 /* Releases a backend from any *_create; NULL is a no-op. */
 void backend_free(struct infer_backend *b);
 

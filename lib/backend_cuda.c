@@ -23,6 +23,7 @@
 #ifdef INFER_CUDA
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ struct backend_cuda {
     } cache[BACKEND_CUDA_GRAPHS];
     uint64_t runs;
     struct cuda_mm_state *mm; /* the prefill matmul's mode (INFER_MATMUL) and its cuBLAS handle / scratch */
+    ncclComm_t comm;          /* a rank of a tensor-parallel group (backend_cuda_tp_join); else NULL */
 };
 
 static struct backend_cuda *backend_cuda_of(struct infer_backend *b) { return b->impl; }
@@ -63,6 +65,10 @@ static void backend_cuda_destroy(struct infer_backend *b) {
         if (e != cudaSuccess) infer_log(INFER_LOG_WARN, "cuda backend: destroying the stream: %s", cudaGetErrorString(e));
     }
     cuda_mm_state_free(c->mm);
+    if (c->comm) {
+        const ncclResult_t r = ncclCommDestroy(c->comm);
+        if (r != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclCommDestroy: %s", ncclGetErrorString(r));
+    }
     xfree(c);
 }
 
@@ -323,11 +329,64 @@ fail:
     return st;
 }
 
+/* One checked NCCL call. */
+#define NCCL_TRY(what, x)                                                                                     \
+    do {                                                                                                     \
+        const ncclResult_t nccl_r_ = (x);                                                                    \
+        if (nccl_r_ != ncclSuccess) {                                                                        \
+            st = infer_fail(INFER_E_DEVICE, "cuda backend: %s: %s", what, ncclGetErrorString(nccl_r_));      \
+            goto fail;                                                                                       \
+        }                                                                                                    \
+    } while (0)
+
+infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n) {
+    infer_status st = INFER_OK;
+    ncclComm_t comms[INFER_MAX_DEVICES] = {NULL};
+    int devs[INFER_MAX_DEVICES];
+    if (n < 1 || n > INFER_MAX_DEVICES) return infer_fail(INFER_E_ARG, "backend_cuda_tp_join: %d ranks", n);
+    for (int32_t r = 0; r < n; r++) {
+        if (bes[r]->ops != &backend_cuda_ops || backend_cuda_of(bes[r])->comm)
+            return infer_fail(INFER_E_ARG, "backend_cuda_tp_join: rank %d is not a CUDA backend outside a group", r);
+        devs[r] = backend_cuda_of(bes[r])->device;
+    }
+    NCCL_TRY("ncclCommInitAll", ncclCommInitAll(comms, n, devs));
+    for (int32_t r = 0; r < n; r++) backend_cuda_of(bes[r])->comm = comms[r];
+fail:
+    return st;
+}
+
+infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
+    infer_status st = INFER_OK;
+    int open = 0;
+    NCCL_TRY("ncclGroupStart", ncclGroupStart());
+    open = 1;
+    for (int32_t r = 0; r < n; r++) {
+        struct backend_cuda *c = backend_cuda_of(bes[r]);
+        CU_TRY(backend_cuda_current(bes[r]));
+        NCCL_TRY("ncclAllReduce", ncclAllReduce(bufs[r], bufs[r], count, ncclFloat32, ncclSum, c->comm, c->stream));
+    }
+    open = 0;
+    NCCL_TRY("ncclGroupEnd", ncclGroupEnd());
+fail:
+    if (open && ncclGroupEnd() != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclGroupEnd after a failure");
+    return st;
+}
+
 #else
 
 infer_status backend_cuda_create(int device, struct infer_backend **out) {
     *out = NULL;
     return infer_fail(INFER_E_UNSUPPORTED, "cuda backend (device %d): built without CUDA", device);
+}
+
+infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n) {
+    (void)bes;
+    return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor over %d devices: built without CUDA (NCCL)", n);
+}
+
+infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
+    (void)bes, (void)bufs, (void)count;
+    return infer_fail(INFER_E_UNSUPPORTED, "all-reduce over %d ranks: built without CUDA (NCCL)", n);
 }
 
 #endif

@@ -245,10 +245,38 @@ fail:
     return st;
 }
 
+/* The context of a model sharded over a tensor-parallel group (model_upload_tp): one stage per rank, each on the
+ * rank's view of the model (its heads and FFN columns, so its own cells and scratch), chained in rank order from
+ * rank 0 (the public context, which runs the token lookup and the head), and the ranks' NCCL communicator. */
+static infer_status ctx_create_tp(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
+    infer_status st = INFER_OK;
+    infer_ctx *st_[INFER_MAX_DEVICES] = {NULL};
+    struct infer_backend *bes[INFER_MAX_DEVICES];
+    for (int32_t r = 0; r < m->tp_n; r++) {
+        const struct ctx_stage_desc d = {.home = m->gpu[r].device, .il0 = 0, .il1 = (int32_t)m->hp.n_layer,
+                                         .heads = r == 0};
+        const struct ctx_stage stage = {.d = &d, .device = m->gpu[r].device};
+        TRY(ctx_create(m->tp_view[r], p, &stage, &st_[r]));
+        if (r > 0) st_[r - 1]->next_stage = st_[r]; /* the public context frees the chain */
+        st_[r]->tp_rank = r;
+        bes[r] = st_[r]->be;
+    }
+    infer_ctx *c = st_[0];
+    c->tp_n = m->tp_n;
+    memcpy(c->tp, st_, sizeof st_);
+    TRY(backend_cuda_tp_join(bes, m->tp_n));
+    *out = c;
+    return INFER_OK;
+fail:
+    infer_ctx_free(st_[0]); /* and the ranks linked to it */
+    return st;
+}
+
 infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
     if (!out) return infer_fail(INFER_E_ARG, "infer_ctx_create: out is NULL");
     *out = NULL;
     if (!m) return infer_fail(INFER_E_ARG, "infer_ctx_create: model is NULL");
+    if (m->tp_n > 0) return ctx_create_tp(m, p, out);
     const int64_t n_all = m->hp.n_layer_all;
     int32_t *home = xcalloc((size_t)n_all, sizeof *home);
     uint8_t *exps_host = xcalloc((size_t)n_all, 1);

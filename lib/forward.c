@@ -70,6 +70,12 @@ infer_status forward_add(struct infer_ctx *c, float *y, const float *x2, int64_t
     return c->be->ops->act(c->be, &a);
 }
 
+infer_status forward_residual_add(struct infer_ctx *c, const float *y, int32_t n_rows) {
+    const int64_t n_embd = c->m->hp.n_embd;
+    if (c->tp_rank > 0) return c->be->ops->copy(c->be, c->x, y, (size_t)n_rows * (size_t)n_embd * sizeof(float));
+    return forward_add(c, c->x, y, n_embd, n_rows);
+}
+
 infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     const struct model_layer *L = &c->m->layers[il];
     if (L->ffn_gate_exps) return layer_moe(c, il, n_tokens);
@@ -94,14 +100,36 @@ struct forward_job {
     int resume;
 };
 
-/* One layer: its mixer (attention or Gated DeltaNet) and its FFN block. */
-static infer_status forward_layer(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
+infer_status forward_mixer(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
+    if (c->m->layers[il].kind == ARCH_LAYER_GDN) return layer_gdn(c, il, n_tokens);
+    return layer_attn(c, il, n_tokens);
+}
+
+infer_status forward_layer(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     infer_status st = INFER_OK;
-    if (c->m->layers[il].kind == ARCH_LAYER_GDN)
-        TRY(layer_gdn(c, il, n_tokens));
-    else
-        TRY(layer_attn(c, il, n_tokens));
+    TRY(forward_mixer(c, il, n_tokens));
     TRY(forward_ffn(c, il, n_tokens));
+fail:
+    return st;
+}
+
+infer_status forward_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
+    infer_status st = INFER_OK;
+    const struct infer_model *m = c->m;
+    const int64_t n_embd = m->hp.n_embd;
+    /* over the asked rows only: gather, norm in place, project. A drafting context keeps every token's normed hidden
+     * state (the MTP block's input) and gathers from it. */
+    const float *src = c->x;
+    if (c->hid) {
+        TRY(forward_norm(c, c->x, m->output_norm, c->hid, n_embd, n_tokens));
+        src = c->hid;
+    }
+    if (n_out > 0) {
+        int32_t xq_type = -2;
+        TRY(forward_gather(c, src, n_tokens, n_out));
+        if (!c->hid) TRY(forward_norm_in(c, c->xn, m->output_norm, c->xn, n_embd, n_out, m->output, &xq_type));
+        TRY(forward_matmul(c, m->output, NULL, c->xn, n_out, c->logits, NULL, MMV_PLAIN, &xq_type));
+    }
 fail:
     return st;
 }
@@ -127,29 +155,14 @@ static infer_status forward_body(void *arg) {
     }
     for (; il < j->il1; il++) TRY(forward_layer(c, il, j->n_tokens));
     if (j->il1 < j->seg->il1) { /* an offloaded layer: its mixer, then its routing handed to the host */
-        if (m->layers[il].kind == ARCH_LAYER_GDN)
-            TRY(layer_gdn(c, il, j->n_tokens));
-        else
-            TRY(layer_attn(c, il, j->n_tokens));
+        TRY(forward_mixer(c, il, j->n_tokens));
         return layer_moe_offload_start(c, il, j->n_tokens);
     }
     if (!j->seg->heads) {
         if (j->x_out) TRY(be->ops->stage_out(be, c->x_host, c->x, x_bytes));
         return INFER_OK;
     }
-    /* the head over the asked rows only: gather, norm in place, project. A drafting context keeps
-     * every token's normed hidden state (the MTP block's input) and gathers from it. */
-    const float *src = c->x;
-    if (c->hid) {
-        TRY(forward_norm(c, c->x, m->output_norm, c->hid, n_embd, j->n_tokens));
-        src = c->hid;
-    }
-    if (j->n_out > 0) {
-        int32_t xq_type = -2;
-        TRY(forward_gather(c, src, j->n_tokens, j->n_out));
-        if (!c->hid) TRY(forward_norm_in(c, c->xn, m->output_norm, c->xn, n_embd, j->n_out, m->output, &xq_type));
-        TRY(forward_matmul(c, m->output, NULL, c->xn, j->n_out, c->logits, NULL, MMV_PLAIN, &xq_type));
-    }
+    TRY(forward_head(c, j->n_tokens, j->n_out));
 fail:
     return st;
 }
@@ -260,6 +273,7 @@ infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_t
     infer_status st = INFER_OK;
     for (int32_t t = 0; t < n_tokens; t++)
         if (c->out_row[t] >= 0) c->out_ids[c->out_row[t]] = t;
+    if (c->tp_n > 0) return forward_tp_run(c, tokens, n_tokens, n_out);
     for (int32_t k = 0; k < c->n_seg; k++) TRY(forward_segment_run(c, k, tokens, n_tokens, n_out));
 fail:
     return st;

@@ -112,7 +112,18 @@ struct infer_ctx {
     int32_t *off_ids;     /* (T, n_expert_used) page-locked: the selected experts */
     float *off_w;         /* (T, n_expert_used) page-locked: their weights */
     float *off_y;         /* (T, n_embd) page-locked: the experts' weighted sum, coming back */
+    /* tensor parallelism (tp.h, forward_tp.c): rank tp_rank of a group whose stages, in rank order, are the public
+     * context's tp[] (borrowed; tp[0] is the public context, the others chained through next_stage). Each rank runs
+     * the same layer code on its shards; a block's last product is a partial sum, added up by an all-reduce of x,
+     * rank 0's with the residual. tp_n 0: no group. */
+    int32_t tp_rank, tp_n;
+    struct infer_ctx *tp[INFER_MAX_DEVICES];
 };
+
+/* The residual a block's last product adds: x, except on the ranks > 0 of a tensor-parallel group, whose partial
+ * sums the all-reduce adds to rank 0's x. */
+static inline const float *forward_residual(const struct infer_ctx *c) { return c->tp_rank > 0 ? NULL : c->x; }
+static inline int32_t forward_residual_epilogue(const struct infer_ctx *c) { return c->tp_rank > 0 ? MMV_PLAIN : MMV_ADD; }
 
 /* The stage that runs the head: its logits (device memory on CUDA) are the context's. */
 static inline struct infer_ctx *forward_head_stage(const struct infer_ctx *c) { return c->seg[c->n_seg - 1].stage; }
@@ -163,6 +174,17 @@ infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *emb, c
 infer_status forward_gather(struct infer_ctx *c, const float *src, int32_t n_tokens, int32_t n_out);
 /* y = x + y2 (rows of n floats), through the backend's act op. */
 infer_status forward_add(struct infer_ctx *c, float *y, const float *x2, int64_t n, int32_t n_rows);
+/* x += y (rows of n_embd), the residual add closing a block; on a tensor-parallel rank > 0, x = y (forward_residual). */
+infer_status forward_residual_add(struct infer_ctx *c, const float *y, int32_t n_rows);
+/* One trunk layer: its mixer (attention or Gated DeltaNet) and its FFN block. */
+infer_status forward_layer(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+/* The mixer of layer il (attention or Gated DeltaNet), residual included. */
+infer_status forward_mixer(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+/* The head over the n_out rows asked of a batch of n_tokens (c->dout): gather, norm, project into c->logits; a
+ * drafting context first keeps every token's normed hidden state in c->hid. */
+infer_status forward_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out);
+/* The pass of a tensor-parallel group (forward_tp.c), over tokens already validated into c (its rank 0). */
+infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out);
 /* The FFN block of layer il (dense, MoE, MoE + shared expert), residual included. */
 infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 

@@ -131,6 +131,40 @@ fail:
     return st;
 }
 
+/* split_mode tensor: the devices tensor_split names (all 0: every device), each a rank, equal shares. */
+static infer_status infer_tensor_parallel(struct infer_model *m, const infer_model_params *p) {
+    uint64_t dev_free[PLAN_MAX_DEVICES] = {0};
+    int32_t n_dev = 0, n = 0;
+    int devs[INFER_MAX_DEVICES];
+    const int all = p->n_gpu_layers < 0 || p->n_gpu_layers > m->hp.n_layer;
+    if (!all || p->n_cpu_moe || (p->tensor_overrides && *p->tensor_overrides))
+        return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor puts every layer on every device: it takes "
+                          "n_gpu_layers above the layer count (-ngl 99) and no expert offload (--n-cpu-moe, -ot); "
+                          "got n_gpu_layers %d, n_cpu_moe %d%s", p->n_gpu_layers, p->n_cpu_moe,
+                          p->tensor_overrides && *p->tensor_overrides ? ", tensor overrides" : "");
+    infer_status st = plan_measure_devices(dev_free, &n_dev);
+    if (st != INFER_OK) return st;
+    float share = 0;
+    int any = 0;
+    for (int32_t d = 0; d < INFER_MAX_DEVICES; d++) any |= p->tensor_split[d] != 0;
+    for (int32_t d = 0; d < INFER_MAX_DEVICES; d++) {
+        const float t = p->tensor_split[d];
+        if (any && t == 0) continue;
+        if (d >= n_dev) {
+            if (!any) break;
+            return infer_fail(INFER_E_ARG, "split_mode tensor: tensor_split gives device %d a share but %d device%s "
+                              "known", d, n_dev, n_dev == 1 ? " is" : "s are");
+        }
+        if (t < 0 || (share > 0 && t != share))
+            return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor: tensor_split[%d] = %g: the shards are equal, so "
+                              "the devices' shares must be (0 leaves a device out)", d, (double)t);
+        share = t;
+        devs[n++] = d;
+    }
+    if (n == 0) return infer_fail(INFER_E_DEVICE, "split_mode tensor: no CUDA device");
+    return model_upload_tp(m, devs, n, NULL, p, 0.15f, 0.95f);
+}
+
 INFER_API infer_status infer_model_load(const char *path, const infer_model_params *params, infer_model **out) {
     infer_status st = INFER_OK;
     struct gguf_file *f = NULL;
@@ -149,7 +183,10 @@ INFER_API infer_status infer_model_load(const char *path, const infer_model_para
     if (st != INFER_OK) goto fail;
     TRY(infer_progress(&p, 0.1f));
     if (p.check_tensors) TRY(infer_check_tensors(m, &p));
-    if (p.n_gpu_layers != 0) TRY(infer_offload(m, &p));
+    if (p.split_mode == INFER_SPLIT_TENSOR)
+        TRY(infer_tensor_parallel(m, &p));
+    else if (p.n_gpu_layers != 0)
+        TRY(infer_offload(m, &p));
     TRY(infer_progress(&p, 1.0f));
     *out = m;
     return INFER_OK;

@@ -84,7 +84,8 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
         TRY(be->ops->act(be, &g));
     }
     xq_type = -2;
-    TRY(forward_matmul(c, L->attn_out, NULL, c->att, n_tokens, c->x, c->x, MMV_ADD, &xq_type));
+    TRY(forward_matmul(c, L->attn_out, NULL, c->att, n_tokens, c->x, forward_residual(c), forward_residual_epilogue(c),
+                       &xq_type));
 fail:
     return st;
 }

@@ -13,7 +13,8 @@ infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     TRY(forward_norm_in(c, c->x, forward_ffn_norm(L), c->xn, n_embd, n_tokens, L->ffn_gate, &xq_type));
     TRY(forward_matmul(c, L->ffn_gate, L->ffn_up, c->xn, n_tokens, c->h, NULL, MMV_SWIGLU, &xq_type));
     xq_type = -2;
-    TRY(forward_matmul(c, L->ffn_down, NULL, c->h, n_tokens, c->x, c->x, MMV_ADD, &xq_type));
+    TRY(forward_matmul(c, L->ffn_down, NULL, c->h, n_tokens, c->x, forward_residual(c), forward_residual_epilogue(c),
+                       &xq_type));
 fail:
     return st;
 }

@@ -62,7 +62,8 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     struct norm_args gn = {c->g_out, L->ssm_norm->data, c->g_out, d, n_tokens * n_vhead, d, d, hp->rms_eps, c->g_z, d};
     TRY(be->ops->norm(be, &gn));
     xq_type = -2;
-    TRY(forward_matmul(c, L->ssm_out, NULL, c->g_out, n_tokens, c->x, c->x, MMV_ADD, &xq_type));
+    TRY(forward_matmul(c, L->ssm_out, NULL, c->g_out, n_tokens, c->x, forward_residual(c), forward_residual_epilogue(c),
+                       &xq_type));
 fail:
     return st;
 }

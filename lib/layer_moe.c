@@ -62,7 +62,7 @@ infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
         TRY(layer_moe_shared_into_xn(c, L, n_tokens));
         TRY(forward_add(c, c->h, c->xn, n_embd, n_tokens));
     }
-    TRY(forward_add(c, c->x, c->h, n_embd, n_tokens));
+    TRY(forward_residual_add(c, c->h, n_tokens));
 fail:
     return st;
 }

@@ -63,6 +63,11 @@ struct infer_model {
     int32_t embd_gpu, head_gpu; /* the token lookup's and the head's (output_norm, output, MTP blocks) device */
     int32_t gpu_layer0;  /* the first trunk layer on a device (n_layer: none) */
     int gpu_head;        /* the head is on a device */
+    /* tensor parallelism (split_mode tensor, model_tp.c): gpu[r] holds rank r's shards (tp.h) and tp_view[r] is the
+     * model as rank r sees it: its hyperparameters (its heads, its FFN columns) and layers pointing at its shards,
+     * the token table and the head rank 0's. The layers above keep pointing at the file. tp_n 0: none. */
+    int32_t tp_n;
+    struct infer_model *tp_view[INFER_MAX_DEVICES]; /* owned by the model; a view owns nothing */
 };
 
 /* Binds f (taken: freed on failure too) into a model. Gives *out. */
@@ -106,7 +111,15 @@ typedef infer_status (*model_gpu_fn)(int device, struct infer_backend **out);
  * model changes. Progress from lo to hi by bytes copied. */
 infer_status model_upload(struct infer_model *m, const struct model_homes *h, model_gpu_fn make,
                           const infer_model_params *p, float lo, float hi);
+/* Frees a device's backend, buffer and table (a model_gpu not yet in a model, or one of a model's). */
+void model_gpu_free(struct model_gpu *g);
 /* Frees what model_upload placed (model_free calls it). */
 void model_upload_free(struct infer_model *m);
+/* Tensor parallelism over the n CUDA devices devs (rank order): every trunk layer's shards (tp.h) uploaded to its
+ * rank's device, the token table and the head to rank 0's, each device's fit checked before any allocation (else
+ * INFER_E_OOM with both numbers), and the ranks' views (tp_view). The MTP blocks stay in the file (drafting on the
+ * GPU is refused). On failure nothing of the model changes. Progress from lo to hi. */
+infer_status model_upload_tp(struct infer_model *m, const int *devs, int32_t n, model_gpu_fn make,
+                             const infer_model_params *p, float lo, float hi);
 
 #endif

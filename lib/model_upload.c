@@ -105,7 +105,7 @@ static void model_upload_rebind(struct infer_model *m, int32_t k, const struct g
     if (m->gpu[k].tensors[i].data) *t = &m->gpu[k].tensors[i];
 }
 
-static void model_gpu_free(struct model_gpu *g) {
+void model_gpu_free(struct model_gpu *g) {
     if (g->be && g->weights) g->be->ops->free(g->be, g->weights);
     backend_free(g->be);
     xfree(g->tensors);
@@ -239,6 +239,12 @@ fail:
 void model_upload_free(struct infer_model *m) {
     for (int32_t k = 0; k < m->n_gpu; k++) model_gpu_free(&m->gpu[k]);
     m->n_gpu = 0;
+    for (int32_t k = 0; k < m->tp_n; k++) {
+        xfree(m->tp_view[k]->layers);
+        xfree(m->tp_view[k]);
+        m->tp_view[k] = NULL;
+    }
+    m->tp_n = 0;
     xfree(m->layer_gpu);
     m->layer_gpu = NULL;
 }

@@ -16,9 +16,9 @@
  *     above 0 on the GPU and larger with the experts offloaded than without; -ot's alternative sets (llama-bench's
  *     ',' between sets, ';' within one) are rows of their own, the set of two layers moving more than the set of
  *     one; -ngl 3 --cpu-moe is labelled CUDA+CPU(layers,moe) in md with its ngl and n_cpu_moe columns;
- *   - refusals: -sm tensor (exit 2, tensor parallelism named as not implemented), -ot foo (exit 2, one line
- *     naming 'foo'), and an -ot the library cannot run (an attention weight to the CPU under -ngl 99: exit 1,
- *     one line naming the tensor).
+ *   - refusals: -sm row (exit 2, pointing at -sm tensor), -sm tensor with -ngl 3 (exit 1, one line), -ot foo
+ *     (exit 2, one line naming 'foo'), and an -ot the library cannot run (an attention weight to the CPU under
+ *     -ngl 99: exit 1, one line naming the tensor).
  * Emulator only (the device's memory and count are set by environment there):
  *   - INFER_EMU_MEM below what the weights need: -ngl 99 is one line naming the MiB needed and free, exit 1;
  *     so is the split -ngl 1 with 200M, naming the layers; with 260M (the 256 MiB reserve, then 4 MiB) the
@@ -28,7 +28,8 @@
  *   - INFER_EMU_DEVICES=2 with -mg 1: the same tokens, and the emulator's exit statistics (INFER_EMU_STATS=1)
  *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work;
  *   - INFER_EMU_DEVICES=2 with -sm layer: the CPU's tokens (-ngl 99 -ts 1,1 on qwen35moe, -ngl 3 on qwen35: the
- *     host and both devices), and llm-bench -sm none,layer gives a row of each.
+ *     host and both devices), and so does -sm tensor (qwen35moe -ngl 99); llm-bench -sm none,layer,tensor gives a
+ *     row of each.
  * Without a device: SKIP (exit 77). */
 #include <math.h>
 #include <stdio.h>
@@ -280,10 +281,14 @@ static void bench_offload(void) {
                 strstr(out, "| CUDA+CPU(layers,moe) | 3 | all | 1 | pp8 |") && strstr(out, "bus KB/token |"),
             "llm-bench -ngl 3 --cpu-moe (exit %d): %s", rc, out);
     /* refusals */
-    snprintf(args, sizeof args, "-m %s -ngl 99 -sm tensor -p 8 -n 0 -r 1", path);
+    snprintf(args, sizeof args, "-m %s -ngl 99 -sm row -p 8 -n 0 -r 1", path);
     rc = run("", "llm-bench", args, out, sizeof out);
-    T_CHECK(rc == 2 && strstr(out, "-sm tensor") && strstr(out, "tensor parallelism") && strstr(out, "not implemented"),
-            "llm-bench -sm tensor: refused, naming tensor parallelism (exit %d): %s", rc, out);
+    T_CHECK(rc == 2 && strstr(out, "-sm row") && strstr(out, "-sm tensor") && n_lines(out) == 1,
+            "llm-bench -sm row: refused, pointing at -sm tensor (exit %d): %s", rc, out);
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 3 -sm tensor", path, prompt);
+    rc = run("", "llm-run", args, out, sizeof out);
+    T_CHECK(rc == 1 && strstr(out, "split_mode tensor") && strstr(out, "n_gpu_layers 3") && n_lines(out) == 1,
+            "llm-run -sm tensor -ngl 3: one line saying it takes every layer (exit %d): %s", rc, out);
     snprintf(args, sizeof args, "-m %s -ngl 99 -ot foo -p 8 -n 0 -r 1", path);
     rc = run("", "llm-bench", args, out, sizeof out);
     T_CHECK(rc == 2 && strstr(out, "-ot: 'foo'") && strstr(out, "PATTERN=DEVICE") && n_lines(out) == 1,
@@ -351,17 +356,19 @@ static void second_device(void) {
             d1);
 }
 
-/* -sm layer over 2 devices: the CPU's tokens from llm-run, and llm-bench rows for -sm none,layer. */
+/* -sm layer and -sm tensor over 2 devices: the CPU's tokens from llm-run, and llm-bench rows for -sm
+ * none,layer,tensor. */
 static void layer_split_devices(void) {
     greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm layer -ts 1,1");
     greedy_same("qwen35", "F32", "INFER_EMU_DEVICES=2", "-ngl 3 -sm layer");
+    greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm tensor");
     const char *path = synth("qwen35", "F32");
     if (!path) return;
     char args[1024], out[16384];
-    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 1 -ngl 99 -sm none,layer -ts 1/1 -o csv", path);
+    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 1 -ngl 99 -sm none,layer,tensor -ts 1/1 -o csv", path);
     const int rc = run("INFER_EMU_DEVICES=2", "llm-bench", args, out, sizeof out);
-    T_CHECK(rc == 0 && strstr(out, ",none,") && strstr(out, ",layer,"), "llm-bench -sm none,layer over 2 devices "
-            "(exit %d): %s", rc, out);
+    T_CHECK(rc == 0 && strstr(out, ",none,") && strstr(out, ",layer,") && strstr(out, ",tensor,"),
+            "llm-bench -sm none,layer,tensor over 2 devices (exit %d): %s", rc, out);
 }
 #endif
 

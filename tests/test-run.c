@@ -225,17 +225,19 @@ int main(void) {
                 count_lines(out) == 1 && strstr(out, "empty entry"), "-ot with an empty entry: %s", out);
     T_CHECK(run(bench_tool, "-m x.gguf -ot 'a=CPU;b=CUDAx'", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
                 strstr(out, "'b=CUDAx'"), "bench -ot with a bad device in a set: %s", out);
-    T_CHECK(run(bench_tool, "-m x.gguf -sm tensor", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
-                strstr(out, "-sm tensor: tensor parallelism") && strstr(out, "not implemented"), "bench -sm tensor: %s",
-            out);
+    T_CHECK(run(bench_tool, "-m x.gguf -sm row", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "-sm row: llama.cpp's row split is not supported") && strstr(out, "-sm tensor"),
+            "bench -sm row: %s", out);
     T_CHECK(run(bench_tool, "-m x.gguf -sm none,rows", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
                 strstr(out, "'rows'"), "bench -sm rows: %s", out);
     T_CHECK(run(bench_tool, "-m x.gguf --n-cpu-moe 0,x", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
                 strstr(out, "--n-cpu-moe: 'x'"), "bench --n-cpu-moe 0,x: %s", out);
     T_CHECK(run(run_tool, "-m x.gguf -p hi -sm none,layer", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
                 strstr(out, "is a list"), "llm-run -sm takes one mode: %s", out);
-    T_CHECK(run(run_tool, "-m x.gguf -p hi -sm tensor", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
-                strstr(out, "not implemented"), "llm-run -sm tensor: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -sm row", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
+                strstr(out, "not supported"), "llm-run -sm row: %s", out);
+    T_CHECK(run(run_tool, "-m x.gguf -p hi -sm tensor", 1, out, sizeof out) == 1 && count_lines(out) == 1 &&
+                strstr(out, "x.gguf: cannot open"), "llm-run -sm tensor is a split mode (the load fails): %s", out);
     T_CHECK(run(run_tool, "-m x.gguf -p hi -ts 1,-1", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&
                 strstr(out, "negative share"), "-ts 1,-1: %s", out);
     T_CHECK(run(bench_tool, "-m x.gguf -ts 0/0", 1, out, sizeof out) == 2 && count_lines(out) == 1 &&

@@ -227,7 +227,7 @@ static int args_ot_sets(struct args *a, const char *flag, const char *v) {
     }
 }
 
-/* -sm none|layer (llm-bench: a list); row and tensor (tensor parallelism) are refused by name. */
+/* -sm none|layer|tensor (llm-bench: a list); row (llama.cpp's older row split) is refused by name. */
 static int args_sm(struct args *a, const char *flag, const char *v) {
     char w[32];
     a->n_sm = 0;
@@ -244,12 +244,14 @@ static int args_sm(struct args *a, const char *flag, const char *v) {
             a->sm[a->n_sm++] = ARGS_SM_NONE;
         } else if (!strcmp(w, "layer")) {
             a->sm[a->n_sm++] = ARGS_SM_LAYER;
-        } else if (!strcmp(w, "tensor") || !strcmp(w, "row")) {
-            fprintf(stderr, "%s: %s %s: tensor parallelism (splitting each layer's tensors across GPUs) is not "
-                    "implemented yet; use none or layer\n", a->tool, flag, w);
+        } else if (!strcmp(w, "tensor")) {
+            a->sm[a->n_sm++] = ARGS_SM_TENSOR;
+        } else if (!strcmp(w, "row")) {
+            fprintf(stderr, "%s: %s row: llama.cpp's row split is not supported; tensor parallelism is -sm tensor\n",
+                    a->tool, flag);
             return 2;
         } else {
-            return args_bad(a, flag, w, "is not a split mode (none or layer)");
+            return args_bad(a, flag, w, "is not a split mode (none, layer or tensor)");
         }
         if (!p[len]) return 0;
         p += len + 1;

@@ -15,7 +15,7 @@
 #define ARGS_MAX_LIST 64
 
 /* -sm: none puts the GPU part on device -mg; layer spreads the GPU layers over the devices (-ts) */
-enum { ARGS_SM_NONE, ARGS_SM_LAYER };
+enum { ARGS_SM_NONE, ARGS_SM_LAYER, ARGS_SM_TENSOR };
 
 struct args {
     const char *tool;                       /* program name for messages */
@@ -51,7 +51,7 @@ struct args {
     int n_pp, n_tg, n_depth, n_ngl;         /* -ngl is a list in llm-bench (n_gpu_layers stays 0) */
     int32_t ncmoe[ARGS_MAX_LIST];           /* --n-cpu-moe N[,N...] (--cpu-moe adds INT32_MAX) */
     int n_ncmoe;
-    int32_t sm[ARGS_MAX_LIST];              /* -sm none|layer (llm-bench: a list): ARGS_SM_*; none given: none */
+    int32_t sm[ARGS_MAX_LIST];              /* -sm none|layer|tensor (llm-bench: a list): ARGS_SM_*; none given: none */
     int n_sm;
     float ts[INFER_MAX_DEVICES];            /* -ts 3,1 (or 3/1): the devices' shares with -sm layer */
     int n_ts;

@@ -20,10 +20,9 @@
  * MoE layers in host memory; under GPU layers that is expert offload (backend CUDA+CPU(moe): the router, the
  * shared expert and the rest of the layer on the GPU, the selected experts on the CPU; CUDA+CPU(layers,moe)
  * with a layer split too). -ot takes llama-bench's form: ',' separates alternative override sets, ';' the
- * PATTERN=DEVICE entries of one set. -sm none|layer is a column only: the library puts every GPU layer on
- * the one device -mg, so the two are the same; -sm tensor (or row) is refused, as tensor parallelism is not
- * implemented. The md table shows the ngl, n_cpu_moe, sm and ot columns when they were given; csv and json
- * always carry them.
+ * PATTERN=DEVICE entries of one set. -sm none|layer|tensor: the GPU part on -mg, spread by layers over the
+ * devices (-ts), or tensor parallel over NCCL (every layer on every device); row is refused. The md table shows
+ * the ngl, n_cpu_moe, sm and ot columns when they were given; csv and json always carry them.
  *
  * Every row also gives the bytes the test moved between host and device memory (infer_ctx_bus_bytes over the
  * timed runs; both ways) per token: per prompt token for pp, per generated token for tg; 0 (md: "-") for a
@@ -82,8 +81,9 @@ static int usage(int to_err) {
             "  --cpu-moe     adds every layer's experts in host memory (\"all\") to the --n-cpu-moe list\n"
             "  -ot P=D[;P=D...][,...]  tensor overrides (PATTERN=DEVICE, DEVICE CPU or CUDA<i>), llama-bench's\n"
             "                form: ';' joins the entries of one set, ',' separates sets benchmarked in turn\n"
-            "  -sm M[,M...]  split mode: none (default: the GPU part on -mg) or layer (the GPU layers spread over\n"
-            "                the devices, -ts); tensor (tensor parallelism) is not implemented yet\n"
+            "  -sm M[,M...]  split mode: none (default: the GPU part on -mg), layer (the GPU layers spread over\n"
+            "                the devices, -ts) or tensor (tensor parallelism over NCCL on every device, or those\n"
+            "                -ts gives a share; needs -ngl 99)\n"
             "  -ts A/B/...   with -sm layer, each device's share of the GPU layers (default: by free memory)\n"
             "Every combination of -ngl, --n-cpu-moe, -sm and -ot runs. Rows give the bytes moved over the bus per\n"
             "token (bus KB/token; csv, json: bus_bytes_per_token).\n");
@@ -371,7 +371,8 @@ static void print_row(const struct args *a, const struct bench_result *r, double
     else
         snprintf(params, sizeof params, "%.2f M", bm->params / 1e6);
     const double rate = r->n_gen ? bm->tg_bytes * r->mean : 0;
-    const char *backend = backend_name(bm), *sm = r->sm == ARGS_SM_NONE ? "none" : "layer";
+    const char *sm_names[] = {[ARGS_SM_NONE] = "none", [ARGS_SM_LAYER] = "layer", [ARGS_SM_TENSOR] = "tensor"};
+    const char *backend = backend_name(bm), *sm = sm_names[r->sm];
     if (r->mtp) snprintf(acc, sizeof acc, "%.2f", r->acc_len), snprintf(tf, sizeof tf, "%.2f", r->tok_fwd);
     if (r->n_gen) {
         snprintf(mbt, sizeof mbt, "%.2f", bm->tg_bytes / 1e6);
@@ -499,7 +500,9 @@ int main(int argc, char **argv) {
             mp.main_gpu = a.main_gpu;
             mp.n_cpu_moe = n_cpu_moe;
             mp.tensor_overrides = ot;
-            mp.split_mode = sm == ARGS_SM_LAYER ? INFER_SPLIT_LAYER : INFER_SPLIT_NONE;
+            mp.split_mode = sm == ARGS_SM_LAYER    ? INFER_SPLIT_LAYER
+                            : sm == ARGS_SM_TENSOR ? INFER_SPLIT_TENSOR
+                                                   : INFER_SPLIT_NONE;
             for (int d = 0; d < a.n_ts; d++) mp.tensor_split[d] = a.ts[d];
             if (infer_model_load(a.model[mi], &mp, &m) != INFER_OK) {
                 fprintf(stderr, "llm-bench: %s\n", infer_last_error());

@@ -51,12 +51,14 @@ static int usage(const char *tool, int to_err) {
             "                        CPU, the hidden state crosses the bus twice per batch); above it (all, 99):\n"
             "                        every layer and the head; auto: fit to the GPU's free memory (see --fit)\n"
             "  -mg N                 the CUDA device for -ngl (default 0)\n"
-            "  -sm none|layer        split mode: none (default) puts the GPU part on -mg; layer spreads the GPU\n"
+            "  -sm none|layer|tensor split mode: none (default) puts the GPU part on -mg; layer spreads the GPU\n"
             "                        layers over every device in the ratio -ts, in order (the hidden state\n"
-            "                        crosses through host memory once per device boundary); tensor (tensor\n"
-            "                        parallelism over NCCL) is not implemented yet\n"
+            "                        crosses through host memory once per device boundary); tensor: tensor\n"
+            "                        parallelism over NCCL, every layer on every device, each holding its\n"
+            "                        share of the heads and FFN columns, one all-reduce per block (needs -ngl 99)\n"
             "  -ts A,B,...           with -sm layer, each device's share of the GPU layers (default: in\n"
-            "                        proportion to each device's free memory)\n"
+            "                        proportion to each device's free memory); with -sm tensor the devices with\n"
+            "                        a share > 0 (equal shares)\n"
             "  --n-cpu-moe N         keep the routed experts of the first N MoE layers in host memory (expert\n"
             "                        offload: with -ngl the router, the shared expert and the rest of each layer\n"
             "                        run on the GPU, the selected experts on the CPU)\n"
@@ -212,7 +214,10 @@ int main(int argc, char **argv) {
     infer_model_params mp = infer_model_params_default();
     mp.n_gpu_layers = a.n_gpu_layers;
     mp.main_gpu = a.main_gpu;
-    mp.split_mode = a.n_sm && a.sm[0] == ARGS_SM_LAYER ? INFER_SPLIT_LAYER : INFER_SPLIT_NONE;
+    mp.split_mode = !a.n_sm                        ? INFER_SPLIT_NONE
+                    : a.sm[0] == ARGS_SM_LAYER    ? INFER_SPLIT_LAYER
+                    : a.sm[0] == ARGS_SM_TENSOR   ? INFER_SPLIT_TENSOR
+                                                  : INFER_SPLIT_NONE;
     for (int d = 0; d < a.n_ts; d++) mp.tensor_split[d] = a.ts[d];
     mp.n_cpu_moe = a.n_cpu_moe;
     mp.tensor_overrides = a.ot_len ? a.ot : NULL;

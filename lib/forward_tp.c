@@ -1,0 +1,58 @@
+/* forward_tp: the pass of a tensor-parallel group (tp.h), one thread driving every rank.
+ *
+ * Each rank is a stage of the context running the same layer code on its shards. Per batch: the batch's positions
+ * go to every rank, the tokens and the asked rows to rank 0; rank 0 looks the tokens up while the others zero x, and
+ * an all-reduce hands x to all. Then, block by block, every rank queues its part (its heads, its FFN columns; rank 0's
+ * last product adds the residual, the others' write their partial sum into x) and one all-reduce of x adds them up,
+ * leaving the same bits on every rank (so the next block's norms and routing agree everywhere). The head runs on
+ * rank 0. NCCL needs one thread driving several devices to queue each collective on all ranks in one group, so the
+ * ranks' ops are queued block by block, in rank order, between the all-reduces. No CUDA graphs yet: every op is
+ * launched each step.
+ */
+#include <string.h>
+
+#include "forward.h"
+
+/* x of every rank = the sum of the ranks' x. */
+static infer_status forward_tp_allreduce(struct infer_ctx *c, int32_t n_tokens) {
+    struct infer_backend *bes[INFER_MAX_DEVICES];
+    float *bufs[INFER_MAX_DEVICES];
+    for (int32_t r = 0; r < c->tp_n; r++) {
+        bes[r] = c->tp[r]->be;
+        bufs[r] = c->tp[r]->x;
+    }
+    return backend_cuda_allreduce(bes, bufs, c->tp_n, (size_t)n_tokens * (size_t)c->m->hp.n_embd);
+}
+
+infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
+    infer_status st = INFER_OK;
+    const size_t ids = (size_t)n_tokens * sizeof(int32_t);
+    for (int32_t r = 0; r < c->tp_n; r++) { /* the batch's description: every rank's layers read positions */
+        struct infer_ctx *s = c->tp[r];
+        if (r > 0) {
+            memcpy(s->pos, c->pos, ids);
+            memcpy(s->seq, c->seq, ids);
+        }
+        TRY(s->be->ops->upload(s->be, s->dpos, s->pos, ids));
+        c->bus_bytes += ids;
+    }
+    TRY(c->be->ops->upload(c->be, c->dtok, tokens, ids));
+    if (n_out > 0) TRY(c->be->ops->upload(c->be, c->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
+    c->bus_bytes += ids + (uint64_t)n_out * sizeof(int32_t);
+    TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
+    for (int32_t r = 1; r < c->tp_n; r++) {
+        struct infer_ctx *s = c->tp[r];
+        TRY(s->be->ops->zero(s->be, s->x, (size_t)n_tokens * (size_t)s->m->hp.n_embd * sizeof(float)));
+    }
+    TRY(forward_tp_allreduce(c, n_tokens));
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
+        for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_mixer(c->tp[r], il, n_tokens));
+        TRY(forward_tp_allreduce(c, n_tokens));
+        for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_ffn(c->tp[r], il, n_tokens));
+        TRY(forward_tp_allreduce(c, n_tokens));
+    }
+    TRY(forward_head(c, n_tokens, n_out));
+    for (int32_t r = 0; r < c->tp_n; r++) TRY(c->tp[r]->be->ops->sync(c->tp[r]->be));
+fail:
+    return st;
+}

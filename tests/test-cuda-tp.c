@@ -1,0 +1,331 @@
+/* test-cuda-tp: tensor parallelism (split_mode tensor, lib/tp.c, model_tp.c, forward_tp.c) over NCCL.
+ *
+ * On any machine:
+ *   - the shards worked by hand: each rank's query / KV heads, FFN, experts' and shared expert's columns and Gated
+ *     DeltaNet key heads for 2 and 4 ranks, even and uneven (KV heads 3 over 2: 1 | 2; KV heads 2 over 4: each
+ *     replicated over two ranks with one query head each), and the rows and columns a rank takes of attn_q (gated:
+ *     query and gate rows per head), ssm_qkv (q | k | v parts, tiled value heads: one run per repeat), ssm_out;
+ *   - a sliced tensor's bytes against a copy made element by element;
+ *   - refusals naming the dimension: KV heads that neither split nor replicate evenly, a cut inside a
+ *     quantisation block (attention heads of 64 values in Q4_K's blocks of 256), more ranks than GDN key heads,
+ *     FFN columns in fewer blocks than ranks; at load: -sm tensor with fewer than all layers, with expert
+ *     offload, unequal -ts shares.
+ * On the emulator with four devices (INFER_EMU_DEVICES=4, set here) or a machine with two or more GPUs:
+ *   - llama, qwen3moe, qwen35, qwen35moe and qwen3next loaded with -sm tensor over 2 devices, in F32 and Q4_K_M,
+ *     and over 4 devices in F32 (KV heads replicated there), and uneven heads (llama 6 query / 3 KV heads and
+ *     qwen35 3 key / 6 value heads over 2) give the one-device load's logits within test-cuda-e2e's device bounds
+ *     (pair_within PAIR_DEVICE: the sums are the same but in another order) over a prompt, decode steps and a
+ *     3-token batch; the greedy tokens of 12 steps equal the one device's;
+ *   - each rank holds its heads' cells only: rank hparams as worked by hand; the views' KV rows;
+ *   - MTP drafting under -sm tensor is refused (the head is on a GPU, as with one device).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tools/synth.h"
+#include "device.h"
+#include "forward.h"
+#include "logits_pair.h"
+#include "model.h"
+#include "quant.h"
+#include "t.h"
+#include "tp.h"
+
+enum { N_PROMPT = 12, N_DECODE = 4, N_CTX = 48, N_GREEDY = 8, ALL = 99 };
+
+static char dir[] = "/tmp/test-cuda-tp-XXXXXX";
+
+/* The shapes every cut below falls on whole Q4_K blocks for 2 ranks: heads of 128 values, FFN and experts' columns
+ * in two blocks of 256, eight GDN key heads of 64 (one value head each). */
+static void shapes_q4k(struct synth_params *sp) {
+    sp->head_dim = 128;
+    if (sp->n_expert) sp->n_ff_exp = 512;
+    if (sp->n_ff_shexp) sp->n_ff_shexp = 512;
+    if (sp->ssm_d_state) sp->ssm_n_group = 8, sp->ssm_dt_rank = 8;
+}
+
+/* Four GDN key heads (two value heads each, tiled): the hybrids over 4 ranks. */
+static void shapes_g4(struct synth_params *sp) {
+    if (sp->ssm_d_state) sp->ssm_n_group = 4, sp->ssm_dt_rank = 8;
+}
+
+/* The shards worked by hand below: heads of 128, experts' and shared columns 512, 4 key heads of 128 (2 value heads
+ * each). */
+static void shapes_tp(struct synth_params *sp) {
+    sp->head_dim = 128;
+    if (sp->n_expert) sp->n_ff_exp = 512;
+    if (sp->n_ff_shexp) sp->n_ff_shexp = 512;
+    if (sp->ssm_d_state) sp->ssm_d_state = 128, sp->ssm_n_group = 4, sp->ssm_dt_rank = 8;
+}
+
+static const char *synth_file(const char *arch, const char *ftype, void (*shape)(struct synth_params *), const char *tag) {
+    static char path[256];
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = ftype, sp.seed = 31;
+    if (shape) shape(&sp);
+    snprintf(path, sizeof path, "%s/%s-%s-%s.gguf", dir, arch, ftype, tag);
+    if (synth_write(&sp, path) != INFER_OK) {
+        T_CHECK(0, "synth %s %s %s: %s", arch, ftype, tag, infer_last_error());
+        return NULL;
+    }
+    return path;
+}
+
+static infer_model *load_host(const char *path) {
+    infer_model *m = NULL;
+    if (infer_model_load(path, NULL, &m) != INFER_OK) T_CHECK(0, "load %s: %s", path, infer_last_error());
+    return m;
+}
+
+/* ---- shards (any machine) ---- */
+
+static void check_ranks_by_hand(void) {
+    const char *path = synth_file("qwen35moe", "F32", shapes_tp, "ranks");
+    infer_model *m = path ? load_host(path) : NULL;
+    if (!m) return;
+    struct tp_rank rk[4];
+    /* 4 query heads, 2 KV heads, 4 key heads, experts' and shared columns 512 (F32: blocks of 1) */
+    T_CHECK(tp_ranks(m, 2, rk) == INFER_OK, "2 ranks: %s", infer_last_error());
+    T_CHECK(rk[0].q0 == 0 && rk[0].q1 == 2 && rk[1].q0 == 2 && rk[1].q1 == 4 && rk[0].kv0 == 0 && rk[0].kv1 == 1 &&
+            rk[1].kv0 == 1 && rk[1].kv1 == 2, "2 ranks: heads q %lld-%lld kv %lld-%lld | q %lld-%lld kv %lld-%lld",
+            (long long)rk[0].q0, (long long)rk[0].q1, (long long)rk[0].kv0, (long long)rk[0].kv1, (long long)rk[1].q0,
+            (long long)rk[1].q1, (long long)rk[1].kv0, (long long)rk[1].kv1);
+    T_CHECK(rk[0].e0 == 0 && rk[0].e1 == 256 && rk[1].e0 == 256 && rk[1].e1 == 512 && rk[1].s0 == 256 &&
+            rk[1].s1 == 512 && rk[0].g0 == 0 && rk[0].g1 == 2 && rk[1].g0 == 2 && rk[1].g1 == 4,
+            "2 ranks: experts' columns, shared columns, key heads");
+    T_CHECK(tp_ranks(m, 4, rk) == INFER_OK, "4 ranks: %s", infer_last_error());
+    /* KV heads 2 over 4 ranks: each replicated over two ranks, one query head each */
+    int ok = 1;
+    for (int r = 0; r < 4; r++) ok &= rk[r].q0 == r && rk[r].q1 == r + 1 && rk[r].kv0 == r / 2 && rk[r].kv1 == r / 2 + 1;
+    T_CHECK(ok, "4 ranks: KV head r/2 replicated, query head r");
+    struct arch_hparams hp;
+    tp_hparams(m, &rk[3], &hp);
+    T_CHECK(hp.n_head == 1 && hp.n_head_kv == 1 && hp.n_group == 1 && hp.dt_rank == 2 && hp.d_inner == 256 &&
+            hp.n_ff_exp == 128 && hp.n_ff_shexp == 128 && hp.n_embd == m->hp.n_embd,
+            "rank 3 of 4: n_head %lld n_head_kv %lld n_group %lld dt_rank %lld d_inner %lld n_ff_exp %lld",
+            (long long)hp.n_head, (long long)hp.n_head_kv, (long long)hp.n_group, (long long)hp.dt_rank,
+            (long long)hp.d_inner, (long long)hp.n_ff_exp);
+    /* slices of rank 1 of 2: gated attn_q takes 2 heads x (query 128 + gate 128) rows from row 512; ssm_qkv the q rows
+     * of key heads 2-3, the k rows, and (tiled: value head i*4+k reads key head k) value heads 2,3 and 6,7 */
+    T_CHECK(tp_ranks(m, 2, rk) == INFER_OK, "2 ranks again");
+    int64_t il_attn = 3, il_gdn = 0;
+    struct tp_slice s;
+    tp_slice_of(m, il_attn, ARCH_T_ATTN_Q, m->layers[il_attn].attn_q, 1, &rk[1], &s);
+    T_CHECK(s.copy && s.n_rows == 1 && s.rows[0][0] == 512 && s.rows[0][1] == 1024 && s.n_cols == 0,
+            "attn_q rank 1: rows %lld-%lld", (long long)s.rows[0][0], (long long)s.rows[0][1]);
+    tp_slice_of(m, il_gdn, ARCH_T_SSM_QKV, m->layers[il_gdn].ssm_qkv, 1, &rk[1], &s);
+    const int64_t want[4][2] = {{256, 512}, {768, 1024}, {1024 + 256, 1024 + 512}, {1024 + 768, 1024 + 1024}};
+    ok = s.n_rows == 4;
+    for (int i = 0; ok && i < 4; i++) ok &= s.rows[i][0] == want[i][0] && s.rows[i][1] == want[i][1];
+    T_CHECK(ok, "ssm_qkv rank 1: %d runs, q | k | v (tiled: two runs)", s.n_rows);
+    tp_slice_of(m, il_gdn, ARCH_T_SSM_OUT, m->layers[il_gdn].ssm_out, 1, &rk[1], &s);
+    T_CHECK(s.n_cols == 2 && s.cols[0][0] == 256 && s.cols[0][1] == 512 && s.cols[1][0] == 768 && s.cols[1][1] == 1024,
+            "ssm_out rank 1: columns of value heads 2,3 and 6,7");
+    /* the sliced bytes against an element-by-element copy (F32: a value is 4 bytes) */
+    const struct gguf_tensor *t = m->layers[il_gdn].ssm_out;
+    const struct gguf_tensor d = tp_slice_tensor(t, &s);
+    float *got = malloc((size_t)d.nbytes);
+    ok = got && d.ne[0] == 512 && d.ne[1] == t->ne[1];
+    if (ok) {
+        tp_slice_copy(t, &s, got);
+        const float *src = t->data;
+        for (int64_t r = 0; r < t->ne[1]; r++)
+            for (int64_t c = 0; c < 512; c++) {
+                const int64_t col = c < 256 ? 256 + c : 768 + (c - 256);
+                ok &= got[r * 512 + c] == src[r * t->ne[0] + col];
+            }
+    }
+    T_CHECK(ok, "ssm_out rank 1: %lld x %lld values equal to the element-by-element copy", (long long)d.ne[0],
+            (long long)d.ne[1]);
+    free(got);
+    infer_model_free(m);
+    unlink(path);
+}
+
+static void shapes_uneven_kv(struct synth_params *sp) { sp->n_head = 6, sp->n_head_kv = 3; }
+static void shapes_uneven_gdn(struct synth_params *sp) { sp->ssm_n_group = 3, sp->ssm_dt_rank = 6; }
+static void shapes_exp256(struct synth_params *sp) { sp->head_dim = 128; } /* experts keep 256 columns */
+
+static void check_refusals(void) {
+    struct tp_rank rk[4];
+    const char *path = synth_file("llama", "F32", shapes_uneven_kv, "kv3");
+    infer_model *m = path ? load_host(path) : NULL;
+    if (m) {
+        T_CHECK(tp_ranks(m, 2, rk) == INFER_OK && rk[0].kv1 == 1 && rk[1].kv0 == 1 && rk[1].kv1 == 3 && rk[1].q0 == 2 &&
+                rk[1].q1 == 6, "KV heads 3 over 2: 1 | 2 (query 2 | 4)");
+        const infer_status st = tp_ranks(m, 4, rk);
+        T_CHECK(st == INFER_E_UNSUPPORTED && strstr(infer_last_error(), "head_count_kv 3"), "KV heads 3 over 4: %s",
+                infer_last_error());
+        infer_model_free(m);
+        unlink(path);
+    }
+    path = synth_file("qwen3", "Q4_K_M", NULL, "hd64");
+    m = path ? load_host(path) : NULL;
+    if (m) { /* 2 heads of 64 values: rank 1's attn_output columns start at 128, inside a Q4_K block */
+        const infer_status st = tp_ranks(m, 2, rk);
+        T_CHECK(st == INFER_E_UNSUPPORTED && strstr(infer_last_error(), "inside a block of 256") &&
+                strstr(infer_last_error(), "attn_output"), "heads of 64 values in Q4_K: %s", infer_last_error());
+        infer_model_free(m);
+        unlink(path);
+    }
+    path = synth_file("qwen35", "F32", shapes_tp, "gdn4");
+    m = path ? load_host(path) : NULL;
+    if (m) {
+        infer_status st = tp_ranks(m, 8, rk);
+        T_CHECK(st == INFER_E_UNSUPPORTED && strstr(infer_last_error(), "ssm.group_count 4"), "8 ranks, 4 key heads: %s",
+                infer_last_error());
+        infer_model_free(m);
+    }
+    if (path) { /* at load, before any device is touched */
+        infer_model_params mp = infer_model_params_default();
+        mp.split_mode = INFER_SPLIT_TENSOR, mp.n_gpu_layers = 2;
+        m = NULL;
+        infer_status st = infer_model_load(path, &mp, &m);
+        T_CHECK(st == INFER_E_UNSUPPORTED && !m && strstr(infer_last_error(), "n_gpu_layers 2"), "-sm tensor -ngl 2: %s",
+                infer_last_error());
+        mp.n_gpu_layers = ALL, mp.n_cpu_moe = 2;
+        st = infer_model_load(path, &mp, &m);
+        T_CHECK(st == INFER_E_UNSUPPORTED && !m && strstr(infer_last_error(), "n_cpu_moe 2"), "-sm tensor --n-cpu-moe 2: %s",
+                infer_last_error());
+        unlink(path);
+    }
+    path = synth_file("qwen3moe", "Q4_K_M", shapes_exp256, "exp256");
+    m = path ? load_host(path) : NULL;
+    if (m) { /* experts' 256 columns are one Q4_K/Q6_K block: one rank at most */
+        const infer_status st = tp_ranks(m, 2, rk);
+        T_CHECK(st == INFER_E_UNSUPPORTED && strstr(infer_last_error(), "expert_feed_forward_length 256"),
+                "Q4_K experts of 256 columns over 2: %s", infer_last_error());
+        infer_model_free(m);
+        unlink(path);
+    }
+}
+
+/* ---- loads (two or more devices) ---- */
+
+static infer_model *load_tp(const char *path, int32_t n_dev) {
+    infer_model_params mp = infer_model_params_default();
+    mp.n_gpu_layers = ALL;
+    if (n_dev > 0) {
+        mp.split_mode = INFER_SPLIT_TENSOR;
+        for (int d = 0; d < n_dev; d++) mp.tensor_split[d] = 1;
+    }
+    infer_model *m = NULL;
+    if (infer_model_load(path, &mp, &m) != INFER_OK) T_CHECK(0, "load %s over %d: %s", path, n_dev, infer_last_error());
+    return m;
+}
+
+static infer_ctx *make_ctx(const infer_model *m, int32_t n_draft) {
+    infer_ctx_params p = infer_ctx_params_default();
+    p.n_ctx = N_CTX, p.n_batch = 32, p.n_seq = 1, p.n_threads = 2, p.n_draft = n_draft;
+    infer_ctx *c = NULL;
+    if (infer_ctx_create(m, &p, &c) != INFER_OK && n_draft == 0) T_CHECK(0, "context: %s", infer_last_error());
+    return c;
+}
+
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* Greedy tokens of N_GREEDY single-token steps after a short prompt. */
+static int greedy(infer_ctx *c, int32_t n_vocab, int32_t *out) {
+    const int32_t prompt[4] = {7, 3, 11, 5};
+    infer_batch b = {4, prompt, NULL, NULL, NULL};
+    if (infer_decode(c, &b) != INFER_OK) return 0;
+    for (int i = 0; i < N_GREEDY; i++) {
+        const float *l = infer_logits(c, -1);
+        if (!l) return 0;
+        out[i] = argmax(l, n_vocab);
+        infer_batch d = {1, &out[i], NULL, NULL, NULL};
+        if (infer_decode(c, &d) != INFER_OK) return 0;
+    }
+    return 1;
+}
+
+static void check_same(const char *arch, const char *ftype, int32_t n_dev, void (*shape)(struct synth_params *),
+                       const char *tag) {
+    const char *path = synth_file(arch, ftype, shape, tag);
+    if (!path) return;
+    infer_model *a = load_tp(path, n_dev), *b = load_tp(path, 0);
+    infer_ctx *ca = a ? make_ctx(a, 0) : NULL, *cb = b ? make_ctx(b, 0) : NULL;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s -sm tensor over %d (%s)", arch, ftype, n_dev, tag);
+    struct pair_stats s;
+    pair_stats_init(&s);
+    if (ca && cb) {
+        T_CHECK(a->tp_n == n_dev && a->n_gpu == n_dev, "%s: %d ranks", what, a->tp_n);
+        const infer_status st = pair_basic(ca, cb, N_PROMPT, N_DECODE, &s);
+        char msg[256];
+        T_CHECK(st == INFER_OK && pair_within(&s, PAIR_DEVICE, ftype, msg, sizeof msg), "%s: %s", what,
+                st == INFER_OK ? msg : pair_error());
+        printf("  %-44s worst rel %.2e, %d of %d argmax equal\n", what, s.worst, s.rows - s.argmax_differ, s.rows);
+        infer_ctx_free(ca), infer_ctx_free(cb);
+        ca = make_ctx(a, 0), cb = make_ctx(b, 0);
+        const int32_t nv = infer_vocab_size(a);
+        int32_t ga[N_GREEDY], gb[N_GREEDY];
+        T_CHECK(ca && cb && greedy(ca, nv, ga) && greedy(cb, nv, gb) && !memcmp(ga, gb, sizeof ga),
+                "%s: greedy tokens equal to one device's", what);
+        /* each rank's cells hold its own KV heads */
+        int ok = 1;
+        for (int32_t r = 0; ca && r < n_dev; r++) ok &= ca->tp[r]->kv->row == a->tp_view[r]->hp.n_head_kv * a->hp.head_dim;
+        T_CHECK(ok, "%s: each rank's K/V rows are its own heads'", what);
+    }
+    pair_stats_free(&s);
+    infer_ctx_free(ca), infer_ctx_free(cb), infer_model_free(a), infer_model_free(b);
+    unlink(path);
+}
+
+static void check_no_mtp(void) {
+    struct synth_params sp;
+    synth_params_default("qwen35", &sp);
+    sp.ftype = "F32", sp.mtp = 1;
+    char path[256];
+    snprintf(path, sizeof path, "%s/mtp.gguf", dir);
+    if (synth_write(&sp, path) != INFER_OK) {
+        T_CHECK(0, "synth mtp: %s", infer_last_error());
+        return;
+    }
+    infer_model *m = load_tp(path, 2);
+    infer_ctx *c = m ? make_ctx(m, 2) : NULL;
+    T_CHECK(m && !c && strstr(infer_last_error(), "MTP drafting on the GPU"), "-sm tensor with --mtp: '%s'",
+            infer_last_error());
+    infer_ctx_free(c), infer_model_free(m);
+    unlink(path);
+}
+
+int main(void) {
+#ifdef INFER_EMU
+    setenv("INFER_EMU_DEVICES", "4", 0); /* before the emulator's first call */
+#endif
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!mkdtemp(dir)) {
+        T_CHECK(0, "mkdtemp");
+        return t_done();
+    }
+    check_ranks_by_hand();
+    check_refusals();
+    const char *why = NULL;
+    const int n_dev = device_count(&why);
+    if (n_dev < 2) {
+        printf("%d CUDA device%s (%s): tensor parallelism needs 2\n", n_dev, n_dev == 1 ? "" : "s", why ? why : "one");
+        rmdir(dir);
+        const int rc = t_done();
+        return rc ? rc : n_dev == 0 ? 77 : 0;
+    }
+    const char *archs[] = {"llama", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+        check_same(archs[a], "F32", 2, NULL, "default");
+        /* t_quick: Q4_K_M on an MoE and a hybrid MoE, 4 devices on the hybrids */
+        if (!t_quick() || a == 1 || a == 3) check_same(archs[a], "Q4_K_M", 2, shapes_q4k, "q4k");
+        if (n_dev >= 4 && (!t_quick() || a >= 2)) check_same(archs[a], "F32", 4, shapes_g4, "g4");
+    }
+    check_same("llama", "F32", 2, shapes_uneven_kv, "kv3");
+    check_same("qwen35", "F32", 2, shapes_uneven_gdn, "k3");
+    check_no_mtp();
+    rmdir(dir);
+    return t_done();
+}
