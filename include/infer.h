@@ -162,9 +162,18 @@ typedef struct {
                                       INFER_SPLIT_LAYER (any scale; 0: none for that device); all 0 (default):
                                       in proportion to each device's free memory. With INFER_SPLIT_TENSOR the
                                       devices with a share > 0 (all 0: every device), shares equal */
+    /* INFER_SPLIT_TENSOR over several processes (hosts), each driving its own devices (tensor_split): */
+    int32_t tp_world;              /* the group's ranks in all processes; 0 (default): this process's devices */
+    int32_t tp_rank0;              /* the group rank of this process's first device: its devices are ranks
+                                      tp_rank0, tp_rank0 + 1, ...; the process of rank 0 runs the program (the
+                                      token table, the head, the logits), the others infer_tp_serve */
+    const char *tp_id;             /* the group's NCCL unique id, as text: the environment's INFER_TP_ID when set,
+                                      else this file, which rank 0's process writes (anew) and the others wait
+                                      for (up to INFER_TP_TIMEOUT seconds, default 600). Borrowed for the call */
 } infer_model_params;
 
 INFER_API infer_model_params infer_model_params_default(void);
+
 
 /* Opens a GGUF file (or the first part of a split model: name-00001-of-0000N.gguf), validates it,
  * binds its tensors to the architecture's table and checks every shape and type.
@@ -263,6 +272,10 @@ INFER_API infer_ctx_params infer_ctx_params_default(void);
 INFER_API infer_status infer_ctx_create(const infer_model *m, const infer_ctx_params *p, infer_ctx **out);
 /* Takes c. NULL is a no-op. */
 INFER_API void infer_ctx_free(infer_ctx *c);
+/* A process of a tensor-parallel group over several processes other than rank 0's (tp_rank0 > 0): follows rank 0's
+ * process, making every batch and sequence edit it makes on c (a context made with the same parameters as rank 0's),
+ * until rank 0's context is freed; then returns INFER_OK (free c then). INFER_E_ARG for any other context. */
+INFER_API infer_status infer_tp_serve(infer_ctx *c);
 /* Bytes c's batches have moved between host and device memory since creation (both ways): the batch's token
  * ids, positions and asked rows going up, the hidden state crossing each boundary of a layer split, the
  * offloaded experts' inputs (normed hidden state, expert ids and weights) and outputs, and the logits read

@@ -75,9 +75,18 @@ infer_status backend_cpu_create(int n_threads, struct infer_backend **out);
 /* CUDA backend on device `device` with one stream (backend_cuda.c). Gives *out; INFER_E_DEVICE when no
  * device is usable, INFER_E_UNSUPPORTED in a build without CUDA. */
 infer_status backend_cuda_create(int device, struct infer_backend **out);
-/* Tensor parallelism (tp.h): joins n CUDA backends, one per device, in rank order, into one NCCL communicator
- * (ncclCommInitAll; each backend keeps its rank's and destroys it when freed). */
-infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n);
+/* Tensor parallelism (tp.h). A group's id (NCCL's unique id) for processes joining one group. */
+#define INFER_TP_ID_BYTES 128
+infer_status backend_cuda_tp_id(uint8_t id[INFER_TP_ID_BYTES]);
+/* Joins n CUDA backends, one per device, in rank order, into one NCCL communicator: with id NULL they are the whole
+ * group (ncclCommInitAll, world = n); else ranks rank0 .. rank0 + n - 1 of world over several processes
+ * (ncclCommInitRank, each process with the same id). Each backend keeps its rank's and destroys it when freed. */
+infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n, int32_t world, int32_t rank0,
+                                  const uint8_t *id);
+/* b (a context's backend) uses from's communicator (the model's backend of the same device), not owning it. */
+infer_status backend_cuda_tp_borrow(struct infer_backend *b, struct infer_backend *from);
+/* bufs[r] (bytes in bes[r]'s memory) = the group's rank 0's, queued on each rank's stream as one NCCL group. */
+infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *const *bufs, int32_t n, size_t bytes);
 /* bufs[r] (count floats in bes[r]'s memory) = the sum of every rank's, the same bits on every rank; queued on each
  * rank's stream as one NCCL group (one thread drives every rank). */
 infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count);

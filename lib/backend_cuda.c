@@ -40,7 +40,8 @@ struct backend_cuda {
     } cache[BACKEND_CUDA_GRAPHS];
     uint64_t runs;
     struct cuda_mm_state *mm; /* the prefill matmul's mode (INFER_MATMUL) and its cuBLAS handle / scratch */
-    ncclComm_t comm;          /* a rank of a tensor-parallel group (backend_cuda_tp_join); else NULL */
+    ncclComm_t comm;          /* a rank of a tensor-parallel group (backend_cuda_tp_join / _borrow); else NULL */
+    int owns_comm;            /* 1: joined here (destroyed with the backend); 0: borrowed from another backend */
 };
 
 static struct backend_cuda *backend_cuda_of(struct infer_backend *b) { return b->impl; }
@@ -65,7 +66,7 @@ static void backend_cuda_destroy(struct infer_backend *b) {
         if (e != cudaSuccess) infer_log(INFER_LOG_WARN, "cuda backend: destroying the stream: %s", cudaGetErrorString(e));
     }
     cuda_mm_state_free(c->mm);
-    if (c->comm) {
+    if (c->comm && c->owns_comm) {
         const ncclResult_t r = ncclCommDestroy(c->comm);
         if (r != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclCommDestroy: %s", ncclGetErrorString(r));
     }
@@ -339,19 +340,78 @@ fail:
         }                                                                                                    \
     } while (0)
 
-infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n) {
+infer_status backend_cuda_tp_id(uint8_t id[INFER_TP_ID_BYTES]) {
+    infer_status st = INFER_OK;
+    ncclUniqueId u;
+    NCCL_TRY("ncclGetUniqueId", ncclGetUniqueId(&u));
+    memcpy(id, u.internal, INFER_TP_ID_BYTES);
+fail:
+    return st;
+}
+
+infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n, int32_t world, int32_t rank0,
+                                  const uint8_t *id) {
     infer_status st = INFER_OK;
     ncclComm_t comms[INFER_MAX_DEVICES] = {NULL};
     int devs[INFER_MAX_DEVICES];
-    if (n < 1 || n > INFER_MAX_DEVICES) return infer_fail(INFER_E_ARG, "backend_cuda_tp_join: %d ranks", n);
+    int open = 0;
+    if (n < 1 || n > INFER_MAX_DEVICES || (id ? rank0 < 0 || rank0 + n > world : world != n))
+        return infer_fail(INFER_E_ARG, "backend_cuda_tp_join: ranks %d..%d of %d", rank0, rank0 + n - 1, world);
     for (int32_t r = 0; r < n; r++) {
         if (bes[r]->ops != &backend_cuda_ops || backend_cuda_of(bes[r])->comm)
             return infer_fail(INFER_E_ARG, "backend_cuda_tp_join: rank %d is not a CUDA backend outside a group", r);
         devs[r] = backend_cuda_of(bes[r])->device;
     }
-    NCCL_TRY("ncclCommInitAll", ncclCommInitAll(comms, n, devs));
-    for (int32_t r = 0; r < n; r++) backend_cuda_of(bes[r])->comm = comms[r];
+    if (!id) {
+        NCCL_TRY("ncclCommInitAll", ncclCommInitAll(comms, n, devs));
+    } else { /* this process's ranks of a group over several processes: one thread joins them all in a group */
+        ncclUniqueId u;
+        memcpy(u.internal, id, INFER_TP_ID_BYTES);
+        NCCL_TRY("ncclGroupStart", ncclGroupStart());
+        open = 1;
+        for (int32_t r = 0; r < n; r++) {
+            CU_TRY(backend_cuda_current(bes[r]));
+            NCCL_TRY("ncclCommInitRank", ncclCommInitRank(&comms[r], world, u, rank0 + r));
+        }
+        open = 0;
+        NCCL_TRY("ncclCommInitRank (ncclGroupEnd)", ncclGroupEnd());
+    }
+    for (int32_t r = 0; r < n; r++) {
+        backend_cuda_of(bes[r])->comm = comms[r];
+        backend_cuda_of(bes[r])->owns_comm = 1;
+    }
+    return INFER_OK;
 fail:
+    if (open && ncclGroupEnd() != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclGroupEnd after a failure");
+    for (int32_t r = 0; r < n; r++)
+        if (comms[r] && ncclCommDestroy(comms[r]) != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclCommDestroy");
+    return st;
+}
+
+infer_status backend_cuda_tp_borrow(struct infer_backend *b, struct infer_backend *from) {
+    if (b->ops != &backend_cuda_ops || from->ops != &backend_cuda_ops || !backend_cuda_of(from)->comm ||
+        backend_cuda_of(b)->device != backend_cuda_of(from)->device)
+        return infer_fail(INFER_E_ARG, "backend_cuda_tp_borrow: needs two CUDA backends of one device, the second "
+                          "in a group");
+    backend_cuda_of(b)->comm = backend_cuda_of(from)->comm;
+    backend_cuda_of(b)->owns_comm = 0;
+    return INFER_OK;
+}
+
+infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *const *bufs, int32_t n, size_t bytes) {
+    infer_status st = INFER_OK;
+    int open = 0;
+    NCCL_TRY("ncclGroupStart", ncclGroupStart());
+    open = 1;
+    for (int32_t r = 0; r < n; r++) {
+        struct backend_cuda *c = backend_cuda_of(bes[r]);
+        CU_TRY(backend_cuda_current(bes[r]));
+        NCCL_TRY("ncclBroadcast", ncclBroadcast(bufs[r], bufs[r], bytes, ncclUint8, 0, c->comm, c->stream));
+    }
+    open = 0;
+    NCCL_TRY("ncclGroupEnd", ncclGroupEnd());
+fail:
+    if (open && ncclGroupEnd() != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclGroupEnd after a failure");
     return st;
 }
 
@@ -379,9 +439,25 @@ infer_status backend_cuda_create(int device, struct infer_backend **out) {
     return infer_fail(INFER_E_UNSUPPORTED, "cuda backend (device %d): built without CUDA", device);
 }
 
-infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n) {
-    (void)bes;
+infer_status backend_cuda_tp_id(uint8_t id[INFER_TP_ID_BYTES]) {
+    (void)id;
+    return infer_fail(INFER_E_UNSUPPORTED, "a tensor-parallel group's id: built without CUDA (NCCL)");
+}
+
+infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n, int32_t world, int32_t rank0,
+                                  const uint8_t *id) {
+    (void)bes, (void)world, (void)rank0, (void)id;
     return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor over %d devices: built without CUDA (NCCL)", n);
+}
+
+infer_status backend_cuda_tp_borrow(struct infer_backend *b, struct infer_backend *from) {
+    (void)b, (void)from;
+    return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor: built without CUDA (NCCL)");
+}
+
+infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *const *bufs, int32_t n, size_t bytes) {
+    (void)bes, (void)bufs, (void)bytes;
+    return infer_fail(INFER_E_UNSUPPORTED, "broadcast over %d ranks: built without CUDA (NCCL)", n);
 }
 
 infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {

@@ -245,26 +245,37 @@ fail:
     return st;
 }
 
-/* The context of a model sharded over a tensor-parallel group (model_upload_tp): one stage per rank, each on the
- * rank's view of the model (its heads and FFN columns, so its own cells and scratch), chained in rank order from
- * rank 0 (the public context, which runs the token lookup and the head), and the ranks' NCCL communicator. */
+/* The context of a model sharded over a tensor-parallel group (model_upload_tp): one stage per local rank, each on
+ * the rank's view of the model (its heads and FFN columns, so its own cells and scratch) and using the model's
+ * communicator of its device, chained in rank order from the first (the public context; the token lookup and the
+ * head run there when it is the group's rank 0). A group over several processes also gets the message buffers
+ * through which rank 0's process leads the others (tp_serve.c). */
 static infer_status ctx_create_tp(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
     infer_status st = INFER_OK;
     infer_ctx *st_[INFER_MAX_DEVICES] = {NULL};
-    struct infer_backend *bes[INFER_MAX_DEVICES];
     for (int32_t r = 0; r < m->tp_n; r++) {
+        const int32_t rank = m->tp_rank0 + r;
         const struct ctx_stage_desc d = {.home = m->gpu[r].device, .il0 = 0, .il1 = (int32_t)m->hp.n_layer,
-                                         .heads = r == 0};
+                                         .heads = rank == 0};
         const struct ctx_stage stage = {.d = &d, .device = m->gpu[r].device};
         TRY(ctx_create(m->tp_view[r], p, &stage, &st_[r]));
         if (r > 0) st_[r - 1]->next_stage = st_[r]; /* the public context frees the chain */
-        st_[r]->tp_rank = r;
-        bes[r] = st_[r]->be;
+        st_[r]->tp_rank = rank;
+        TRY(backend_cuda_tp_borrow(st_[r]->be, m->gpu[r].be));
     }
     infer_ctx *c = st_[0];
     c->tp_n = m->tp_n;
+    c->tp_world = m->tp_world;
     memcpy(c->tp, st_, sizeof st_);
-    TRY(backend_cuda_tp_join(bes, m->tp_n));
+    if (c->tp_world > c->tp_n) {
+        const size_t bytes = tp_msg_ints(c->n_batch) * sizeof(int32_t);
+        c->tp_msg_host = xcalloc(1, bytes);
+        if (!c->tp_msg_host) {
+            st = INFER_OOM("the group's message");
+            goto fail;
+        }
+        for (int32_t r = 0; r < c->tp_n; r++) TRY(st_[r]->be->ops->alloc(st_[r]->be, bytes, &c->tp_msg[r]));
+    }
     *out = c;
     return INFER_OK;
 fail:
@@ -339,6 +350,13 @@ infer_status ctx_create_on(const infer_model *m, const infer_ctx_params *p, ctx_
 
 void infer_ctx_free(infer_ctx *c) {
     if (!c) return;
+    if (c->tp_msg_host) { /* the other processes of the group stop following */
+        if (tp_send(c, TP_MSG_STOP, NULL, 0, 0, 0) != INFER_OK)
+            infer_log(INFER_LOG_WARN, "infer_ctx_free: telling the group's other processes to stop: %s",
+                      infer_last_error());
+        for (int32_t r = 0; r < c->tp_n; r++) c->tp[r]->be->ops->free(c->tp[r]->be, c->tp_msg[r]);
+        xfree(c->tp_msg_host);
+    }
     infer_ctx_free(c->next_stage);
     for (int32_t i = 0; i < c->n_scratch; i++) {
         const struct ctx_scratch_entry *e = &c->scratch[i];
@@ -435,6 +453,7 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     forward_head_stage(c)->logits_ready = 0;
     c->spec_kept = 0;
     TRY(ctx_validate(c, b, &n_out));
+    TRY(tp_send(c, TP_MSG_DECODE, b, 0, 0, 0));
     TRY(forward_run(c, b->token, b->n_tokens, n_out));
     if (c->n_draft) TRY(ctx_mtp_follow(c, b->token, b->n_tokens));
     for (int32_t s = 0; s < c->n_seq; s++)
@@ -451,6 +470,7 @@ const float *infer_logits(const infer_ctx *c, int32_t i) {
     if (i < 0) i = c->n_tokens + i;
     if (i < 0 || i >= c->n_tokens || c->out_row[i] < 0) return NULL;
     const size_t n_vocab = (size_t)c->m->hp.n_vocab;
+    if (c->tp_n > 0 && c->tp_rank != 0) return NULL; /* a process following the group's rank 0 has no head */
     /* the logits stay on the device until asked for; the host copy is a cache of them, so the context is
      * logically unchanged (hence the non-const head stage) */
     infer_ctx *h = forward_head_stage(c);
@@ -479,6 +499,7 @@ infer_status infer_seq_rm(infer_ctx *c, int32_t seq, int32_t p0, int32_t p1) {
     infer_status st = INFER_OK;
     for (infer_ctx *stage = c; stage; stage = stage->next_stage) /* every stage can, or nothing changes */
         TRY(kv_cache_truncate_check(stage->kv, seq, p0));
+    TRY(tp_send(c, TP_MSG_SEQ_RM, NULL, seq, p0, p1));
     for (infer_ctx *stage = c; stage; stage = stage->next_stage) TRY(kv_cache_truncate(stage->kv, seq, p0));
 fail:
     return st;
@@ -489,6 +510,7 @@ infer_status infer_seq_checkpoint(infer_ctx *c, int32_t seq) {
     if (seq < 0 || seq >= c->n_seq)
         return infer_fail(INFER_E_ARG, "infer_seq_checkpoint: sequence %d: expected 0..%d", seq, c->n_seq - 1);
     infer_status st = INFER_OK;
+    TRY(tp_send(c, TP_MSG_SEQ_CHECKPOINT, NULL, seq, 0, 0));
     for (infer_ctx *stage = c; stage; stage = stage->next_stage) TRY(kv_cache_checkpoint(stage->kv, seq));
 fail:
     return st;

@@ -118,6 +118,11 @@ struct infer_ctx {
      * rank 0's with the residual. tp_n 0: no group. */
     int32_t tp_rank, tp_n;
     struct infer_ctx *tp[INFER_MAX_DEVICES];
+    /* a group over several processes (tp_world > tp_n; tp_serve.c): the public context's message to the other
+     * processes (rank 0's batches and sequence edits), in host memory and in each local rank's device memory */
+    int32_t tp_world;
+    int32_t *tp_msg_host;
+    void *tp_msg[INFER_MAX_DEVICES];
 };
 
 /* The residual a block's last product adds: x, except on the ranks > 0 of a tensor-parallel group, whose partial
@@ -183,6 +188,13 @@ infer_status forward_mixer(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 /* The head over the n_out rows asked of a batch of n_tokens (c->dout): gather, norm, project into c->logits; a
  * drafting context first keeps every token's normed hidden state in c->hid. */
 infer_status forward_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out);
+/* Several processes (tp_serve.c): what the process of the group's rank 0 sends the others before changing its
+ * context (a batch validated by infer_decode, a sequence's truncation or checkpoint, the end); nothing when the
+ * group is this process's or this process follows. */
+enum { TP_MSG_DECODE = 1, TP_MSG_SEQ_RM, TP_MSG_SEQ_CHECKPOINT, TP_MSG_STOP };
+infer_status tp_send(struct infer_ctx *c, int32_t kind, const infer_batch *b, int32_t seq, int32_t p0, int32_t p1);
+/* Int32s of a context's message: a header, then tokens, sequences and logits flags of up to n_batch tokens. */
+static inline size_t tp_msg_ints(int32_t n_batch) { return 8 + 3 * (size_t)n_batch; }
 /* The pass of a tensor-parallel group (forward_tp.c), over tokens already validated into c (its rank 0). */
 infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out);
 /* The FFN block of layer il (dense, MoE, MoE + shared expert), residual included. */

@@ -5,7 +5,8 @@
  * an all-reduce hands x to all. Then, block by block, every rank queues its part (its heads, its FFN columns; rank 0's
  * last product adds the residual, the others' write their partial sum into x) and one all-reduce of x adds them up,
  * leaving the same bits on every rank (so the next block's norms and routing agree everywhere). The head runs on
- * rank 0. NCCL needs one thread driving several devices to queue each collective on all ranks in one group, so the
+ * rank 0. With the group over several processes (hosts), each runs this pass for its own ranks, the others'
+ * following rank 0's batches (tp_serve.c). NCCL needs one thread driving several devices to queue each collective on all ranks in one group, so the
  * ranks' ops are queued block by block, in rank order, between the all-reduces. No CUDA graphs yet: every op is
  * launched each step.
  */
@@ -36,11 +37,14 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         TRY(s->be->ops->upload(s->be, s->dpos, s->pos, ids));
         c->bus_bytes += ids;
     }
-    TRY(c->be->ops->upload(c->be, c->dtok, tokens, ids));
-    if (n_out > 0) TRY(c->be->ops->upload(c->be, c->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
-    c->bus_bytes += ids + (uint64_t)n_out * sizeof(int32_t);
-    TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
-    for (int32_t r = 1; r < c->tp_n; r++) {
+    const int head = c->tp_rank == 0; /* this process holds the group's rank 0 (several processes: one does) */
+    if (head) {
+        TRY(c->be->ops->upload(c->be, c->dtok, tokens, ids));
+        if (n_out > 0) TRY(c->be->ops->upload(c->be, c->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
+        c->bus_bytes += ids + (uint64_t)n_out * sizeof(int32_t);
+        TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
+    }
+    for (int32_t r = head; r < c->tp_n; r++) {
         struct infer_ctx *s = c->tp[r];
         TRY(s->be->ops->zero(s->be, s->x, (size_t)n_tokens * (size_t)s->m->hp.n_embd * sizeof(float)));
     }
@@ -51,7 +55,7 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_ffn(c->tp[r], il, n_tokens));
         TRY(forward_tp_allreduce(c, n_tokens));
     }
-    TRY(forward_head(c, n_tokens, n_out));
+    if (head) TRY(forward_head(c, n_tokens, n_out));
     for (int32_t r = 0; r < c->tp_n; r++) TRY(c->tp[r]->be->ops->sync(c->tp[r]->be));
 fail:
     return st;

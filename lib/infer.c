@@ -5,9 +5,13 @@
  * weights it places on CUDA device main_gpu (model_upload.c). Progress is reported at the start, after
  * binding, while scanning (by bytes) and at the end; a nonzero return from the callback cancels.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "model.h"
@@ -131,6 +135,58 @@ fail:
     return st;
 }
 
+/* The group's id (a group over several processes): INFER_TP_ID, else the file tp_id, written anew by rank 0's
+ * process (to a temporary name, then renamed, so no reader sees half of it) and waited for by the others. The text
+ * is the id's bytes in hex. */
+static infer_status infer_tp_id(const infer_model_params *p, uint8_t id[INFER_TP_ID_BYTES]) {
+    const char *env = getenv("INFER_TP_ID");
+    char text[2 * INFER_TP_ID_BYTES + 2] = "";
+    if (env && *env) {
+        snprintf(text, sizeof text, "%s", env);
+    } else if (!p->tp_id || !*p->tp_id) {
+        return infer_fail(INFER_E_ARG, "split_mode tensor over %d ranks in several processes: no group id (tp_id, "
+                          "llm-run --tp-id FILE, or INFER_TP_ID)", p->tp_world);
+    } else if (p->tp_rank0 == 0) {
+        infer_status st = backend_cuda_tp_id(id);
+        if (st != INFER_OK) return st;
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", p->tp_id, (int)getpid());
+        FILE *f = fopen(tmp, "w");
+        int ok = f != NULL;
+        for (int i = 0; ok && i < INFER_TP_ID_BYTES; i++) ok = fprintf(f, "%02x", id[i]) == 2;
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok || rename(tmp, p->tp_id) != 0) {
+            remove(tmp);
+            return infer_fail(INFER_E_IO, "split_mode tensor: writing the group id to %s: %s", p->tp_id, strerror(errno));
+        }
+        return INFER_OK;
+    } else {
+        const char *t = getenv("INFER_TP_TIMEOUT");
+        const long limit = t && *t ? atol(t) : 600;
+        for (long waited = 0;; waited++) { /* tenths of a second */
+            FILE *f = fopen(p->tp_id, "r");
+            if (f) {
+                const size_t got = fread(text, 1, sizeof text - 1, f);
+                fclose(f);
+                text[got] = 0;
+                break;
+            }
+            if (waited >= limit * 10)
+                return infer_fail(INFER_E_IO, "split_mode tensor: no group id in %s after %ld s (rank 0's process "
+                                  "writes it)", p->tp_id, limit);
+            usleep(100000);
+        }
+    }
+    for (int i = 0; i < INFER_TP_ID_BYTES; i++) {
+        unsigned v;
+        if (sscanf(text + 2 * i, "%2x", &v) != 1)
+            return infer_fail(INFER_E_FORMAT, "split_mode tensor: the group id (%s) is not %d bytes in hex",
+                              env && *env ? "INFER_TP_ID" : p->tp_id, INFER_TP_ID_BYTES);
+        id[i] = (uint8_t)v;
+    }
+    return INFER_OK;
+}
+
 /* split_mode tensor: the devices tensor_split names (all 0: every device), each a rank, equal shares. */
 static infer_status infer_tensor_parallel(struct infer_model *m, const infer_model_params *p) {
     uint64_t dev_free[PLAN_MAX_DEVICES] = {0};
@@ -162,7 +218,14 @@ static infer_status infer_tensor_parallel(struct infer_model *m, const infer_mod
         devs[n++] = d;
     }
     if (n == 0) return infer_fail(INFER_E_DEVICE, "split_mode tensor: no CUDA device");
-    return model_upload_tp(m, devs, n, NULL, p, 0.15f, 0.95f);
+    if (p->tp_world == 0 || p->tp_world == n) return model_upload_tp(m, devs, n, NULL, p, 0.15f, 0.95f);
+    if (p->tp_rank0 < 0 || p->tp_rank0 + n > p->tp_world)
+        return infer_fail(INFER_E_ARG, "split_mode tensor: this process's %d device%s as ranks %d.. of tp_world %d", n,
+                          n == 1 ? "" : "s", p->tp_rank0, p->tp_world);
+    uint8_t id[INFER_TP_ID_BYTES];
+    st = infer_tp_id(p, id);
+    if (st != INFER_OK) return st;
+    return model_upload_tp_ranks(m, devs, n, p->tp_world, p->tp_rank0, id, NULL, p, 0.15f, 0.95f);
 }
 
 INFER_API infer_status infer_model_load(const char *path, const infer_model_params *params, infer_model **out) {

@@ -68,6 +68,7 @@ struct infer_model {
      * the token table and the head rank 0's. The layers above keep pointing at the file. tp_n 0: none. */
     int32_t tp_n;
     struct infer_model *tp_view[INFER_MAX_DEVICES]; /* owned by the model; a view owns nothing */
+    int32_t tp_world, tp_rank0; /* the group's ranks, and gpu[0]'s rank (processes on several hosts: each its own) */
 };
 
 /* Binds f (taken: freed on failure too) into a model. Gives *out. */
@@ -121,5 +122,10 @@ void model_upload_free(struct infer_model *m);
  * GPU is refused). On failure nothing of the model changes. Progress from lo to hi. */
 infer_status model_upload_tp(struct infer_model *m, const int *devs, int32_t n, model_gpu_fn make,
                              const infer_model_params *p, float lo, float hi);
+/* The same for this process's n devices as ranks rank0 .. rank0 + n - 1 of a group of world ranks over several
+ * processes, joined through the group's id (backend.h; NULL: this process's devices are the whole group). */
+infer_status model_upload_tp_ranks(struct infer_model *m, const int *devs, int32_t n, int32_t world, int32_t rank0,
+                                   const uint8_t *id, model_gpu_fn make, const infer_model_params *p, float lo,
+                                   float hi);
 
 #endif

@@ -112,14 +112,24 @@ static infer_status model_tp_view(const struct infer_model *m, int32_t r, const 
 
 infer_status model_upload_tp(struct infer_model *m, const int *devs, int32_t n, model_gpu_fn make,
                              const infer_model_params *p, float lo, float hi) {
+    return model_upload_tp_ranks(m, devs, n, n, 0, NULL, make, p, lo, hi);
+}
+
+infer_status model_upload_tp_ranks(struct infer_model *m, const int *devs, int32_t n, int32_t world, int32_t rank0,
+                                   const uint8_t *id, model_gpu_fn make, const infer_model_params *p, float lo,
+                                   float hi) {
     infer_status st = INFER_OK;
     struct tp_rank rk[INFER_MAX_DEVICES];
+    struct infer_backend *bes[INFER_MAX_DEVICES];
     struct model_gpu gpu[INFER_MAX_DEVICES];
     struct infer_model *views[INFER_MAX_DEVICES] = {NULL};
     struct tp_slice *sl = NULL;
     memset(gpu, 0, sizeof gpu);
     if (m->n_gpu || m->tp_n) return infer_fail(INFER_E_ARG, "model_upload_tp: the model is already on devices");
-    TRY(tp_ranks(m, n, rk));
+    if (n < 1 || rank0 < 0 || rank0 + n > world)
+        return infer_fail(INFER_E_ARG, "split_mode tensor: this process's %d device%s as ranks %d.. of %d", n,
+                          n == 1 ? "" : "s", rank0, world);
+    TRY(tp_ranks(m, world, rk));
     sl = xcalloc((size_t)m->gguf->n_tensors + 1, sizeof *sl);
     if (!sl) return INFER_OOM("the shards' table");
     for (int32_t r = 0; r < n; r++) { /* every rank's backend before any upload */
@@ -127,9 +137,11 @@ infer_status model_upload_tp(struct infer_model *m, const int *devs, int32_t n, 
         TRY(make ? make(devs[r], &gpu[r].be) : backend_cuda_create(devs[r], &gpu[r].be));
     }
     for (int32_t r = 0; r < n; r++) {
-        model_tp_slices(m, r, &rk[r], sl);
-        TRY(model_tp_upload_rank(m, r, sl, &gpu[r]));
-        TRY(model_tp_view(m, r, &rk[r], &gpu[r], &views[r]));
+        const int32_t g = rank0 + r; /* the rank in the group */
+        model_tp_slices(m, g, &rk[g], sl);
+        TRY(model_tp_upload_rank(m, g, sl, &gpu[r]));
+        TRY(model_tp_view(m, g, &rk[g], &gpu[r], &views[r]));
+        bes[r] = gpu[r].be;
         if (p->progress && p->progress(lo + (hi - lo) * (float)(r + 1) / (float)n, p->progress_user)) {
             st = infer_fail(INFER_E_CANCELLED, "model load cancelled by the progress callback while uploading the "
                             "shards");
@@ -137,12 +149,17 @@ infer_status model_upload_tp(struct infer_model *m, const int *devs, int32_t n, 
         }
     }
     xfree(sl);
+    sl = NULL;
+    /* the group's communicator, once per model: every context of it borrows the ranks' (an id serves one join) */
+    TRY(backend_cuda_tp_join(bes, n, world, rank0, id));
     for (int32_t r = 0; r < n; r++) {
         m->gpu[r] = gpu[r];
         m->tp_view[r] = views[r];
     }
     m->n_gpu = n;
     m->tp_n = n;
+    m->tp_world = world;
+    m->tp_rank0 = rank0;
     return INFER_OK;
 fail:
     xfree(sl);

@@ -21,6 +21,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../tools/synth.h"
@@ -279,6 +280,90 @@ static void check_same(const char *arch, const char *ftype, int32_t n_dev, void 
     unlink(path);
 }
 
+/* ---- a group over two processes (the second this binary run again as a follower) ---- */
+
+static infer_model *load_ranks(const char *path, int32_t world, int32_t rank0, int device, const char *id_file) {
+    infer_model_params mp = infer_model_params_default();
+    mp.n_gpu_layers = ALL, mp.split_mode = INFER_SPLIT_TENSOR;
+    mp.tensor_split[device] = 1;
+    mp.tp_world = world, mp.tp_rank0 = rank0, mp.tp_id = id_file;
+    infer_model *m = NULL;
+    if (infer_model_load(path, &mp, &m) != INFER_OK)
+        printf("load as rank %d of %d: %s\n", rank0, world, infer_last_error());
+    return m;
+}
+
+/* The follower: rank 1 of 2 on its device 1, serving until rank 0's context ends. Exit status 0 when it did. */
+static int follower(void) {
+    infer_model *m = load_ranks(getenv("TEST_TP_MODEL"), 2, 1, 1, getenv("TEST_TP_ID"));
+    infer_ctx *c = m ? make_ctx(m, 0) : NULL;
+    const infer_status st = c ? infer_tp_serve(c) : INFER_E_ARG;
+    if (st != INFER_OK) printf("follower: %s\n", infer_last_error());
+    infer_ctx_free(c), infer_model_free(m);
+    return st == INFER_OK ? 0 : 1;
+}
+
+/* Rank 0 in this process, rank 1 in another (sharing nothing but NCCL's id, through a file): the same logits, bit
+ * for bit, as the two ranks as threads of this process (the same shards, the same sums in the same order). */
+static void check_processes(const char *arch) {
+    const char *p = synth_file(arch, "F32", NULL, "proc");
+    if (!p) return;
+    char path[256], id_file[300], exe[4096];
+    snprintf(path, sizeof path, "%s", p);
+    snprintf(id_file, sizeof id_file, "%s/%s.id", dir, arch);
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        T_CHECK(0, "readlink /proc/self/exe");
+        return;
+    }
+    exe[len] = 0;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TEST_TP_ROLE", "follower", 1);
+        setenv("TEST_TP_MODEL", path, 1);
+        setenv("TEST_TP_ID", id_file, 1);
+        execl(exe, exe, (char *)NULL);
+        _exit(127);
+    }
+    infer_model *a = load_ranks(path, 2, 0, 0, id_file), *b = load_tp(path, 2);
+    infer_ctx *ca = a ? make_ctx(a, 0) : NULL, *cb = b ? make_ctx(b, 0) : NULL;
+    struct pair_stats s;
+    pair_stats_init(&s);
+    T_CHECK(ca && cb && a->tp_world == 2 && a->tp_n == 1, "%s: rank 0 of 2 in this process: %s", arch,
+            ca ? "" : infer_last_error());
+    if (ca && cb) {
+        const infer_status st = pair_basic(ca, cb, N_PROMPT, N_DECODE, &s);
+        T_CHECK(st == INFER_OK && s.rows > 0 && s.identical == s.rows, "%s over two processes: %d of %d rows "
+                "bit-identical to the ranks as threads%s%s", arch, s.identical, s.rows, st == INFER_OK ? "" : "; ",
+                st == INFER_OK ? "" : pair_error());
+        printf("  %-9s over two processes: %d of %d rows bit-identical to two ranks as threads\n", arch, s.identical,
+               s.rows);
+        /* sequence edits followed: cleared, 3 tokens, a checkpoint, 1 more, back to the checkpoint, another */
+        const int32_t t3[3] = {9, 2, 7}, t1 = 4, t1b = 5;
+        const infer_batch b3 = {3, t3, NULL, NULL, NULL}, b1 = {1, &t1, NULL, NULL, NULL};
+        const infer_batch b1b = {1, &t1b, NULL, NULL, NULL};
+        infer_ctx *both[2] = {ca, cb};
+        int ok = 1;
+        for (int k = 0; k < 2; k++)
+            ok &= infer_seq_rm(both[k], 0, 0, -1) == INFER_OK && infer_decode(both[k], &b3) == INFER_OK &&
+                  infer_seq_checkpoint(both[k], 0) == INFER_OK && infer_decode(both[k], &b1) == INFER_OK &&
+                  infer_seq_rm(both[k], 0, 3, -1) == INFER_OK && infer_decode(both[k], &b1b) == INFER_OK;
+        const float *la = ok ? infer_logits(ca, -1) : NULL, *lb = ok ? infer_logits(cb, -1) : NULL;
+        T_CHECK(la && lb && !memcmp(la, lb, (size_t)infer_vocab_size(a) * sizeof(float)),
+                "%s: after a clear, a checkpoint and a truncation to it, the same logits: %s", arch,
+                ok ? "" : infer_last_error());
+    }
+    pair_stats_free(&s);
+    infer_ctx_free(ca); /* the follower stops */
+    int status = -1;
+    if (pid > 0) waitpid(pid, &status, 0);
+    T_CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the follower process ended with %d", arch,
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    infer_ctx_free(cb), infer_model_free(a), infer_model_free(b);
+    unlink(path);
+    unlink(id_file);
+}
+
 static void check_no_mtp(void) {
     struct synth_params sp;
     synth_params_default("qwen35", &sp);
@@ -301,6 +386,8 @@ int main(void) {
 #ifdef INFER_EMU
     setenv("INFER_EMU_DEVICES", "4", 0); /* before the emulator's first call */
 #endif
+    const char *role = getenv("TEST_TP_ROLE");
+    if (role && !strcmp(role, "follower")) return follower();
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!mkdtemp(dir)) {
         T_CHECK(0, "mkdtemp");
@@ -325,6 +412,8 @@ int main(void) {
     }
     check_same("llama", "F32", 2, shapes_uneven_kv, "kv3");
     check_same("qwen35", "F32", 2, shapes_uneven_gdn, "k3");
+    check_processes("qwen35moe");
+    if (!t_quick()) check_processes("llama");
     check_no_mtp();
     rmdir(dir);
     return t_done();

@@ -292,6 +292,10 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             a->dry_run = 1;
             continue;
         }
+        if (!bench && !strcmp(f, "--tp-serve")) {
+            a->tp_serve = 1;
+            continue;
+        }
         if (!strcmp(f, "--cpu-moe")) {
             if (bench && a->n_ncmoe == ARGS_MAX_LIST) {
                 fprintf(stderr, "%s: %s: more than %d values\n", tool, f, ARGS_MAX_LIST);
@@ -359,6 +363,12 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
                 rc = args_ngl(a, f, v, &a->n_gpu_layers);
         } else if (!strcmp(f, "-mg") || !strcmp(f, "--main-gpu")) {
             rc = args_i32(a, f, v, 0, &a->main_gpu);
+        } else if (!bench && !strcmp(f, "--tp-world")) {
+            rc = args_i32(a, f, v, 1, &a->tp_world);
+        } else if (!bench && !strcmp(f, "--tp-rank0")) {
+            rc = args_i32(a, f, v, 0, &a->tp_rank0);
+        } else if (!bench && !strcmp(f, "--tp-id")) {
+            a->tp_id = v;
         } else if (!bench && !strcmp(f, "--n-cpu-moe")) {
             rc = args_i32(a, f, v, 0, &a->n_cpu_moe);
         } else if (bench && !strcmp(f, "--n-cpu-moe")) {

@@ -46,6 +46,9 @@ struct args {
     int32_t ids[4096];                      /* --ids 1,2,3 */
     int n_ids;
     const char *logits_out;                 /* --logits-out FILE */
+    int32_t tp_world, tp_rank0;             /* --tp-world N --tp-rank0 R: -sm tensor over several processes */
+    const char *tp_id;                      /* --tp-id FILE: the group's id (rank 0's process writes it) */
+    int tp_serve;                           /* --tp-serve: follow rank 0's process (infer_tp_serve), no prompt */
     /* llm-bench */
     int32_t pp[ARGS_MAX_LIST], tg[ARGS_MAX_LIST], depth[ARGS_MAX_LIST], ngl[ARGS_MAX_LIST];
     int n_pp, n_tg, n_depth, n_ngl;         /* -ngl is a list in llm-bench (n_gpu_layers stays 0) */

@@ -59,6 +59,11 @@ static int usage(const char *tool, int to_err) {
             "  -ts A,B,...           with -sm layer, each device's share of the GPU layers (default: in\n"
             "                        proportion to each device's free memory); with -sm tensor the devices with\n"
             "                        a share > 0 (equal shares)\n"
+            "  --tp-world N --tp-rank0 R --tp-id FILE  -sm tensor over several processes (hosts): N ranks in all,\n"
+            "                        this process's devices being ranks R, R+1, ...; rank 0's process (R = 0) runs\n"
+            "                        the prompt and writes the group's NCCL id to FILE (a path every host sees; or\n"
+            "                        set INFER_TP_ID to the id's hex on every host), the others wait for it\n"
+            "  --tp-serve            a process with R > 0: follow rank 0's process until it ends (no prompt)\n"
             "  --n-cpu-moe N         keep the routed experts of the first N MoE layers in host memory (expert\n"
             "                        offload: with -ngl the router, the shared expert and the rest of each layer\n"
             "                        run on the GPU, the selected experts on the CPU)\n"
@@ -172,6 +177,19 @@ static char *chat_wrap(const char *arch, const char *prompt, size_t len) {
 }
 
 /* --dry-run: the placement plan on stdout, no weights read; exit 0, or 1 with the library's message. */
+/* --tp-serve: this process's ranks of a group over several processes, following rank 0's (which runs the prompt). */
+static int tp_serve(const struct args *a, const infer_model_params *mp, const infer_ctx_params *cp) {
+    infer_model *m = NULL;
+    infer_ctx *c = NULL;
+    infer_status st = infer_model_load(a->model[0], mp, &m);
+    if (st == INFER_OK) st = infer_ctx_create(m, cp, &c);
+    if (st == INFER_OK) st = infer_tp_serve(c);
+    if (st != INFER_OK) fprintf(stderr, "llm-run: %s\n", infer_last_error());
+    infer_ctx_free(c);
+    infer_model_free(m);
+    return st == INFER_OK ? 0 : 1;
+}
+
 static int dry_run(const struct args *a, const infer_model_params *mp, const infer_ctx_params *cp) {
     infer_plan_params pp = infer_plan_params_default();
     infer_plan *plan = NULL;
@@ -223,7 +241,9 @@ int main(int argc, char **argv) {
     mp.tensor_overrides = a.ot_len ? a.ot : NULL;
     mp.fit = a.fit;
     mp.fit_ctx = &cp;
+    mp.tp_world = a.tp_world, mp.tp_rank0 = a.tp_rank0, mp.tp_id = a.tp_id;
     if (a.dry_run) return dry_run(&a, &mp, &cp);
+    if (a.tp_serve) return tp_serve(&a, &mp, &cp);
     if (!!a.prompt + !!a.prompt_file + !!a.n_ids != 1) {
         fprintf(stderr, "llm-run: give exactly one of -p PROMPT, -f FILE, --ids 1,2,3\n");
         return 2;
