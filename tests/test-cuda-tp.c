@@ -37,6 +37,8 @@ enum { N_PROMPT = 12, N_DECODE = 4, N_CTX = 48, N_GREEDY = 8, ALL = 99 };
 
 static char dir[] = "/tmp/test-cuda-tp-XXXXXX";
 
+static infer_ctx *make_ctx(const infer_model *m, int32_t n_draft);
+
 /* The shapes every cut below falls on whole Q4_K blocks for 2 ranks: heads of 128 values, FFN and experts' columns
  * in two blocks of 256, eight GDN key heads of 64 (one value head each). */
 static void shapes_q4k(struct synth_params *sp) {
@@ -159,6 +161,17 @@ static void check_refusals(void) {
         const infer_status st = tp_ranks(m, 4, rk);
         T_CHECK(st == INFER_E_UNSUPPORTED && strstr(infer_last_error(), "head_count_kv 3"), "KV heads 3 over 4: %s",
                 infer_last_error());
+        infer_model_free(m);
+        unlink(path);
+    }
+    path = synth_file("llama", "F32", NULL, "serve");
+    m = path ? load_host(path) : NULL;
+    if (m) { /* only a follower of a group over several processes serves */
+        infer_ctx *c = make_ctx(m, 0);
+        const infer_status st = infer_tp_serve(c);
+        T_CHECK(c && st == INFER_E_ARG && strstr(infer_last_error(), "not a follower"), "infer_tp_serve on a CPU "
+                "context: %s", infer_last_error());
+        infer_ctx_free(c);
         infer_model_free(m);
         unlink(path);
     }

@@ -28,10 +28,12 @@
  *   - INFER_EMU_DEVICES=2 with -mg 1: the same tokens, and the emulator's exit statistics (INFER_EMU_STATS=1)
  *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work;
  *   - INFER_EMU_DEVICES=2 with -sm layer: the CPU's tokens (-ngl 99 -ts 1,1 on qwen35moe, -ngl 3 on qwen35: the
- *     host and both devices), and so does -sm tensor (qwen35moe -ngl 99); llm-bench -sm none,layer,tensor gives a
- *     row of each.
+ *     host and both devices), and so does -sm tensor (qwen35moe -ngl 99), also over two processes as README's
+ *     commands run it (a --tp-serve follower in the background, which then ends silently with the leader);
+ *     llm-bench -sm none,layer,tensor gives a row of each.
  * Without a device: SKIP (exit 77). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,12 +358,50 @@ static void second_device(void) {
             d1);
 }
 
+/* -sm tensor over two processes as README's commands run it: the follower (--tp-serve, rank 1, its device 1) in
+ * the background, then the leader (rank 0) whose greedy tokens must be the CPU's; the follower ends with the leader,
+ * silently. */
+static void tp_two_processes(void) {
+    const char *path = synth("qwen35moe", "F32");
+    if (!path) return;
+    char id[512], log[512], pidf[512], copy[512], cmd[4096];
+    snprintf(id, sizeof id, "%s/tp.id", dir);
+    snprintf(log, sizeof log, "%s/follower.log", dir);
+    snprintf(pidf, sizeof pidf, "%s/follower.pid", dir);
+    snprintf(copy, sizeof copy, "%s/follower.gguf", dir); /* greedy_same writes the leader's file anew meanwhile */
+    /* a partner that never comes fails the other within a minute instead of NCCL's ten */
+    snprintf(cmd, sizeof cmd, "cp %s %s && (env INFER_EMU_DEVICES=2 INFER_EMU_NCCL_TIMEOUT=60 %s/llm-run -m %s -ngl 99 "
+             "-sm tensor -ts 0,1 --tp-world 2 --tp-rank0 1 --tp-id %s --tp-serve > %s 2>&1 & echo $! > %s)", path,
+             copy, build, copy, id, log, pidf);
+    T_CHECK(system(cmd) == 0, "start the follower: %s", cmd);
+    char flags[1024];
+    snprintf(flags, sizeof flags, "-ngl 99 -sm tensor -ts 1 --tp-world 2 --tp-rank0 0 --tp-id %s", id);
+    greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2 INFER_EMU_NCCL_TIMEOUT=60", flags);
+    FILE *f = fopen(pidf, "r");
+    long pid = 0;
+    if (f && fscanf(f, "%ld", &pid) != 1) pid = 0;
+    if (f) fclose(f);
+    int waited = 0; /* the follower is not this process's child: wait for it to be gone */
+    while (pid > 0 && kill((pid_t)pid, 0) == 0 && waited < 600) {
+        usleep(100000);
+        waited++;
+    }
+    char out[4096] = "";
+    f = fopen(log, "r");
+    const size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[n] = 0;
+    if (f) fclose(f);
+    T_CHECK(pid > 0 && waited < 600 && n == 0, "the follower ended with the leader, silently (pid %ld, %d tenths of a "
+            "second): %s", pid, waited, out);
+}
+
 /* -sm layer and -sm tensor over 2 devices: the CPU's tokens from llm-run, and llm-bench rows for -sm
  * none,layer,tensor. */
 static void layer_split_devices(void) {
     greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm layer -ts 1,1");
     greedy_same("qwen35", "F32", "INFER_EMU_DEVICES=2", "-ngl 3 -sm layer");
     greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm tensor");
+    tp_two_processes();
     const char *path = synth("qwen35", "F32");
     if (!path) return;
     char args[1024], out[16384];
