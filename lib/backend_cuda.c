@@ -384,7 +384,8 @@ infer_status backend_cuda_tp_join(struct infer_backend *const *bes, int32_t n, i
 fail:
     if (open && ncclGroupEnd() != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclGroupEnd after a failure");
     for (int32_t r = 0; r < n; r++)
-        if (comms[r] && ncclCommDestroy(comms[r]) != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclCommDestroy");
+        if (comms[r] && ncclCommDestroy(comms[r]) != ncclSuccess)
+            infer_log(INFER_LOG_WARN, "cuda backend: ncclCommDestroy after a failure");
     return st;
 }
 

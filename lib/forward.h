@@ -193,8 +193,10 @@ infer_status forward_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out);
  * group is this process's or this process follows. */
 enum { TP_MSG_DECODE = 1, TP_MSG_SEQ_RM, TP_MSG_SEQ_CHECKPOINT, TP_MSG_STOP };
 infer_status tp_send(struct infer_ctx *c, int32_t kind, const infer_batch *b, int32_t seq, int32_t p0, int32_t p1);
-/* Int32s of a context's message: a header, then tokens, sequences and logits flags of up to n_batch tokens. */
-static inline size_t tp_msg_ints(int32_t n_batch) { return 8 + 3 * (size_t)n_batch; }
+/* Int32s of a context's message: a header of TP_MSG_HEADER, then tokens, sequences and logits flags of up to n_batch
+ * tokens. */
+enum { TP_MSG_HEADER = 8 };
+static inline size_t tp_msg_ints(int32_t n_batch) { return TP_MSG_HEADER + 3 * (size_t)n_batch; }
 /* The pass of a tensor-parallel group (forward_tp.c), over tokens already validated into c (its rank 0). */
 infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out);
 /* The FFN block of layer il (dense, MoE, MoE + shared expert), residual included. */

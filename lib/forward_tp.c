@@ -1,14 +1,14 @@
 /* forward_tp: the pass of a tensor-parallel group (tp.h), one thread driving every rank.
  *
  * Each rank is a stage of the context running the same layer code on its shards. Per batch: the batch's positions
- * go to every rank, the tokens and the asked rows to rank 0; rank 0 looks the tokens up while the others zero x, and
- * an all-reduce hands x to all. Then, block by block, every rank queues its part (its heads, its FFN columns; rank 0's
- * last product adds the residual, the others' write their partial sum into x) and one all-reduce of x adds them up,
- * leaving the same bits on every rank (so the next block's norms and routing agree everywhere). The head runs on
- * rank 0. With the group over several processes (hosts), each runs this pass for its own ranks, the others'
- * following rank 0's batches (tp_serve.c). NCCL needs one thread driving several devices to queue each collective on all ranks in one group, so the
- * ranks' ops are queued block by block, in rank order, between the all-reduces. No CUDA graphs yet: every op is
- * launched each step.
+ * go to every rank, the tokens and the asked rows to rank 0; rank 0 looks the tokens up while the others zero x,
+ * and an all-reduce hands x to all. Then, block by block, every rank queues its part (its heads, its FFN columns;
+ * rank 0's last product adds the residual, the others' write their partial sum into x) and one all-reduce of x
+ * adds them up, leaving the same bits on every rank (so the next block's norms and routing agree everywhere). The
+ * head runs on rank 0. NCCL needs a thread driving several devices to queue each collective on all of them in one
+ * group, so the ranks' ops are queued block by block, in rank order, between the all-reduces. With the group over
+ * several processes (hosts), each runs this pass for its own ranks, the others following rank 0's batches
+ * (tp_serve.c). No CUDA graphs yet: every op is launched each step.
  */
 #include <string.h>
 

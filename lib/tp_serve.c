@@ -11,7 +11,7 @@
 
 #include "forward.h"
 
-/* Header ints of a message; tokens, sequences and logits flags follow, n_batch each. */
+/* The header's ints (TP_MSG_HEADER of them); tokens, sequences and logits flags follow, n_batch each. */
 enum { TP_H_KIND, TP_H_N, TP_H_SEQ, TP_H_P0, TP_H_P1 };
 
 /* The message broadcast from rank 0 into every local rank's buffer. */
@@ -28,7 +28,7 @@ infer_status tp_send(struct infer_ctx *c, int32_t kind, const infer_batch *b, in
     const int32_t nb = c->n_batch, n = b ? b->n_tokens : 0;
     memset(h, 0, tp_msg_ints(nb) * sizeof(int32_t));
     h[TP_H_KIND] = kind, h[TP_H_N] = n, h[TP_H_SEQ] = seq, h[TP_H_P0] = p0, h[TP_H_P1] = p1;
-    int32_t *tok = h + 8, *sq = tok + nb, *lg = sq + nb;
+    int32_t *tok = h + TP_MSG_HEADER, *sq = tok + nb, *lg = sq + nb;
     for (int32_t i = 0; i < n; i++) {
         tok[i] = b->token[i];
         sq[i] = b->seq_id ? b->seq_id[i] : 0;
@@ -48,7 +48,7 @@ INFER_API infer_status infer_tp_serve(infer_ctx *c) {
                           "processes (a model loaded with split_mode tensor, tp_world above this process's devices "
                           "and tp_rank0 > 0)");
     const int32_t nb = c->n_batch;
-    int32_t *h = c->tp_msg_host, *tok = h + 8, *sq = tok + nb, *lg = sq + nb;
+    int32_t *h = c->tp_msg_host, *tok = h + TP_MSG_HEADER, *sq = tok + nb, *lg = sq + nb;
     int8_t *flags = xcalloc((size_t)nb, 1);
     if (!flags) return INFER_OOM("infer_tp_serve: logits flags");
     for (;;) {

@@ -17,6 +17,7 @@
  *     (pair_within PAIR_DEVICE: the sums are the same but in another order) over a prompt, decode steps and a
  *     3-token batch; the greedy tokens of 12 steps equal the one device's;
  *   - each rank holds its heads' cells only: rank hparams as worked by hand; the views' KV rows;
+ *   - one rank (also on a machine with one GPU): NCCL's path, bit-identical to the one-device load;
  *   - MTP drafting under -sm tensor is refused (the head is on a GPU, as with one device).
  */
 #include <stdlib.h>
@@ -276,6 +277,10 @@ static void check_same(const char *arch, const char *ftype, int32_t n_dev, void 
         char msg[256];
         T_CHECK(st == INFER_OK && pair_within(&s, PAIR_DEVICE, ftype, msg, sizeof msg), "%s: %s", what,
                 st == INFER_OK ? msg : pair_error());
+        /* one rank: NCCL's path with nothing to add, the same kernels and sums as one device */
+        if (n_dev == 1)
+            T_CHECK(st == INFER_OK && s.identical == s.rows, "%s: %d of %d rows bit-identical to one device", what,
+                    s.identical, s.rows);
         printf("  %-44s worst rel %.2e, %d of %d argmax equal\n", what, s.worst, s.rows - s.argmax_differ, s.rows);
         infer_ctx_free(ca), infer_ctx_free(cb);
         ca = make_ctx(a, 0), cb = make_ctx(b, 0);
@@ -410,6 +415,7 @@ int main(void) {
     check_refusals();
     const char *why = NULL;
     const int n_dev = device_count(&why);
+    if (n_dev >= 1) check_same("qwen35moe", "F32", 1, NULL, "one rank");
     if (n_dev < 2) {
         printf("%d CUDA device%s (%s): tensor parallelism needs 2\n", n_dev, n_dev == 1 ? "" : "s", why ? why : "one");
         rmdir(dir);
