@@ -136,7 +136,9 @@ typedef struct {
                                       it fits with the context fit_ctx, else (MoE) the experts of as few leading
                                       layers as needed on the host (expert offload, as n_cpu_moe), else
                                       (dense) as many trailing layers as fit (a layer split, which loads); no CUDA
-                                      device: the CPU. 0: everything on the GPU, unchecked */
+                                      device: the CPU. With INFER_SPLIT_TENSOR nothing is chosen: every rank's
+                                      part must fit its device, else INFER_E_OOM with the numbers. 0: everything
+                                      on the GPU, unchecked */
     const infer_ctx_params *fit_ctx; /* the context the automatic fit sizes for; NULL: infer_ctx_params_default().
                                         Borrowed for the call */
     const char *tensor_overrides;  /* llama.cpp's --override-tensor: "PATTERN=DEVICE[,PATTERN=DEVICE...]", each
@@ -155,9 +157,9 @@ typedef struct {
                                       every device, each holding its share of the attention and Gated DeltaNet
                                       heads and of the FFN and experts' columns, with one all-reduce per block;
                                       the token table and the head on the first device. Needs every layer on
-                                      the GPU (n_gpu_layers < 0 or above the layer count), no expert offload,
-                                      no MTP drafting; shapes that do not cut are INFER_E_UNSUPPORTED naming
-                                      the dimension */
+                                      the GPU (n_gpu_layers < 0, INFER_GPU_LAYERS_AUTO or above the layer
+                                      count), no expert offload, no MTP drafting; shapes that do not cut are
+                                      INFER_E_UNSUPPORTED naming the dimension */
     float tensor_split[INFER_MAX_DEVICES]; /* -ts a,b,...: each device's share of the GPU layers with
                                       INFER_SPLIT_LAYER (any scale; 0: none for that device); all 0 (default):
                                       in proportion to each device's free memory. With INFER_SPLIT_TENSOR the
@@ -297,9 +299,12 @@ INFER_API infer_plan_params infer_plan_params_default(void);
 /* Plans the placement of the model at path (a GGUF file, or the first part of a split model) for model
  * params mp, context params cp and the devices of pp (each NULL: defaults) as infer_model_load and
  * infer_ctx_create would size it: parses the header and tensor infos only (no tensor data is read, nothing
- * is allocated on a device). INFER_E_ARG for bad params (negative n_cpu_moe, main_gpu not a known device
- * when layers go to a GPU); INFER_E_OOM when the automatic fit finds no placement, with the numbers; the
- * file's errors as infer_model_load. Gives *out; free with infer_plan_free. */
+ * stays allocated on a device: measuring a device makes and frees one CUDA backend there, to see what it
+ * takes). INFER_E_ARG for bad params (negative n_cpu_moe, main_gpu not a known device when layers go to a
+ * GPU); what infer_model_load refuses, with its words (split_mode tensor without every layer on the GPU or
+ * with expert offload, unequal tensor_split shares, shapes that do not cut over the devices); INFER_E_OOM
+ * when the automatic fit finds no placement, with the numbers; the file's errors as infer_model_load. Gives
+ * *out; free with infer_plan_free. */
 INFER_API infer_status infer_model_plan(const char *path, const infer_model_params *mp, const infer_ctx_params *cp,
                                         const infer_plan_params *pp, infer_plan **out);
 /* Takes p. NULL is a no-op. */
@@ -316,9 +321,11 @@ typedef struct {
     int32_t n_cpu_moe;          /* MoE layers (the first ones) whose routed experts stay in host memory */
     int32_t gpu;                /* the CUDA device of the GPU part (main_gpu) */
     int32_t home_embd, home_head; /* INFER_PLAN_HOST or a CUDA device */
-    int32_t tp;                 /* tensor-parallel degree (1) */
+    int32_t tp;                 /* tensor-parallel degree: 1, or with split_mode tensor the number of devices
+                                   every trunk layer is cut over (infer_plan_tp_device names them) */
     int32_t auto_fit;           /* 1: chosen by the automatic fit */
-    int32_t split;              /* 1: parts on the host and parts on a GPU (a layer split, expert offload) */
+    int32_t split;              /* 1: parts in more than one home (a layer split, expert offload); 0 with
+                                   split_mode tensor (every device runs every layer) */
     int32_t loads;              /* 1: infer_model_load runs this plan (every plan infer_model_plan gives now) */
     int32_t offloads_experts;   /* 1: routed experts stay in host memory under layers on the GPU (expert offload) */
     int32_t fits;               /* 1: every device's total is within its free memory */
@@ -331,20 +338,28 @@ typedef struct {
 INFER_API infer_plan_info infer_plan_get_info(const infer_plan *p);
 
 typedef struct {
-    uint64_t weights;    /* tensors at this home (on a device each rounded up to 256 bytes) */
+    uint64_t weights;    /* tensors at this home (on a device each rounded up to 256 bytes); split_mode
+                            tensor: the device's shards, and on the first device the token table and head */
     uint64_t kv;         /* KV cells of its attention layers */
     uint64_t state;      /* Gated DeltaNet conv + recurrent state, their checkpoint and MTP snapshots */
     uint64_t scratch;    /* what infer_ctx_create allocates there besides the caches */
-    uint64_t overhead;   /* a fixed reserve per GPU in use (CUDA, cuBLAS; 512 MiB) */
+    uint64_t overhead;   /* a reserve per GPU in use for CUDA and cuBLAS: with measured devices 320 MiB
+                            plus twice what one CUDA backend (the model's, the context's) was measured to
+                            take there; with memory stated in infer_plan_params 512 MiB, an assumption.
+                            split_mode tensor adds 512 MiB per device for NCCL's buffers */
     uint64_t total;
     uint64_t free_bytes; /* what the device offers; 0 for the host (not checked) */
 } infer_plan_memory;
 
 /* The memory a home needs: home INFER_PLAN_HOST or a device of the plan; INFER_E_ARG otherwise. */
 INFER_API infer_status infer_plan_get_memory(const infer_plan *p, int32_t home, infer_plan_memory *out);
-/* The home of layer il (0 .. n_layer + MTP blocks - 1) and of its routed experts; -2 for no such layer. */
+/* The home of layer il (0 .. n_layer + MTP blocks - 1) and of its routed experts; -2 for no such layer.
+ * With split_mode tensor a trunk layer lives on every device of the group, reported as its first
+ * (infer_plan_tp_device(p, 0)); the MTP blocks stay in host memory (the file). */
 INFER_API int32_t infer_plan_layer_home(const infer_plan *p, int32_t il);
 INFER_API int32_t infer_plan_experts_home(const infer_plan *p, int32_t il);
+/* With split_mode tensor: the CUDA device of rank 0 .. tp - 1 (infer_plan_info.tp); -2 otherwise. */
+INFER_API int32_t infer_plan_tp_device(const infer_plan *p, int32_t rank);
 
 /* A batch of tokens to append. Token i goes to sequence seq_id[i] (NULL: all to sequence 0) at
  * position pos[i] (NULL: each sequence continues where it ends). logits[i] != 0 asks for token i's

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include "backend.h"
+
 #ifdef INFER_CUDA
 
 int device_count(const char **why) {
@@ -87,6 +89,29 @@ infer_status infer_device_memory(int32_t i, uint64_t *total, uint64_t *free_byte
     if (total) *total = t;
     if (free_bytes) *free_bytes = f;
 fail:
+    if (set) cudaSetDevice(prev);
+#endif
+    return st;
+}
+
+infer_status device_backend_bytes(int i, uint64_t *free_before, uint64_t *bytes) {
+    *free_before = *bytes = 0;
+    infer_status st = device_check(i);
+    if (st != INFER_OK) return st;
+#ifdef INFER_CUDA
+    int prev = 0, set = 0;
+    struct infer_backend *be = NULL;
+    size_t f0 = 0, f1 = 0, t = 0;
+    CU_TRY(cudaGetDevice(&prev));
+    CU_TRY(cudaSetDevice(i));
+    set = 1;
+    CU_TRY(cudaMemGetInfo(&f0, &t)); /* after the context exists: what a backend adds, not the driver's own */
+    TRY(backend_cuda_create(i, &be));
+    TRY(be->ops->mem_info(be, &f1, &t));
+    *free_before = f0;
+    *bytes = f0 > f1 ? f0 - f1 : 0;
+fail:
+    if (be) be->ops->destroy(be);
     if (set) cudaSetDevice(prev);
 #endif
     return st;

@@ -5,6 +5,7 @@
 #define INFER_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "status.h"
 
@@ -12,6 +13,11 @@
 int device_count(const char **why);
 /* Name and memory of device i, for messages and benchmark headers. */
 infer_status device_describe(int i, char *name, size_t cap, size_t *total_mem);
+/* What one CUDA backend (backend_cuda_create: its stream and matmul state; with INFER_MATMUL=cublas the cuBLAS
+ * handle, its workspace and scratch, all allocated at creation) takes of device i: one is made and freed there,
+ * *bytes = the device's free memory before less after (0 when it grew meanwhile), *free_before the former. The
+ * calling thread's current device is kept. For the plan's overhead (plan.h). */
+infer_status device_backend_bytes(int i, uint64_t *free_before, uint64_t *bytes);
 /* The public device API (infer_device_*, include/infer.h) is implemented in device.c on top of these. */
 
 #ifdef INFER_CUDA

@@ -2,8 +2,9 @@
  *
  * infer_model_load = gguf_open (validate the container) + model_bind (the architecture's tensors,
  * shapes and types) + optionally a NaN/Inf scan of the data + with n_gpu_layers the upload of the
- * weights it places on CUDA device main_gpu (model_upload.c). Progress is reported at the start, after
- * binding, while scanning (by bytes) and at the end; a nonzero return from the callback cancels.
+ * weights the plan (plan.c) places on the devices (model_upload.c), or with split_mode tensor of each
+ * rank's shards (model_tp.c). Progress is reported at the start, after binding, while scanning (by bytes)
+ * and at the end; a nonzero return from the callback cancels.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -95,46 +96,6 @@ static infer_status infer_check_tensors(const struct infer_model *m, const infer
     return INFER_OK;
 }
 
-/* The placement n_gpu_layers / n_cpu_moe ask for (plan.c). Explicit numbers need no memory: the upload checks
- * the fit as before; INFER_GPU_LAYERS_AUTO measures the devices and fits to fit_ctx. */
-static infer_status infer_placement(const struct infer_model *m, const infer_model_params *p, struct plan **out) {
-    uint64_t dev_free[PLAN_MAX_DEVICES] = {0};
-    int32_t n_dev = 0;
-    if (p->n_gpu_layers == INFER_GPU_LAYERS_AUTO || p->split_mode == INFER_SPLIT_LAYER) { /* the devices and their memory */
-        infer_status st = plan_measure_devices(dev_free, &n_dev);
-        if (st != INFER_OK) return st;
-        return plan_make(m, p, p->fit_ctx, dev_free, n_dev, out);
-    }
-    n_dev = p->main_gpu >= 0 && p->main_gpu < PLAN_MAX_DEVICES ? p->main_gpu + 1 : 0;
-    for (int32_t i = 0; i < n_dev; i++) dev_free[i] = UINT64_MAX; /* the placement only */
-    return plan_make(m, p, NULL, dev_free, n_dev, out);
-}
-
-/* The plan's homes (plan.c): the last n_gpu_layers on the GPU(s), the head too past the layer count, spread over
- * the devices by split_mode and tensor_split, less the routed experts the plan keeps in host memory (expert
- * offload). The devices' existence and the fit are checked at upload. */
-static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
-    infer_status st = INFER_OK;
-    struct plan *pl = NULL;
-    uint8_t *exps_host = NULL;
-    TRY(infer_placement(m, p, &pl));
-    if (pl->n_gpu_layers == 0) goto fail; /* the automatic fit chose the CPU */
-    exps_host = xcalloc((size_t)pl->n_layer_all, 1);
-    if (!exps_host) {
-        st = INFER_OOM("expert offload flags");
-        goto fail;
-    }
-    for (int32_t il = 0; il < pl->n_layer_all; il++)
-        exps_host[il] = pl->exps_home[il] == PLAN_HOST && pl->layer_home[il] != PLAN_HOST;
-    const struct model_homes h = {.layer = pl->layer_home, .exps_host = exps_host, .embd = pl->home_embd,
-                                  .head = pl->home_head};
-    st = model_upload(m, &h, NULL, p, 0.15f, 0.95f);
-fail:
-    xfree(exps_host);
-    plan_free(pl);
-    return st;
-}
-
 /* The group's id (a group over several processes): INFER_TP_ID, else the file tp_id, written anew by rank 0's
  * process (to a temporary name, then renamed, so no reader sees half of it) and waited for by the others. The text
  * is the id's bytes in hex. */
@@ -187,45 +148,74 @@ static infer_status infer_tp_id(const infer_model_params *p, uint8_t id[INFER_TP
     return INFER_OK;
 }
 
-/* split_mode tensor: the devices tensor_split names (all 0: every device), each a rank, equal shares. */
-static infer_status infer_tensor_parallel(struct infer_model *m, const infer_model_params *p) {
-    uint64_t dev_free[PLAN_MAX_DEVICES] = {0};
-    int32_t n_dev = 0, n = 0;
-    int devs[INFER_MAX_DEVICES];
-    const int all = p->n_gpu_layers < 0 || p->n_gpu_layers > m->hp.n_layer;
-    if (!all || p->n_cpu_moe || (p->tensor_overrides && *p->tensor_overrides))
-        return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor puts every layer on every device: it takes "
-                          "n_gpu_layers above the layer count (-ngl 99) and no expert offload (--n-cpu-moe, -ot); "
-                          "got n_gpu_layers %d, n_cpu_moe %d%s", p->n_gpu_layers, p->n_cpu_moe,
-                          p->tensor_overrides && *p->tensor_overrides ? ", tensor overrides" : "");
-    infer_status st = plan_measure_devices(dev_free, &n_dev);
-    if (st != INFER_OK) return st;
-    float share = 0;
-    int any = 0;
-    for (int32_t d = 0; d < INFER_MAX_DEVICES; d++) any |= p->tensor_split[d] != 0;
-    for (int32_t d = 0; d < INFER_MAX_DEVICES; d++) {
-        const float t = p->tensor_split[d];
-        if (any && t == 0) continue;
-        if (d >= n_dev) {
-            if (!any) break;
-            return infer_fail(INFER_E_ARG, "split_mode tensor: tensor_split gives device %d a share but %d device%s "
-                              "known", d, n_dev, n_dev == 1 ? " is" : "s are");
-        }
-        if (t < 0 || (share > 0 && t != share))
-            return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor: tensor_split[%d] = %g: the shards are equal, so "
-                              "the devices' shares must be (0 leaves a device out)", d, (double)t);
-        share = t;
-        devs[n++] = d;
-    }
-    if (n == 0) return infer_fail(INFER_E_DEVICE, "split_mode tensor: no CUDA device");
+/* split_mode tensor's upload to the plan's devices (ranks): the whole group, or with tp_world this process's part of a
+ * group over several processes, joined through the group's id. */
+static infer_status infer_tp_upload(struct infer_model *m, const infer_model_params *p, const int *devs, int32_t n) {
     if (p->tp_world == 0 || p->tp_world == n) return model_upload_tp(m, devs, n, NULL, p, 0.15f, 0.95f);
+    if (p->n_gpu_layers == INFER_GPU_LAYERS_AUTO)
+        return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor over several processes (tp_world %d): the automatic "
+                          "fit sees this process's devices only; give n_gpu_layers above the layer count (-ngl 99)",
+                          p->tp_world);
     if (p->tp_rank0 < 0 || p->tp_rank0 + n > p->tp_world)
         return infer_fail(INFER_E_ARG, "split_mode tensor: this process's %d device%s as ranks %d.. of tp_world %d", n,
                           n == 1 ? "" : "s", p->tp_rank0, p->tp_world);
     uint8_t id[INFER_TP_ID_BYTES];
-    st = infer_tp_id(p, id);
+    infer_status st = infer_tp_id(p, id);
     if (st != INFER_OK) return st;
     return model_upload_tp_ranks(m, devs, n, p->tp_world, p->tp_rank0, id, NULL, p, 0.15f, 0.95f);
+}
+
+/* The placement n_gpu_layers / n_cpu_moe / split_mode ask for (plan.c). Explicit numbers need no memory: the upload
+ * checks the fit as before; INFER_GPU_LAYERS_AUTO measures the devices (and what a CUDA backend takes on each, for
+ * the overhead) and fits to fit_ctx; a split over devices needs their count (and with no -ts, their memory). */
+static infer_status infer_placement(const struct infer_model *m, const infer_model_params *p, struct plan **out) {
+    struct plan_devices dev;
+    memset(&dev, 0, sizeof dev);
+    const int automatic = p->n_gpu_layers == INFER_GPU_LAYERS_AUTO;
+    if (p->split_mode == INFER_SPLIT_TENSOR) { /* its refusal before any device is touched */
+        infer_status st = plan_tp_check(m, p);
+        if (st != INFER_OK) return st;
+    }
+    if (automatic || p->split_mode == INFER_SPLIT_LAYER || p->split_mode == INFER_SPLIT_TENSOR) {
+        infer_status st = plan_measure_devices(&dev, automatic && p->fit);
+        if (st != INFER_OK) return st;
+        return plan_make(m, p, p->fit_ctx, &dev, out);
+    }
+    dev.n = p->main_gpu >= 0 && p->main_gpu < PLAN_MAX_DEVICES ? p->main_gpu + 1 : 0;
+    for (int32_t i = 0; i < dev.n; i++) dev.free[i] = UINT64_MAX; /* the placement only */
+    return plan_make(m, p, NULL, &dev, out);
+}
+
+/* The plan's homes (plan.c): the last n_gpu_layers on the GPU(s), the head too past the layer count, spread over
+ * the devices by split_mode and tensor_split, less the routed experts the plan keeps in host memory (expert
+ * offload); or split_mode tensor's ranks, each its shards (model_tp.c). The devices' existence and the fit are
+ * checked at upload. */
+static infer_status infer_offload(struct infer_model *m, const infer_model_params *p) {
+    infer_status st = INFER_OK;
+    struct plan *pl = NULL;
+    uint8_t *exps_host = NULL;
+    TRY(infer_placement(m, p, &pl));
+    if (pl->split_mode == INFER_SPLIT_TENSOR) {
+        int devs[INFER_MAX_DEVICES];
+        for (int32_t r = 0; r < pl->tp; r++) devs[r] = pl->tp_dev[r];
+        st = infer_tp_upload(m, p, devs, pl->tp);
+        goto fail;
+    }
+    if (pl->n_gpu_layers == 0) goto fail; /* the automatic fit chose the CPU */
+    exps_host = xcalloc((size_t)pl->n_layer_all, 1);
+    if (!exps_host) {
+        st = INFER_OOM("expert offload flags");
+        goto fail;
+    }
+    for (int32_t il = 0; il < pl->n_layer_all; il++)
+        exps_host[il] = pl->exps_home[il] == PLAN_HOST && pl->layer_home[il] != PLAN_HOST;
+    const struct model_homes h = {.layer = pl->layer_home, .exps_host = exps_host, .embd = pl->home_embd,
+                                  .head = pl->home_head};
+    st = model_upload(m, &h, NULL, p, 0.15f, 0.95f);
+fail:
+    xfree(exps_host);
+    plan_free(pl);
+    return st;
 }
 
 INFER_API infer_status infer_model_load(const char *path, const infer_model_params *params, infer_model **out) {
@@ -246,10 +236,7 @@ INFER_API infer_status infer_model_load(const char *path, const infer_model_para
     if (st != INFER_OK) goto fail;
     TRY(infer_progress(&p, 0.1f));
     if (p.check_tensors) TRY(infer_check_tensors(m, &p));
-    if (p.split_mode == INFER_SPLIT_TENSOR)
-        TRY(infer_tensor_parallel(m, &p));
-    else if (p.n_gpu_layers != 0)
-        TRY(infer_offload(m, &p));
+    if (p.n_gpu_layers != 0 || p.split_mode == INFER_SPLIT_TENSOR) TRY(infer_offload(m, &p));
     TRY(infer_progress(&p, 1.0f));
     *out = m;
     return INFER_OK;

@@ -31,15 +31,21 @@ static void model_tp_slices(const struct infer_model *m, int32_t r, const struct
         if (globals[g]) tp_slice_of(m, -1, ARCH_T_TOKEN_EMBD, globals[g], r, rk, &sl[globals[g] - base]);
 }
 
-/* Rank r's shards into gpu (its backend made): the fit check, one buffer, the copies. */
+uint64_t model_tp_rank_bytes(const struct infer_model *m, int32_t r, const struct tp_rank *rk, struct tp_slice *sl) {
+    const struct gguf_file *f = m->gguf;
+    uint64_t need = 0;
+    model_tp_slices(m, r, rk, sl);
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        if (sl[i].copy) need += model_tp_round(tp_slice_tensor(&f->tensors[i], &sl[i]).nbytes);
+    return need;
+}
+
+/* Rank r's shards sl (need bytes) into gpu (its backend made): the fit check, one buffer, the copies. */
 static infer_status model_tp_upload_rank(const struct infer_model *m, int32_t r, const struct tp_slice *sl,
-                                         struct model_gpu *gpu) {
+                                         uint64_t need, struct model_gpu *gpu) {
     infer_status st = INFER_OK;
     const struct gguf_file *f = m->gguf;
     struct infer_backend *be = gpu->be;
-    uint64_t need = 0;
-    for (int64_t i = 0; i < f->n_tensors; i++)
-        if (sl[i].copy) need += model_tp_round(tp_slice_tensor(&f->tensors[i], &sl[i]).nbytes);
     size_t free_b = 0, total_b = 0;
     TRY(be->ops->mem_info(be, &free_b, &total_b));
     if (need + MODEL_UPLOAD_RESERVE > (uint64_t)free_b)
@@ -138,8 +144,8 @@ infer_status model_upload_tp_ranks(struct infer_model *m, const int *devs, int32
     }
     for (int32_t r = 0; r < n; r++) {
         const int32_t g = rank0 + r; /* the rank in the group */
-        model_tp_slices(m, g, &rk[g], sl);
-        TRY(model_tp_upload_rank(m, g, sl, &gpu[r]));
+        const uint64_t need = model_tp_rank_bytes(m, g, &rk[g], sl);
+        TRY(model_tp_upload_rank(m, g, sl, need, &gpu[r]));
         TRY(model_tp_view(m, g, &rk[g], &gpu[r], &views[r]));
         bes[r] = gpu[r].be;
         if (p->progress && p->progress(lo + (hi - lo) * (float)(r + 1) / (float)n, p->progress_user)) {

@@ -2,7 +2,9 @@
  *
  * Layout: plan_place() sets every home from two numbers (trunk layers on the GPU, MoE layers whose experts
  * stay on the host); plan_home_bytes() sums what one home holds at a given context size; plan_fit() is the
- * automatic choice of those two numbers; plan_make() resolves the params and puts it together.
+ * automatic choice of those two numbers; plan_tp() is tensor parallelism's placement and plan_tp_home_bytes()
+ * its accounting (per rank, on the rank's view of the model); plan_make() resolves the params and puts it
+ * together.
  */
 #include "plan.h"
 
@@ -22,7 +24,14 @@ uint64_t plan_bytes_total(const struct plan_bytes *b) {
     return b->weights + b->kv + b->state + b->scratch + b->overhead;
 }
 
+int32_t plan_tp_rank_of(const struct plan *p, int32_t home) {
+    for (int32_t r = 0; p->split_mode == INFER_SPLIT_TENSOR && r < p->tp; r++)
+        if (p->tp_dev[r] == home) return r;
+    return -1;
+}
+
 int plan_uses(const struct plan *p, int32_t home) {
+    if (plan_tp_rank_of(p, home) >= 0) return 1;
     if (p->home_embd == home || p->home_head == home) return 1;
     for (int32_t il = 0; il < p->n_layer_all; il++)
         if (p->layer_home[il] == home || p->exps_home[il] == home) return 1;
@@ -36,6 +45,7 @@ int plan_uses_gpu(const struct plan *p) {
 }
 
 int plan_is_split(const struct plan *p) {
+    if (p->split_mode == INFER_SPLIT_TENSOR) return 0;
     int32_t homes = plan_uses(p, PLAN_HOST);
     for (int32_t d = 0; d < PLAN_MAX_DEVICES; d++) homes += plan_uses(p, d);
     return homes > 1;
@@ -65,6 +75,18 @@ static int32_t plan_device_of(const struct plan *p, int32_t i, int32_t n) {
         if (x < cum) return d;
     }
     return last;
+}
+
+/* The runs of layer_home. */
+static void plan_segments(struct plan *p) {
+    p->n_seg = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        if (p->n_seg > 0 && p->seg[p->n_seg - 1].home == p->layer_home[il]) {
+            p->seg[p->n_seg - 1].count++;
+            continue;
+        }
+        p->seg[p->n_seg++] = (struct plan_segment){.first = il, .count = 1, .home = p->layer_home[il]};
+    }
 }
 
 /* The layers and the head where a load puts them (model_placement, the one rule: the last n_gpu trunk layers
@@ -97,14 +119,7 @@ static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gp
     /* the token table (one row read per token) stays on the host where GPU memory is short, as llama.cpp keeps it:
      * under expert offload, unless it is also the (tied) head */
     p->home_embd = head && !(offload && !m->tied) ? p->layer_home[0] : PLAN_HOST;
-    p->n_seg = 0;
-    for (int32_t il = 0; il < p->n_layer_all; il++) {
-        if (p->n_seg > 0 && p->seg[p->n_seg - 1].home == p->layer_home[il]) {
-            p->seg[p->n_seg - 1].count++;
-            continue;
-        }
-        p->seg[p->n_seg++] = (struct plan_segment){.first = il, .count = 1, .home = p->layer_home[il]};
-    }
+    plan_segments(p);
 }
 
 /* ---- tensor overrides (llama.cpp's -ot PATTERN=DEVICE) ---- */
@@ -263,9 +278,78 @@ static uint64_t plan_scratch_bytes(const struct plan *p, const struct infer_mode
     return total;
 }
 
+/* The cells and state of a cache of c (kv_cache_bytes_of) into b, each buffer rounded up to align. */
+static void plan_cache_bytes(const struct kv_cache_bytes *c, uint64_t align, struct plan_bytes *b) {
+    b->kv = plan_round((uint64_t)c->k, align) + plan_round((uint64_t)c->v, align);
+    const double state[] = {c->conv, c->ssm, c->h, c->ring_conv, c->ring_ssm, c->ring_h, c->ckpt_conv, c->ckpt_ssm,
+                            c->ckpt_h};
+    b->state = 0;
+    for (size_t i = 0; i < sizeof state / sizeof *state; i++) b->state += plan_round((uint64_t)state[i], align);
+}
+
+/* ---- tensor parallelism: each rank's part (tp.h, model_tp.c, context.c ctx_create_tp) ---- */
+
+/* Rank r's view of m as model_tp.c makes it for sizing: its hyperparameters (its heads, its FFN columns). */
+static void plan_tp_view(const struct plan *p, const struct infer_model *m, int32_t r, struct infer_model *v) {
+    *v = *m;
+    tp_hparams(m, &p->tp_rk[r], &v->hp);
+}
+
+/* Rank r's stage as ctx_create_tp builds it: every trunk layer on the rank's device, the head on rank 0. */
+static struct ctx_dims plan_tp_dims(const struct plan *p, int32_t r, int32_t n_ctx) {
+    struct ctx_dims d = p->ctx;
+    d.n_ctx = n_ctx;
+    d.on_device = 1;
+    d.heads = r == 0;
+    d.x_host = 0;
+    d.exps_host = 0;
+    return d;
+}
+
+/* What home holds under split_mode tensor at context size n_ctx: on a rank's device its shards, the cells and state
+ * of its heads (ctx_check_fit's count on its view), its stage's scratch and the overhead with NCCL's; on the host
+ * the tensors no rank holds and every stage's host arrays. */
+static void plan_tp_home_bytes(const struct plan *p, const struct infer_model *m, int32_t home, int32_t n_ctx,
+                               struct plan_bytes *b) {
+    struct infer_model v;
+    memset(b, 0, sizeof *b);
+    if (home == PLAN_HOST) {
+        b->weights = p->tp_host_weights;
+        for (int32_t r = 0; r < p->tp; r++) {
+            plan_tp_view(p, m, r, &v);
+            const struct ctx_dims d = plan_tp_dims(p, r, n_ctx);
+            b->scratch += ctx_scratch_bytes(&v, &d, CTX_SCRATCH_HOST, 1);
+            b->scratch += ctx_scratch_bytes(&v, &d, CTX_SCRATCH_PINNED, 1);
+        }
+        return;
+    }
+    const int32_t r = plan_tp_rank_of(p, home);
+    if (r < 0) return;
+    plan_tp_view(p, m, r, &v);
+    const struct ctx_dims d = plan_tp_dims(p, r, n_ctx);
+    const int drafting = d.n_draft > 0, heads = r == 0;
+    int32_t n_kv = 0, n_gdn = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        const enum kv_cache_kind kind = il < p->n_layer || heads ? kv_cache_layer(&v, il, drafting) : KV_CACHE_NONE;
+        n_kv += kind == KV_CACHE_CELLS;
+        n_gdn += kind == KV_CACHE_STATE;
+    }
+    struct kv_cache_bytes c;
+    kv_cache_bytes_of(&v.hp, n_kv, n_gdn, drafting && heads, d.n_seq, n_ctx, drafting ? d.n_draft + 1 : 0, d.kv_type,
+                      &c);
+    b->weights = p->tp_weights[r];
+    plan_cache_bytes(&c, PLAN_ALIGN, b);
+    b->scratch = ctx_scratch_bytes(&v, &d, CTX_SCRATCH_BACKEND, PLAN_ALIGN);
+    b->overhead = p->dev_overhead[home] + PLAN_TP_NCCL_RESERVE;
+}
+
 /* What home holds at context size n_ctx: weights, cells and state of its layers, scratch, overhead. */
 static void plan_home_bytes(const struct plan *p, const struct infer_model *m, int32_t home, int32_t n_ctx,
                             struct plan_bytes *b) {
+    if (p->split_mode == INFER_SPLIT_TENSOR) {
+        plan_tp_home_bytes(p, m, home, n_ctx, b);
+        return;
+    }
     const uint64_t align = home == PLAN_HOST ? 1 : PLAN_ALIGN;
     const int drafting = p->ctx.n_draft > 0;
     memset(b, 0, sizeof *b);
@@ -286,11 +370,9 @@ static void plan_home_bytes(const struct plan *p, const struct infer_model *m, i
     struct kv_cache_bytes c;
     kv_cache_bytes_of(&m->hp, n_kv, n_gdn, drafting && p->home_head == home, p->ctx.n_seq, n_ctx,
                       drafting ? p->ctx.n_draft + 1 : 0, p->ctx.kv_type, &c);
-    b->kv = plan_round((uint64_t)c.k, align) + plan_round((uint64_t)c.v, align);
-    const double state[] = {c.conv, c.ssm, c.h, c.ring_conv, c.ring_ssm, c.ring_h, c.ckpt_conv, c.ckpt_ssm, c.ckpt_h};
-    for (size_t i = 0; i < sizeof state / sizeof *state; i++) b->state += plan_round((uint64_t)state[i], align);
+    plan_cache_bytes(&c, align, b);
     b->scratch = plan_scratch_bytes(p, m, home, n_ctx);
-    if (home != PLAN_HOST) b->overhead = PLAN_GPU_OVERHEAD;
+    if (home != PLAN_HOST) b->overhead = p->dev_overhead[home];
 }
 
 static uint64_t plan_dev_total(const struct plan *p, const struct infer_model *m, int32_t d, int32_t n_ctx) {
@@ -386,6 +468,97 @@ static infer_status plan_shares(struct plan *p, const infer_model_params *mp) {
     return INFER_OK;
 }
 
+/* ---- tensor parallelism: the placement ---- */
+
+infer_status plan_tp_check(const struct infer_model *m, const infer_model_params *mp) {
+    const int all = mp->n_gpu_layers < 0 || mp->n_gpu_layers > m->hp.n_layer; /* INFER_GPU_LAYERS_AUTO too */
+    const int ot = mp->tensor_overrides && *mp->tensor_overrides;
+    if (all && !mp->n_cpu_moe && !ot) return INFER_OK;
+    return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor puts every layer on every device: it takes n_gpu_layers "
+                      "above the layer count (-ngl 99) and no expert offload (--n-cpu-moe, -ot); got n_gpu_layers %d, "
+                      "n_cpu_moe %d%s", mp->n_gpu_layers, mp->n_cpu_moe, ot ? ", tensor overrides" : "");
+}
+
+infer_status plan_tp_devices(const infer_model_params *mp, int32_t n_dev, int32_t *devs, int32_t *n) {
+    float share = 0;
+    int any = 0;
+    *n = 0;
+    for (int32_t d = 0; d < INFER_MAX_DEVICES; d++) any |= mp->tensor_split[d] != 0;
+    for (int32_t d = 0; d < INFER_MAX_DEVICES; d++) {
+        const float t = mp->tensor_split[d];
+        if (any && t == 0) continue;
+        if (d >= n_dev) {
+            if (!any) break;
+            return infer_fail(INFER_E_ARG, "split_mode tensor: tensor_split gives device %d a share but %d device%s "
+                              "known", d, n_dev, n_dev == 1 ? " is" : "s are");
+        }
+        if (!(t >= 0) || !isfinite(t) || (share > 0 && t != share))
+            return infer_fail(INFER_E_UNSUPPORTED, "split_mode tensor: tensor_split[%d] = %g: the shards are equal, so "
+                              "the devices' shares must be (0 leaves a device out)", d, (double)t);
+        share = t;
+        devs[(*n)++] = d;
+    }
+    if (*n == 0) return infer_fail(INFER_E_DEVICE, "split_mode tensor: no CUDA device");
+    return INFER_OK;
+}
+
+/* Every trunk layer on the group (its home recorded as rank 0's device), the token table and the head on rank 0,
+ * the MTP blocks in the mapping (model_upload_tp leaves them there); each rank's shards sized as model_tp.c
+ * allocates them. */
+static infer_status plan_tp(struct plan *p, const struct infer_model *m, const infer_model_params *mp) {
+    infer_status st = INFER_OK;
+    const struct gguf_file *f = m->gguf;
+    struct tp_slice *sl = NULL;
+    uint8_t *held = NULL;
+    TRY(plan_tp_check(m, mp));
+    TRY(plan_tp_devices(mp, p->n_dev, p->tp_dev, &p->tp));
+    TRY(tp_ranks(m, p->tp, p->tp_rk));
+    sl = xcalloc((size_t)f->n_tensors + 1, sizeof *sl);
+    held = xcalloc((size_t)f->n_tensors + 1, 1);
+    if (!sl || !held) {
+        st = INFER_OOM("the plan's shards");
+        goto fail;
+    }
+    for (int32_t r = 0; r < p->tp; r++) {
+        p->tp_weights[r] = model_tp_rank_bytes(m, r, &p->tp_rk[r], sl);
+        for (int64_t i = 0; i < f->n_tensors; i++) held[i] |= (uint8_t)sl[i].copy;
+    }
+    p->tp_host_weights = 0;
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        if (!held[i]) p->tp_host_weights += f->tensors[i].nbytes;
+    p->split_mode = INFER_SPLIT_TENSOR;
+    p->gpu = p->tp_dev[0];
+    p->n_gpu_layers = p->n_layer + 1;
+    p->n_cpu_moe = 0;
+    for (int32_t il = 0; il < p->n_layer_all; il++) {
+        p->layer_home[il] = il < p->n_layer ? p->gpu : PLAN_HOST;
+        p->exps_home[il] = p->layer_home[il];
+        p->exps_off[il] = 0;
+    }
+    p->home_embd = p->home_head = p->gpu;
+    plan_segments(p);
+fail:
+    xfree(sl);
+    xfree(held);
+    return st;
+}
+
+/* The automatic fit of split_mode tensor: every rank's part within its device's free memory, else the first rank
+ * that does not fit, with its numbers. */
+static infer_status plan_tp_fit(const struct plan *p, const struct infer_model *m) {
+    const int32_t d = plan_unfit_device(p, m, p->ctx.n_ctx);
+    if (d < 0) return INFER_OK;
+    struct plan_bytes b;
+    plan_home_bytes(p, m, d, p->ctx.n_ctx, &b);
+    return infer_fail(INFER_E_OOM, "automatic fit: split_mode tensor over %d devices: rank %d's part of %s needs "
+                      "%.1f MiB on CUDA device %d (weights %.1f, KV %.1f, state %.1f, scratch %.1f, overhead %.1f "
+                      "MiB) but it has %.1f MiB free; use more devices (-ts), a smaller context (-c) or -sm layer "
+                      "with expert offload", p->tp, plan_tp_rank_of(p, d), p->arch,
+                      (double)plan_bytes_total(&b) / 1048576.0, d, (double)b.weights / 1048576.0,
+                      (double)b.kv / 1048576.0, (double)b.state / 1048576.0, (double)b.scratch / 1048576.0,
+                      (double)b.overhead / 1048576.0, (double)p->dev_free[d] / 1048576.0);
+}
+
 /* ---- the whole plan ---- */
 
 void plan_free(struct plan *p) {
@@ -399,7 +572,7 @@ void plan_free(struct plan *p) {
 }
 
 infer_status plan_make(const struct infer_model *m, const infer_model_params *mp, const infer_ctx_params *cp,
-                       const uint64_t *dev_free, int32_t n_dev, struct plan **out) {
+                       const struct plan_devices *dev, struct plan **out) {
     infer_status st = INFER_OK;
     const infer_model_params defaults = infer_model_params_default();
     if (!mp) mp = &defaults;
@@ -410,9 +583,7 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
     if (mp->main_gpu < 0) return infer_fail(INFER_E_ARG, "plan: main_gpu %d: expected a device index >= 0", mp->main_gpu);
     if (mp->split_mode < INFER_SPLIT_NONE || mp->split_mode > INFER_SPLIT_TENSOR)
         return infer_fail(INFER_E_ARG, "plan: split_mode %d: expected none (0), layer (1) or tensor (2)", mp->split_mode);
-    if (mp->split_mode == INFER_SPLIT_TENSOR && mp->n_gpu_layers != 0)
-        return infer_fail(INFER_E_UNSUPPORTED, "plan: split_mode tensor (tensor parallelism over NCCL) is not "
-                          "implemented yet; use split_mode layer (-sm layer) to spread the layers over the GPUs");
+    const int32_t n_dev = dev->n;
     if (n_dev < 0 || n_dev > PLAN_MAX_DEVICES)
         return infer_fail(INFER_E_ARG, "plan: %d devices: expected 0..%d", n_dev, PLAN_MAX_DEVICES);
     struct ctx_dims dims;
@@ -444,14 +615,22 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
     p->tp = 1;
     p->ctx = dims;
     p->n_dev = n_dev;
-    for (int32_t i = 0; i < n_dev; i++) p->dev_free[i] = dev_free[i];
+    p->measured = dev->measured;
+    for (int32_t i = 0; i < n_dev; i++) {
+        p->dev_free[i] = dev->free[i];
+        p->dev_overhead[i] = dev->measured ? PLAN_GPU_FLOOR + PLAN_GPU_BACKENDS * dev->backend[i] : PLAN_GPU_OVERHEAD;
+    }
     p->fit_on = mp->fit != 0;
     p->n_ctx_max = (int32_t)(m->hp.n_ctx_train > dims.n_ctx ? m->hp.n_ctx_train : dims.n_ctx);
     const int32_t n_cpu_moe = mp->n_cpu_moe < p->n_moe ? mp->n_cpu_moe : p->n_moe;
     const int automatic = mp->n_gpu_layers == INFER_GPU_LAYERS_AUTO;
     int32_t n_gpu = mp->n_gpu_layers < 0 || mp->n_gpu_layers > p->n_layer ? p->n_layer + 1 : mp->n_gpu_layers;
     if (automatic && n_dev == 0) n_gpu = 0; /* nothing to fit on: the host */
-    if (n_gpu > 0 && mp->split_mode == INFER_SPLIT_LAYER) {
+    if (mp->split_mode == INFER_SPLIT_TENSOR) {
+        TRY(plan_tp(p, m, mp));
+        p->auto_fit = automatic && p->fit_on;
+        if (p->auto_fit) TRY(plan_tp_fit(p, m));
+    } else if (n_gpu > 0 && mp->split_mode == INFER_SPLIT_LAYER) {
         TRY(plan_shares(p, mp));
     } else if (n_gpu > 0 && p->gpu >= n_dev) {
         st = infer_fail(INFER_E_ARG, "plan: main_gpu %d: %d device%s known (state the memory of a device you do not "
@@ -459,15 +638,17 @@ infer_status plan_make(const struct infer_model *m, const infer_model_params *mp
                         n_dev == 1 ? "" : "s");
         goto fail;
     }
-    TRY(plan_overrides_parse(mp->tensor_overrides, ot, PLAN_MAX_OVERRIDES, &n_ot));
-    TRY(plan_overrides_experts(p, m, ot, n_ot));
-    if (automatic && n_gpu > 0 && p->fit_on) {
-        p->auto_fit = 1;
-        TRY(plan_fit(p, m, n_cpu_moe));
-    } else {
-        plan_place(p, m, n_gpu, n_cpu_moe);
+    if (mp->split_mode != INFER_SPLIT_TENSOR) { /* plan_tp refused overrides */
+        TRY(plan_overrides_parse(mp->tensor_overrides, ot, PLAN_MAX_OVERRIDES, &n_ot));
+        TRY(plan_overrides_experts(p, m, ot, n_ot));
+        if (automatic && n_gpu > 0 && p->fit_on) {
+            p->auto_fit = 1;
+            TRY(plan_fit(p, m, n_cpu_moe));
+        } else {
+            plan_place(p, m, n_gpu, n_cpu_moe);
+        }
+        TRY(plan_overrides_check(p, m, ot, n_ot));
     }
-    TRY(plan_overrides_check(p, m, ot, n_ot));
     plan_home_bytes(p, m, PLAN_HOST, dims.n_ctx, &p->host);
     p->fits = 1;
     for (int32_t i = 0; i < n_dev; i++) {

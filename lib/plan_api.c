@@ -2,8 +2,11 @@
  *
  * infer_model_plan opens the file as infer_model_load does (gguf_open maps it; model_bind reads the
  * metadata and tensor infos and checks every shape) but reads no tensor data and uploads nothing, so a
- * plan for a 20 GB model takes the time of parsing its header.
+ * plan for a 20 GB model takes the time of parsing its header. Devices not stated are measured: their free
+ * memory, and what one CUDA backend takes on each (one made and freed there) for the overhead (plan.h).
  */
+#include <string.h>
+
 #include "device.h"
 #include "plan.h"
 
@@ -11,13 +14,19 @@ struct infer_plan {
     struct plan *p; /* owned */
 };
 
-infer_status plan_measure_devices(uint64_t *dev_free, int32_t *n_dev) {
+infer_status plan_measure_devices(struct plan_devices *dev, int backends) {
     infer_status st = INFER_OK;
     int n = device_count(NULL);
-    *n_dev = 0;
+    memset(dev, 0, sizeof *dev);
+    dev->measured = 1;
     if (n > PLAN_MAX_DEVICES) n = PLAN_MAX_DEVICES;
-    for (int32_t i = 0; i < n; i++) TRY(infer_device_memory(i, NULL, &dev_free[i]));
-    *n_dev = n;
+    for (int32_t i = 0; i < n; i++) {
+        if (backends)
+            TRY(device_backend_bytes(i, &dev->free[i], &dev->backend[i]));
+        else
+            TRY(infer_device_memory(i, NULL, &dev->free[i]));
+    }
+    dev->n = n;
 fail:
     return st;
 }
@@ -33,8 +42,8 @@ INFER_API infer_status infer_model_plan(const char *path, const infer_model_para
     struct gguf_file *f = NULL;
     struct infer_model *m = NULL;
     struct plan *p = NULL;
-    uint64_t dev_free[PLAN_MAX_DEVICES] = {0};
-    int32_t n_dev = 0;
+    struct plan_devices dev;
+    memset(&dev, 0, sizeof dev);
     if (!out) return infer_fail(INFER_E_ARG, "infer_model_plan: out is NULL");
     *out = NULL;
     if (!path) return infer_fail(INFER_E_ARG, "infer_model_plan: path is NULL");
@@ -44,14 +53,13 @@ INFER_API infer_status infer_model_plan(const char *path, const infer_model_para
     TRY(gguf_open(path, &f));
     st = model_bind(f, &m); /* takes f */
     if (st != INFER_OK) goto fail;
-    if (pp && pp->n_devices > 0) {
-        n_dev = pp->n_devices;
-        for (int32_t i = 0; i < n_dev; i++) dev_free[i] = pp->free_bytes[i];
+    if (pp && pp->n_devices > 0) { /* stated: the overhead is PLAN_GPU_OVERHEAD's assumption */
+        dev.n = pp->n_devices;
+        for (int32_t i = 0; i < dev.n; i++) dev.free[i] = pp->free_bytes[i];
     } else {
-        TRY(plan_measure_devices(dev_free, &n_dev));
+        TRY(plan_measure_devices(&dev, 1));
     }
-    TRY(plan_make(m, mp, cp, dev_free, n_dev, &p));
-    p->measured = !(pp && pp->n_devices > 0);
+    TRY(plan_make(m, mp, cp, &dev, &p));
     infer_plan *h = xcalloc(1, sizeof *h);
     if (!h) {
         st = INFER_OOM("plan");
@@ -122,6 +130,11 @@ INFER_API infer_status infer_plan_get_memory(const infer_plan *h, int32_t home, 
         .free_bytes = home == PLAN_HOST ? 0 : p->dev_free[home],
     };
     return INFER_OK;
+}
+
+INFER_API int32_t infer_plan_tp_device(const infer_plan *h, int32_t rank) {
+    if (!h || h->p->split_mode != INFER_SPLIT_TENSOR || rank < 0 || rank >= h->p->tp) return -2;
+    return h->p->tp_dev[rank];
 }
 
 INFER_API int32_t infer_plan_layer_home(const infer_plan *h, int32_t il) {

@@ -1,11 +1,13 @@
 /* plan_text: a plan as the text llm-run --dry-run prints (infer_plan_text).
  *
  * Layout of the text: one line for the model and the context, the placement (layer segments, experts kept
- * on the host, embedding, head), a table of MiB per home (weights, KV, state, scratch, overhead, total,
- * free), then KV bytes per token, the context that would fit, and whether it all fits.
+ * on the host, embedding, head; under tensor parallelism the trunk's segment names the group), a table of MiB
+ * per home (weights, KV, state, scratch, overhead, total, free), how the devices' memory and overhead were
+ * known, then KV bytes per token, the context that would fit, whether it all fits, and a note on splits.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "plan.h"
 
@@ -32,9 +34,22 @@ static void out_home(char *s, size_t cap, int32_t home) {
 
 static double mib(uint64_t b) { return (double)b / 1048576.0; }
 
-static void out_range(struct plan_out *o, const char *what, int32_t first, int32_t last, int32_t home) {
-    char h[32], r[64];
+/* split_mode tensor's group: its devices, as "CUDA0+CUDA1". */
+static void out_group(char *s, size_t cap, const struct plan *p) {
+    size_t n = 0;
+    s[0] = 0;
+    for (int32_t r = 0; r < p->tp && n < cap; r++)
+        n += (size_t)snprintf(s + n, cap - n, "%sCUDA%d", r ? "+" : "", p->tp_dev[r]);
+}
+
+static void out_range(struct plan_out *o, const struct plan *p, const char *what, int32_t first, int32_t last,
+                      int32_t home) {
+    char h[PLAN_MAX_DEVICES * 8 + 32], r[64];
     out_home(h, sizeof h, home);
+    if (p->split_mode == INFER_SPLIT_TENSOR && home == p->gpu && first < p->n_layer) { /* trunk layers: the group */
+        out_group(h, sizeof h - 16, p);
+        snprintf(h + strlen(h), 16, " (shards)");
+    }
     if (first == last)
         snprintf(r, sizeof r, "%s %d", what, first);
     else
@@ -47,9 +62,9 @@ static void out_placement(struct plan_out *o, const struct plan *p) {
         const struct plan_segment *s = &p->seg[i];
         const int32_t last = s->first + s->count - 1;
         if (s->first < p->n_layer)
-            out_range(o, "layer", s->first, last < p->n_layer ? last : p->n_layer - 1, s->home);
+            out_range(o, p, "layer", s->first, last < p->n_layer ? last : p->n_layer - 1, s->home);
         if (last >= p->n_layer)
-            out_range(o, "MTP block", s->first > p->n_layer ? s->first : p->n_layer, last, s->home);
+            out_range(o, p, "MTP block", s->first > p->n_layer ? s->first : p->n_layer, last, s->home);
     }
     for (int32_t il = 0; il < p->n_layer_all;) { /* runs of layers whose experts live apart from the layer */
         if (p->exps_home[il] == p->layer_home[il]) {
@@ -60,7 +75,7 @@ static void out_placement(struct plan_out *o, const struct plan *p) {
         while (end + 1 < p->n_layer_all && p->exps_home[end + 1] == p->exps_home[il] &&
                p->exps_home[end + 1] != p->layer_home[end + 1])
             end++;
-        out_range(o, "experts of layer", il, end, p->exps_home[il]);
+        out_range(o, p, "experts of layer", il, end, p->exps_home[il]);
         il = end + 1;
     }
     char h[32];
@@ -88,9 +103,13 @@ int32_t plan_text(const struct plan *p, char *buf, int32_t cap) {
                "batch %d%s\n", p->arch, p->n_layer, p->n_attn, p->n_gdn, p->n_moe,
                p->n_layer_all > p->n_layer ? " + MTP" : "", p->ctx.n_ctx, p->ctx.n_seq, p->ctx.n_seq == 1 ? "" : "s",
                kv, p->ctx.n_batch, p->ctx.n_draft ? ", MTP drafting" : "");
-    out_printf(&o, "placement (%s): n_gpu_layers %d, n_cpu_moe %d, split mode %s, tensor parallel %d\n",
+    const int tensor = p->split_mode == INFER_SPLIT_TENSOR;
+    char group[PLAN_MAX_DEVICES * 8 + 8] = "";
+    if (tensor) out_group(group, sizeof group, p);
+    out_printf(&o, "placement (%s): n_gpu_layers %d, n_cpu_moe %d, split mode %s, tensor parallel %d%s%s%s\n",
                p->auto_fit ? "automatic fit" : "as asked", p->n_gpu_layers, p->n_cpu_moe,
-               p->split_mode == INFER_SPLIT_LAYER ? "layer" : "none", p->tp);
+               tensor ? "tensor" : p->split_mode == INFER_SPLIT_LAYER ? "layer" : "none", p->tp, tensor ? " (" : "",
+               group, tensor ? ")" : "");
     out_placement(&o, p);
     out_printf(&o, "memory (MiB) %8s %10s %10s %10s %10s %10s %10s\n", "weights", "KV", "state", "scratch", "overhead",
                "total", "free");
@@ -100,15 +119,28 @@ int32_t plan_text(const struct plan *p, char *buf, int32_t cap) {
         snprintf(name, sizeof name, "CUDA%d", i);
         out_memory_row(&o, name, &p->dev[i], p->dev_free[i], 1);
     }
-    out_printf(&o, "device memory: %s\n", p->n_dev == 0 ? "no CUDA device" : p->measured ? "measured" : "as stated");
+    if (p->n_dev == 0)
+        out_printf(&o, "device memory: no CUDA device\n");
+    else if (p->measured) /* the overhead: plan.h PLAN_GPU_OVERHEAD */
+        out_printf(&o, "device memory: measured; overhead per GPU: %.0f MiB floor + %d CUDA backends as measured at "
+                   "start%s\n", mib(PLAN_GPU_FLOOR), PLAN_GPU_BACKENDS, tensor ? " + NCCL's reserve" : "");
+    else
+        out_printf(&o, "device memory: as stated; overhead per GPU: %.0f MiB assumed for CUDA and cuBLAS%s\n",
+                   mib(PLAN_GPU_OVERHEAD), tensor ? " + NCCL's reserve" : "");
     out_printf(&o, "KV cache: %llu bytes per token per sequence\n", (unsigned long long)p->kv_per_token);
     if (p->n_ctx_fit >= 0)
         out_printf(&o, "context that would fit on the GPU%s: %d (searched up to %d)\n",
-                   p->split_mode == INFER_SPLIT_LAYER ? "s" : "", p->n_ctx_fit, p->n_ctx_max);
+                   p->split_mode != INFER_SPLIT_NONE ? "s" : "", p->n_ctx_fit, p->n_ctx_max);
     else
         out_printf(&o, "context that would fit: - (nothing on a GPU)\n");
     out_printf(&o, "fits: %s\n", p->fits ? "yes" : "no");
-    if (plan_offloads_experts(p))
+    if (tensor)
+        out_printf(&o, "note: tensor parallelism over %s: every layer's attention and Gated DeltaNet heads and its FFN "
+                   "and experts' columns are cut over the devices, each holding its shards, the cells and state of its "
+                   "own heads and %.0f MiB for NCCL; one all-reduce of the hidden state per block; the token table and "
+                   "the head on CUDA%d%s\n", group, mib(PLAN_TP_NCCL_RESERVE), p->gpu,
+                   p->n_layer_all > p->n_layer ? "; the MTP blocks stay in the file (drafting is refused)" : "");
+    else if (plan_offloads_experts(p))
         out_printf(&o, "note: this plan keeps routed experts in host memory under GPU layers (expert offload: "
                    "the router and the shared expert run on the GPU, the selected experts on the CPU; per MoE layer "
                    "and token the normed hidden state, the routing and the experts' output cross the bus)\n");

@@ -7,8 +7,9 @@
  *     (all on device 1), no -ts with 8 and 24 GiB free (shares 1:3: 0-2 | 3-7 and the head), and -ngl 5 over
  *     -ts 1,1 (host 0-2, then 3-5 | 6-7, the head on the host); the token table with layer 0 when the head is
  *     on a GPU; each device's weights and KV bytes are those of its own layers;
- *   - bad input: split_mode tensor (not implemented: one clear error), a share for a device that is not there,
- *     a negative share, a split mode out of range.
+ *   - split_mode tensor over -ts 1,1 planned (the degree, every layer's home the group's first device, device 0
+ *     holding the token table and head beside its shards: test-plan works each rank's bytes out);
+ *   - bad input: a share for a device that is not there, a negative share, a split mode out of range.
  * On the emulator with three devices (INFER_EMU_DEVICES=3, set here) or a machine with two or more GPUs:
  *   - llama, qwen3moe, qwen35, qwen35moe and qwen3next (8 layers) loaded with -sm layer over 2 devices (llama and
  *     qwen35moe over 3 too) give the single-device (-ngl 99) load's logits bit for bit over a prompt, decode steps and a 3-token batch (the
@@ -119,11 +120,26 @@ static void check_plans(const char *path) {
     pp.n_devices = 2;
     pp.free_bytes[0] = pp.free_bytes[1] = g24;
     infer_plan *p = NULL;
+    /* -sm tensor -ts 1,1: every layer on both devices (its home the first), the token table and the head on device 0:
+     * the devices' weights differ by those (F32, untied: 640 x 256 twice and a norm of 256), every cut being even */
     mp = params(ALL, ts11, 2, 0);
     mp.split_mode = INFER_SPLIT_TENSOR;
     infer_status st = infer_model_plan(path, &mp, NULL, &pp, &p);
-    T_CHECK(st == INFER_E_UNSUPPORTED && !p && strstr(infer_last_error(), "tensor parallelism"),
-            "-sm tensor: %d '%s'", st, infer_last_error());
+    int tp_ok = st == INFER_OK && p;
+    for (int32_t il = 0; tp_ok && il < N_LAYER; il++) tp_ok &= infer_plan_layer_home(p, il) == 0;
+    infer_plan_memory m0 = {0}, m1 = {0};
+    if (tp_ok) {
+        const infer_plan_info in = infer_plan_get_info(p);
+        infer_plan_get_memory(p, 0, &m0);
+        infer_plan_get_memory(p, 1, &m1);
+        tp_ok &= in.tp == 2 && infer_plan_tp_device(p, 0) == 0 && infer_plan_tp_device(p, 1) == 1 &&
+                 in.home_head == 0 && in.home_embd == 0 &&
+                 m0.weights - m1.weights == 2 * (uint64_t)640 * 256 * 4 + 256 * 4 && m1.kv == m0.kv && m1.kv > 0;
+    }
+    T_CHECK(tp_ok, "-sm tensor -ts 1,1: %d '%s', weights %llu | %llu", st, st == INFER_OK ? "" : infer_last_error(),
+            (unsigned long long)m0.weights, (unsigned long long)m1.weights);
+    infer_plan_free(p);
+    p = NULL;
     mp = params(ALL, ts111, 3, 0);
     st = infer_model_plan(path, &mp, NULL, &pp, &p);
     T_CHECK(st == INFER_E_ARG && !p && strstr(infer_last_error(), "device 2"), "-ts 1,1,1 with 2 devices: %d '%s'", st,

@@ -18,6 +18,9 @@
  *     3-token batch; the greedy tokens of 12 steps equal the one device's;
  *   - each rank holds its heads' cells only: rank hparams as worked by hand; the views' KV rows;
  *   - one rank (also on a machine with one GPU): NCCL's path, bit-identical to the one-device load;
+ *   - (emulator) a load with -ngl auto (the plan's fit over the group) and a context hold on each device exactly the
+ *     plan's bytes for it (qwen35moe over 2, qwen3moe over devices 1 and 2 of 4, llama over 4 with replicated KV
+ *     heads), nothing outside the group, the load's ranks on the plan's devices;
  *   - MTP drafting under -sm tensor is refused (the head is on a GPU, as with one device).
  */
 #include <stdlib.h>
@@ -33,6 +36,9 @@
 #include "quant.h"
 #include "t.h"
 #include "tp.h"
+#ifdef INFER_EMU
+#include "emu_api.h"
+#endif
 
 enum { N_PROMPT = 12, N_DECODE = 4, N_CTX = 48, N_GREEDY = 8, ALL = 99 };
 
@@ -381,6 +387,57 @@ static void check_processes(const char *arch) {
     unlink(path);
     unlink(id_file);
 }
+#ifdef INFER_EMU
+/* A load with -ngl auto (the automatic fit over the group, devices measured) over n of the 4 emulated devices and a
+ * context: each device holds exactly what the plan counts there (the rank's shards, the cells and state of its
+ * heads, its stage's scratch; emulator counters per device), the devices outside the group nothing, and the load's
+ * ranks are on the plan's devices. */
+static void check_bytes(const char *arch, int32_t first, int32_t n_dev, void (*shape)(struct synth_params *),
+                        const char *tag) {
+    const char *path = synth_file(arch, "F32", shape, tag);
+    if (!path) return;
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = N_CTX, cp.n_batch = 32, cp.n_seq = 1, cp.n_threads = 2;
+    infer_model_params mp = infer_model_params_default();
+    mp.n_gpu_layers = INFER_GPU_LAYERS_AUTO;
+    mp.split_mode = INFER_SPLIT_TENSOR;
+    mp.fit_ctx = &cp;
+    for (int32_t d = first; d < first + n_dev; d++) mp.tensor_split[d] = 1;
+    struct emu_counters before[4], after[4];
+    for (int d = 0; d < 4; d++) emu_counters_get(d, &before[d]);
+    infer_model *m = NULL;
+    infer_ctx *c = NULL;
+    infer_plan *p = NULL;
+    if (infer_model_load(path, &mp, &m) != INFER_OK) T_CHECK(0, "%s -sm tensor -ngl auto over %d: %s", arch, n_dev,
+                                                            infer_last_error());
+    if (m && infer_ctx_create(m, &cp, &c) != INFER_OK) T_CHECK(0, "%s: context: %s", arch, infer_last_error());
+    for (int d = 0; d < 4; d++) emu_counters_get(d, &after[d]);
+    infer_plan_params pp = infer_plan_params_default();
+    pp.n_devices = 4;
+    for (int d = 0; d < 4; d++) pp.free_bytes[d] = (uint64_t)64 << 30;
+    if (infer_model_plan(path, &mp, &cp, &pp, &p) != INFER_OK) T_CHECK(0, "%s: plan: %s", arch, infer_last_error());
+    if (!m || !c || !p) goto done;
+    int ranks_ok = m->tp_n == n_dev && infer_plan_get_info(p).tp == n_dev;
+    for (int32_t r = 0; r < n_dev; r++) ranks_ok &= m->gpu[r].device == infer_plan_tp_device(p, r);
+    T_CHECK(ranks_ok, "%s over %d: the load's ranks (%d) on the plan's devices", arch, n_dev, m->tp_n);
+    for (int d = 0; d < 4; d++) {
+        infer_plan_memory pm;
+        infer_plan_get_memory(p, d, &pm);
+        const uint64_t used = after[d].bytes_in_use - before[d].bytes_in_use;
+        const uint64_t want = pm.weights + pm.kv + pm.state + pm.scratch;
+        const int in_group = d >= first && d < first + n_dev;
+        T_CHECK(used == want && in_group == (used > 0), "%s over %d: device %d holds %llu bytes, the plan counts %llu "
+                "(weights %llu kv %llu state %llu scratch %llu)", arch, n_dev, d, (unsigned long long)used,
+                (unsigned long long)want, (unsigned long long)pm.weights, (unsigned long long)pm.kv,
+                (unsigned long long)pm.state, (unsigned long long)pm.scratch);
+    }
+done:
+    infer_plan_free(p);
+    infer_ctx_free(c);
+    infer_model_free(m);
+    unlink(path);
+}
+#endif
 
 static void check_no_mtp(void) {
     struct synth_params sp;
@@ -429,6 +486,13 @@ int main(void) {
         if (!t_quick() || a == 3) check_same(archs[a], "Q4_K_M", 2, shapes_q4k, "q4k");
         if (n_dev >= 4 && (!t_quick() || a == 3)) check_same(archs[a], "F32", 4, shapes_g4, "g4");
     }
+#ifdef INFER_EMU
+    check_bytes("qwen35moe", 0, 2, NULL, "bytes");
+    if (n_dev >= 4) {
+        check_bytes("qwen3moe", 1, 2, NULL, "bytes12");  /* -ts 0,1,1: devices 1 and 2, 0 and 3 untouched */
+        check_bytes("llama", 0, 4, NULL, "bytes4"); /* KV heads replicated: each rank a copy of one */
+    }
+#endif
     check_same("llama", "F32", 2, shapes_uneven_kv, "kv3");
     check_same("qwen35", "F32", 2, shapes_uneven_gdn, "k3");
     check_processes("qwen35moe");

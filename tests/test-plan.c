@@ -11,8 +11,18 @@
  *   - what a context allocates equals what the plan counts: a counting CPU backend (every build) and the
  *     emulator's allocation counter for a device context and for both stages of a layer split (EMU=1 builds);
  *     the split's layers and head where the plan puts them (the load follows the plan's rule);
+ *   - split_mode tensor over 2 stated devices (a small qwen35moe in F32): the degree, the devices (-ts 0,1,1: the
+ *     last two), every layer's home the group, each rank's weights (its halves of every cut tensor, the replicated
+ *     ones whole, rank 0 the token table and head), cells and state of its own heads, scratch and overhead (with
+ *     NCCL's reserve), all worked out below from the shapes; the automatic fit over the group (a rank short of
+ *     memory refused, naming it); the load's refusals with its words (-ngl 3 word for word as the load says it,
+ *     --n-cpu-moe, -ot, unequal shares, a share for a missing device, dimensions that do not cut);
+ *   - the overhead: 512 MiB per GPU for stated memory; for measured devices (the emulator) the floor plus two
+ *     CUDA backends as measured, which with INFER_MATMUL=cublas is the 96 MiB the emulator's counters see one
+ *     backend take, measuring leaving nothing allocated;
  *   - bad inputs (negative n_cpu_moe, a device index out of range, memory too small for even the part without
- *     experts) are one clear error each; llm-run --dry-run prints the plan and exits 0.
+ *     experts) are one clear error each; llm-run --dry-run prints the plan and exits 0 (-sm layer and -sm tensor
+ *     over two stated GPUs; -sm tensor -ngl 3 is the load's one line, exit 1).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +42,9 @@
 
 #define MIB(x) ((uint64_t)(x) << 20)
 #define GIB(x) ((uint64_t)(x) << 30)
-#define OVERHEAD MIB(512) /* the planner's fixed reserve per GPU (plan.h PLAN_GPU_OVERHEAD), restated */
+#define OVERHEAD MIB(512) /* the planner's reserve per GPU for stated memory (plan.h PLAN_GPU_OVERHEAD), restated */
+#define FLOOR MIB(320)    /* ... and its floor for measured devices (PLAN_GPU_FLOOR), restated */
+#define NCCL_RESERVE MIB(512) /* ... and NCCL's per rank under split_mode tensor (PLAN_TP_NCCL_RESERVE), restated */
 #define T 512             /* the default n_batch: scratch rows */
 
 /* ---- hand-worked bytes ---- */
@@ -502,6 +514,180 @@ static void test_errors(const char *path) {
     mp.tensor_overrides = NULL;
 }
 
+/* ---- tensor parallelism (split_mode tensor) ---- */
+
+/* One tensor of a rank's shards: each device allocation rounded up to 256; a cut tensor holds half (2 ranks). */
+static uint64_t shard(uint64_t bytes, int cut) { return r256(cut ? bytes / 2 : bytes); }
+
+/* Rank r of 2's weights on its device for the default synthetic qwen35moe in F32 (n_embd 256; layers 0-2 Gated
+ * DeltaNet: 2 key heads of 64, 4 value heads, qkv 2*128 + 256 = 512 channels, conv kernel 4; layer 3 attention:
+ * 4 query heads with gates and 2 KV heads of 64; every layer 8 experts of 256 and a shared expert of 256; vocab
+ * 640). Rank r holds query heads 2r, 2r+1, KV head r, key head r with value heads 2r, 2r+1 (tiled: r and r+2,
+ * still half), experts' and shared columns 128r..128r+127: half of every cut tensor; norms and routers whole. */
+static uint64_t tp_weights_by_hand(int r) {
+    uint64_t w = 0;
+    for (int il = 0; il < 4; il++) {
+        w += shard(f32(256), 0) + shard(f32(256), 0);  /* attn_norm, post_attention_norm */
+        if (il == 3) {
+            w += shard(f32(256 * 512), 1);                 /* attn_q: 4 heads x (64 query + 64 gate) rows */
+            w += shard(f32(256 * 128), 1);                 /* attn_k: 2 KV heads */
+            w += shard(f32(256 * 128), 1);                 /* attn_v */
+            w += shard(f32(256 * 256), 1);                 /* attn_output: the heads' columns */
+            w += shard(f32(64), 0) + shard(f32(64), 0);    /* attn_q_norm, attn_k_norm */
+        } else {
+            w += shard(f32(256 * 512), 1);                 /* attn_qkv: q | k | v rows of its key head */
+            w += shard(f32(256 * 256), 1);                 /* attn_gate: its value heads */
+            w += shard(f32(256 * 4), 1);                   /* ssm_beta */
+            w += shard(f32(256 * 4), 1);                   /* ssm_alpha */
+            w += shard(f32(4 * 512), 1);                   /* ssm_conv1d: the qkv channels */
+            w += shard(f32(4), 1) + shard(f32(4), 1);      /* ssm_dt.bias, ssm_a: 8 bytes, 256 on a device */
+            w += shard(f32(64), 0);                        /* ssm_norm */
+            w += shard(f32(256 * 256), 1);                 /* ssm_out: its value heads' columns */
+        }
+        w += shard(f32(256 * 8), 0) + shard(f32(256), 0); /* ffn_gate_inp, ffn_gate_inp_shexp */
+        w += 3 * shard(f32(256 * 256), 1);                 /* ffn_{gate,up,down}_shexp */
+        w += 3 * shard(f32(256 * 256 * 8), 1);             /* ffn_{gate,up,down}_exps */
+    }
+    if (r == 0) w += r256(f32(256 * 640)) + r256(f32(256)) + r256(f32(256 * 640)); /* token_embd, output_norm, output */
+    return w;
+}
+
+/* Rank r's stage's device scratch for T tokens at n_ctx 1024 (rank 1 of 2: its 2 query heads, 1 KV head, 1 key head
+ * with 2 value heads, 128 experts' and shared columns; the logits only on rank 0): floats per token of each
+ * buffer, each rounded up to 256 bytes. */
+static uint64_t tp_scratch_by_hand(int r, uint64_t t) {
+    const uint64_t per_token[] = {256 /* x */, 256 /* xn */, 128 /* q */, 256 /* qg */, 64, 64 /* k v */,
+                                  128 /* att */, 256 /* h: n_embd (MoE) */, 128 /* sh */, 1 /* shg */, 256 /* xq */,
+                                  8 /* router */, 2, 2 /* moe ids, weights */, 256, 256 /* gdn qkv, conv */,
+                                  128 /* z */, 4 /* ab */, 128 /* out */, 1, 1, 1 /* dtok dpos dout */,
+                                  2 * 128 /* experts' hidden vectors */};
+    uint64_t b = 0;
+    for (size_t i = 0; i < sizeof per_token / sizeof *per_token; i++) b += r256(t * per_token[i] * 4);
+    b += r256(4 * 8 * 2 * 66 * 4); /* split-K attention at 1024 cells: 4 splits x 8 tokens x 2 heads x (64 + 2) */
+    if (r == 0) b += r256(t * 640 * 4); /* logits */
+    return b;
+}
+
+static void test_tp(const char *small_q4k) {
+    const char *path = tmp_path("tp.gguf");
+    struct synth_params sp;
+    synth_params_default("qwen35moe", &sp);
+    sp.ftype = "F32";
+    T_CHECK(synth_write(&sp, path) == INFER_OK, "synth qwen35moe F32: %s", infer_last_error());
+    infer_model_params mp = infer_model_params_default();
+    infer_ctx_params cp = infer_ctx_params_default();
+    infer_plan_params pp = infer_plan_params_default();
+    mp.n_gpu_layers = 99;
+    mp.split_mode = INFER_SPLIT_TENSOR;
+    cp.n_ctx = 1024;
+    cp.n_batch = 32;
+    pp.n_devices = 2;
+    pp.free_bytes[0] = pp.free_bytes[1] = GIB(8);
+    infer_plan *p = NULL;
+    T_CHECK(infer_model_plan(path, &mp, &cp, &pp, &p) == INFER_OK, "-sm tensor over 2: %s", infer_last_error());
+    if (!p) return;
+    const infer_plan_info in = infer_plan_get_info(p);
+    int homes_ok = in.tp == 2 && infer_plan_tp_device(p, 0) == 0 && infer_plan_tp_device(p, 1) == 1 &&
+                   infer_plan_tp_device(p, 2) == -2 && in.home_embd == 0 && in.home_head == 0 && in.gpu == 0 &&
+                   in.n_gpu_layers == 5 && !in.split && in.loads && !in.offloads_experts && in.fits && !in.auto_fit;
+    for (int il = 0; il < 4; il++) homes_ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == 0;
+    T_CHECK(homes_ok, "-sm tensor over 2: degree %d, devices %d %d, every layer's home the group (its first device)",
+            in.tp, infer_plan_tp_device(p, 0), infer_plan_tp_device(p, 1));
+    /* each rank: its heads' cells (1 KV head of 64, f16, 1024 cells, K and V) and state (3 GDN layers: a conv window
+     * of 3 x 256 channels and 2 value heads x 64 x 64, f32, live and the checkpoint) */
+    const uint64_t kv = 2 * r256(1024 * 64 * 2), state = 2 * (r256(3 * 3 * 256 * 4) + r256(3 * 2 * 64 * 64 * 4));
+    for (int r = 0; r < 2; r++) {
+        const infer_plan_memory d = mem_of(p, r);
+        const uint64_t w = tp_weights_by_hand(r), sc = tp_scratch_by_hand(r, 32);
+        T_CHECK(d.weights == w && d.kv == kv && d.state == state && d.scratch == sc &&
+                    d.overhead == OVERHEAD + NCCL_RESERVE && d.total == w + kv + state + sc + OVERHEAD + NCCL_RESERVE,
+                "-sm tensor rank %d: weights %llu kv %llu state %llu scratch %llu overhead %llu, expected %llu %llu "
+                "%llu %llu %llu", r, (unsigned long long)d.weights, (unsigned long long)d.kv, (unsigned long long)d.state,
+                (unsigned long long)d.scratch, (unsigned long long)d.overhead, (unsigned long long)w,
+                (unsigned long long)kv, (unsigned long long)state, (unsigned long long)sc,
+                (unsigned long long)(OVERHEAD + NCCL_RESERVE));
+    }
+    /* the host: no weights (no MTP block), each stage's host arrays (pos, seq, out_row, out_ids, next) and rank 0's
+     * copy of the logits */
+    const infer_plan_memory h = mem_of(p, -1);
+    T_CHECK(h.weights == 0 && h.kv == 0 && h.state == 0 && h.scratch == 2 * (32 * 4 * 4 + 4) + 32 * 640 * 4,
+            "-sm tensor: host weights %llu scratch %llu", (unsigned long long)h.weights, (unsigned long long)h.scratch);
+    char text[4096];
+    infer_plan_text(p, text, (int32_t)sizeof text);
+    T_CHECK(strstr(text, "split mode tensor, tensor parallel 2 (CUDA0+CUDA1)") &&
+                strstr(text, "layers 0-3                 CUDA0+CUDA1 (shards)") && strstr(text, "NCCL"),
+            "-sm tensor's text:\n%s", text);
+    const uint64_t total0 = mem_of(p, 0).total, total1 = mem_of(p, 1).total;
+    infer_plan_free(p);
+    p = NULL;
+    /* -ts 0,1,1 over three: devices 1 and 2, the first untouched */
+    mp.tensor_split[1] = mp.tensor_split[2] = 1;
+    pp.n_devices = 3;
+    pp.free_bytes[2] = GIB(8);
+    T_CHECK(infer_model_plan(path, &mp, &cp, &pp, &p) == INFER_OK && infer_plan_tp_device(p, 0) == 1 &&
+                infer_plan_tp_device(p, 1) == 2 && infer_plan_layer_home(p, 0) == 1 &&
+                infer_plan_get_info(p).home_head == 1 && mem_of(p, 0).total == 0 && mem_of(p, 1).total == total0 && mem_of(p, 2).total == total1,
+            "-sm tensor -ts 0,1,1: ranks on devices 1 and 2, device 0 empty: %s", infer_last_error());
+    infer_plan_free(p);
+    p = NULL;
+    memset(mp.tensor_split, 0, sizeof mp.tensor_split);
+    pp.n_devices = 2;
+    /* the automatic fit: every rank must fit its device; rank 1 fits exactly, rank 0 (the token table, the head, the
+     * logits) does not */
+    mp.n_gpu_layers = INFER_GPU_LAYERS_AUTO;
+    pp.free_bytes[0] = pp.free_bytes[1] = total1;
+    infer_status st = infer_model_plan(path, &mp, &cp, &pp, &p);
+    T_CHECK(st == INFER_E_OOM && !p && strstr(infer_last_error(), "split_mode tensor over 2 devices: rank 0's part") &&
+                strstr(infer_last_error(), "CUDA device 0"),
+            "-sm tensor -ngl auto, rank 0 short: %d '%s'", st, infer_last_error());
+    pp.free_bytes[0] = total0;
+    T_CHECK(infer_model_plan(path, &mp, &cp, &pp, &p) == INFER_OK && infer_plan_get_info(p).auto_fit &&
+                infer_plan_get_info(p).fits && infer_plan_get_info(p).tp == 2,
+            "-sm tensor -ngl auto with exactly enough: %s", infer_last_error());
+    infer_plan_free(p);
+    p = NULL;
+    pp.free_bytes[0] = pp.free_bytes[1] = GIB(8);
+    /* refusals with the load's words */
+    mp.n_gpu_layers = 3;
+    st = infer_model_plan(path, &mp, &cp, &pp, &p);
+    char plan_msg[512];
+    snprintf(plan_msg, sizeof plan_msg, "%s", infer_last_error());
+    infer_model *m = NULL;
+    const infer_status load_st = infer_model_load(path, &mp, &m);
+    T_CHECK(st == INFER_E_UNSUPPORTED && !p && strstr(plan_msg, "n_gpu_layers 3") && load_st == st && !m &&
+                !strcmp(plan_msg, infer_last_error()),
+            "-sm tensor -ngl 3: plan '%s', load '%s'", plan_msg, infer_last_error());
+    mp.n_gpu_layers = 99;
+    mp.n_cpu_moe = 2;
+    st = infer_model_plan(path, &mp, &cp, &pp, &p);
+    T_CHECK(st == INFER_E_UNSUPPORTED && !p && strstr(infer_last_error(), "n_cpu_moe 2"),
+            "-sm tensor --n-cpu-moe 2: '%s'", infer_last_error());
+    mp.n_cpu_moe = 0;
+    mp.tensor_overrides = "blk\\.1\\.ffn_.*_exps=CPU";
+    st = infer_model_plan(path, &mp, &cp, &pp, &p);
+    T_CHECK(st == INFER_E_UNSUPPORTED && !p && strstr(infer_last_error(), "tensor overrides"), "-sm tensor -ot: '%s'",
+            infer_last_error());
+    mp.tensor_overrides = NULL;
+    mp.tensor_split[0] = 1, mp.tensor_split[1] = 2;
+    st = infer_model_plan(path, &mp, &cp, &pp, &p);
+    T_CHECK(st == INFER_E_UNSUPPORTED && !p && strstr(infer_last_error(), "tensor_split[1] = 2"),
+            "-sm tensor -ts 1,2: '%s'", infer_last_error());
+    mp.tensor_split[1] = 1, mp.tensor_split[2] = 1;
+    st = infer_model_plan(path, &mp, &cp, &pp, &p);
+    T_CHECK(st == INFER_E_ARG && !p && strstr(infer_last_error(), "gives device 2 a share but 2 devices are known"),
+            "-sm tensor -ts 1,1,1 of 2 devices: '%s'", infer_last_error());
+    memset(mp.tensor_split, 0, sizeof mp.tensor_split);
+    pp.n_devices = 3;
+    st = infer_model_plan(path, &mp, &cp, &pp, &p); /* 2 GDN key heads over 3 devices */
+    T_CHECK(st == INFER_E_UNSUPPORTED && !p && strstr(infer_last_error(), "ssm.group_count 2"),
+            "-sm tensor over 3: '%s'", infer_last_error());
+    pp.n_devices = 2;
+    st = infer_model_plan(small_q4k, &mp, &cp, &pp, &p); /* experts of 256 columns: one Q4_K block, one rank */
+    T_CHECK(st == INFER_E_UNSUPPORTED && !p && strstr(infer_last_error(), "expert_feed_forward_length 256"),
+            "-sm tensor, Q4_K experts of 256 columns: '%s'", infer_last_error());
+    unlink(path);
+}
+
 /* ---- what a context allocates = what the plan counts ---- */
 
 static uint64_t counted; /* bytes the counting backend handed out */
@@ -592,11 +778,49 @@ static void test_scratch_equality_device(const char *path, const char *what, con
     /* measured: what the device had free when the plan was made, with the model and the context on it */
     T_CHECK(d.free_bytes == free_b, "%s: measured free %llu, the device says %llu", what,
             (unsigned long long)d.free_bytes, (unsigned long long)free_b);
+    /* the overhead of measured devices: the floor and two backends as measured, none (a stream, no cuBLAS state
+     * in the default matmul mode) on the emulator */
+    T_CHECK(d.overhead == FLOOR, "%s: measured overhead %llu, expected the floor %llu", what,
+            (unsigned long long)d.overhead, (unsigned long long)FLOOR);
     infer_ctx_free(c);
     infer_plan_free(p);
     infer_model_free(m);
 #else
     (void)path, (void)what, (void)cp;
+#endif
+}
+
+/* The overhead of measured devices with INFER_MATMUL=cublas on the emulator: a CUDA backend then holds cuBLAS's
+ * 32 MiB workspace and 64 MiB scratch (the emulator's counters say what it took), the plan's overhead is the floor
+ * and two of those, and measuring leaves nothing allocated. */
+static void test_overhead_measured(const char *path) {
+#ifdef INFER_EMU
+    infer_model_params mp = infer_model_params_default();
+    infer_plan *p = NULL;
+    struct infer_backend *be = NULL;
+    struct emu_counters before, after;
+    mp.n_gpu_layers = 99;
+    setenv("INFER_MATMUL", "cublas", 1);
+    emu_counters_get(0, &before);
+    T_CHECK(backend_cuda_create(0, &be) == INFER_OK, "a cuBLAS backend: %s", infer_last_error());
+    emu_counters_get(0, &after);
+    const uint64_t backend = after.bytes_in_use - before.bytes_in_use;
+    if (be) be->ops->destroy(be);
+    T_CHECK(backend == MIB(32) + MIB(64), "a cuBLAS backend took %llu bytes, expected its workspace and scratch "
+            "(96 MiB)", (unsigned long long)backend);
+    emu_counters_get(0, &before);
+    T_CHECK(infer_model_plan(path, &mp, NULL, NULL, &p) == INFER_OK, "measured plan: %s", infer_last_error());
+    emu_counters_get(0, &after);
+    const infer_plan_memory d = mem_of(p, 0);
+    T_CHECK(d.overhead == FLOOR + 2 * backend, "measured overhead with cuBLAS %llu, expected %llu (floor and two "
+            "backends)", (unsigned long long)d.overhead, (unsigned long long)(FLOOR + 2 * backend));
+    T_CHECK(after.bytes_in_use == before.bytes_in_use && after.allocs == before.allocs + 2,
+            "measuring made one backend (%llu allocations) and left %lld bytes", (unsigned long long)(after.allocs -
+            before.allocs), (long long)(after.bytes_in_use - before.bytes_in_use));
+    infer_plan_free(p);
+    unsetenv("INFER_MATMUL");
+#else
+    (void)path;
 #endif
 }
 
@@ -722,6 +946,19 @@ static void test_dry_run(const char *path35) {
     T_CHECK(rc == 0 && strstr(out, "split mode layer") && strstr(out, "layers 0-10 ") && strstr(out, "layers 11-39") &&
                 strstr(out, "CUDA1"),
             "llm-run --dry-run -sm layer -ts 1,3 (exit %d):\n%s", rc, out);
+    /* tensor parallelism over two stated GPUs: the degree, the group as the trunk's home, a memory row per device */
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 99 -sm tensor --dry-run-mem 24G,24G", path35);
+    rc = run(args, out, sizeof out);
+    T_CHECK(rc == 0 && strstr(out, "split mode tensor, tensor parallel 2 (CUDA0+CUDA1)") &&
+                strstr(out, "layers 0-39                CUDA0+CUDA1 (shards)") && strstr(out, "\n  CUDA1 ") &&
+                strstr(out, "note: tensor parallelism over CUDA0+CUDA1"),
+            "llm-run --dry-run -sm tensor (exit %d):\n%s", rc, out);
+    snprintf(args, sizeof args, "-m %s --dry-run -ngl 3 -sm tensor --dry-run-mem 24G,24G", path35);
+    rc = run(args, out, sizeof out);
+    const char *nl = strchr(out, '\n');
+    T_CHECK(rc == 1 && strstr(out, "split_mode tensor puts every layer on every device") &&
+                strstr(out, "n_gpu_layers 3") && nl && !strchr(nl + 1, '\n'),
+            "llm-run --dry-run -sm tensor -ngl 3: one line, the load's (exit %d):\n%s", rc, out);
     /* a layer split loads: the plan says so */
     snprintf(args, sizeof args, "-m %s --dry-run -ngl 20 --dry-run-mem 24G", path35);
     rc = run(args, out, sizeof out);
@@ -749,6 +986,7 @@ int main(void) {
     test_27b(p27);
     test_semantics(small);
     test_errors(small);
+    test_tp(small);
     /* equality on small models of each family: plain, q8_0 cells with 3 sequences and MTP drafting */
     const char *archs[] = {"llama", "qwen3moe", "qwen35", "qwen35moe"};
     infer_ctx_params cp = infer_ctx_params_default(), draft = infer_ctx_params_default();
@@ -770,6 +1008,7 @@ int main(void) {
     test_scratch_equality(small, "qwen35moe + MTP drafting", &draft);
     draft.n_draft = 0;
     test_scratch_equality_device(small, "qwen35moe, 3 sequences, q8_0", &draft);
+    test_overhead_measured(small);
     test_scratch_equality_placed(small, "qwen35moe + MTP block, 3 sequences, q8_0", 2, 0, &draft);
     test_scratch_equality_placed(small, "qwen35moe + MTP block, 3 sequences, q8_0", 4, 0, &draft);
     test_dry_run(p35);
