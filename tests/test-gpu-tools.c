@@ -24,7 +24,9 @@
  *     so is the split -ngl 1 with 200M, naming the layers; with 260M (the 256 MiB reserve, then 4 MiB) the
  *     whole model (5.8 MiB) is refused while -ngl 1 (2.3 MiB) loads and gives the CPU's tokens: the fit
  *     counts only what goes to the device; with 300M the weights fit but a context of 10^6 cells does not:
- *     infer_ctx_create refuses it with what it needs and what is free, before allocating any cell;
+ *     infer_ctx_create refuses it with what it needs and what is free, before allocating any cell; under -sm tensor
+ *     over 2 devices a rank's shards that do not fit (200M) and a context whose rank part does not (300M,
+ *     -c 2000000) are each one line with both numbers;
  *   - INFER_EMU_DEVICES=2 with -mg 1: the same tokens, and the emulator's exit statistics (INFER_EMU_STATS=1)
  *     show device 0 untouched (no launch, allocation, sync or copy) and device 1 doing the work;
  *   - INFER_EMU_DEVICES=2 with -sm layer: the CPU's tokens (-ngl 99 -ts 1,1 on qwen35moe, -ngl 3 on qwen35: the
@@ -337,6 +339,22 @@ static void too_small(void) {
                 strstr(out, "MiB free") && strstr(out, "needs"),
             "INFER_EMU_MEM=300M, -c 1000000: one line with what the context needs and what is free, exit 1 (exit %d): "
             "%s", rcc, out);
+    /* -sm tensor over 2 devices: a rank's shards that do not fit are refused at load, a context whose part on a rank
+     * does not fit at creation, each in one line with both numbers */
+    const char *hy = synth("qwen35moe", "F32");
+    if (!hy) return;
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 99 -sm tensor", hy, prompt);
+    const int rct = run("INFER_EMU_DEVICES=2 INFER_EMU_MEM=200M", "llm-run", args, out, sizeof out);
+    T_CHECK(rct == 1 && n_lines(out) == 1 && strstr(out, "rank 0's shards on CUDA device 0 need") &&
+                strstr(out, "MiB free"),
+            "-sm tensor, INFER_EMU_MEM=200M: one line naming the rank, what it needs and what is free (exit %d): %s",
+            rct, out);
+    snprintf(args, sizeof args, "-m %s %s -n 2 -ngl 99 -sm tensor -c 2000000", hy, prompt);
+    const int rctc = run("INFER_EMU_DEVICES=2 INFER_EMU_MEM=300M", "llm-run", args, out, sizeof out);
+    T_CHECK(rctc == 1 && n_lines(out) == 1 && strstr(out, "infer_ctx_create: the context's part on CUDA device 0") &&
+                strstr(out, "MiB free") && strstr(out, "needs"),
+            "-sm tensor, INFER_EMU_MEM=300M, -c 2000000: one line with what a rank's part needs and what is free "
+            "(exit %d): %s", rctc, out);
 }
 
 /* -mg 1 of 2 devices: device 0 untouched. */
