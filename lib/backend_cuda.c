@@ -399,15 +399,19 @@ infer_status backend_cuda_tp_borrow(struct infer_backend *b, struct infer_backen
     return INFER_OK;
 }
 
-infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *const *bufs, int32_t n, size_t bytes) {
+/* One NCCL collective over every rank, each rank's part (call) queued on its stream, all in one group: one thread
+ * driving several devices must queue a collective on all of them before NCCL may wait for any. */
+typedef ncclResult_t (*backend_cuda_part_fn)(struct backend_cuda *c, void *buf, size_t count);
+
+static infer_status backend_cuda_group(const char *what, struct infer_backend *const *bes, void *const *bufs,
+                                       int32_t n, size_t count, backend_cuda_part_fn call) {
     infer_status st = INFER_OK;
     int open = 0;
     NCCL_TRY("ncclGroupStart", ncclGroupStart());
     open = 1;
     for (int32_t r = 0; r < n; r++) {
-        struct backend_cuda *c = backend_cuda_of(bes[r]);
         CU_TRY(backend_cuda_current(bes[r]));
-        NCCL_TRY("ncclBroadcast", ncclBroadcast(bufs[r], bufs[r], bytes, ncclUint8, 0, c->comm, c->stream));
+        NCCL_TRY(what, call(backend_cuda_of(bes[r]), bufs[r], count));
     }
     open = 0;
     NCCL_TRY("ncclGroupEnd", ncclGroupEnd());
@@ -416,21 +420,20 @@ fail:
     return st;
 }
 
+static ncclResult_t backend_cuda_part_broadcast(struct backend_cuda *c, void *buf, size_t bytes) {
+    return ncclBroadcast(buf, buf, bytes, ncclUint8, 0, c->comm, c->stream);
+}
+
+static ncclResult_t backend_cuda_part_sum(struct backend_cuda *c, void *buf, size_t count) {
+    return ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, c->comm, c->stream);
+}
+
+infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *const *bufs, int32_t n, size_t bytes) {
+    return backend_cuda_group("ncclBroadcast", bes, bufs, n, bytes, backend_cuda_part_broadcast);
+}
+
 infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
-    infer_status st = INFER_OK;
-    int open = 0;
-    NCCL_TRY("ncclGroupStart", ncclGroupStart());
-    open = 1;
-    for (int32_t r = 0; r < n; r++) {
-        struct backend_cuda *c = backend_cuda_of(bes[r]);
-        CU_TRY(backend_cuda_current(bes[r]));
-        NCCL_TRY("ncclAllReduce", ncclAllReduce(bufs[r], bufs[r], count, ncclFloat32, ncclSum, c->comm, c->stream));
-    }
-    open = 0;
-    NCCL_TRY("ncclGroupEnd", ncclGroupEnd());
-fail:
-    if (open && ncclGroupEnd() != ncclSuccess) infer_log(INFER_LOG_WARN, "cuda backend: ncclGroupEnd after a failure");
-    return st;
+    return backend_cuda_group("ncclAllReduce", bes, (void *const *)bufs, n, count, backend_cuda_part_sum);
 }
 
 #else

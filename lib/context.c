@@ -265,9 +265,8 @@ static infer_status ctx_create_tp(const infer_model *m, const infer_ctx_params *
     }
     infer_ctx *c = st_[0];
     c->tp_n = m->tp_n;
-    c->tp_world = m->tp_world;
     memcpy(c->tp, st_, sizeof st_);
-    if (c->tp_world > c->tp_n) {
+    if (m->tp_world > m->tp_n) {
         const size_t bytes = tp_msg_ints(c->n_batch) * sizeof(int32_t);
         c->tp_msg_host = xcalloc(1, bytes);
         if (!c->tp_msg_host) {

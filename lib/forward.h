@@ -118,9 +118,9 @@ struct infer_ctx {
      * rank 0's with the residual. tp_n 0: no group. */
     int32_t tp_rank, tp_n;
     struct infer_ctx *tp[INFER_MAX_DEVICES];
-    /* a group over several processes (tp_world > tp_n; tp_serve.c): the public context's message to the other
-     * processes (rank 0's batches and sequence edits), in host memory and in each local rank's device memory */
-    int32_t tp_world;
+    /* a group over several processes (the model's tp_world > tp_n; tp_serve.c; else NULL): the public context's
+     * message to the other processes (rank 0's batches and sequence edits), in host memory and in each local rank's
+     * device memory */
     int32_t *tp_msg_host;
     void *tp_msg[INFER_MAX_DEVICES];
 };

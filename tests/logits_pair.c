@@ -57,9 +57,9 @@ int pair_within(const struct pair_stats *s, enum pair_mode mode, const char *fty
     return ok;
 }
 
-static int pair_argmax(const float *x, int32_t n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
+int32_t pair_argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
 }

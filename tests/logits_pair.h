@@ -68,6 +68,9 @@ int pair_within(const struct pair_stats *s, enum pair_mode mode, const char *fty
  * backend cannot be made, the probe fails, or an op no device may round differently differs. */
 int pair_probe_mode(enum pair_mode *mode, char *msg, size_t msg_size);
 
+/* The index of the largest of n logits (the first of equals): greedy decoding's pick. */
+int32_t pair_argmax(const float *x, int32_t n);
+
 /* The last failure of a pair_* call (a decode that failed on one side, a missing row). */
 const char *pair_error(void);
 

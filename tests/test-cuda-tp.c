@@ -245,13 +245,6 @@ static infer_ctx *make_ctx(const infer_model *m, int32_t n_draft) {
     return c;
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* Greedy tokens of N_GREEDY single-token steps after a short prompt. */
 static int greedy(infer_ctx *c, int32_t n_vocab, int32_t *out) {
     const int32_t prompt[4] = {7, 3, 11, 5};
@@ -260,7 +253,7 @@ static int greedy(infer_ctx *c, int32_t n_vocab, int32_t *out) {
     for (int i = 0; i < N_GREEDY; i++) {
         const float *l = infer_logits(c, -1);
         if (!l) return 0;
-        out[i] = argmax(l, n_vocab);
+        out[i] = pair_argmax(l, n_vocab);
         infer_batch d = {1, &out[i], NULL, NULL, NULL};
         if (infer_decode(c, &d) != INFER_OK) return 0;
     }
