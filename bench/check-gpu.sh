@@ -41,8 +41,9 @@ run() { # title, command...: the command's output into the log, its status and s
 }
 run "build" make -j"$(nproc)" BUILD="$B" CUDA_ARCHS="$arch" all
 # the emulator's list, on the device: tests/run.sh prints each program's FAIL/SKIP lines and summary; the
-# whole logs come back in gpu-test-logs.tar.gz
-run "GPU tests (tests/run.sh's check-emu list)" env INFER_BUILD_DIR="$B" INFER_EMU_RUN=1 sh tests/run.sh
+# whole logs come back in gpu-test-logs.tar.gz. One program at a time: they share the one GPU, and test-plan
+# reads its free memory
+run "GPU tests (tests/run.sh's check-emu list)" env INFER_BUILD_DIR="$B" INFER_EMU_RUN=1 INFER_TEST_JOBS=1 sh tests/run.sh
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-test-logs.tar.gz" -C "$B" test-logs 2>/dev/null
 run "bench-ops smoke (Q4_K)" "$B/bench-ops" -t q4_K -r 20
 small=${TMPDIR:-/tmp}/check-gpu-qwen3-0.6b-q4km.gguf

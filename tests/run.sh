@@ -6,27 +6,80 @@ B=${INFER_BUILD_DIR:-build}
 # (t_quick in tests/t.h): ASan finds a bad access on the path, not on the tenth model through it, and the
 # plain run has checked every value. This keeps CI (both halves) well inside its time.
 if [ "$SAN" = 1 ] && [ -z "$INFER_TEST_QUICK" ]; then export INFER_TEST_QUICK=1; fi
-pass=0 fail=0 skip=0 failed=""
+pass=0 fail=0 skip=0 failed="" names=""
 mkdir -p "$B/test-logs"
+# Test programs run INFER_TEST_JOBS at a time (default: one per core). The emulator runs a kernel on one host
+# thread and most tests are single-threaded, so on CI's 2 cores this nearly halves the suite's time. The
+# slowest programs start first (slow_first). INFER_TEST_FAILFAST=1 runs them one at a time, in order.
+jobs=${INFER_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$INFER_TEST_FAILFAST" = 1 ] && jobs=1
+slots=$(mktemp -u)
+mkfifo "$slots" || exit 1
+exec 3<>"$slots"
+rm -f "$slots"
+i=0
+while [ "$i" -lt "$jobs" ]; do echo >&3; i=$((i + 1)); done
 
 record() { # name status
     case $2 in
-    0) pass=$((pass + 1)); echo "PASS $1" ;;
-    77) skip=$((skip + 1)); echo "SKIP $1" ;;
-    *) fail=$((fail + 1)); failed="$failed $1"; echo "FAIL $1 (exit $2, log: $B/test-logs/$1.log)"
-       if [ "$INFER_TEST_FAILFAST" = 1 ]; then echo "failed:$failed (stopping at the first failure)"; exit 1; fi ;;
+    0) pass=$((pass + 1)) ;;
+    77) skip=$((skip + 1)) ;;
+    *) fail=$((fail + 1)); failed="$failed $1" ;;
     esac
 }
 
-run() { # name command...: runs it, logs to $B/test-logs/name.log, prints its failures, summary and seconds
+verdict() { # name status: the line record's count stands for
+    case $2 in
+    0) echo "PASS $1" ;;
+    77) echo "SKIP $1" ;;
+    *) echo "FAIL $1 (exit $2, log: $B/test-logs/$1.log)" ;;
+    esac
+}
+
+run_one() { # name command...: logs to $B/test-logs/name.log, leaves the status in name.rc, prints one block
     name=$1
     shift
     t0=$(date +%s)
-    "$@" > "$B/test-logs/$name.log" 2>&1
+    "$@" > "$B/test-logs/$name.log" 2>&1 3>&-
     st=$?
-    grep -E '^(FAIL|SKIP)' "$B/test-logs/$name.log" | head -20
-    echo "$(tail -n 1 "$B/test-logs/$name.log") ($(($(date +%s) - t0)) s)"
-    record "$name" $st
+    echo "$st" > "$B/test-logs/$name.rc"
+    # one printf, so that two programs ending together do not interleave their lines
+    printf '%s' "$(grep -E '^(FAIL|SKIP)' "$B/test-logs/$name.log" | head -20
+                   echo "$(tail -n 1 "$B/test-logs/$name.log") ($(($(date +%s) - t0)) s)"
+                   verdict "$name" $st)
+"
+}
+
+run() { # name command...: starts it when a slot is free; its result is counted by finish
+    read -r _ <&3
+    rm -f "$B/test-logs/$1.rc"
+    names="$names $1"
+    (run_one "$@"; echo >&3) &
+    if [ "$INFER_TEST_FAILFAST" = 1 ]; then
+        wait
+        st=$(cat "$B/test-logs/$1.rc")
+        case $st in 0|77) ;; *) echo "failed: $1 (stopping at the first failure)"; exit 1 ;; esac
+    fi
+}
+
+finish() { # waits for every program started, then counts their results
+    wait
+    for n in $names; do record "$n" "$(cat "$B/test-logs/$n.rc" 2>/dev/null || echo 1)"; done
+    names=""
+}
+
+# the slowest programs, measured, in the order they start: while they run, the short ones fill the other slots
+SLOW="test-gpu-tools test-cuda-e2e test-cuda-tp test-cuda-multi test-cuda-split test-cuda-offload test-spec
+      test-llama-logits test-tokenizer test-tools test-synth test-gpu-like test-llama-files test-llama-greedy"
+slow_first() { # the test programs under $B/tests that find's tests "$@" select, SLOW's first
+    all=$(find "$B/tests" -type f "$@" ! -name '*.[od]' | sort)
+    for s in $SLOW; do echo "$all" | grep "/$s\$"; done
+    for t in $all; do
+        case " $(echo $SLOW) " in
+        *" $(basename "$t") "*) ;;
+        *) echo "$t" ;;
+        esac
+    done
 }
 
 # The CUDA emulator's build (make check-emu): the GPU tests only, every one of them run, none skipped.
@@ -34,10 +87,10 @@ if [ "$INFER_EMU_RUN" = 1 ]; then
     # the kernel-level tests first: with INFER_TEST_FAILFAST (tests/emu/mutants.sh) they fail soonest
     run test-emu "$B/tests/emu/test-emu"
     run test-ops-cuda "$B/tests/test-ops" -b cuda
-    for t in $(find "$B/tests" -type f \( -name 'test-cuda-*' -o -name 'test-device' -o -name 'test-gpu-tools' -o -name 'test-plan' \) \
-               ! -name '*.[od]' | sort); do
+    for t in $(slow_first \( -name 'test-cuda-*' -o -name 'test-device' -o -name 'test-gpu-tools' -o -name 'test-plan' \)); do
         run "$(basename "$t")" "$t"
     done
+    finish
     [ "$skip" -eq 0 ] || { echo "a GPU test was skipped (none may: the emulator or a device runs them all)"; fail=$((fail + 1)); }
     [ -n "$failed" ] && echo "failed:$failed"
     echo "GPU tests: $pass passed, $fail failed, $skip skipped"
@@ -45,41 +98,41 @@ if [ "$INFER_EMU_RUN" = 1 ]; then
     exit
 fi
 
-for t in $(find "$B/tests" -type f -name 'test-*' ! -name '*.o' ! -name '*.d' | sort); do
+for t in $(slow_first -name 'test-*'); do
     run "$(basename "$t")" "$t"
 done
+
+# A user's program built against an installed copy through pkg-config.
+[ "$SAN" = 1 ] || run install sh tests/install/check.sh "$B"
+
+# The GGUF parser under libFuzzer for a short smoke period.
+if command -v clang >/dev/null 2>&1; then
+    run fuzz-gguf $MAKE -s fuzz BUILD="$B" FUZZ_TIME="${FUZZ_TIME:-20}"
+else
+    echo "SKIP (clang not found: no libFuzzer smoke run)"; skip=$((skip + 1))
+fi
 
 # The logits, greedy, MTP and Q8_0-cache conformance once more against a fixed llama.cpp CPU backend
 # (INFER_PEER_CPU), so that their bounds hold on two: haswell (AVX2), or x64 where haswell is what llama.cpp
 # picked above or the CPU lacks AVX2. Each log names the backend it ran on. Not under SAN=1: the second
 # backend changes llama.cpp's numbers, not ours, and the plain run has checked them (this saves ~7 minutes
-# of ASan).
+# of ASan). The backend picked is read from test-llama-logits' log, once it has ended.
 if [ "$SAN" != 1 ]; then
-picked=$(sed -n 's/^llama.cpp CPU backend: //p' "$B/test-logs/test-llama-logits.log" 2>/dev/null)
-fixed=haswell
-if [ "$picked" = libggml-cpu-haswell.so ] || ! grep -qw avx2 /proc/cpuinfo; then fixed=x64; fi
-for t in test-llama-logits test-llama-greedy test-llama-mtp test-llama-kvq8; do
-    run "$t@$fixed" env INFER_PEER_CPU=$fixed "$B/tests/conformance/$t"
-done
+    case " $names " in *" test-llama-logits "*)
+        while [ ! -f "$B/test-logs/test-llama-logits.rc" ]; do sleep 1; done ;;
+    esac
+    picked=$(sed -n 's/^llama.cpp CPU backend: //p' "$B/test-logs/test-llama-logits.log" 2>/dev/null)
+    fixed=haswell
+    if [ "$picked" = libggml-cpu-haswell.so ] || ! grep -qw avx2 /proc/cpuinfo; then fixed=x64; fi
+    for t in test-llama-logits test-llama-greedy test-llama-mtp test-llama-kvq8; do
+        run "$t@$fixed" env INFER_PEER_CPU=$fixed "$B/tests/conformance/$t"
+    done
 fi
+finish
 
 # Only infer_* may leave the shared library.
 bad=$(nm -D --defined-only "$B/libinfer.so" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^infer_' | grep -v '^_' )
 if [ -z "$bad" ]; then record exports 0; else echo "exported non-infer symbols: $bad"; record exports 1; fi
-
-# A user's program built against an installed copy through pkg-config.
-if [ "$SAN" != 1 ]; then
-    sh tests/install/check.sh "$B" > "$B/test-logs/install.log" 2>&1
-    st=$?; tail -n 1 "$B/test-logs/install.log"; record install $st
-fi
-
-# The GGUF parser under libFuzzer for a short smoke period.
-if command -v clang >/dev/null 2>&1; then
-    $MAKE -s fuzz BUILD="$B" FUZZ_TIME="${FUZZ_TIME:-20}" > "$B/test-logs/fuzz.log" 2>&1
-    st=$?; grep -E '^(Done|==|SUMMARY)' "$B/test-logs/fuzz.log" | tail -n 3; record fuzz-gguf $st
-else
-    echo "SKIP (clang not found: no libFuzzer smoke run)"; skip=$((skip + 1))
-fi
 
 [ -n "$failed" ] && echo "failed:$failed"
 echo "$pass passed, $fail failed, $skip skipped"
