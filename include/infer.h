@@ -258,7 +258,7 @@ struct infer_ctx_params {
     int32_t n_ctx;     /* positions each sequence's KV cache holds; 0: min(training context, 4096) */
     int32_t n_batch;   /* most tokens one infer_decode call takes (default 512) */
     int32_t n_seq;     /* independent sequences (default 1) */
-    int32_t n_threads; /* CPU threads; 0: all online cores */
+    int32_t n_threads; /* CPU threads; 0: all online cores. INFER_MAX_THREADS in the environment caps it */
     int32_t kv_type;   /* INFER_TYPE_F16 (default) or INFER_TYPE_Q8_0 (head_dim a multiple of 32) */
     int32_t n_draft;   /* MTP speculative decoding (infer_spec_step): tokens drafted per step, 0..4 (0: off,
                         * the default); needs a model with an MTP layer (infer_model_n_mtp). It also keeps

@@ -9,6 +9,7 @@
  * of that batch must be truncated to a kept state or cleared; the CPU ops fail only on bad shapes,
  * which context creation rules out.)
  */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -175,6 +176,10 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int)(n < 64 ? n : 64) : 1;
     }
+    /* a machine shared with other jobs: two spinning pools on too few cores wait out each other's time slices at
+     * every op (tests/run.sh sets 1 while it runs test programs side by side) */
+    const int cap = getenv("INFER_MAX_THREADS") ? atoi(getenv("INFER_MAX_THREADS")) : 0;
+    if (cap >= 1 && cap < n_threads) n_threads = cap;
     if (c->on_device)
         TRY(backend_cuda_create(stage->device, &c->be)); /* the context's own stream on the stage's device */
     else if (stage->d->home != CTX_HOST)

@@ -13,6 +13,10 @@ mkdir -p "$B/test-logs"
 # slowest programs start first (slow_first). INFER_TEST_FAILFAST=1 runs them one at a time, in order.
 jobs=${INFER_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 [ "$INFER_TEST_FAILFAST" = 1 ] && jobs=1
+# Side by side, each program's contexts (and llama.cpp's) run one CPU thread: two spinning thread pools on two
+# cores wait out each other's time slices at every op (test-spec took 9x its time so). test-ops still drives its
+# kernels with several threads (its own backends, not contexts).
+if [ "$jobs" -gt 1 ] && [ -z "$INFER_MAX_THREADS" ]; then export INFER_MAX_THREADS=1; fi
 slots=$(mktemp -u)
 mkfifo "$slots" || exit 1
 exec 3<>"$slots"

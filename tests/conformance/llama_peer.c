@@ -203,6 +203,8 @@ void *llama_peer_context(const struct llama_peer *p, void *model, uint32_t n_ctx
     cp.n_ctx = n_ctx;
     cp.n_batch = cp.n_ubatch = n_ctx;
     cp.n_threads = cp.n_threads_batch = 2; /* the CI machine has 2 cores */
+    const int cap = getenv("INFER_MAX_THREADS") ? atoi(getenv("INFER_MAX_THREADS")) : 0;
+    if (cap == 1) cp.n_threads = cp.n_threads_batch = 1; /* as our contexts (lib/context.c) */
     cp.ctx_type = ctx_type;
     cp.ctx_other = other;
     void *c = p->init_from_model(model, cp);
