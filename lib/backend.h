@@ -90,6 +90,9 @@ infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *cons
 /* bufs[r] (count floats in bes[r]'s memory) = the sum of every rank's, the same bits on every rank; queued on each
  * rank's stream as one NCCL group (one thread drives every rank). */
 infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count);
+/* The group's rank 0's bufs (count floats) = the sum of every rank's; the others' unchanged. As allreduce, one
+ * NCCL group. */
+infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count);
 /* Releases a backend from any *_create; NULL is a no-op. */
 void backend_free(struct infer_backend *b);
 

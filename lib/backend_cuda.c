@@ -428,12 +428,20 @@ static ncclResult_t backend_cuda_part_sum(struct backend_cuda *c, void *buf, siz
     return ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, c->comm, c->stream);
 }
 
+static ncclResult_t backend_cuda_part_reduce(struct backend_cuda *c, void *buf, size_t count) {
+    return ncclReduce(buf, buf, count, ncclFloat32, ncclSum, 0, c->comm, c->stream);
+}
+
 infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *const *bufs, int32_t n, size_t bytes) {
     return backend_cuda_group("ncclBroadcast", bes, bufs, n, bytes, backend_cuda_part_broadcast);
 }
 
 infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
     return backend_cuda_group("ncclAllReduce", bes, (void *const *)bufs, n, count, backend_cuda_part_sum);
+}
+
+infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
+    return backend_cuda_group("ncclReduce", bes, (void *const *)bufs, n, count, backend_cuda_part_reduce);
 }
 
 #else
@@ -467,6 +475,11 @@ infer_status backend_cuda_broadcast(struct infer_backend *const *bes, void *cons
 infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
     (void)bes, (void)bufs, (void)count;
     return infer_fail(INFER_E_UNSUPPORTED, "all-reduce over %d ranks: built without CUDA (NCCL)", n);
+}
+
+infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
+    (void)bes, (void)bufs, (void)count;
+    return infer_fail(INFER_E_UNSUPPORTED, "reduce over %d ranks: built without CUDA (NCCL)", n);
 }
 
 #endif

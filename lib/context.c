@@ -17,6 +17,7 @@
 #include "ctx_stages.h"
 #include "forward.h"
 #include "quant.h"
+#include "tp.h"
 
 infer_ctx_params infer_ctx_params_default(void) {
     infer_ctx_params p = {0, 512, 1, 0, INFER_TYPE_F16, 0};
@@ -156,6 +157,7 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     dims.heads = stage->d->heads;
     dims.exps_host = stage->d->exps_host;
     dims.x_host = stage->d->x_host && on_device;
+    dims.head_rows = stage->d->head_rows;
     if (dims.n_draft > 0 && on_device && dims.heads)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
                           "yet (the head and the MTP block are there); draft on the CPU with n_gpu_layers at most the "
@@ -171,6 +173,8 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     c->n_draft = dims.n_draft;
     c->spec_force = -1;
     c->on_device = dims.on_device;
+    c->head_v0 = stage->d->head_v0;
+    c->head_rows = stage->d->head_rows;
     int n_threads = p ? p->n_threads : 0;
     if (n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -258,10 +262,14 @@ fail:
 static infer_status ctx_create_tp(const infer_model *m, const infer_ctx_params *p, infer_ctx **out) {
     infer_status st = INFER_OK;
     infer_ctx *st_[INFER_MAX_DEVICES] = {NULL};
+    struct tp_rank rk[INFER_MAX_DEVICES];
+    TRY(tp_ranks(m, m->tp_world, rk)); /* as the load cut them: each rank's rows of the head */
     for (int32_t r = 0; r < m->tp_n; r++) {
         const int32_t rank = m->tp_rank0 + r;
+        const int cut = m->tp_world > 1; /* a group of one keeps the whole head on rank 0 */
         const struct ctx_stage_desc d = {.home = m->gpu[r].device, .il0 = 0, .il1 = (int32_t)m->hp.n_layer,
-                                         .heads = rank == 0};
+                                         .heads = rank == 0, .head_v0 = cut ? rk[rank].v0 : 0,
+                                         .head_rows = cut ? rk[rank].v1 - rk[rank].v0 : 0};
         const struct ctx_stage stage = {.d = &d, .device = m->gpu[r].device};
         TRY(ctx_create(m->tp_view[r], p, &stage, &st_[r]));
         if (r > 0) st_[r - 1]->next_stage = st_[r]; /* the public context frees the chain */

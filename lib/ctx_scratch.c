@@ -95,6 +95,10 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
         DEV(g_out, T * (size_t)vd, F);
     }
     if (d->heads) DEV(logits, T * V, F);
+    if (d->head_rows > 0) { /* a rank's logits of its rows, and (but rank 0's logits) its part of their reduce */
+        DEV(head_part, T * (size_t)d->head_rows, F);
+        if (!d->heads) DEV(head_sum, (size_t)CTX_TP_HEAD_ROWS * V, F);
+    }
     if (mtp) {
         DEV(hid, T * (size_t)n_embd, F);
         DEV(mtp_h, T * (size_t)n_embd, F);

@@ -25,7 +25,10 @@ struct ctx_dims {
     int heads;     /* the stage runs the head: it has the logits (every context but a split's device stage) */
     int exps_host; /* a device stage whose layers keep routed experts in host memory (expert offload) */
     int x_host;    /* a device stage of a pass of several segments: x crosses the bus (ctx_stages.h) */
+    int64_t head_rows; /* a rank of a tensor-parallel group of several: its vocabulary rows of the head (else 0) */
 };
+
+enum { CTX_TP_HEAD_ROWS = 8 }; /* logits rows per reduce of a tensor-parallel head (forward_tp.c) */
 
 /* Checks p (NULL: defaults) against m and resolves its zeros to the defaults, for a whole context (heads 1).
  * who names the caller in messages ("infer_ctx_create"). INFER_E_ARG / INFER_E_UNSUPPORTED as

@@ -114,6 +114,10 @@ fail:
 }
 
 infer_status forward_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
+    return forward_head_to(c, n_tokens, n_out, c->logits);
+}
+
+infer_status forward_head_to(struct infer_ctx *c, int32_t n_tokens, int32_t n_out, float *y) {
     infer_status st = INFER_OK;
     const struct infer_model *m = c->m;
     const int64_t n_embd = m->hp.n_embd;
@@ -128,7 +132,7 @@ infer_status forward_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out) 
         int32_t xq_type = -2;
         TRY(forward_gather(c, src, n_tokens, n_out));
         if (!c->hid) TRY(forward_norm_in(c, c->xn, m->output_norm, c->xn, n_embd, n_out, m->output, &xq_type));
-        TRY(forward_matmul(c, m->output, NULL, c->xn, n_out, c->logits, NULL, MMV_PLAIN, &xq_type));
+        TRY(forward_matmul(c, m->output, NULL, c->xn, n_out, y, NULL, MMV_PLAIN, &xq_type));
     }
 fail:
     return st;

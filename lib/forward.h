@@ -118,6 +118,11 @@ struct infer_ctx {
      * rank 0's with the residual. tp_n 0: no group. */
     int32_t tp_rank, tp_n;
     struct infer_ctx *tp[INFER_MAX_DEVICES];
+    /* a group of several ranks cuts the head at vocabulary rows: this rank's rows head_v0.. (head_rows of them; 0:
+     * the head is whole on rank 0), their logits (T, head_rows) and, ranks > 0, (CTX_TP_HEAD_ROWS, n_vocab) rows
+     * of its part of the reduce into rank 0's logits */
+    int64_t head_v0, head_rows;
+    float *head_part, *head_sum;
     /* a group over several processes (the model's tp_world > tp_n; tp_serve.c; else NULL): the public context's
      * message to the other processes (rank 0's batches and sequence edits), in host memory and in each local rank's
      * device memory */
@@ -188,6 +193,8 @@ infer_status forward_mixer(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 /* The head over the n_out rows asked of a batch of n_tokens (c->dout): gather, norm, project into c->logits; a
  * drafting context first keeps every token's normed hidden state in c->hid. */
 infer_status forward_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out);
+/* forward_head's logits of the asked rows into y (n_out, the head's rows) */
+infer_status forward_head_to(struct infer_ctx *c, int32_t n_tokens, int32_t n_out, float *y);
 /* Several processes (tp_serve.c): what the process of the group's rank 0 sends the others before changing its
  * context (a batch validated by infer_decode, a sequence's truncation or checkpoint, the end); nothing when the
  * group is this process's or this process follows. */

@@ -4,8 +4,9 @@
  * go to every rank, the tokens and the asked rows to rank 0; rank 0 looks the tokens up while the others zero x,
  * and an all-reduce hands x to all. Then, block by block, every rank queues its part (its heads, its FFN columns;
  * rank 0's last product adds the residual, the others' write their partial sum into x) and one all-reduce of x
- * adds them up, leaving the same bits on every rank (so the next block's norms and routing agree everywhere). The
- * head runs on rank 0. NCCL needs a thread driving several devices to queue each collective on all of them in one
+ * adds them up, leaving the same bits on every rank (so the next block's norms and routing agree everywhere). Each
+ * rank computes the logits of its vocabulary rows of the head, and one reduce per CTX_TP_HEAD_ROWS outputs gathers
+ * them into rank 0's logits. NCCL needs a thread driving several devices to queue each collective on all of them in one
  * group, so the ranks' ops are queued block by block, in rank order, between the all-reduces. With the group over
  * several processes (hosts), each runs this pass for its own ranks, the others following rank 0's batches
  * (tp_serve.c). No CUDA graphs yet: every op is launched each step.
@@ -25,6 +26,38 @@ static infer_status forward_tp_allreduce(struct infer_ctx *c, int32_t n_tokens) 
     return backend_cuda_allreduce(bes, bufs, c->tp_n, (size_t)n_tokens * (size_t)c->m->hp.n_embd);
 }
 
+/* The logits of the n_out asked rows into rank 0's: the whole head there when the group is one rank; else each
+ * rank's rows into its head_part, then, CTX_TP_HEAD_ROWS outputs at a time, each rank places its logits at its
+ * columns of zeroed full rows (rank 0: its logits) and a reduce sums them into rank 0's. Every other column is a zero,
+ * so each logit arrives exactly as its rank computed it. */
+static infer_status forward_tp_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
+    infer_status st = INFER_OK;
+    if (c->head_rows == 0) return c->tp_rank == 0 ? forward_head(c, n_tokens, n_out) : INFER_OK;
+    if (n_out == 0) return INFER_OK;
+    const int64_t V = c->m->hp.n_vocab;
+    for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_head_to(c->tp[r], n_tokens, n_out, c->tp[r]->head_part));
+    for (int32_t t0 = 0; t0 < n_out; t0 += CTX_TP_HEAD_ROWS) {
+        const int32_t nt = n_out - t0 < CTX_TP_HEAD_ROWS ? n_out - t0 : CTX_TP_HEAD_ROWS;
+        struct infer_backend *bes[INFER_MAX_DEVICES];
+        float *sums[INFER_MAX_DEVICES];
+        for (int32_t r = 0; r < c->tp_n; r++) {
+            struct infer_ctx *s = c->tp[r];
+            float *sum = s->tp_rank == 0 ? s->logits + (size_t)t0 * (size_t)V : s->head_sum;
+            TRY(s->be->ops->zero(s->be, sum, (size_t)nt * (size_t)V * sizeof(float)));
+            for (int32_t t = 0; t < nt; t++) {
+                const float *part = s->head_part + (size_t)(t0 + t) * (size_t)s->head_rows;
+                TRY(s->be->ops->copy(s->be, sum + (size_t)t * (size_t)V + s->head_v0, part,
+                                     (size_t)s->head_rows * sizeof(float)));
+            }
+            bes[r] = s->be;
+            sums[r] = sum;
+        }
+        TRY(backend_cuda_reduce(bes, sums, c->tp_n, (size_t)nt * (size_t)V));
+    }
+fail:
+    return st;
+}
+
 infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
     const size_t ids = (size_t)n_tokens * sizeof(int32_t);
@@ -36,12 +69,15 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         }
         TRY(s->be->ops->upload(s->be, s->dpos, s->pos, ids));
         c->bus_bytes += ids;
+        if (n_out > 0 && (r == 0 || s->head_rows > 0)) { /* the asked rows, to every rank computing logits */
+            TRY(s->be->ops->upload(s->be, s->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
+            c->bus_bytes += (uint64_t)n_out * sizeof(int32_t);
+        }
     }
     const int head = c->tp_rank == 0; /* this process holds the group's rank 0 (several processes: one does) */
     if (head) {
         TRY(c->be->ops->upload(c->be, c->dtok, tokens, ids));
-        if (n_out > 0) TRY(c->be->ops->upload(c->be, c->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
-        c->bus_bytes += ids + (uint64_t)n_out * sizeof(int32_t);
+        c->bus_bytes += ids;
         TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
     }
     for (int32_t r = head; r < c->tp_n; r++) {
@@ -55,7 +91,7 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_ffn(c->tp[r], il, n_tokens));
         TRY(forward_tp_allreduce(c, n_tokens));
     }
-    if (head) TRY(forward_head(c, n_tokens, n_out));
+    TRY(forward_tp_head(c, n_tokens, n_out));
     for (int32_t r = 0; r < c->tp_n; r++) TRY(c->tp[r]->be->ops->sync(c->tp[r]->be));
 fail:
     return st;

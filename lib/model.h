@@ -17,8 +17,9 @@
 struct model_gpu {
     struct infer_backend *be;    /* owned */
     void *weights;               /* owned: one buffer of be */
-    struct gguf_tensor *tensors; /* (gguf->n_tensors) indexed as gguf->tensors: copies of the descriptors placed
-                                    here (data in weights); zeroed where not placed */
+    struct gguf_tensor *tensors; /* (gguf->n_tensors + 1) indexed as gguf->tensors: copies of the descriptors placed
+                                    here (data in weights); zeroed where not placed. The last: a tensor-parallel
+                                    rank 0's rows of a tied head (model_tp.c) */
     int device;                  /* the CUDA device id */
 };
 

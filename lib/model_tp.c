@@ -10,14 +10,16 @@
 #include <string.h>
 
 #include "model.h"
+#include "quant.h"
 #include "tp.h"
 
 #define MODEL_TP_ALIGN 256
 
 static uint64_t model_tp_round(uint64_t n) { return (n + MODEL_TP_ALIGN - 1) & ~(uint64_t)(MODEL_TP_ALIGN - 1); }
 
-/* sl[i] (one per file tensor) = what rank r holds of tensor i: the trunk layers' tensors and, on rank 0, the token
- * table and the head. The MTP blocks hold nothing (drafting on the GPU is refused). */
+/* sl[i] (one per file tensor) = what rank r holds of tensor i: the trunk layers' tensors, the final norm and
+ * rope_freqs, its vocabulary rows of the head and, on rank 0, the token table (whole: with a tied head, rank 0's rows
+ * of the head are rows of it). The MTP blocks hold nothing (drafting on the GPU is refused). */
 static void model_tp_slices(const struct infer_model *m, int32_t r, const struct tp_rank *rk, struct tp_slice *sl) {
     const struct gguf_tensor *base = m->gguf->tensors;
     memset(sl, 0, (size_t)m->gguf->n_tensors * sizeof *sl);
@@ -26,9 +28,11 @@ static void model_tp_slices(const struct infer_model *m, int32_t r, const struct
             const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)role);
             if (slot && *slot) tp_slice_of(m, il, (enum arch_role)role, *slot, r, rk, &sl[*slot - base]);
         }
-    const struct gguf_tensor *globals[] = {m->token_embd, m->output_norm, m->output, m->rope_freqs};
-    for (size_t g = 0; g < sizeof globals / sizeof *globals; g++)
-        if (globals[g]) tp_slice_of(m, -1, ARCH_T_TOKEN_EMBD, globals[g], r, rk, &sl[globals[g] - base]);
+    const struct gguf_tensor *everyone[] = {m->output_norm, m->rope_freqs};
+    for (size_t g = 0; g < sizeof everyone / sizeof *everyone; g++)
+        if (everyone[g]) tp_slice_of(m, -1, ARCH_T_OUTPUT_NORM, everyone[g], r, rk, &sl[everyone[g] - base]);
+    tp_slice_of(m, -1, ARCH_T_OUTPUT, m->output, r, rk, &sl[m->output - base]);
+    if (r == 0) tp_slice_of(m, -1, ARCH_T_TOKEN_EMBD, m->token_embd, r, rk, &sl[m->token_embd - base]);
 }
 
 uint64_t model_tp_rank_bytes(const struct infer_model *m, int32_t r, const struct tp_rank *rk, struct tp_slice *sl) {
@@ -81,8 +85,9 @@ fail:
     return st;
 }
 
-/* Rank r's view: m with the rank's hyperparameters and its trunk layers (and, rank 0, the token table and the head)
- * pointing at its shards. */
+/* Rank r's view: m with the rank's hyperparameters, and its trunk layers, final norm, rope_freqs, rows of the head
+ * and (rank 0) token table pointing at its shards. A tied head's rows on rank 0 are a descriptor of its own, in the
+ * table's spare last slot. */
 static infer_status model_tp_view(const struct infer_model *m, int32_t r, const struct tp_rank *rk,
                                   const struct model_gpu *gpu, struct infer_model **out) {
     const struct gguf_tensor *base = m->gguf->tensors;
@@ -105,11 +110,16 @@ static infer_status model_tp_view(const struct infer_model *m, int32_t r, const 
             const struct gguf_tensor **slot = model_layer_slot(&layers[il], (enum arch_role)role);
             if (slot && *slot) *slot = &gpu->tensors[*slot - base];
         }
-    if (r == 0) {
-        v->token_embd = &gpu->tensors[m->token_embd - base];
-        v->output_norm = &gpu->tensors[m->output_norm - base];
-        v->output = &gpu->tensors[m->output - base];
-        if (m->rope_freqs) v->rope_freqs = &gpu->tensors[m->rope_freqs - base];
+    v->output_norm = &gpu->tensors[m->output_norm - base];
+    if (m->rope_freqs) v->rope_freqs = &gpu->tensors[m->rope_freqs - base];
+    v->output = &gpu->tensors[m->output - base];
+    if (r == 0) v->token_embd = &gpu->tensors[m->token_embd - base];
+    if (r == 0 && m->tied) { /* rows v0..v1 of the whole table rank 0 holds */
+        struct tp_slice rows = {.copy = 1, .n_rows = 1, .rows = {{rk->v0, rk->v1}}};
+        struct gguf_tensor *head = &gpu->tensors[m->gguf->n_tensors];
+        *head = tp_slice_tensor(m->output, &rows);
+        head->data = (const char *)v->token_embd->data + (size_t)rk->v0 * quant_row_bytes(head->type, head->ne[0]);
+        v->output = head;
     }
     v->layers = layers;
     *out = v;

@@ -295,7 +295,8 @@ static void plan_tp_view(const struct plan *p, const struct infer_model *m, int3
     tp_hparams(m, &p->tp_rk[r], &v->hp);
 }
 
-/* Rank r's stage as ctx_create_tp builds it: every trunk layer on the rank's device, the head on rank 0. */
+/* Rank r's stage as ctx_create_tp builds it: every trunk layer on the rank's device, the logits on rank 0, each
+ * rank's rows of the head. */
 static struct ctx_dims plan_tp_dims(const struct plan *p, int32_t r, int32_t n_ctx) {
     struct ctx_dims d = p->ctx;
     d.n_ctx = n_ctx;
@@ -303,6 +304,7 @@ static struct ctx_dims plan_tp_dims(const struct plan *p, int32_t r, int32_t n_c
     d.heads = r == 0;
     d.x_host = 0;
     d.exps_host = 0;
+    d.head_rows = p->tp > 1 ? p->tp_rk[r].v1 - p->tp_rk[r].v0 : 0;
     return d;
 }
 
@@ -502,9 +504,9 @@ infer_status plan_tp_devices(const infer_model_params *mp, int32_t n_dev, int32_
     return INFER_OK;
 }
 
-/* Every trunk layer on the group (its home recorded as rank 0's device), the token table and the head on rank 0,
- * the MTP blocks in the mapping (model_upload_tp leaves them there); each rank's shards sized as model_tp.c
- * allocates them. */
+/* Every trunk layer on the group (its home recorded as rank 0's device), the token table and the logits on rank 0,
+ * the head cut over the ranks, the MTP blocks in the mapping (model_upload_tp leaves them there); each rank's shards
+ * sized as model_tp.c allocates them. */
 static infer_status plan_tp(struct plan *p, const struct infer_model *m, const infer_model_params *mp) {
     infer_status st = INFER_OK;
     const struct gguf_file *f = m->gguf;

@@ -90,6 +90,7 @@ infer_status tp_ranks(const struct infer_model *m, int32_t n, struct tp_rank *ou
             st = tp_ffn(m, "expert_shared_feed_forward_length", hp->n_ff_shexp, ARCH_T_FFN_DOWN_SHEXP, n, r, &rk->s0,
                         &rk->s1);
         if (st != INFER_OK) return st;
+        tp_part(hp->n_vocab, n, r, &rk->v0, &rk->v1);
         if (!hybrid) continue;
         tp_part(hp->n_group, n, r, &rk->g0, &rk->g1);
         const int64_t rep = hp->dt_rank / hp->n_group, d = hp->d_state;
@@ -142,8 +143,9 @@ void tp_slice_of(const struct infer_model *m, int64_t il, enum arch_role role, c
     const int gated = (m->arch->flags & ARCH_F_ATTN_GATE) != 0;
     memset(s, 0, sizeof *s);
     s->copy = 1;
-    if (il < 0) { /* the token table and the head: rank 0's */
-        s->copy = rank == 0;
+    if (il < 0) { /* the token table: rank 0's; the head: each rank its vocabulary rows; the rest: every rank's */
+        if (role == ARCH_T_TOKEN_EMBD) s->copy = rank == 0;
+        if (role == ARCH_T_OUTPUT) tp_run(s->rows, &s->n_rows, rk->v0, rk->v1);
         return;
     }
     (void)t;

@@ -8,8 +8,9 @@
  * one all-reduce per block adds them (rank 0 adds the residual in its product's epilogue, the others contribute
  * their partial alone). Norms, routers and the shared expert's gate are replicated; so the routing, computed from
  * bit-identical inputs, agrees on every rank. A rank's K/V cells and recurrent state are those of its own heads.
- * The token table and the head live on rank 0 only: the first all-reduce hands x to the others (they contribute
- * zeros) and the logits never need gathering.
+ * The token table lives on rank 0: the first all-reduce hands x to the others (they contribute zeros). The head
+ * (output.weight, or the tied token table) is cut at vocabulary rows: each rank computes the logits of its rows,
+ * and one reduce gathers them into rank 0's logits (forward_tp.c).
  *
  * Why these cuts: attention splits at KV heads (each rank whole GQA groups; with more ranks than KV heads, each KV
  * head replicated over an equal share of its query heads, as vLLM does), Gated DeltaNet at key heads (with the
@@ -32,6 +33,7 @@ struct tp_rank {
     int64_t e0, e1;   /* each routed expert's FFN columns */
     int64_t s0, s1;   /* the shared expert's FFN columns */
     int64_t g0, g1;   /* Gated DeltaNet key heads (and the value heads reading them) */
+    int64_t v0, v1;   /* vocabulary rows of the head (whole rows: no block is cut) */
 };
 
 /* The part of one tensor a rank holds: the rows of each matrix (runs over ne[1]; none: every row) and the columns of
@@ -53,9 +55,10 @@ void tp_slice_of(const struct infer_model *m, int64_t il, enum arch_role role, c
 struct gguf_tensor tp_slice_tensor(const struct gguf_tensor *t, const struct tp_slice *s);
 /* Writes t's slice s (tp_slice_tensor's nbytes) to dst. */
 void tp_slice_copy(const struct gguf_tensor *t, const struct tp_slice *s, void *dst);
-/* model_tp.c: what rank r (ranges rk) holds of m into sl (one per file tensor): the trunk layers' shards and, on
- * rank 0, the token table and the head (the MTP blocks nothing); returns the bytes of its device buffer (each
- * shard rounded up to 256), what model_upload_tp allocates there and what the plan (plan.c) counts. */
+/* model_tp.c: what rank r (ranges rk) holds of m into sl (one per file tensor): the trunk layers' shards, the final
+ * norm and rope_freqs, its rows of the head and, on rank 0, the token table (the MTP blocks nothing); returns the
+ * bytes of its device buffer (each shard rounded up to 256), what model_upload_tp allocates there and what the plan
+ * (plan.c) counts. */
 uint64_t model_tp_rank_bytes(const struct infer_model *m, int32_t r, const struct tp_rank *rk, struct tp_slice *sl);
 
 #endif

@@ -17,6 +17,9 @@
  *     (pair_within PAIR_DEVICE: the sums are the same but in another order) over a prompt, decode steps and a
  *     3-token batch; the greedy tokens of 12 steps equal the one device's;
  *   - each rank holds its heads' cells only: rank hparams as worked by hand; the views' KV rows;
+ *   - the head cut at vocabulary rows: each rank's view holds rows V*r/n.. of it and its context computes them
+ *     (also a tied qwen35 with an odd vocabulary of 643: rank 0's rows inside its whole token table), the logits
+ *     above being their reduce into rank 0's;
  *   - one rank (also on a machine with one GPU): NCCL's path, bit-identical to the one-device load;
  *   - (emulator) a load with -ngl auto (the plan's fit over the group) and a context hold on each device exactly the
  *     plan's bytes for it (qwen35moe over 2, qwen3moe over devices 1 and 2 of 4, llama over 4 with replicated KV
@@ -157,6 +160,7 @@ static void check_ranks_by_hand(void) {
 static void shapes_uneven_kv(struct synth_params *sp) { sp->n_head = 6, sp->n_head_kv = 3; }
 static void shapes_uneven_gdn(struct synth_params *sp) { sp->ssm_n_group = 3, sp->ssm_dt_rank = 6; }
 static void shapes_exp256(struct synth_params *sp) { sp->head_dim = 128; } /* experts keep 256 columns */
+static void shapes_tied(struct synth_params *sp) { sp->tied = 1, sp->n_vocab = 643; } /* rows 321 | 322 */
 
 static void check_refusals(void) {
     struct tp_rank rk[4];
@@ -260,6 +264,25 @@ static int greedy(infer_ctx *c, int32_t n_vocab, int32_t *out) {
     return 1;
 }
 
+/* The head cut at vocabulary rows: rank r of n holds rows V*r/n .. V*(r+1)/n - 1 (worked here, not by tp.c), a tied
+ * head's rows on rank 0 being those rows of its whole token table, and its context computes them. */
+static void check_head_rows(const infer_model *a, const infer_ctx *ca, const char *what) {
+    const int64_t V = a->hp.n_vocab, n = a->tp_n;
+    int ok = 1;
+    for (int64_t r = 0; r < n; r++) {
+        const struct infer_model *v = a->tp_view[r];
+        const int64_t v0 = V * r / n, v1 = V * (r + 1) / n;
+        ok &= v->output->ne[1] == v1 - v0 && v->output->ne[0] == a->hp.n_embd && v->output->type == a->output->type;
+        ok &= ca->tp[r]->head_v0 == v0 && ca->tp[r]->head_rows == v1 - v0;
+        if (a->tied && r == 0)
+            ok &= (const char *)v->output->data ==
+                  (const char *)v->token_embd->data + v0 * (int64_t)(v->token_embd->nbytes / (uint64_t)V);
+        if (r > 0) ok &= v->output_norm->data != a->output_norm->data; /* the rank's own copy, not the mapping */
+    }
+    T_CHECK(ok, "%s: rank r of %lld holds and computes vocabulary rows %lld*r/%lld.. of the head%s", what, (long long)n,
+            (long long)V, (long long)n, a->tied ? " (tied: rank 0's inside its token table)" : "");
+}
+
 static void check_same(const char *arch, const char *ftype, int32_t n_dev, void (*shape)(struct synth_params *),
                        const char *tag) {
     const char *path = synth_file(arch, ftype, shape, tag);
@@ -291,6 +314,7 @@ static void check_same(const char *arch, const char *ftype, int32_t n_dev, void 
         int ok = 1;
         for (int32_t r = 0; ca && r < n_dev; r++) ok &= ca->tp[r]->kv->row == a->tp_view[r]->hp.n_head_kv * a->hp.head_dim;
         T_CHECK(ok, "%s: each rank's K/V rows are its own heads'", what);
+        if (ca && n_dev > 1) check_head_rows(a, ca, what);
     }
     pair_stats_free(&s);
     infer_ctx_free(ca), infer_ctx_free(cb), infer_model_free(a), infer_model_free(b);
@@ -488,6 +512,7 @@ int main(void) {
 #endif
     check_same("llama", "F32", 2, shapes_uneven_kv, "kv3");
     check_same("qwen35", "F32", 2, shapes_uneven_gdn, "k3");
+    check_same("qwen35", "F32", 2, shapes_tied, "tied"); /* the head cut inside rank 0's token table */
     check_processes("qwen35moe");
     if (!t_quick()) check_processes("llama");
     check_no_mtp();

@@ -13,8 +13,8 @@
  *     the split's layers and head where the plan puts them (the load follows the plan's rule);
  *   - split_mode tensor over 2 stated devices (a small qwen35moe in F32): the degree, the devices (-ts 0,1,1: the
  *     last two), every layer's home the group, each rank's weights (its halves of every cut tensor, the replicated
- *     ones whole, rank 0 the token table and head), cells and state of its own heads, scratch and overhead (with
- *     NCCL's reserve), all worked out below from the shapes; the automatic fit over the group (a rank short of
+ *     ones whole, the head cut at vocabulary rows, rank 0 the token table), cells and state of its own heads,
+ *     scratch and overhead (with NCCL's reserve), all worked out below from the shapes; the automatic fit over the group (a rank short of
  *     memory refused, naming it); the load's refusals with its words (-ngl 3 word for word as the load says it,
  *     --n-cpu-moe, -ot, unequal shares, a share for a missing device, dimensions that do not cut);
  *   - the overhead: 512 MiB per GPU for stated memory; for measured devices (the emulator) the floor plus two
@@ -523,7 +523,8 @@ static uint64_t shard(uint64_t bytes, int cut) { return r256(cut ? bytes / 2 : b
  * DeltaNet: 2 key heads of 64, 4 value heads, qkv 2*128 + 256 = 512 channels, conv kernel 4; layer 3 attention:
  * 4 query heads with gates and 2 KV heads of 64; every layer 8 experts of 256 and a shared expert of 256; vocab
  * 640). Rank r holds query heads 2r, 2r+1, KV head r, key head r with value heads 2r, 2r+1 (tiled: r and r+2,
- * still half), experts' and shared columns 128r..128r+127: half of every cut tensor; norms and routers whole. */
+ * still half), experts' and shared columns 128r..128r+127, vocabulary rows 320r..320r+319 of the head: half of every
+ * cut tensor; norms and routers whole; the token table on rank 0. */
 static uint64_t tp_weights_by_hand(int r) {
     uint64_t w = 0;
     for (int il = 0; il < 4; il++) {
@@ -548,13 +549,14 @@ static uint64_t tp_weights_by_hand(int r) {
         w += 3 * shard(f32(256 * 256), 1);                 /* ffn_{gate,up,down}_shexp */
         w += 3 * shard(f32(256 * 256 * 8), 1);             /* ffn_{gate,up,down}_exps */
     }
-    if (r == 0) w += r256(f32(256 * 640)) + r256(f32(256)) + r256(f32(256 * 640)); /* token_embd, output_norm, output */
+    w += r256(f32(256)) + r256(f32(256 * 320)); /* output_norm; output: vocabulary rows 320r..320r+319 */
+    if (r == 0) w += r256(f32(256 * 640));      /* token_embd */
     return w;
 }
 
 /* Rank r's stage's device scratch for T tokens at n_ctx 1024 (rank 1 of 2: its 2 query heads, 1 KV head, 1 key head
- * with 2 value heads, 128 experts' and shared columns; the logits only on rank 0): floats per token of each
- * buffer, each rounded up to 256 bytes. */
+ * with 2 value heads, 128 experts' and shared columns; its logits of half the vocabulary, the whole rows only on
+ * rank 0): floats per token of each buffer, each rounded up to 256 bytes. */
 static uint64_t tp_scratch_by_hand(int r, uint64_t t) {
     const uint64_t per_token[] = {256 /* x */, 256 /* xn */, 128 /* q */, 256 /* qg */, 64, 64 /* k v */,
                                   128 /* att */, 256 /* h: n_embd (MoE) */, 128 /* sh */, 1 /* shg */, 256 /* xq */,
@@ -564,7 +566,9 @@ static uint64_t tp_scratch_by_hand(int r, uint64_t t) {
     uint64_t b = 0;
     for (size_t i = 0; i < sizeof per_token / sizeof *per_token; i++) b += r256(t * per_token[i] * 4);
     b += r256(4 * 8 * 2 * 66 * 4); /* split-K attention at 1024 cells: 4 splits x 8 tokens x 2 heads x (64 + 2) */
-    if (r == 0) b += r256(t * 640 * 4); /* logits */
+    b += r256(t * 320 * 4);                  /* head_part: the logits of its 320 vocabulary rows */
+    if (r == 0) b += r256(t * 640 * 4);      /* logits */
+    if (r == 1) b += r256(8 * 640 * 4);      /* head_sum: its part of the reduce, 8 outputs at a time */
     return b;
 }
 
