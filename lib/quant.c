@@ -5,12 +5,15 @@
  * quantize_row_<t>_ref algorithms (docs/quant.md §4) operation for operation, in the
  * same float order, so they reproduce its bytes: this file is compiled with -std=c11, which turns
  * off FMA contraction, and every reduction below runs in ggml's index order. Which variant each
- * quantiser mirrors is stated at the function (IQ4_NL/IQ4_XS: llama-quantize's ntry = 7 search).
+ * quantiser mirrors is stated at the function: the quantize_row_<t>_ref of every type but IQ4_NL/IQ4_XS
+ * (llama-quantize's ntry = 7 search); without an importance matrix llama-quantize calls those _ref
+ * functions for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K, so files we write match its bytes.
  *
  * Layout: type table; f16/bf16 helpers; rounding helpers; one quantiser per type; the row dispatch.
  */
 #include "quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -23,13 +26,13 @@ static const struct quant_type quant_types[INFER_TYPE_COUNT] = {
     [0] = T("F32", 1, 4, 1, 1, 1),
     [1] = T("F16", 1, 2, 1, 1, 1),
     [2] = T("Q4_0", 32, 18, 1, 1, 1),
-    [3] = T("Q4_1", 32, 20, 1, 0, 0),
+    [3] = T("Q4_1", 32, 20, 1, 1, 0),
     [6] = T("Q5_0", 32, 22, 1, 1, 0),
     [7] = T("Q5_1", 32, 24, 1, 1, 0),
     [8] = T("Q8_0", 32, 34, 1, 1, 1),
     [9] = T("Q8_1", 32, 36, 0, 1, 0),
-    [10] = T("Q2_K", 256, 84, 1, 0, 0),
-    [11] = T("Q3_K", 256, 110, 1, 0, 0),
+    [10] = T("Q2_K", 256, 84, 1, 1, 0),
+    [11] = T("Q3_K", 256, 110, 1, 1, 0),
     [12] = T("Q4_K", 256, 144, 1, 1, 1),
     [13] = T("Q5_K", 256, 176, 1, 1, 1),
     [14] = T("Q6_K", 256, 210, 1, 1, 1),
@@ -128,6 +131,17 @@ static float quant_absmax(const float *x, int n, float *amax_out) {
 
 /* ---- 32-value block quantisers ---- */
 
+/* Min and max by strict comparisons from +-FLT_MAX, as ggml: between 0 and -0 the running value
+ * stays, and that sign reaches the stored m (C leaves fminf's choice between them open). */
+static void quant_minmax(const float *x, int n, float *lo, float *hi) {
+    *lo = FLT_MAX;
+    *hi = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < *lo) *lo = x[j];
+        if (x[j] > *hi) *hi = x[j];
+    }
+}
+
 /* quantize_row_q4_0_ref: d = max/-8, q = min(15, trunc(x/d + 8.5)). */
 static void quant_q4_0(const float *x, block_q4_0 *y) {
     float amax;
@@ -138,6 +152,21 @@ static void quant_q4_0(const float *x, block_q4_0 *y) {
     for (int j = 0; j < 16; j++) {
         const int q0 = quant_min_i(15, (int)(x[j] * id + 8.5f));
         const int q1 = quant_min_i(15, (int)(x[j + 16] * id + 8.5f));
+        y->qs[j] = (uint8_t)(q0 | q1 << 4);
+    }
+}
+
+/* quantize_row_q4_1_ref: d = (max - min)/15, m = min, q = min(15, trunc((x - min)/d + 0.5)). */
+static void quant_q4_1(const float *x, block_q4_1 *y) {
+    float lo, hi;
+    quant_minmax(x, 32, &lo, &hi);
+    const float d = (hi - lo) / ((1 << 4) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y->d = blocks_f32_to_f16(d);
+    y->m = blocks_f32_to_f16(lo);
+    for (int j = 0; j < 16; j++) {
+        const int q0 = quant_min_i(15, (int8_t)((x[j] - lo) * id + 0.5f));
+        const int q1 = quant_min_i(15, (int8_t)((x[j + 16] - lo) * id + 0.5f));
         y->qs[j] = (uint8_t)(q0 | q1 << 4);
     }
 }
@@ -165,8 +194,8 @@ static void quant_q5_0(const float *x, block_q5_0 *y) {
 
 /* quantize_row_q5_1_ref: d = (max - min)/31, m = min, q = trunc((x - min)/d + 0.5). */
 static void quant_q5_1(const float *x, block_q5_1 *y) {
-    float lo = x[0], hi = x[0];
-    for (int j = 1; j < 32; j++) lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+    float lo, hi;
+    quant_minmax(x, 32, &lo, &hi);
     const float d = (hi - lo) / ((1 << 5) - 1);
     const float id = d ? 1.0f / d : 0.0f;
     int q[32];
@@ -218,9 +247,12 @@ static void quant_q8_K(const float *x, block_q8_K *y) {
 /* ---- Q4_K / Q5_K (§4.5) ---- */
 
 /* make_qkx2_quants: an asymmetric fit x ~ scale*L - the_min over n values with weights w, searching
- * nstep+1 trial scales around nmax/(max-min) and keeping the least weighted squared error. */
+ * nstep+1 trial scales around nmax/(max-min) and keeping the least weighted squared error (use_mad:
+ * absolute error, as Q2_K asks). */
+static inline float quant_err(float diff, int use_mad) { return use_mad ? fabsf(diff) : diff * diff; }
+
 static float quant_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min, float rmin,
-                        float rdelta, int nstep) {
+                        float rdelta, int nstep, int use_mad) {
     uint8_t Laux[32];
     float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
@@ -241,7 +273,7 @@ static float quant_qkx2(int n, int nmax, const float *x, const float *w, uint8_t
     for (int i = 0; i < n; i++) {
         L[i] = (uint8_t)quant_clamp(quant_nearest_int(iscale * (x[i] - min)), 0, nmax);
         const float diff = scale * L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
+        best_error += w[i] * quant_err(diff, use_mad);
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -264,7 +296,7 @@ static float quant_qkx2(int n, int nmax, const float *x, const float *w, uint8_t
             float cur_error = 0;
             for (int i = 0; i < n; i++) {
                 const float diff = this_scale * Laux[i] + this_min - x[i];
-                cur_error += w[i] * (diff * diff);
+                cur_error += w[i] * quant_err(diff, use_mad);
             }
             if (cur_error < best_error) {
                 memcpy(L, Laux, (size_t)n);
@@ -289,7 +321,7 @@ static void quant_k_scales(const float *x, int nmax, float rmin, int nstep, uint
         for (int l = 0; l < 32; l++) sum_x2 += xj[l] * xj[l];
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xj[l]);
-        scales[j] = quant_qkx2(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep);
+        scales[j] = quant_qkx2(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, 0);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -338,6 +370,141 @@ static void quant_q5_K(const float *x, block_q5_K *y) {
             y->qh[l] |= (uint8_t)((l1 >> 4) << (2 * p) | (l2 >> 4) << (2 * p + 1));
             y->qs[32 * p + l] = (uint8_t)((l1 & 0xF) | (l2 & 0xF) << 4);
         }
+}
+
+/* ---- Q2_K / Q3_K (§4.5) ---- */
+
+/* Q2_K and Q3_K store 2-bit codes: byte l of each 32-byte group p holds codes 128p + l + 32s in bits 2s. */
+static void quant_pack2(const uint8_t *L, uint8_t *qs) {
+    for (int p = 0; p < 2; p++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *Lp = L + 128 * p + l;
+            qs[32 * p + l] = (uint8_t)(Lp[0] | Lp[32] << 2 | Lp[64] << 4 | Lp[96] << 6);
+        }
+}
+
+/* quantize_row_q2_K_ref: per 16 values make_qkx2_quants (nmax 3, weights |x|, 16 trial scales from
+ * nmax - 0.5 by 0.1, absolute error); 4-bit scales and mins against max/15; L requantised. */
+static void quant_q2_K(const float *x, block_q2_K *y) {
+    float w[16], scales[16], mins[16], max_scale = 0, max_min = 0;
+    uint8_t L[256];
+    for (int j = 0; j < 16; j++) {
+        for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
+        scales[j] = quant_qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, 1);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    memset(y->scales, 0, sizeof y->scales);
+    y->d = 0;
+    y->dmin = 0;
+    if (max_scale > 0) {
+        const float iscale = 15.f / max_scale;
+        for (int j = 0; j < 16; j++) y->scales[j] = (uint8_t)quant_nearest_int(iscale * scales[j]);
+        y->d = blocks_f32_to_f16(max_scale / 15.f);
+    }
+    if (max_min > 0) {
+        const float iscale = 15.f / max_min;
+        for (int j = 0; j < 16; j++) y->scales[j] |= (uint8_t)(quant_nearest_int(iscale * mins[j]) << 4);
+        y->dmin = blocks_f32_to_f16(max_min / 15.f);
+    }
+    for (int j = 0; j < 16; j++) {
+        const float d = blocks_f16_to_f32(y->d) * (y->scales[j] & 0xF);
+        if (!d) continue; /* keep the fit's L, as ggml does */
+        const float dm = blocks_f16_to_f32(y->dmin) * (y->scales[j] >> 4);
+        for (int i = 0; i < 16; i++) {
+            const int l = quant_nearest_int((x[16 * j + i] + dm) / d);
+            L[16 * j + i] = (uint8_t)quant_clamp(l, 0, 3);
+        }
+    }
+    quant_pack2(L, y->qs);
+}
+
+/* make_q3_quants with do_rmse: a symmetric fit x ~ scale * l, l in [-nmax, nmax-1], from iscale =
+ * -nmax/max, then up to 5 passes that move single l to the value that best raises sumlx^2/suml2
+ * (weights x^2). Returns the scale; L = l + nmax. */
+static float quant_q3_fit(int n, int nmax, const float *x, int8_t *L) {
+    float amax;
+    const float max = quant_absmax(x, n, &amax);
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = quant_clamp(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        const float w = x[i] * x[i];
+        L[i] = (int8_t)l;
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx <= 0) continue;
+            float sl2 = suml2 - w * L[i] * L[i];
+            const int new_l = quant_clamp(quant_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (new_l == L[i]) continue;
+            slx += w * x[i] * new_l;
+            sl2 += w * new_l * new_l;
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (int8_t)new_l;
+                sumlx = slx;
+                suml2 = sl2;
+                n_changed++;
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* quantize_row_q3_K_ref: per 16 values make_q3_quants (nmax 4); 6-bit signed scales against
+ * -max/32 (the scale of largest magnitude, first on ties); L requantised; high bits into hmask. */
+static void quant_q3_K(const float *x, block_q3_K *y) {
+    float scales[16], max_scale = 0, amax = 0;
+    int8_t L[256];
+    for (int j = 0; j < 16; j++) {
+        scales[j] = quant_q3_fit(16, 4, x + 16 * j, L + 16 * j);
+        if (fabsf(scales[j]) > amax) {
+            amax = fabsf(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    memset(y->scales, 0, sizeof y->scales);
+    y->d = 0;
+    if (max_scale) {
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < 16; j++) {
+            /* ggml keeps nearest_int in an int8_t before the clamp */
+            const int l = quant_clamp((int8_t)quant_nearest_int(iscale * scales[j]), -32, 31) + 32;
+            if (j < 8) y->scales[j] = (uint8_t)(l & 0xF);
+            else y->scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
+            y->scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+        }
+        y->d = blocks_f32_to_f16(1 / iscale);
+    }
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? y->scales[j] & 0xF : y->scales[j - 8] >> 4;
+        const int sc = (lo | ((y->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+        const float d = blocks_f16_to_f32(y->d) * sc;
+        if (!d) continue; /* keep the fit's L, as ggml does */
+        for (int i = 0; i < 16; i++) {
+            const int l = quant_nearest_int(x[16 * j + i] / d);
+            L[16 * j + i] = (int8_t)(quant_clamp(l, -4, 3) + 4);
+        }
+    }
+    /* bit 2 of code j goes to hmask[j % 32], bit j / 32 */
+    memset(y->hmask, 0, sizeof y->hmask);
+    uint8_t L2[256];
+    for (int j = 0; j < 256; j++) {
+        if (L[j] > 3) y->hmask[j % 32] |= (uint8_t)(1u << (j / 32));
+        L2[j] = (uint8_t)(L[j] & 3);
+    }
+    quant_pack2(L2, y->qs);
 }
 
 /* ---- Q6_K (§4.6) ---- */
@@ -546,10 +713,13 @@ infer_status quant_quantize_row(int32_t type, const float *src, void *dst, int64
     case INFER_TYPE_F16: for (int64_t i = 0; i < n; i++) h[i] = blocks_f32_to_f16(src[i]); break;
     case INFER_TYPE_BF16: for (int64_t i = 0; i < n; i++) h[i] = blocks_f32_to_bf16(src[i]); break;
     case INFER_TYPE_Q4_0: QUANT_QUANTIZE(block_q4_0, quant_q4_0);
+    case INFER_TYPE_Q4_1: QUANT_QUANTIZE(block_q4_1, quant_q4_1);
     case INFER_TYPE_Q5_0: QUANT_QUANTIZE(block_q5_0, quant_q5_0);
     case INFER_TYPE_Q5_1: QUANT_QUANTIZE(block_q5_1, quant_q5_1);
     case INFER_TYPE_Q8_0: QUANT_QUANTIZE(block_q8_0, quant_q8_0);
     case INFER_TYPE_Q8_1: QUANT_QUANTIZE(block_q8_1, quant_q8_1);
+    case INFER_TYPE_Q2_K: QUANT_QUANTIZE(block_q2_K, quant_q2_K);
+    case INFER_TYPE_Q3_K: QUANT_QUANTIZE(block_q3_K, quant_q3_K);
     case INFER_TYPE_Q4_K: QUANT_QUANTIZE(block_q4_K, quant_q4_K);
     case INFER_TYPE_Q5_K: QUANT_QUANTIZE(block_q5_K, quant_q5_K);
     case INFER_TYPE_Q6_K: QUANT_QUANTIZE(block_q6_K, quant_q6_K);

@@ -100,12 +100,42 @@ static void peer_load_model(const struct llama_peer *pe, const char *arch, int t
     if (m) pe->model_free(m);
 }
 
-/* odd: rows of 96 and 160 values, which no K-quant block divides: llama.cpp's fallback types */
+/* Our loader on a file: it loads when every tensor type is supported, else it refuses with
+ * "unsupported tensor type <ggml's name> in", naming one of the file's unsupported types. */
+static void check_load(const char *path, const char *what) {
+    struct gguf_file *f = NULL;
+    T_CHECK(gguf_open(path, &f) == INFER_OK, "%s: open: %s", what, infer_last_error());
+    if (!f) return;
+    int all_supported = 1;
+    for (int64_t i = 0; i < f->n_tensors; i++) all_supported &= infer_type_supported(f->tensors[i].type);
+    infer_model *m = NULL;
+    infer_status st = infer_model_load(path, NULL, &m);
+    if (all_supported) {
+        T_CHECK(st == INFER_OK, "%s: load: %s", what, infer_last_error());
+    } else {
+        const char *e = strstr(infer_last_error(), "unsupported tensor type ");
+        int named = 0;
+        for (int64_t i = 0; e && i < f->n_tensors; i++) {
+            const int32_t ty = f->tensors[i].type;
+            char want[64];
+            snprintf(want, sizeof want, "unsupported tensor type %s in ", quant_type(ty)->name);
+            named |= !infer_type_supported(ty) && strncmp(e, want, strlen(want)) == 0;
+        }
+        T_CHECK(st == INFER_E_UNSUPPORTED && named, "%s: refusal names an unsupported type of the file: %s", what,
+                infer_last_error());
+    }
+    infer_model_free(m);
+    gguf_close(f);
+}
+
+/* odd 1: rows of 96 and 160 values, which no K-quant block divides: llama.cpp's fallback types;
+ * odd 2: one KV head for 4 query heads (n_gqa 4: Q2_K's attn_v rule) */
 static void peer_compare(const struct llama_peer *pe, const char *arch, int tied, int mtp, int32_t ftype, int32_t n_layer, int odd) {
     struct synth_params p;
     synth_params_default(arch, &p);
     if (n_layer) p.n_layer = n_layer;
-    if (odd) p.n_embd = 96, p.n_head = 3, p.n_head_kv = 1, p.head_dim = 32, p.n_ff = 160;
+    if (odd == 1) p.n_embd = 96, p.n_head = 3, p.n_head_kv = 1, p.head_dim = 32, p.n_ff = 160;
+    if (odd == 2) p.n_head_kv = 1;
     p.tied = tied;
     p.mtp = mtp;
     const char *in = tmp_path("peer-in.gguf"), *out = tmp_path("peer-out.gguf");
@@ -129,16 +159,36 @@ static void peer_compare(const struct llama_peer *pe, const char *arch, int tied
     T_CHECK(diffs == 0, "%s %s tied=%d mtp=%d: %d tensor types differ from llama-quantize", arch, ftype_name(ftype), tied,
             mtp, diffs);
     gguf_close(f);
-    /* and our loader takes llama.cpp's file (fallback Q5_0 is a type we refuse) */
-    infer_model *m = NULL;
-    infer_status st = infer_model_load(out, NULL, &m);
-    if (odd && ftype == FTYPE_Q4_K_M)
-        T_CHECK(st == INFER_E_UNSUPPORTED && strstr(infer_last_error(), "unsupported tensor type Q5_0 in "),
-                "fallback file: %s", infer_last_error());
-    else
-        T_CHECK(st == INFER_OK, "%s %s: loading llama.cpp's quantised file: %s", arch, ftype_name(ftype),
-                infer_last_error());
-    infer_model_free(m);
+    /* and our loader takes llama.cpp's file, or names a type it cannot run yet (fallback Q5_0, Q3_K) */
+    char what[96];
+    snprintf(what, sizeof what, "llama.cpp's %s %s file (odd %d)", arch, ftype_name(ftype), odd);
+    check_load(out, what);
+}
+
+/* Every file type we write, as llama.cpp names it: llama_model_desc of the file llama_model_quantize
+ * writes for that id ends with ftype_desc (what llm-gguf info shows), and the names round-trip. */
+static void peer_desc(const struct llama_peer *pe) {
+    struct synth_params p;
+    synth_params_default("llama", &p);
+    const char *in = tmp_path("desc-in.gguf"), *out = tmp_path("desc-out.gguf");
+    T_CHECK(synth_write(&p, in) == INFER_OK, "synth: %s", infer_last_error());
+    char names[160];
+    snprintf(names, sizeof names, "%s", ftype_names());
+    for (char *save = NULL, *n = strtok_r(names, " ", &save); n; n = strtok_r(NULL, " ", &save)) {
+        const int32_t ft = ftype_by_name(n);
+        T_CHECK(ft >= 0 && strcmp(ftype_name(ft), n) == 0 && ftype_desc(ft), "%s: name round trip", n);
+        if (ft < 0 || llama_peer_quantize(pe, in, out, ft) != 0) continue;
+        const char *why = NULL;
+        void *m = llama_peer_model_load(pe, out, 0, NULL, &why);
+        T_CHECK(m != NULL, "llama.cpp loads its own %s file: %s", n, why ? why : "");
+        if (!m) continue;
+        char desc[128] = "";
+        pe->model_desc(m, desc, sizeof desc);
+        const size_t nd = strlen(desc), nw = strlen(ftype_desc(ft));
+        T_CHECK(nd > nw && desc[nd - nw - 1] == ' ' && strcmp(desc + nd - nw, ftype_desc(ft)) == 0,
+                "%s (file_type %d): llama.cpp says '%s', we say '%s'", n, (int)ft, desc, ftype_desc(ft));
+        pe->model_free(m);
+    }
 }
 
 /* ---- mtp_agree ---- */
@@ -505,6 +555,20 @@ int main(void) {
             peer_compare(&pe, "llama", 0, 0, qtypes[q], 0, 1);
             peer_compare(&pe, "qwen3", 1, 0, qtypes[q], 0, 1);
         }
+        /* the legacy and Q2_K/Q3_K file types: every arch (tied, MTP alternating), the n_gqa 4 rule,
+         * Q3_K_M's first-two-attn_v and first-sixteenth-ffn_down rules on deeper stacks, and the
+         * fallbacks (Q2_K/Q3_K -> Q4_0) */
+        static const int32_t newtypes[] = {FTYPE_Q4_0, FTYPE_Q4_1, FTYPE_Q5_0,   FTYPE_Q5_1,
+                                           FTYPE_Q2_K, FTYPE_Q3_K_S, FTYPE_Q3_K_M, FTYPE_Q3_K_L};
+        for (int q = 0; q < 8; q++)
+            for (int i = 0; i < 6; i++) peer_compare(&pe, archs[i], (i + q) % 2, i >= 3 && q % 2, newtypes[q], 0, 0);
+        for (int i = 0; i < 6; i++) peer_compare(&pe, archs[i], 0, i >= 3, FTYPE_Q2_K, 0, 2);
+        peer_compare(&pe, "llama", 0, 0, FTYPE_Q3_K_M, 17, 0);
+        peer_compare(&pe, "qwen35", 1, 1, FTYPE_Q3_K_M, 24, 0);
+        peer_compare(&pe, "qwen35moe", 0, 1, FTYPE_Q3_K_M, 16, 0);
+        for (int q = 4; q < 8; q++) peer_compare(&pe, "llama", 0, 0, newtypes[q], 0, 1);
+        peer_compare(&pe, "qwen3", 1, 0, FTYPE_Q4_1, 0, 1);
+        peer_desc(&pe);
         for (int i = 0; i < 6; i++) {
             peer_load_model(&pe, archs[i], 0, 0, "F32");
             peer_load_model(&pe, archs[i], 1, 1, "Q4_K_M");

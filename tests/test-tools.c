@@ -6,6 +6,7 @@
  * give llama_tokenize's ids and llama_detokenize's text (the peer; SKIP without it) and our library's,
  * and round-trip. llm-run and llm-bench: -ngl is parsed, passed on, and refused in one line where it
  * cannot run; an error line says each clause once. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tools/ftype.h"
 #include "conformance/llama_peer.h"
 #include "gguf.h"
+#include "quant.h"
 #include "t.h"
 #include "tokenizer.h"
 
@@ -570,6 +573,117 @@ static void test_ngl(const char *build, const char *model, char *out, size_t cap
     snprintf(tool, sizeof tool, "%s/llm-gguf", build);
 }
 
+/* The type rules' view of a file without MTP layers: block count, n_head / n_head_kv, experts, tied. */
+static struct ftype_model file_model(const struct gguf_file *f) {
+    struct ftype_model m = {0, 1, 0, gguf_find_tensor(f, "output.weight") == NULL};
+    const char *arch = "";
+    char key[128];
+    uint32_t v = 0, kv = 0;
+    gguf_get_str(f, "general.architecture", &arch);
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    if (gguf_get_u32(f, key, &v) == INFER_OK) m.n_layer = (int32_t)v;
+    snprintf(key, sizeof key, "%s.attention.head_count", arch);
+    gguf_get_u32(f, key, &v);
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    if (gguf_get_u32(f, key, &kv) == INFER_OK && kv) m.n_gqa = (int32_t)(v / kv);
+    snprintf(key, sizeof key, "%s.expert_count", arch);
+    v = 0; /* an absent key leaves v as it is */
+    if (gguf_get_u32_opt(f, key, &v) == INFER_OK) m.n_expert = (int32_t)v;
+    return m;
+}
+
+/* Every tensor of `path` has the type ftype_tensor_type gives it and file_type is `ftype`; with `src`
+ * (the F32 file it was quantised from) its bytes are quant_quantize_row's of the source rows and
+ * decode to within `max_rel` (RMS, relative) of them. Returns the number of mismatches. */
+static int check_typed_file(const char *path, int32_t ftype, const char *src, double max_rel, const char *what) {
+    struct gguf_file *f = NULL, *in = NULL;
+    T_CHECK(gguf_open(path, &f) == INFER_OK, "%s: open: %s", what, infer_last_error());
+    if (!f) return 1;
+    if (src) gguf_open(src, &in);
+    uint32_t ft = 999;
+    gguf_get_u32(f, "general.file_type", &ft);
+    T_CHECK(ft == (uint32_t)ftype, "%s: general.file_type %u, expected %d", what, ft, (int)ftype);
+    const struct ftype_model fm = file_model(f);
+    int bad_type = 0, bad_bytes = 0, bad_err = 0, n_quant = 0;
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        const struct gguf_tensor *t = &f->tensors[i];
+        const int32_t want = ftype_tensor_type(ftype, t->name, t->n_dims, t->ne, &fm);
+        if (t->type != want && bad_type++ < 3)
+            printf("  %s: %s is %s, the rules say %s\n", what, t->name, quant_type(t->type)->name,
+                   quant_type(want)->name);
+        const struct gguf_tensor *s = in ? gguf_find_tensor(in, t->name) : NULL;
+        if (!s || s->type != INFER_TYPE_F32) continue;
+        n_quant += t->type != INFER_TYPE_F32;
+        const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
+        const size_t rb = quant_row_bytes(t->type, ne0);
+        float *y = malloc(sizeof(float) * (size_t)ne0);
+        uint8_t *q = malloc(rb);
+        double e = 0, n2 = 0;
+        for (int64_t r = 0; y && q && r < rows; r++) {
+            const float *x = (const float *)s->data + r * ne0;
+            const uint8_t *got = (const uint8_t *)t->data + (size_t)r * rb;
+            quant_quantize_row(t->type, x, q, ne0);
+            bad_bytes += memcmp(q, got, rb) != 0;
+            quant_dequant_row(t->type, got, y, ne0);
+            for (int64_t k = 0; k < ne0; k++) {
+                e += ((double)y[k] - x[k]) * ((double)y[k] - x[k]);
+                n2 += (double)x[k] * x[k];
+            }
+        }
+        bad_err += n2 > 0 && sqrt(e / n2) > max_rel;
+        free(y);
+        free(q);
+    }
+    T_CHECK(bad_type == 0, "%s: %d tensors of another type than the rules give", what, bad_type);
+    if (in) {
+        T_CHECK(n_quant > 0 && bad_bytes == 0, "%s: %d rows differ from quant_quantize_row (%d quantised tensors)",
+                what, bad_bytes, n_quant);
+        T_CHECK(bad_err == 0, "%s: %d tensors decode with a relative RMS error above %.2f", what, bad_err, max_rel);
+    }
+    gguf_close(in);
+    gguf_close(f);
+    return bad_type + bad_bytes + bad_err;
+}
+
+/* The legacy and Q2_K/Q3_K file types: quantize and synth --type write them, info names them as
+ * llama.cpp does. n_gqa 4 and 3 layers so that Q2_K's and Q3_K_M's attn_v rules both show. */
+static void test_file_types(char *out, size_t cap) {
+    static const struct { const char *name, *desc; double max_rel; } k[] = {
+        {"Q4_0", "Q4_0", 0.12},          {"Q4_1", "Q4_1", 0.10},          {"Q5_0", "Q5_0", 0.06},
+        {"Q5_1", "Q5_1", 0.05},          {"Q2_K", "Q2_K - Medium", 0.35}, {"Q3_K_S", "Q3_K - Small", 0.20},
+        {"Q3_K_M", "Q3_K - Medium", 0.20}, {"Q3_K_L", "Q3_K - Large", 0.20},
+    };
+    char src[640], dst[640], args[2048];
+    snprintf(src, sizeof src, "%s/types-f32.gguf", dir);
+    snprintf(dst, sizeof dst, "%s/types-q.gguf", dir);
+    snprintf(args, sizeof args, "synth --arch llama --n-layer 3 --n-head 8 --n-head-kv 2 -o %s", src);
+    T_CHECK(run(args, out, cap) == 0, "synth the F32 source: %s", out);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const int32_t ft = ftype_by_name(k[i].name);
+        T_CHECK(ft >= 0 && strcmp(ftype_name(ft), k[i].name) == 0 && strcmp(ftype_desc(ft), k[i].desc) == 0,
+                "%s: ftype table", k[i].name);
+        char what[64];
+        snprintf(args, sizeof args, "quantize %s %s %s", src, dst, k[i].name);
+        T_CHECK(run(args, out, cap) == 0, "quantize to %s: %s", k[i].name, out);
+        snprintf(what, sizeof what, "quantize %s", k[i].name);
+        check_typed_file(dst, ft, src, k[i].max_rel, what);
+        char want[80];
+        snprintf(want, sizeof want, "u32 = %d (%s)\n", (int)ft, k[i].desc);
+        snprintf(args, sizeof args, "info %s", dst);
+        T_CHECK(run(args, out, cap) == 0 && strstr(out, want), "info names file type %s as llama.cpp: %s", k[i].name,
+                want);
+        /* synth --type, with random blocks every other type; qwen3moe: the 8-expert rules */
+        snprintf(args, sizeof args, "synth --arch qwen3moe --type %s%s -o %s", k[i].name,
+                 i % 2 ? " --random-blocks" : "", dst);
+        T_CHECK(run(args, out, cap) == 0, "synth --type %s: %s", k[i].name, out);
+        snprintf(what, sizeof what, "synth --type %s", k[i].name);
+        check_typed_file(dst, ft, NULL, 0, what);
+    }
+    snprintf(args, sizeof args, "quantize %s %s Q3_K", src, dst);
+    T_CHECK(run(args, out, cap) == 2 && strstr(out, "Q3_K_M") && strstr(out, "Q4_0"),
+            "quantize's usage lists the file types: %s", out);
+}
+
 int main(void) {
     static char out[1 << 20];
     const char *b = getenv("INFER_BUILD_DIR");
@@ -734,6 +848,7 @@ int main(void) {
                 strstr(json, "\"general.file_type\":7"),
             "the quantised split model is one file with file_type 7");
 
+    test_file_types(out, sizeof out);
     test_tokenize(model, hostile, out, sizeof out);
     test_ngl(b ? b : "build", model, out, sizeof out);
     test_error_line(b ? b : "build", out, sizeof out);

@@ -1,16 +1,19 @@
 /* ftype: llama-quantize's default per-tensor type rules (no imatrix) for the file types we write.
  *
- * Order of the decision, as in llama.cpp's llama-quant.cpp:
+ * Order of the decision, as in llama.cpp's llama-quant.cpp (llama_tensor_get_type_impl):
  *   1. not quantisable (1-D, *_norm.weight, routers, ssm_conv1d, names not ending in "weight") -> F32;
  *   2. float ftypes: every quantisable tensor gets the ftype's float type (no further rules);
- *   3. quantised ftypes: output.weight (or token_embd when tied) -> Q6_K unless the default is Q8_0 or
- *      ne0 is not a multiple of the default's block (-> Q8_0); attn_v / attn_qkv and ffn_down in
- *      use_more_bits layers -> Q6_K for Q4_K_M; attn_v and attn_k -> Q8_0 and attn_output -> Q5_K
- *      (Q4_K_M) when the model has exactly 8 experts;
- *   4. fallback when ne0 % 256 != 0 for a K type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; then F16 if
- *      even that block does not divide ne0.
- * The layer index used by the "more bits" rules is the block number in the name: llama-quantize walks
- * tensors in layer order and every architecture here has exactly one attn_v-like tensor per block.
+ *   3. quantised ftypes start from the default type (Q3_K_S/M/L -> Q3_K, Q4_K_M -> Q4_K, ...), then:
+ *      output.weight (or token_embd when tied) -> Q6_K unless the default is Q8_0 or ne0 is not a
+ *      multiple of the default's block (-> Q8_0); attn_v-like tensors (attn_v, attn_qkv, attn_kv_b),
+ *      ffn_down and attn_output get the per-ftype bumps of docs/quant.md §6; with exactly 8 experts
+ *      attn_v and attn_k -> Q8_0 and attn_output -> Q5_K (not for Q3_K_L or the legacy types);
+ *   4. fallback when ne0 % 256 != 0 for a K type: Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
+ *      Q6_K -> Q8_0, IQ4_XS -> IQ4_NL; then F16 if even that block does not divide ne0.
+ * The layer index the rules use is the block number in the name: llama-quantize walks tensors in
+ * layer order and every architecture here has exactly one attn_v-like tensor and (dense) one ffn_down
+ * per block, so its counters equal it. Not reproduced: the 70B rule (llama.cpp's model type 70B puts
+ * Q3_K/Q4_K attn_v at Q5_K) and Falcon's rules; none of our architectures has them.
  */
 #include "ftype.h"
 
@@ -20,10 +23,25 @@
 
 #include "../include/infer.h"
 
-static const struct { int32_t id; const char *name; int32_t base; } ftype_table[] = {
-    {FTYPE_F32, "F32", INFER_TYPE_F32},     {FTYPE_F16, "F16", INFER_TYPE_F16},
-    {FTYPE_BF16, "BF16", INFER_TYPE_BF16},  {FTYPE_Q8_0, "Q8_0", INFER_TYPE_Q8_0},
-    {FTYPE_Q4_K_M, "Q4_K_M", INFER_TYPE_Q4_K}, {FTYPE_Q6_K, "Q6_K", INFER_TYPE_Q6_K},
+static const struct {
+    int32_t id;
+    const char *name, *desc;
+    int32_t base;
+} ftype_table[] = {
+    {FTYPE_F32, "F32", "all F32", INFER_TYPE_F32},
+    {FTYPE_F16, "F16", "F16", INFER_TYPE_F16},
+    {FTYPE_BF16, "BF16", "BF16", INFER_TYPE_BF16},
+    {FTYPE_Q8_0, "Q8_0", "Q8_0", INFER_TYPE_Q8_0},
+    {FTYPE_Q4_0, "Q4_0", "Q4_0", INFER_TYPE_Q4_0},
+    {FTYPE_Q4_1, "Q4_1", "Q4_1", INFER_TYPE_Q4_1},
+    {FTYPE_Q5_0, "Q5_0", "Q5_0", INFER_TYPE_Q5_0},
+    {FTYPE_Q5_1, "Q5_1", "Q5_1", INFER_TYPE_Q5_1},
+    {FTYPE_Q2_K, "Q2_K", "Q2_K - Medium", INFER_TYPE_Q2_K},
+    {FTYPE_Q3_K_S, "Q3_K_S", "Q3_K - Small", INFER_TYPE_Q3_K},
+    {FTYPE_Q3_K_M, "Q3_K_M", "Q3_K - Medium", INFER_TYPE_Q3_K},
+    {FTYPE_Q3_K_L, "Q3_K_L", "Q3_K - Large", INFER_TYPE_Q3_K},
+    {FTYPE_Q4_K_M, "Q4_K_M", "Q4_K - Medium", INFER_TYPE_Q4_K},
+    {FTYPE_Q6_K, "Q6_K", "Q6_K", INFER_TYPE_Q6_K},
 };
 #define FTYPE_N ((int)(sizeof ftype_table / sizeof ftype_table[0]))
 
@@ -38,6 +56,14 @@ const char *ftype_name(int32_t ftype) {
         if (ftype_table[i].id == ftype) return ftype_table[i].name;
     return NULL;
 }
+
+const char *ftype_desc(int32_t ftype) {
+    for (int i = 0; i < FTYPE_N; i++)
+        if (ftype_table[i].id == ftype) return ftype_table[i].desc;
+    return NULL;
+}
+
+const char *ftype_names(void) { return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K"; }
 
 static int32_t ftype_base(int32_t ftype) {
     for (int i = 0; i < FTYPE_N; i++)
@@ -86,26 +112,43 @@ int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int
     int32_t t = base;
     int layer = -1;
     if (sscanf(name, "blk.%d.", &layer) != 1) layer = -1;
+    const int n = m->n_layer, e8 = m->n_expert == 8;
     if (strcmp(name, "output.weight") == 0 || (m->tied && strcmp(name, "token_embd.weight") == 0)) {
         if (ne[0] % ftype_blck(base) != 0) t = INFER_TYPE_Q8_0;
         else if (t != INFER_TYPE_Q8_0) t = INFER_TYPE_Q6_K;
-    } else if (ftype_has(name, "attn_v.weight") || ftype_has(name, "attn_qkv.weight")) {
-        if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, m->n_layer)) t = INFER_TYPE_Q6_K;
-        if (m->n_expert == 8) t = INFER_TYPE_Q8_0;
-    } else if (ftype_has(name, "ffn_down")) {
-        if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, m->n_layer)) t = INFER_TYPE_Q6_K;
+    } else if (ftype_has(name, "attn_v.weight") || ftype_has(name, "attn_qkv.weight") ||
+               ftype_has(name, "attn_kv_b.weight")) {
+        if (ftype == FTYPE_Q2_K) t = m->n_gqa >= 4 ? INFER_TYPE_Q4_K : INFER_TYPE_Q3_K;
+        else if (ftype == FTYPE_Q3_K_M) t = layer >= 0 && layer < 2 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
+        else if (ftype == FTYPE_Q3_K_L) t = INFER_TYPE_Q5_K;
+        else if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, n)) t = INFER_TYPE_Q6_K;
+        if (e8) t = INFER_TYPE_Q8_0;
     } else if (ftype_has(name, "attn_k.weight")) {
-        if (m->n_expert == 8) t = INFER_TYPE_Q8_0;
+        if (e8) t = INFER_TYPE_Q8_0;
     } else if (ftype_has(name, "attn_output.weight")) {
-        if (ftype == FTYPE_Q4_K_M && m->n_expert == 8) t = INFER_TYPE_Q5_K;
+        if (e8) {
+            if (ftype == FTYPE_Q2_K || ftype == FTYPE_Q3_K_S || ftype == FTYPE_Q3_K_M || ftype == FTYPE_Q4_K_M)
+                t = INFER_TYPE_Q5_K;
+        } else if (ftype == FTYPE_Q2_K) {
+            t = INFER_TYPE_Q3_K;
+        } else if (ftype == FTYPE_Q3_K_M) {
+            t = INFER_TYPE_Q4_K;
+        } else if (ftype == FTYPE_Q3_K_L) {
+            t = INFER_TYPE_Q5_K;
+        }
+    } else if (ftype_has(name, "ffn_down")) {
+        if (ftype == FTYPE_Q2_K) t = INFER_TYPE_Q3_K;
+        else if (ftype == FTYPE_Q3_K_M) t = layer >= 0 && layer < n / 16 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
+        else if (ftype == FTYPE_Q3_K_L) t = INFER_TYPE_Q5_K;
+        else if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, n)) t = INFER_TYPE_Q6_K;
     }
-    (void)m->n_gqa; /* the n_gqa rules only concern Q2_K/Q3_K/IQ file types */
 
     if (ftype_blck(t) == 256 && ne[0] % 256 != 0) {
         switch (t) {
         case INFER_TYPE_Q4_K: t = INFER_TYPE_Q5_0; break;
         case INFER_TYPE_Q5_K: t = INFER_TYPE_Q5_1; break;
         case INFER_TYPE_Q6_K: t = INFER_TYPE_Q8_0; break;
+        case INFER_TYPE_Q2_K: case INFER_TYPE_Q3_K: t = INFER_TYPE_Q4_0; break;
         default: t = INFER_TYPE_IQ4_NL; break;
         }
     }

@@ -7,11 +7,31 @@
 #include <stdint.h>
 
 /* llama_ftype ids (general.file_type) */
-enum { FTYPE_F32 = 0, FTYPE_F16 = 1, FTYPE_Q8_0 = 7, FTYPE_Q4_K_M = 15, FTYPE_Q6_K = 18, FTYPE_BF16 = 32 };
+enum {
+    FTYPE_F32 = 0,
+    FTYPE_F16 = 1,
+    FTYPE_Q4_0 = 2,
+    FTYPE_Q4_1 = 3,
+    FTYPE_Q8_0 = 7,
+    FTYPE_Q5_0 = 8,
+    FTYPE_Q5_1 = 9,
+    FTYPE_Q2_K = 10,
+    FTYPE_Q3_K_S = 11,
+    FTYPE_Q3_K_M = 12,
+    FTYPE_Q3_K_L = 13,
+    FTYPE_Q4_K_M = 15,
+    FTYPE_Q6_K = 18,
+    FTYPE_BF16 = 32
+};
 
-/* "F32" "F16" "BF16" "Q8_0" "Q4_K_M" "Q6_K" (case-insensitive) -> ftype id; -1 if unknown. */
+/* llama-quantize's name ("Q3_K_M", case-insensitive) -> ftype id; -1 if unknown. */
 int32_t ftype_by_name(const char *name);
+/* The short name ("Q3_K_M"), or NULL for an id we do not write. */
 const char *ftype_name(int32_t ftype);
+/* llama.cpp's description (llama_model_ftype_name: "Q3_K - Medium", "all F32"), or NULL. */
+const char *ftype_desc(int32_t ftype);
+/* The names we write, space-separated, for usage messages. */
+const char *ftype_names(void);
 
 struct ftype_model {
     int32_t n_layer;   /* trunk layers + MTP layers (block_count) */

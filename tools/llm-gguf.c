@@ -2,7 +2,8 @@
  *
  *   llm-gguf info [--json] FILE          metadata and tensor table
  *   llm-gguf dequant FILE TENSOR OUT     one tensor as raw little-endian f32
- *   llm-gguf quantize IN OUT TYPE        Q8_0 | Q4_K_M | Q6_K | F16 | BF16 | F32 from an F32/F16/BF16 file
+ *   llm-gguf quantize IN OUT TYPE        a llama-quantize file type (Q4_K_M, Q3_K_S, Q4_0, ...) from an
+ *                                        F32/F16/BF16 file, with llama-quantize's per-tensor types
  *   llm-gguf synth --arch A ... -o OUT   a synthetic model with random weights and real shapes
  *   llm-gguf tokenize MODEL TEXT         token ids, as llama_tokenize (-f FILE, --special, --add-special)
  *   llm-gguf detokenize MODEL ID...      text, as llama_detokenize (remove_special off, unparse_special on)
@@ -42,10 +43,11 @@ static int usage(const char *msg) {
         "usage:\n"
         "  llm-gguf info [--json] FILE          metadata; tensors: name, type, shape, bytes, offset\n"
         "  llm-gguf dequant FILE TENSOR OUT     the tensor as raw little-endian f32\n"
-        "  llm-gguf quantize IN OUT TYPE        from an F32/F16/BF16 file to Q8_0 Q4_K_M Q6_K F16 BF16 F32\n"
+        "  llm-gguf quantize IN OUT TYPE        from an F32/F16/BF16 file to one of F32 F16 BF16 Q8_0\n"
+        "                                       Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K\n"
         "  llm-gguf synth --arch ARCH [options] -o OUT\n"
         "      --arch      llama qwen3 qwen3moe qwen3next qwen35 qwen35moe\n"
-        "      --type      F32 F16 Q8_0 Q4_K_M (default F32)\n"
+        "      --type      a quantize TYPE (default F32)\n"
         "      --preset    real shapes: llama3-8b qwen3-0.6b qwen3-8b qwen3-30b-a3b qwen35-0.8b qwen35-9b\n"
         "                  qwen35-27b qwen35-35b-a3b qwen3next-80b-a3b qwen35moe-1b\n"
         "      --mtp       add the MTP (nextn) layer (qwen3next, qwen35, qwen35moe)\n"
@@ -96,6 +98,12 @@ static const char *type_name(int32_t type) {
     return q ? q->name : "?";
 }
 
+/* general.file_type as llama.cpp names it ("Q3_K - Medium"); NULL for other keys and unknown ids. */
+static const char *file_type_desc(const struct gguf_kv *kv) {
+    if (strcmp(kv->key, "general.file_type") != 0 || kv->val.type != GGUF_U32) return NULL;
+    return ftype_desc((int32_t)kv->val.v.u);
+}
+
 static int info_text(const struct gguf_file *f) {
     char buf[1024];
     printf("%s: GGUF v%" PRIu32 ", %" PRId64 " keys, %" PRId64 " tensors, alignment %" PRIu32, f->path,
@@ -107,6 +115,8 @@ static int info_text(const struct gguf_file *f) {
         gguf_value_format(v, buf, sizeof buf, JSON_MAX_ARRAY);
         if (v->type == GGUF_ARR)
             printf("%-48s %s[%" PRIu64 "] = %s\n", f->kv[i].key, gguf_vtype_name(v->elem_type), v->n, buf);
+        else if (file_type_desc(&f->kv[i]))
+            printf("%-48s %s = %s (%s)\n", f->kv[i].key, gguf_vtype_name(v->type), buf, file_type_desc(&f->kv[i]));
         else
             printf("%-48s %s = %s\n", f->kv[i].key, gguf_vtype_name(v->type), buf);
     }
@@ -389,7 +399,11 @@ static infer_status quantize_fill(void *user, int64_t index, void *dst, size_t n
 static int cmd_quantize(int argc, char **argv) {
     if (argc != 3) return usage("quantize needs IN OUT TYPE");
     const int32_t ftype = ftype_by_name(argv[2]);
-    if (ftype < 0) return usage("quantize TYPE must be one of Q8_0 Q4_K_M Q6_K F16 BF16 F32");
+    if (ftype < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "quantize TYPE must be one of %s", ftype_names());
+        return usage(msg);
+    }
     if (same_file(argv[0], argv[1])) {
         fprintf(stderr, "llm-gguf: %s: is the input file; choose another output\n", argv[1]);
         return 1;

@@ -113,7 +113,7 @@ int llama_peer_load(struct llama_peer *p, const char **why) {
         !BIND(llama, model_n_head, "llama_model_n_head") ||
         !BIND(llama, model_n_head_kv, "llama_model_n_head_kv") ||
         !BIND(llama, model_n_layer_nextn, "llama_model_n_layer_nextn") ||
-        !BIND(llama, quantize, "llama_model_quantize") ||
+        !BIND(llama, quantize, "llama_model_quantize") || !BIND(llama, model_desc, "llama_model_desc") ||
         !BIND(llama, set_embeddings_nextn, "_Z26llama_set_embeddings_nextnP13llama_contextbb") ||
         !BIND(llama, get_embeddings_nextn_ith, "_Z30llama_get_embeddings_nextn_ithP13llama_contexti")) {
         *why = "the llama.cpp peer lacks a symbol we need (not llama.cpp v0.5.0?)";

@@ -89,6 +89,7 @@ struct llama_peer {
         (*model_n_head)(const void *model), (*model_n_head_kv)(const void *model),
         (*model_n_layer_nextn)(const void *model);
     uint32_t (*quantize)(const char *in, const char *out, const struct llama_peer_quantize_params *params);
+    int32_t (*model_desc)(const void *model, char *buf, size_t cap); /* "llama ?B Q3_K - Medium" */
     /* MTP staging API (src/llama-ext.h, C++ linkage: bound by mangled name). set_embeddings_nextn(ctx, on,
      * masked) makes a context keep h_nextn, the post-output_norm hidden state (the MTP head's input on a
      * target context, its own output on an MTP one); get_embeddings_nextn_ith reads row i of it (unmasked:
