@@ -139,6 +139,43 @@ MM_UNROLL
     }
 };
 
+/* Q2_K sub-blocks 2j, 2j+1 (j = u % 8): qs half j / 4, bits 2 (j % 4); per 16 values (d * sc) * q - dmin * m. */
+template <> struct wdec<INFER_TYPE_Q2_K> {
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
+        const block_q2_K *b = (const block_q2_K *)row + u / 8;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        uint32_t q[8];
+        load_words<8>(b->qs + 32 * (j / 4), q);
+        const float d = blocks_f16_to_f32(b->d), dmin = blocks_f16_to_f32(b->dmin);
+MM_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const int sc = b->scales[2 * j + h];
+            const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
+MM_UNROLL
+            for (int l = 16 * h; l < 16 * h + 16; l++) v[l] = dl * (float)((byte_at(q, l) >> shift) & 3) - ml;
+        }
+    }
+};
+
+/* Q3_K: the 2 low bits as Q2_K, bit j of hmask[l] clear means - 4; (d * sc) * q per 16 values. */
+template <> struct wdec<INFER_TYPE_Q3_K> {
+    static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
+        const block_q3_K *b = (const block_q3_K *)row + u / 8;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        uint32_t q[8], hm[8];
+        load_words<8>(b->qs + 32 * (j / 4), q);
+        load_words<8>(b->hmask, hm);
+        const float d = blocks_f16_to_f32(b->d);
+MM_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const float dl = d * (float)blocks_q3_K_scale(b, 2 * j + h);
+MM_UNROLL
+            for (int l = 16 * h; l < 16 * h + 16; l++)
+                v[l] = dl * (float)(((byte_at(q, l) >> shift) & 3) - ((byte_at(hm, l) >> j) & 1 ? 0 : 4));
+        }
+    }
+};
+
 /* Q4_K / Q5_K sub-block j: (d * sc) * q - (dmin * m), Q5_K's fifth bit from bit j of qh[l]. */
 template <int T> static MM_HD void k4_unit(const uint8_t *row, int64_t u, float v[32]) {
     typedef typename std::conditional<T == INFER_TYPE_Q4_K, block_q4_K, block_q5_K>::type block;
@@ -475,7 +512,7 @@ extern "C" void cuda_mm_state_free(struct cuda_mm_state *st) {
 }
 
 /* The weight types both modes cover; one switch over this list dispatches. */
-#define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q4_K) X(Q5_K) X(Q6_K)
+#define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
 
 template <int T> static cudaError_t launch_type(const struct mm_args *a, struct cuda_mm_state *st, size_t rb, cudaStream_t s) {
     return st->mode == MM_MODE_CUBLAS ? blas_launch<T>(a, st, rb, s) : mma_launch<T>(a, rb, s);

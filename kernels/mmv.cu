@@ -20,12 +20,18 @@ enum { MMV_WARPS = 4, MMV_THREADS = MMV_WARPS * WARP_SIZE };
 /* One 32-value unit of a weight row, decoded to what the integer dot needs:
  *   sum_i w_i x_i = sum_h scale[h] * xd * sum_{i in half h} q_i xq_i  -  min * xs
  * (xs = xd * sum xq). q holds 32 signed or unsigned 8-bit codes packed four per int; the two halves
- * (16 values each) may have different scales (Q6_K); min is the block-min term (K-quants with a
- * min, and Q4_0's -8 offset). */
+ * (16 values each) may have different scales (Q2_K, Q3_K, Q6_K); min is the block-min term (K-quants
+ * with a min, and Q4_0's -8 offset), or Q2_K's min per half, hmin[h] * xd * sum_{i in half h} xq_i. */
 struct wunit {
     int q[8];
     float scale[2];
     float min;
+    float hmin[2]; /* types with a min per 16-value half (Q2_K, unit_hmin): min of each half, min unused */
+};
+
+/* Whether type T's units carry a min per 16-value half (wunit.hmin) instead of one per unit. */
+template <int T> struct unit_hmin {
+    static constexpr bool value = T == INFER_TYPE_Q2_K;
 };
 
 /* Four IQ4 nibbles (one per byte, low nibble) -> four packed signed codebook bytes. */
@@ -96,6 +102,46 @@ template <> struct unit_dot<INFER_TYPE_IQ4_XS> {
     }
 };
 
+/* Q2_K unit u = sub-blocks 2j, 2j+1 (j = u % 8): qs half j / 4, bits 2 (j % 4); each 16-value half its own
+ * 4-bit scale (low nibble) and min (high nibble). */
+template <> struct unit_dot<INFER_TYPE_Q2_K> {
+    static constexpr int PER_BLOCK = 8;
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
+        const block_q2_K *b = (const block_q2_K *)row + u / 8;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        const uint8_t *qs = b->qs + 32 * (j / 4); /* offset 16 in 84-byte blocks: 4-byte aligned */
+#pragma unroll
+        for (int k = 0; k < 8; k++) w.q[k] = (load_int_a4(qs + 4 * k) >> shift) & 0x03030303;
+        const float d = blocks_f16_to_f32(b->d), dmin = blocks_f16_to_f32(b->dmin);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int sc = b->scales[2 * j + h];
+            w.scale[h] = d * (float)(sc & 0xF);
+            w.hmin[h] = dmin * (float)(sc >> 4);
+        }
+        w.min = 0.0f;
+    }
+};
+
+/* Q3_K unit u: the 2 low bits as Q2_K, bit j of hmask[l] clear means - 4; signed 6-bit scales per half. */
+template <> struct unit_dot<INFER_TYPE_Q3_K> {
+    static constexpr int PER_BLOCK = 8;
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
+        const block_q3_K *b = (const block_q3_K *)row + u / 8;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        const uint8_t *qs = b->qs + 32 * (j / 4); /* 110-byte blocks: 2-byte aligned */
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int lo = (load_int_a2(qs + 4 * k) >> shift) & 0x03030303;
+            const int hi = ((load_int_a2(b->hmask + 4 * k) >> j) & 0x01010101) << 2;
+            w.q[k] = __vsubss4(lo | hi, 0x04040404); /* q - 4, bytewise */
+        }
+        const float d = blocks_f16_to_f32(b->d);
+        w.scale[0] = d * (float)blocks_q3_K_scale(b, 2 * j), w.scale[1] = d * (float)blocks_q3_K_scale(b, 2 * j + 1);
+        w.min = 0.0f;
+    }
+};
+
 template <> struct unit_dot<INFER_TYPE_Q4_K> {
     static constexpr int PER_BLOCK = 8;
     static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
@@ -162,6 +208,7 @@ template <> struct unit_dot<INFER_TYPE_Q6_K> {
 template <int T> struct unit_bytes {
     static constexpr int value = T == INFER_TYPE_Q8_0 ? sizeof(block_q8_0) : T == INFER_TYPE_Q4_0 ? sizeof(block_q4_0)
                                : T == INFER_TYPE_IQ4_NL ? sizeof(block_iq4_nl) : T == INFER_TYPE_IQ4_XS ? sizeof(block_iq4_xs)
+                               : T == INFER_TYPE_Q2_K ? sizeof(block_q2_K) : T == INFER_TYPE_Q3_K ? sizeof(block_q3_K)
                                : T == INFER_TYPE_Q4_K ? sizeof(block_q4_K) : T == INFER_TYPE_Q5_K ? sizeof(block_q5_K)
                                : sizeof(block_q6_K);
 };
@@ -189,12 +236,22 @@ template <int T> static __device__ __forceinline__ size_t row_bytes_of(int64_t n
 }
 
 /* sum over the unit of w * x for token t, from a decoded weight unit and that token's activations */
-static __device__ __forceinline__ float unit_times_x(const wunit &wu, const int4 xv[2], float2 xd) {
+template <int T> static __device__ __forceinline__ float unit_times_x(const wunit &wu, const int4 xv[2], float2 xd) {
     int s0 = 0, s1 = 0;
     s0 = __dp4a(wu.q[0], xv[0].x, s0), s0 = __dp4a(wu.q[1], xv[0].y, s0);
     s0 = __dp4a(wu.q[2], xv[0].z, s0), s0 = __dp4a(wu.q[3], xv[0].w, s0);
     s1 = __dp4a(wu.q[4], xv[1].x, s1), s1 = __dp4a(wu.q[5], xv[1].y, s1);
     s1 = __dp4a(wu.q[6], xv[1].z, s1), s1 = __dp4a(wu.q[7], xv[1].w, s1);
+    if constexpr (unit_hmin<T>::value) {
+        /* a min per half needs that half's sum of xq (the q8 split's s covers all 32) */
+        const int ones = 0x01010101;
+        int m0 = 0, m1 = 0;
+        m0 = __dp4a(ones, xv[0].x, m0), m0 = __dp4a(ones, xv[0].y, m0);
+        m0 = __dp4a(ones, xv[0].z, m0), m0 = __dp4a(ones, xv[0].w, m0);
+        m1 = __dp4a(ones, xv[1].x, m1), m1 = __dp4a(ones, xv[1].y, m1);
+        m1 = __dp4a(ones, xv[1].z, m1), m1 = __dp4a(ones, xv[1].w, m1);
+        return xd.x * (wu.scale[0] * (float)s0 + wu.scale[1] * (float)s1 - (wu.hmin[0] * (float)m0 + wu.hmin[1] * (float)m1));
+    }
     return xd.x * (wu.scale[0] * (float)s0 + wu.scale[1] * (float)s1) - wu.min * xd.y;
 }
 
@@ -212,7 +269,7 @@ static __device__ __forceinline__ void unit_dot_tokens(const struct mmv_args &a,
     for (int t = 0; t < NT; t++) {
         const int4 *xp = (const int4 *)(xq + (int64_t)t * a.n_in + u * Q8_SPLIT_BLOCK);
         const int4 xv[2] = {xp[0], xp[1]};
-        acc[t] += unit_times_x(wu, xv, ds[(int64_t)t * n_units + u]);
+        acc[t] += unit_times_x<T>(wu, xv, ds[(int64_t)t * n_units + u]);
     }
 }
 
@@ -269,7 +326,7 @@ static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
 }
 
 /* The weight types the kernels cover; one switch over this list dispatches. */
-#define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q4_K) X(Q5_K) X(Q6_K)
+#define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
 
 extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
     switch (weight_type) {

@@ -49,6 +49,8 @@ size_t ref_row_bytes(int32_t type, int64_t n) {
     case INFER_TYPE_Q8_0: return (size_t)n / 32 * 34;
     case INFER_TYPE_Q4_0:
     case INFER_TYPE_IQ4_NL: return (size_t)n / 32 * 18;
+    case INFER_TYPE_Q2_K: return (size_t)n / 256 * 84;
+    case INFER_TYPE_Q3_K: return (size_t)n / 256 * 110;
     case INFER_TYPE_Q4_K: return (size_t)n / 256 * 144;
     case INFER_TYPE_Q5_K: return (size_t)n / 256 * 176;
     case INFER_TYPE_Q6_K: return (size_t)n / 256 * 210;
@@ -68,6 +70,17 @@ static double ref_elem(int32_t type, const uint8_t *b, int e) {
         float d;
         memcpy(&d, b, 4);
         return (double)d * (int8_t)b[4 + e];
+    }
+    case INFER_TYPE_Q2_K: { /* scales @0, qs @16, d @80, dmin @82 */
+        int h = e / 128, r = e % 128, sc = b[e / 16];
+        int q = (b[16 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        return rd_f16(b + 80) * (sc & 15) * q - rd_f16(b + 82) * (sc >> 4);
+    }
+    case INFER_TYPE_Q3_K: { /* hmask @0, qs @32, scales @96, d @108 */
+        int h = e / 128, r = e % 128, s = e / 16;
+        int lo = s < 8 ? b[96 + s] & 15 : b[96 + s - 8] >> 4, hi = (b[96 + 8 + s % 4] >> (2 * (s / 4))) & 3;
+        int q = ((b[32 + 32 * h + r % 32] >> (2 * (r / 32))) & 3) - ((b[r % 32] >> (e / 32)) & 1 ? 0 : 4);
+        return rd_f16(b + 108) * ((lo | hi << 4) - 32) * q;
     }
     case INFER_TYPE_Q4_K:
     case INFER_TYPE_Q5_K: {

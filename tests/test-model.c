@@ -408,8 +408,8 @@ int main(void) {
     expect_fail("wrong dims", good,
                 EDIT(.reshape_tensor = "output_norm.weight", .new_ne = {256, 2, 1, 1}, .new_n_dims = 2),
                 INFER_E_FORMAT, "has shape [256, 2], expected [256]");
-    expect_fail("Q2_K", good, EDIT(.retype_tensor = "blk.0.attn_qkv.weight", .new_type = INFER_TYPE_Q2_K),
-                INFER_E_UNSUPPORTED, "unsupported tensor type Q2_K in blk.0.attn_qkv.weight");
+    expect_fail("IQ2_XXS", good, EDIT(.retype_tensor = "blk.0.attn_qkv.weight", .new_type = 16 /* IQ2_XXS */),
+                INFER_E_UNSUPPORTED, "unsupported tensor type IQ2_XXS in blk.0.attn_qkv.weight");
     expect_fail("Q5_0", good_llama, EDIT(.retype_tensor = "blk.1.ffn_up.weight", .new_type = INFER_TYPE_Q5_0),
                 INFER_E_UNSUPPORTED, "unsupported tensor type Q5_0 in blk.1.ffn_up.weight");
     expect_fail("unknown arch", good_llama, EDIT(.set_str_key = "general.architecture", .set_str = "gpt9"),

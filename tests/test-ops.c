@@ -64,10 +64,11 @@
 static const struct { const char *name; int32_t id; } tops_types[] = {
     {"f32", INFER_TYPE_F32},   {"f16", INFER_TYPE_F16},       {"bf16", INFER_TYPE_BF16}, {"q8_0", INFER_TYPE_Q8_0},
     {"q4_0", INFER_TYPE_Q4_0}, {"q4_K", INFER_TYPE_Q4_K},     {"q5_K", INFER_TYPE_Q5_K}, {"q6_K", INFER_TYPE_Q6_K},
+    {"q2_K", INFER_TYPE_Q2_K}, {"q3_K", INFER_TYPE_Q3_K},
     {"iq4_nl", INFER_TYPE_IQ4_NL}, {"iq4_xs", INFER_TYPE_IQ4_XS}, {"q8_K", INFER_TYPE_Q8_K}, {"q8_1", INFER_TYPE_Q8_1},
 };
 #define N_TYPES (int)(sizeof tops_types / sizeof tops_types[0])
-#define ALL_W "f32,f16,bf16,q8_0,q4_0,q4_K,q5_K,q6_K,iq4_nl,iq4_xs"
+#define ALL_W "f32,f16,bf16,q8_0,q4_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs"
 #define FLOAT_W "f32,f16,bf16"
 
 static int32_t tops_type_id(const char *s, size_t len) {
@@ -321,6 +322,7 @@ static const struct tcase tops_cases[] = {
     {"moe_ffn", "f32", {1, 96, 40, 4}, {2, INFER_TYPE_F32}, -2, 2, 0, 1e-10},
     {"moe_ffn", "bf16", {2, 96, 64, 4}, {2, INFER_TYPE_BF16}, -2, 2, 0, 1e-4}, /* x rounded to bf16 */
     {"moe_ffn", "iq4_xs", {2, 256, 512, 4}, {2, INFER_TYPE_Q5_K}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "q2_K", {3, 256, 256, 4}, {2, INFER_TYPE_Q3_K}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_0", {4, 320, 160, 5}, {5, INFER_TYPE_IQ4_NL}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_K", {2, 256, 256, 256}, {8, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3}, /* 256 experts, top-8 */
     /* prefill-sized: tokens grouped by expert, experts with up to 8 tokens (mmv) and more (mm) */
@@ -403,8 +405,8 @@ static void run_errors_cpu(struct tctx *x) {
     float f[512] = {0}, y[512];
     uint8_t q[2048] = {0};
     int32_t pos[1] = {-1}, ids[2] = {0, 99};
-    struct mmv_args m = {.type = INFER_TYPE_Q2_K, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
-    T_CHECK(be->ops->mmv(be, &m) == INFER_E_UNSUPPORTED, "%s: Q2_K mmv", desc);
+    struct mmv_args m = {.type = 16 /* IQ2_XXS */, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_UNSUPPORTED, "%s: IQ2_XXS mmv", desc);
     m.type = INFER_TYPE_Q4_K;
     m.n_in = 200; /* not a multiple of 256 */
     T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: n_in 200 for Q4_K", desc);
@@ -493,8 +495,8 @@ static void run_errors_cuda(struct tctx *x) {
     static float f[4096], y[4096];
     static uint8_t q[4096];
     int32_t pos[2] = {0, 1}, ids[2] = {0, 1};
-    struct mmv_args m = {.type = INFER_TYPE_Q2_K, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
-    REFUSED(cuda_mmv(&m, 0), "%s: mmv Q2_K", desc);
+    struct mmv_args m = {.type = 16 /* IQ2_XXS */, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
+    REFUSED(cuda_mmv(&m, 0), "%s: mmv IQ2_XXS", desc);
     m.type = INFER_TYPE_Q4_K, m.n_in = 128;
     REFUSED(cuda_mmv(&m, 0), "%s: mmv Q4_K over 128 values", desc);
     m.n_in = 256, m.n_tokens = 9;
@@ -528,8 +530,8 @@ static void run_errors_cuda(struct tctx *x) {
     T_CHECK(st == NULL, "%s: a refused mm state is NULL", desc);
     unsetenv("INFER_MATMUL"); /* the mma mode allocates nothing on the device */
     T_CHECK(cuda_mm_state_create(&st) == cudaSuccess && st, "%s: the default mm state", desc);
-    struct mm_args mm = {.type = INFER_TYPE_Q2_K, .w = f, .n_in = 256, .n_out = 1, .n_tokens = 16, .x = f, .y = y};
-    REFUSED(cuda_mm(&mm, st, 0), "%s: mm Q2_K", desc);
+    struct mm_args mm = {.type = 16 /* IQ2_XXS */, .w = f, .n_in = 256, .n_out = 1, .n_tokens = 16, .x = f, .y = y};
+    REFUSED(cuda_mm(&mm, st, 0), "%s: mm IQ2_XXS", desc);
     mm.type = INFER_TYPE_Q4_K, mm.n_in = 128;
     REFUSED(cuda_mm(&mm, st, 0), "%s: mm Q4_K over 128 values", desc);
     mm.n_in = 256, mm.n_tokens = 0;
@@ -577,8 +579,8 @@ static void run_errors_cuda(struct tctx *x) {
     struct rope_norm_args rn = {.rope = r, .src = f, .src_token_stride = 8, .src_head_stride = 8, .eps = 1e-6f};
     REFUSED(cuda_rope_norm(&rn, 0), "%s: rope_norm without a weight", desc);
     /* embed, kv_store */
-    struct embed_args e = {.type = INFER_TYPE_Q2_K, .table = q, .n_embd = 256, .n_rows = 1, .ids = ids, .n_tokens = 1, .y = y};
-    REFUSED(cuda_embed(&e, 0), "%s: embed from a Q2_K table", desc);
+    struct embed_args e = {.type = 16 /* IQ2_XXS */, .table = q, .n_embd = 256, .n_rows = 1, .ids = ids, .n_tokens = 1, .y = y};
+    REFUSED(cuda_embed(&e, 0), "%s: embed from an IQ2_XXS table", desc);
     e.type = INFER_TYPE_F32, e.n_tokens = 65536;
     REFUSED(cuda_embed(&e, 0), "%s: embed 65536 tokens", desc);
     struct kv_store_args kv = {.x = f, .cells = q, .pos = pos, .row = 40, .x_stride = 40, .cell_stride = 64, .n_tokens = 1,

@@ -11,7 +11,7 @@
  * are picked at run time with __builtin_cpu_supports, compiled with per-function target attributes so
  * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
  * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order;
- * the AVX-512 K-quant dots (Q4_K, Q5_K, Q6_K) keep the scalar reference's per-block f32 steps, which the
+ * the AVX-512 K-quant dots (Q2_K to Q6_K) keep the scalar reference's per-block f32 steps, which the
  * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit.
  * note: a four-row Q4_K/Q6_K dot (shared activation work) was 20% faster from cache but 2-3x slower from
  * DRAM on long rows (four interleaved row streams starve the prefetchers), so decode keeps one row at a time.
@@ -101,6 +101,55 @@ static inline int mmv_k_mins(const uint8_t *scales, const int16_t *bsums, uint8_
         summ += m * (bsums[2 * j] + bsums[2 * j + 1]);
     }
     return summ;
+}
+
+/* Q2_K: 16 sub-blocks of 16 values, each a 4-bit scale (low nibble) and 4-bit min (high nibble); the
+ * 32-byte half h of qs holds values 128h + 32k + l in bits 2k of byte l. The min term uses the bsums. */
+static float dot_q2_k(int64_t n, const void *w, const void *x) {
+    const block_q2_K *a = w;
+    const block_q8_K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int summ = 0, sumi = 0;
+        for (int j = 0; j < 16; j++) summ += (a[i].scales[j] >> 4) * b[i].bsums[j];
+        for (int g = 0; g < 8; g++) { /* 32 values 32g..32g+31: sub-blocks 2g, 2g+1 */
+            const uint8_t *q = a[i].qs + 32 * (g / 4);
+            const int8_t *y = b[i].qs + 32 * g;
+            const int shift = 2 * (g % 4);
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 16; l++) {
+                s0 += ((q[l] >> shift) & 3) * y[l];
+                s1 += ((q[l + 16] >> shift) & 3) * y[l + 16];
+            }
+            sumi += (a[i].scales[2 * g] & 0xF) * s0 + (a[i].scales[2 * g + 1] & 0xF) * s1;
+        }
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi - (blocks_f16_to_f32(a[i].dmin) * b[i].d) * (float)summ;
+    }
+    return s;
+}
+
+/* Q3_K: the 2 low bits as in Q2_K, bit g of hmask[l] (g = value / 32) clear means q - 4; 16 signed 6-bit
+ * scales (blocks_q3_K_scale). */
+static float dot_q3_k(int64_t n, const void *w, const void *x) {
+    const block_q3_K *a = w;
+    const block_q8_K *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sumi = 0;
+        for (int g = 0; g < 8; g++) {
+            const uint8_t *q = a[i].qs + 32 * (g / 4);
+            const int8_t *y = b[i].qs + 32 * g;
+            const int shift = 2 * (g % 4);
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 16; l++) {
+                s0 += (((q[l] >> shift) & 3) - ((a[i].hmask[l] >> g) & 1 ? 0 : 4)) * y[l];
+                s1 += (((q[l + 16] >> shift) & 3) - ((a[i].hmask[l + 16] >> g) & 1 ? 0 : 4)) * y[l + 16];
+            }
+            sumi += blocks_q3_K_scale(&a[i], 2 * g) * s0 + blocks_q3_K_scale(&a[i], 2 * g + 1) * s1;
+        }
+        s += (blocks_f16_to_f32(a[i].d) * b[i].d) * (float)sumi;
+    }
+    return s;
 }
 
 static float dot_q4_k(int64_t n, const void *w, const void *x) {
@@ -328,6 +377,76 @@ MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
             /* the sub-block scale goes into the int16 -> int32 widening (madd) instead of a mullo */
             __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)mmv_iq4_xs_scale(&a[i], ib))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return mmv_hsum(acc);
+}
+
+/* Q3_K's 16 scales as signed bytes (-32..31): the low nibbles of bytes 0-7 (scales 0-7) and their high
+ * nibbles (8-15), the top 2 bits from bytes 8-11, two bits per scale (docs/quant.md §3.5). */
+MMV_AVX2 static inline __m128i mmv_q3_k_scales(const uint8_t *scales) {
+    uint32_t u[3], o[4];
+    memcpy(u, scales, 12);
+    o[0] = (u[0] & 0x0f0f0f0f) | (u[2] & 0x03030303) << 4;
+    o[1] = (u[1] & 0x0f0f0f0f) | ((u[2] >> 2) & 0x03030303) << 4;
+    o[2] = ((u[0] >> 4) & 0x0f0f0f0f) | ((u[2] >> 4) & 0x03030303) << 4;
+    o[3] = ((u[1] >> 4) & 0x0f0f0f0f) | ((u[2] >> 6) & 0x03030303) << 4;
+    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)o), _mm_set1_epi8(32));
+}
+
+/* 32 values per step (group g: qs half g/4, bits 2(g%4)); maddubs (q <= 3, or 7 for Q3_K: no int16
+ * saturation) then madd with the two 16-value scales of the group. */
+MMV_AVX2 static float dot_q2_k_avx2(int64_t n, const void *w, const void *x) {
+    const block_q2_K *a = w;
+    const block_q8_K *b = x;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)a[i].scales);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4));
+        const __m256i summ = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)b[i].bsums));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * h));
+            for (int k = 0; k < 4; k++) {
+                const int g = 4 * h + k;
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * k), m3);
+                __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * g)));
+                __m256i s = _mm256_set_m128i(_mm_set1_epi16(a[i].scales[2 * g + 1] & 0xF), _mm_set1_epi16(a[i].scales[2 * g] & 0xF));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].dmin) * b[i].d), _mm256_cvtepi32_ps(summ), accm);
+    }
+    return mmv_hsum(acc) - mmv_hsum(accm);
+}
+
+MMV_AVX2 static float dot_q3_k_avx2(int64_t n, const void *w, const void *x) {
+    const block_q3_K *a = w;
+    const block_q8_K *b = x;
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sc8 = mmv_q3_k_scales(a[i].scales);
+        int8_t sc[16];
+        _mm_storeu_si128((__m128i *)sc, sc8);
+        /* q - 4 with q = the 3-bit code 0..7: the -4 is 4·Σ_j sc_j·bsums_j, exact in int */
+        __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)b[i].bsums));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)a[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * h));
+            for (int k = 0; k < 4; k++) {
+                const int g = 4 * h + k;
+                __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, g), one), 2);
+                __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qv, 2 * k), m3), hb);
+                __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * g)));
+                __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+            }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
@@ -620,6 +739,73 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
         acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm512_cvtepi32_ps(sumi), acc);
     }
     return _mm512_reduce_add_ps(acc);
+}
+
+/* Q2_K / Q3_K: two 32-value groups per register (4h+2k in the lower half, 4h+2k+1 in the upper: the same
+ * qs half, bits 4k and 4k+2), the 16-value scales by lane (lane l: sub-block 8h + 4k + l/4), and the scalar
+ * reference's per-block f32 step, so the two agree bit for bit. */
+MMV_AVX512 static inline __m512i mmv_q23_scale_ix(int h, int k) {
+    return _mm512_add_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set1_epi32(8 * h + 4 * k));
+}
+
+MMV_AVX512 static inline int mmv_reduce8(__m256i v) { return _mm512_reduce_add_epi32(_mm512_zextsi256_si512(v)); }
+
+MMV_AVX512 static float dot_q2_k_avx512(int64_t n, const void *w, const void *x) {
+    const block_q2_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i zero = _mm512_setzero_si512(), m3 = _mm512_set1_epi8(3);
+    const __m512i sh[2] = {mmv_cat(_mm256_set1_epi16(0), _mm256_set1_epi16(2)), mmv_cat(_mm256_set1_epi16(4), _mm256_set1_epi16(6))};
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)a[i].scales);
+        const __m512i sc = _mm512_cvtepu8_epi32(_mm_and_si128(sc8, m4));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4));
+        const int summ = mmv_reduce8(_mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)b[i].bsums)));
+        __m512i sumi = zero;
+        for (int h = 0; h < 2; h++) {
+            const __m256i q256 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * h));
+            const __m512i qv = mmv_cat(q256, q256);
+            for (int k = 0; k < 2; k++) {
+                __m512i q = _mm512_and_si512(_mm512_srlv_epi16(qv, sh[k]), m3);
+                __m512i p = _mm512_dpbusd_epi32(zero, q, _mm512_loadu_si512((const void *)(b[i].qs + 128 * h + 64 * k)));
+                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(p, _mm512_permutexvar_epi32(mmv_q23_scale_ix(h, k), sc)));
+            }
+        }
+        s += (_cvtsh_ss(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(sumi) - (_cvtsh_ss(a[i].dmin) * b[i].d) * (float)summ;
+    }
+    return s;
+}
+
+MMV_AVX512 static float dot_q3_k_avx512(int64_t n, const void *w, const void *x) {
+    const block_q3_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i zero = _mm512_setzero_si512(), m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    const __m512i sh[2] = {mmv_cat(_mm256_set1_epi16(0), _mm256_set1_epi16(2)), mmv_cat(_mm256_set1_epi16(4), _mm256_set1_epi16(6))};
+    float s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sc8 = mmv_q3_k_scales(a[i].scales);
+        const __m512i sc = _mm512_cvtepi8_epi32(sc8);
+        /* the -4 of q - 4: 4·Σ_j sc_j·bsums_j */
+        const int off = mmv_reduce8(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)b[i].bsums)));
+        const __m256i hm256 = _mm256_loadu_si256((const __m256i *)a[i].hmask);
+        const __m512i hm = mmv_cat(hm256, hm256);
+        __m512i sumi = zero;
+        for (int h = 0; h < 2; h++) {
+            const __m256i q256 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * h));
+            const __m512i qv = mmv_cat(q256, q256);
+            for (int k = 0; k < 2; k++) {
+                /* group g = 4h + 2k (+1 upper) takes bit g of hmask as bit 2 of its code */
+                const __m512i hsh = mmv_cat(_mm256_set1_epi16((short)(4 * h + 2 * k)), _mm256_set1_epi16((short)(4 * h + 2 * k + 1)));
+                __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hm, hsh), one), 2);
+                __m512i q = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(qv, sh[k]), m3), hb);
+                __m512i p = _mm512_dpbusd_epi32(zero, q, _mm512_loadu_si512((const void *)(b[i].qs + 128 * h + 64 * k)));
+                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(p, _mm512_permutexvar_epi32(mmv_q23_scale_ix(h, k), sc)));
+            }
+        }
+        s += (_cvtsh_ss(a[i].d) * b[i].d) * (float)(_mm512_reduce_add_epi32(sumi) - 4 * off);
+    }
+    return s;
 }
 
 /* The integer parts of one Q4_K x Q8_K block: sumi as 16 int32 partial sums, summ (the min term) as 4.
@@ -958,6 +1144,8 @@ static const struct mmv_type mmv_types[] = {
     {INFER_TYPE_Q8_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q8_0, dot_q8_0_avx2, dot_q8_0_avx512)},
     {INFER_TYPE_Q4_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q4_0, dot_q4_0_avx2, dot_q4_0_avx512)},
     {INFER_TYPE_IQ4_NL, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_iq4_nl, dot_iq4_nl_avx2, dot_iq4_nl_avx512)},
+    {INFER_TYPE_Q2_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q2_k, dot_q2_k_avx2, dot_q2_k_avx512)},
+    {INFER_TYPE_Q3_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q3_k, dot_q3_k_avx2, dot_q3_k_avx512)},
     {INFER_TYPE_Q4_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q4_k, dot_q4_k_avx2, dot_q4_k_avx512)},
     {INFER_TYPE_Q5_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q5_k, dot_q5_k_avx2, dot_q5_k_avx512)},
     {INFER_TYPE_Q6_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q6_k, dot_q6_k_avx2, dot_q6_k_avx512)},
