@@ -24,6 +24,9 @@ static __device__ float embed_value(int32_t type, const uint8_t *row, int64_t i)
     case INFER_TYPE_F16: return blocks_f16_to_f32(((const uint16_t *)row)[i]);
     case INFER_TYPE_BF16: return blocks_bf16_to_f32(((const uint16_t *)row)[i]);
     case INFER_TYPE_Q4_0: return blocks_value_q4_0((const block_q4_0 *)row + i / 32, (int)(i % 32));
+    case INFER_TYPE_Q4_1: return blocks_value_q4_1((const block_q4_1 *)row + i / 32, (int)(i % 32));
+    case INFER_TYPE_Q5_0: return blocks_value_q5_0((const block_q5_0 *)row + i / 32, (int)(i % 32));
+    case INFER_TYPE_Q5_1: return blocks_value_q5_1((const block_q5_1 *)row + i / 32, (int)(i % 32));
     case INFER_TYPE_Q8_0: return blocks_value_q8_0((const block_q8_0 *)row + i / 32, (int)(i % 32));
     case INFER_TYPE_IQ4_NL: return blocks_value_iq4_nl((const block_iq4_nl *)row + i / 32, (int)(i % 32));
     case INFER_TYPE_Q2_K: return blocks_value_q2_K((const block_q2_K *)row + i / 256, (int)(i % 256));
@@ -96,6 +99,9 @@ static size_t embed_row_bytes(int32_t type, int64_t n) {
     case INFER_TYPE_F32: return (size_t)n * 4;
     case INFER_TYPE_F16: case INFER_TYPE_BF16: return (size_t)n * 2;
     case INFER_TYPE_Q4_0: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q4_0);
+    case INFER_TYPE_Q4_1: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q4_1);
+    case INFER_TYPE_Q5_0: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q5_0);
+    case INFER_TYPE_Q5_1: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q5_1);
     case INFER_TYPE_Q8_0: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q8_0);
     case INFER_TYPE_IQ4_NL: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_iq4_nl);
     case INFER_TYPE_Q2_K: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_q2_K);

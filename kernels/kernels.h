@@ -55,8 +55,9 @@ static inline INFER_HD size_t q8_split_bytes(int64_t n, int32_t n_rows) {
  *   MMV_ADD     y = W x + add                   (residual fused)
  *   MMV_SWIGLU  y = silu(W x) * (W2 x)          (gate / up fused; W2 of the same type and shape)
  * Activations arrive already quantised (xq) to the backend's activation type for this weight type
- * (mmv_act_type): the CPU pairs K-quants and IQ4_XS with Q8_K and Q8_0/Q4_0/IQ4_NL with Q8_0 like
- * llama.cpp's CPU path; CUDA pairs every quantised type with Q8_1 in the q8 split layout above.
+ * (mmv_act_type): the CPU pairs K-quants and IQ4_XS with Q8_K, Q8_0/Q4_0/Q5_0/IQ4_NL with Q8_0 and
+ * Q4_1/Q5_1 with Q8_1 (ggml's block_q8_1, s = d * sum q) like llama.cpp's CPU path; CUDA pairs every
+ * quantised type with Q8_1 in the q8 split layout above.
  * F32/F16/BF16 weights take f32 x.
  */
 enum { MMV_PLAIN = 0, MMV_ADD = 1, MMV_SWIGLU = 2 };

@@ -8,8 +8,9 @@
  *   1. the 64 x 64 tile of W -> f16 in shared memory ws[row][k] (rows MM_LDK = 72 halves apart: 144-
  *      byte rows keep 16-byte stores aligned and make the fragment loads conflict-free, bank 4g + c);
  *      quantised types: thread t decodes the 32-value unit (t % 2) of row t / 2 (one q8 unit: a Q8_0 /
- *      Q4_0 / IQ4_NL block, or a K-quant / IQ4_XS sub-block) with the math of blocks.h, so the values
- *      are bit-identical to lib/quant.c's before the f16 rounding; float types copy pairs, coalesced;
+ *      Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL block, or a K-quant / IQ4_XS sub-block) with the math of
+ *      blocks.h, so the values are bit-identical to lib/quant.c's before the f16 rounding; float types
+ *      copy pairs, coalesced;
  *   2. the 64 x 64 tile of x (f32) -> f16 in xs[token][k], the same way;
  *   3. warp (wm, wn) = (warp % 2, warp / 2) owns rows 32wm.. and tokens 32wn..: 2 x 4 mma.sync
  *      m16n8k16 (f16 x f16 -> f32) per 16 values of K; W is the row-major A operand, x^T the
@@ -109,6 +110,18 @@ MM_UNROLL
         }
     }
 };
+
+/* Q4_1 / Q5_0 / Q5_1: blocks.h's block decoders as they are (byte loads; these types are rare in new files) */
+#define MM_WDEC32(T, t)                                                                                      \
+    template <> struct wdec<INFER_TYPE_##T> {                                                                \
+        static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {                                 \
+            blocks_dequant_##t((const block_##t *)row + u, v);                                               \
+        }                                                                                                    \
+    };
+MM_WDEC32(Q4_1, q4_1)
+MM_WDEC32(Q5_0, q5_0)
+MM_WDEC32(Q5_1, q5_1)
+#undef MM_WDEC32
 
 template <> struct wdec<INFER_TYPE_IQ4_NL> {
     static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {
@@ -512,7 +525,8 @@ extern "C" void cuda_mm_state_free(struct cuda_mm_state *st) {
 }
 
 /* The weight types both modes cover; one switch over this list dispatches. */
-#define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+#define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) \
+    X(Q4_K) X(Q5_K) X(Q6_K)
 
 template <int T> static cudaError_t launch_type(const struct mm_args *a, struct cuda_mm_state *st, size_t rb, cudaStream_t s) {
     return st->mode == MM_MODE_CUBLAS ? blas_launch<T>(a, st, rb, s) : mma_launch<T>(a, rb, s);

@@ -21,7 +21,8 @@ enum { MMV_WARPS = 4, MMV_THREADS = MMV_WARPS * WARP_SIZE };
  *   sum_i w_i x_i = sum_h scale[h] * xd * sum_{i in half h} q_i xq_i  -  min * xs
  * (xs = xd * sum xq). q holds 32 signed or unsigned 8-bit codes packed four per int; the two halves
  * (16 values each) may have different scales (Q2_K, Q3_K, Q6_K); min is the block-min term (K-quants
- * with a min, and Q4_0's -8 offset), or Q2_K's min per half, hmin[h] * xd * sum_{i in half h} xq_i. */
+ * with a min, Q4_0's -8 and Q5_0's -16 offsets, minus Q4_1's / Q5_1's m), or Q2_K's min per half,
+ * hmin[h] * xd * sum_{i in half h} xq_i. */
 struct wunit {
     int q[8];
     float scale[2];
@@ -68,6 +69,53 @@ template <> struct unit_dot<INFER_TYPE_Q4_0> {
         const float d = blocks_f16_to_f32(b->d);
         w.scale[0] = w.scale[1] = d;
         w.min = 8.0f * d; /* w = d * (q - 8) */
+    }
+};
+
+/* Q5_0 / Q5_1: bits 4k..4k+3 of qh (the fifth bits of four consecutive values) to bit 4 of four bytes. */
+static __device__ __forceinline__ int q5_high4(uint32_t qh, int k) {
+    const uint32_t h = (qh >> (4 * k)) & 0xF;
+    return (int)((h & 1) << 4 | (h & 2) << 11 | (h & 4) << 18 | (h & 8) << 25);
+}
+
+/* 32 unsigned 4-bit codes (+ the fifth bits of qh for Q5) of a 32-value block; qs 2-byte aligned. */
+template <bool Q5> static __device__ __forceinline__ void q4q5_codes(const uint8_t *qs, uint32_t qh, wunit &w) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int v = load_int_a2(qs + 4 * k);
+        w.q[k] = v & 0x0F0F0F0F, w.q[k + 4] = (v >> 4) & 0x0F0F0F0F;
+        if constexpr (Q5) w.q[k] |= q5_high4(qh, k), w.q[k + 4] |= q5_high4(qh, k + 4);
+    }
+}
+
+template <> struct unit_dot<INFER_TYPE_Q4_1> {
+    static constexpr int PER_BLOCK = 1;
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
+        const block_q4_1 *b = (const block_q4_1 *)row + u;
+        q4q5_codes<false>(b->qs, 0, w);
+        w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d);
+        w.min = -blocks_f16_to_f32(b->m); /* w = d * q + m */
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_Q5_0> {
+    static constexpr int PER_BLOCK = 1;
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
+        const block_q5_0 *b = (const block_q5_0 *)row + u;
+        q4q5_codes<true>(b->qs, (uint32_t)load_int_a2(b->qh), w);
+        const float d = blocks_f16_to_f32(b->d);
+        w.scale[0] = w.scale[1] = d;
+        w.min = 16.0f * d; /* w = d * (q - 16) */
+    }
+};
+
+template <> struct unit_dot<INFER_TYPE_Q5_1> {
+    static constexpr int PER_BLOCK = 1;
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
+        const block_q5_1 *b = (const block_q5_1 *)row + u;
+        q4q5_codes<true>(b->qs, (uint32_t)load_int_a2(b->qh), w);
+        w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d);
+        w.min = -blocks_f16_to_f32(b->m); /* w = d * q + m */
     }
 };
 
@@ -207,6 +255,8 @@ template <> struct unit_dot<INFER_TYPE_Q6_K> {
 
 template <int T> struct unit_bytes {
     static constexpr int value = T == INFER_TYPE_Q8_0 ? sizeof(block_q8_0) : T == INFER_TYPE_Q4_0 ? sizeof(block_q4_0)
+                               : T == INFER_TYPE_Q4_1 ? sizeof(block_q4_1) : T == INFER_TYPE_Q5_0 ? sizeof(block_q5_0)
+                               : T == INFER_TYPE_Q5_1 ? sizeof(block_q5_1)
                                : T == INFER_TYPE_IQ4_NL ? sizeof(block_iq4_nl) : T == INFER_TYPE_IQ4_XS ? sizeof(block_iq4_xs)
                                : T == INFER_TYPE_Q2_K ? sizeof(block_q2_K) : T == INFER_TYPE_Q3_K ? sizeof(block_q3_K)
                                : T == INFER_TYPE_Q4_K ? sizeof(block_q4_K) : T == INFER_TYPE_Q5_K ? sizeof(block_q5_K)
@@ -326,7 +376,8 @@ static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
 }
 
 /* The weight types the kernels cover; one switch over this list dispatches. */
-#define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+#define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) \
+    X(Q4_K) X(Q5_K) X(Q6_K)
 
 extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
     switch (weight_type) {

@@ -102,6 +102,9 @@ template <int T> static __device__ __forceinline__ void moe_unit(const uint8_t *
         blocks_sub_##t((const block_##t *)row + u / 8, (int)(u % 8), y);                                     \
     }
 MOE_UNIT32(Q4_0, q4_0)
+MOE_UNIT32(Q4_1, q4_1)
+MOE_UNIT32(Q5_0, q5_0)
+MOE_UNIT32(Q5_1, q5_1)
 MOE_UNIT32(Q8_0, q8_0)
 MOE_UNIT32(IQ4_NL, iq4_nl)
 MOE_UNIT256(Q2_K, q2_K)
@@ -116,7 +119,8 @@ MOE_UNIT256(IQ4_XS, iq4_xs)
 /* The weight types moe_ffn covers (gate/up and down independently; the weight types libinfer computes
  * with, as on the CPU); one switch dispatches. */
 #define MOE_FLOAT_TYPES(X) X(F32) X(F16) X(BF16)
-#define MOE_QUANT_TYPES(X) X(Q4_0) X(Q8_0) X(IQ4_NL) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
+#define MOE_QUANT_TYPES(X) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(IQ4_NL) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) \
+    X(IQ4_XS)
 
 template <int T> static __device__ __forceinline__ float moe_float(const uint8_t *row, int64_t i) {
     if constexpr (T == INFER_TYPE_F32) return ((const float *)row)[i];

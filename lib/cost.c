@@ -8,7 +8,9 @@ struct op_cost mmv_cost(const struct mmv_args *a) {
     struct op_cost c = {0, 0, 0};
     const double w = (double)quant_row_bytes(a->type, a->n_in) * (double)a->n_out;
     const double n_w = a->epilogue == MMV_SWIGLU ? 2.0 : 1.0;
-    const double act = mmv_act_type_cpu(a->type) < 0 ? 4.0 * (double)a->n_in : (double)quant_row_bytes(INFER_TYPE_Q8_0, a->n_in);
+    /* the CPU's partner blocks (Q8_0, Q8_1 or Q8_K; CUDA's q8 split is Q8_1's size), or f32 */
+    const int32_t at = mmv_act_type_cpu(a->type);
+    const double act = at < 0 ? 4.0 * (double)a->n_in : (double)quant_row_bytes(at, a->n_in);
     c.bytes_read = n_w * w + (double)a->n_tokens * act + (a->epilogue == MMV_ADD ? 4.0 * (double)(a->n_tokens * a->n_out) : 0);
     c.bytes_written = 4.0 * (double)(a->n_tokens * a->n_out);
     c.flops = 2.0 * n_w * (double)a->n_in * (double)a->n_out * (double)a->n_tokens;

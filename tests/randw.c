@@ -14,6 +14,7 @@ struct randw_scales {
 };
 static const struct randw_scales randw_scales[] = {
     {INFER_TYPE_Q8_0, 1, {0}},    {INFER_TYPE_Q4_0, 1, {0}},    {INFER_TYPE_IQ4_NL, 1, {0}}, {INFER_TYPE_IQ4_XS, 1, {0}},
+    {INFER_TYPE_Q4_1, 2, {0, 2}}, {INFER_TYPE_Q5_0, 1, {0}},    {INFER_TYPE_Q5_1, 2, {0, 2}},
     {INFER_TYPE_Q2_K, 2, {80, 82}}, {INFER_TYPE_Q3_K, 1, {108}},
     {INFER_TYPE_Q4_K, 2, {0, 2}}, {INFER_TYPE_Q5_K, 2, {0, 2}}, {INFER_TYPE_Q6_K, 1, {208}},
 };

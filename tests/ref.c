@@ -47,6 +47,10 @@ size_t ref_row_bytes(int32_t type, int64_t n) {
     case INFER_TYPE_F16:
     case INFER_TYPE_BF16: return (size_t)n * 2;
     case INFER_TYPE_Q8_0: return (size_t)n / 32 * 34;
+    case INFER_TYPE_Q8_1: return (size_t)n / 32 * 36;
+    case INFER_TYPE_Q4_1: return (size_t)n / 32 * 20;
+    case INFER_TYPE_Q5_0: return (size_t)n / 32 * 22;
+    case INFER_TYPE_Q5_1: return (size_t)n / 32 * 24;
     case INFER_TYPE_Q4_0:
     case INFER_TYPE_IQ4_NL: return (size_t)n / 32 * 18;
     case INFER_TYPE_Q2_K: return (size_t)n / 256 * 84;
@@ -60,10 +64,18 @@ size_t ref_row_bytes(int32_t type, int64_t n) {
     return 0;
 }
 
+/* The 4-bit quant e of 32 values packed as 16 bytes (low nibbles first), and a Q5 block's fifth bit e. */
+static int ref_nib(const uint8_t *qs, int e) { return (e < 16 ? qs[e] : qs[e - 16] >> 4) & 0xF; }
+static int ref_q5_bit(const uint8_t *qh, int e) { return (qh[e / 8] >> (e % 8)) & 1; }
+
 /* Element e of a block, per docs/quant.md §3. */
 static double ref_elem(int32_t type, const uint8_t *b, int e) {
     switch (type) {
     case INFER_TYPE_Q8_0: return rd_f16(b) * (int8_t)b[2 + e];
+    case INFER_TYPE_Q8_1: return rd_f16(b) * (int8_t)b[4 + e];
+    case INFER_TYPE_Q4_1: return rd_f16(b) * ref_nib(b + 4, e) + rd_f16(b + 2);
+    case INFER_TYPE_Q5_0: return rd_f16(b) * (ref_nib(b + 6, e) + 16 * ref_q5_bit(b + 2, e) - 16);
+    case INFER_TYPE_Q5_1: return rd_f16(b) * (ref_nib(b + 8, e) + 16 * ref_q5_bit(b + 4, e)) + rd_f16(b + 2);
     case INFER_TYPE_Q4_0: return rd_f16(b) * (((e < 16 ? b[2 + e] : b[2 + e - 16] >> 4) & 0xF) - 8);
     case INFER_TYPE_IQ4_NL: return rd_f16(b) * ref_kv_iq4[(e < 16 ? b[2 + e] : b[2 + e - 16] >> 4) & 0xF];
     case INFER_TYPE_Q8_K: {
@@ -132,10 +144,31 @@ int ref_dequant(int32_t type, const void *src, double *dst, int64_t n) {
     }
     size_t bb = ref_row_bytes(type, 256);
     if (!bb) return -1;
-    int blck = (type == INFER_TYPE_Q8_0 || type == INFER_TYPE_Q4_0 || type == INFER_TYPE_IQ4_NL) ? 32 : 256;
+    int blck = ref_row_bytes(type, 32) ? 32 : 256; /* 256-value types: 0 bytes for 32 values */
     bb = ref_row_bytes(type, blck);
     for (int64_t i = 0; i < n; i++) dst[i] = ref_elem(type, s + (i / blck) * bb, (int)(i % blck));
     return 0;
+}
+
+/* Σ_c w_c x_c of one row and its Σ |w_c x_c| (added to *sa). With Q8_1 blocks (the CPU's partner of Q4_1 / Q5_1)
+ * the min m of each weight block meets the block's stored s = f16(d·Σq), not Σ d·q, as ggml's vec_dot computes:
+ * Σ (w_c - m) x_c + m·s per block. wq: the row's blocks; xq: the token's Q8_1 row (NULL otherwise). */
+static double ref_row_dot(int32_t type, const uint8_t *wq, const double *w, const double *x, const uint8_t *xq, int64_t n,
+                          double *sa) {
+    const int min = xq && (type == INFER_TYPE_Q4_1 || type == INFER_TYPE_Q5_1);
+    const size_t bb = ref_row_bytes(type, 32);
+    double s = 0;
+    for (int64_t c = 0; c < n; c++) {
+        const double m = min ? rd_f16(wq + (size_t)(c / 32) * bb + 2) : 0;
+        s += (w[c] - m) * x[c];
+        *sa += fabs((w[c] - m) * x[c]);
+        if (min && c % 32 == 0) {
+            const double ms = m * rd_f16(xq + (size_t)(c / 32) * 36 + 2);
+            s += ms;
+            *sa += fabs(ms);
+        }
+    }
+    return s;
 }
 
 void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs) {
@@ -145,7 +178,7 @@ void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs)
     for (int64_t t = 0; t < a->n_tokens; t++) {
         double *xt = x + t * a->n_in;
         const float *xf = a->x + t * a->n_in;
-        if (act_type == INFER_TYPE_Q8_1) { /* the q8 split layout: int8 rows, then (d, s) per 32 values */
+        if (act_type == REF_ACT_Q8_SPLIT) { /* the q8 split layout: int8 rows, then (d, s) per 32 values */
             const int8_t *q = (const int8_t *)a->xq + t * a->n_in;
             const float *ds = (const float *)((const char *)a->xq + q8_split_ds_offset(a->n_in, (int32_t)a->n_tokens));
             for (int64_t c = 0; c < a->n_in; c++) xt[c] = (double)ds[2 * (t * (a->n_in / 32) + c / 32)] * q[c];
@@ -163,16 +196,11 @@ void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs)
         if (a->epilogue == MMV_SWIGLU) ref_dequant(a->type, (const char *)a->w2 + r * wb, w2, a->n_in);
         for (int64_t t = 0; t < a->n_tokens; t++) {
             const double *xt = x + t * a->n_in;
-            double s = 0, s2 = 0, sa = 0;
-            for (int64_t c = 0; c < a->n_in; c++) {
-                s += w[c] * xt[c];
-                sa += fabs(w[c] * xt[c]);
-            }
+            const uint8_t *xq = act_type == INFER_TYPE_Q8_1 ? (const uint8_t *)a->xq + t * ref_row_bytes(act_type, a->n_in) : NULL;
+            double sa = 0;
+            double s = ref_row_dot(a->type, (const uint8_t *)a->w + r * wb, w, xt, xq, a->n_in, &sa);
             if (a->epilogue == MMV_SWIGLU) {
-                for (int64_t c = 0; c < a->n_in; c++) {
-                    s2 += w2[c] * xt[c];
-                    sa += fabs(w2[c] * xt[c]);
-                }
+                const double s2 = ref_row_dot(a->type, (const uint8_t *)a->w2 + r * wb, w2, xt, xq, a->n_in, &sa);
                 s = s / (1 + exp(-s)) * s2;
             }
             if (a->epilogue == MMV_ADD) s += a->add[t * a->n_out + r];

@@ -14,7 +14,7 @@
 double ref_f16(uint16_t h);
 double ref_round_f16(float x);
 double ref_round_bf16(float x);
-/* Dequantises n elements (a multiple of the block size) of any type cpu_mmv supports, plus Q8_0 and
+/* Dequantises n elements (a multiple of the block size) of any type cpu_mmv supports, plus Q8_0, Q8_1 and
  * Q8_K activation blocks, into double. Returns 0, or -1 for an unknown type. */
 int ref_dequant(int32_t type, const void *src, double *dst, int64_t n);
 /* Bytes of a row of n elements of type, 0 if unknown. */
@@ -22,10 +22,10 @@ size_t ref_row_bytes(int32_t type, int64_t n);
 
 /* y[t][r] = Σ_c W[r][c] · X[t][c] with the dequantised weight rows and the activations as the backend
  * sees them; the epilogue applied in double. yabs[t][r] = Σ |W||X| (the scale of the rounding error),
- * may be NULL. act_type: a block type of xq rows (Q8_0, Q8_K), INFER_TYPE_Q8_1 for CUDA's q8 split
- * layout of all n_tokens rows (kernels.h), -1 for f32 x rounded like F16 / BF16 weights (ggml's CPU
- * dots), REF_ACT_F32 for x exactly as given. */
-enum { REF_ACT_F32 = -2 };
+ * may be NULL. act_type: a block type of xq rows (Q8_0, Q8_1, Q8_K: the CPU's), REF_ACT_Q8_SPLIT for
+ * CUDA's q8 split layout of all n_tokens rows (kernels.h), -1 for f32 x rounded like F16 / BF16 weights
+ * (ggml's CPU dots), REF_ACT_F32 for x exactly as given. */
+enum { REF_ACT_F32 = -2, REF_ACT_Q8_SPLIT = -3 };
 void ref_mmv(const struct mm_args *a, int32_t act_type, double *y, double *yabs);
 /* RMSNorm, times w, times silu(gate) when gate is set. */
 void ref_norm(const struct norm_args *a, double *y);

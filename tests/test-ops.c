@@ -9,7 +9,7 @@
  * type and column on the same seeded inputs, in physical ranges (attention scores that need the max
  * subtracted, MoE logits +-8, GDN decays in (-20, 0)); outputs start as NaN so an unwritten element fails,
  * and padding between output rows must come back untouched. Checks (NMSE = sum (y - ref)^2 / sum ref^2):
- *   quantize  cpu (Q8_0, Q8_K): within half a step (+127 * 2^-11 for Q8_0's f16 d), bit for bit llama.cpp's
+ *   quantize  cpu (Q8_0, Q8_1, Q8_K): within half a step (+127 * 2^-11 for Q8_0's f16 d), bit for bit llama.cpp's
  *             quantize_row_*_ref (peer); cuda (q8 split, "q8_1"): d = amax / 127, q = roundf(x / d),
  *             s = d * sum q, exactly
  *   mmv, mm   ref on the activations the backend used; per output |y - ref| <= cpu 1e-6 sum|wx|, cuda
@@ -66,10 +66,13 @@ static const struct { const char *name; int32_t id; } tops_types[] = {
     {"q4_0", INFER_TYPE_Q4_0}, {"q4_K", INFER_TYPE_Q4_K},     {"q5_K", INFER_TYPE_Q5_K}, {"q6_K", INFER_TYPE_Q6_K},
     {"q2_K", INFER_TYPE_Q2_K}, {"q3_K", INFER_TYPE_Q3_K},
     {"iq4_nl", INFER_TYPE_IQ4_NL}, {"iq4_xs", INFER_TYPE_IQ4_XS}, {"q8_K", INFER_TYPE_Q8_K}, {"q8_1", INFER_TYPE_Q8_1},
+    {"q4_1", INFER_TYPE_Q4_1}, {"q5_0", INFER_TYPE_Q5_0}, {"q5_1", INFER_TYPE_Q5_1},
 };
 #define N_TYPES (int)(sizeof tops_types / sizeof tops_types[0])
 #define ALL_W "f32,f16,bf16,q8_0,q4_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs"
 #define FLOAT_W "f32,f16,bf16"
+/* the legacy 32-value types with a min or a fifth bit (Q8_1 partners on the CPU); in a few cases only */
+#define LEGACY_W "q4_1,q5_0,q5_1"
 
 static int32_t tops_type_id(const char *s, size_t len) {
     for (int i = 0; i < N_TYPES; i++)
@@ -111,16 +114,19 @@ struct tcase {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const struct tcase tops_cases[] = {
-    /* ---- quantize: {n, rows}; the CPU's Q8_0 / Q8_K blocks, CUDA's q8 split (q8_1); a zero group at 32..63 ---- */
+    /* ---- quantize: {n, rows}; the CPU's Q8_0 / Q8_1 / Q8_K blocks, CUDA's q8 split (q8_1); a zero group at 32..63 ---- */
     {"quantize", "q8_0,q8_1", {96, 5}, {0}, -3, 3, 0, 0},
     {"quantize", "q8_0,q8_K,q8_1", {4096, 2}, {0}, -1, 1, 0, 0},
     {"quantize", "q8_K", {512, 3}, {0}, -20, 0.5f, 0, 0},
-    {"quantize", "q8_1", {32, 1}, {0}, -1e-3f, 1e-3f, 0, 0},
+    {"quantize", "q8_1", {32, 1}, {0}, -1e-3f, 1e-3f, 0, 0, .cols = ONLY_CUDA}, /* d an f16 subnormal in Q8_1 blocks */
     /* ---- mmv: {n_in, n_out, n_tokens}, param[0] = epilogue; flags MM_T_QUANTISED: llama-quantize's weights,
      * MM_T_ALIAS: add is y. n_in with a tail block for 32-blocks; tokens 1..8 ---- */
     {"mmv", ALL_W, {256, 1, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", ALL_W, {256 * 3, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
-    {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl", {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl," LEGACY_W, {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", LEGACY_W, {256 * 3 + 32, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", LEGACY_W, {512, 23, 5}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
+    {"mmv", LEGACY_W, {160, 17, 8}, {MMV_SWIGLU}, -1, 1, 0, 0},
     /* float rows whose length leaves a tail for each SIMD width (32, then 16, then 1 at a time) */
     {"mmv", FLOAT_W, {256 * 3 + 32 + 16 + 5, 11, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", ALL_W, {512, 64, 3}, {MMV_ADD}, -2, 2, 0, 0},
@@ -132,7 +138,7 @@ static const struct tcase tops_cases[] = {
     {"mmv", ALL_W, {4096, 4096, 1}, {MMV_PLAIN}, -1, 1, 0, 0, .cols = ONLY_CPU},
     {"mmv", ALL_W, {4096, 512, 2}, {MMV_PLAIN}, -2, 2, 0, 0},
     {"mmv", "q4_K", {4096, 12288, 2}, {MMV_SWIGLU}, -1, 1, 0, 0, .cols = ONLY_CPU}, /* a real FFN (qwen3-8b gate / up) */
-    {"mmv", "q8_0,q4_0,q4_K,q5_K,q6_K,iq4_nl,iq4_xs", {2048, 48, 4}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
+    {"mmv", "q8_0,q4_0,q5_0,q5_1,q4_K,q5_K,q6_K,iq4_nl,iq4_xs", {2048, 48, 4}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
     /* the multi-token dots (mmv.c *_xn: Q4_K, Q6_K on AVX-512 VNNI) that 2..8-token tiles take: odd block
      * counts (Q4_K pairs blocks), every fused epilogue */
     {"mmv", "q4_K,q6_K", {1280, 37, 2}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
@@ -145,10 +151,11 @@ static const struct tcase tops_cases[] = {
      * types: an odd number of units), odd for float types, one value ---- */
     {"mm", ALL_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", FLOAT_W, {95, 67, 9}, {MMV_PLAIN}, -2, 2, 0, 0},
-    {"mm", "q8_0,q4_0,iq4_nl", {96, 67, 9}, {MMV_PLAIN}, -2, 2, 0, 0},
+    {"mm", "q8_0,q4_0,iq4_nl," LEGACY_W, {96, 67, 9}, {MMV_PLAIN}, -2, 2, 0, 0},
     {"mm", FLOAT_W, {1, 5, 3}, {MMV_SWIGLU}, -2, 2, 0, 0},
     {"mm", FLOAT_W, {255, 130, 33}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
     {"mm", "q8_0,q4_0,iq4_nl,q4_K,q5_K,q6_K,iq4_xs", {256, 130, 33}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
+    {"mm", LEGACY_W, {160, 33, 19}, {MMV_SWIGLU}, -2, 2, 0, 0},
     {"mm", ALL_W, {768, 67, 70}, {MMV_SWIGLU}, -2, 2, 0, 0},
     {"mm", "q4_K,q8_0,q6_K", {1024, 70, 64}, {MMV_ADD}, -1, 1, 0, 0},
     {"mm", "f16,q4_K,q6_K", {4096, 130, 70}, {MMV_PLAIN}, -2, 2, 0, 0}, /* a real row length */
@@ -295,7 +302,7 @@ static const struct tcase tops_cases[] = {
     {"attn", "q8_0", {4, 24, 4, 256}, {777, 256}, -30, 30, 0, 1e-8},
     /* ---- embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens}, param[0] = rot (Q8_0) ---- */
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
-    {"embed", "f32,f16,bf16,q8_0,q4_0,iq4_nl", {96, 9, 5}, {0}, -1, 1, 0, 0},
+    {"embed", "f32,f16,bf16,q8_0,q4_0,iq4_nl," LEGACY_W, {96, 9, 5}, {0}, -1, 1, 0, 0},
     {"embed", FLOAT_W, {77, 3, 3}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
     {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
@@ -324,10 +331,12 @@ static const struct tcase tops_cases[] = {
     {"moe_ffn", "iq4_xs", {2, 256, 512, 4}, {2, INFER_TYPE_Q5_K}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q2_K", {3, 256, 256, 4}, {2, INFER_TYPE_Q3_K}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_0", {4, 320, 160, 5}, {5, INFER_TYPE_IQ4_NL}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "q4_1,q5_1", {3, 96, 64, 4}, {2, INFER_TYPE_Q5_0}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_K", {2, 256, 256, 256}, {8, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3}, /* 256 experts, top-8 */
     /* prefill-sized: tokens grouped by expert, experts with up to 8 tokens (mmv) and more (mm) */
     {"moe_ffn", "q4_K", {24, 256, 512, 4}, {2, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q8_0", {40, 128, 96, 16}, {3, INFER_TYPE_Q8_0}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "q5_0", {20, 64, 96, 3}, {2, INFER_TYPE_Q4_1}, -2, 2, 0, 1e-3},
     {"moe_ffn", "f32", {20, 96, 40, 3}, {2, INFER_TYPE_F32}, -2, 2, 0, 1e-10},
     /* ---- sample: {n_vocab, n_rows}, param = {parameter sets (bits of tops_sample_sets, 0: all), logit kinds
      * (bits of MODE_*, 0: all)}; a vocab-248320 row (qwen35) ---- */
@@ -822,7 +831,7 @@ static void run_pool(struct tctx *x) {
 /* Whether column col runs case c of type t: the case's columns, then what each column can do. */
 static int tops_applies(const struct tcase *c, int32_t t, int col) {
     if (c->cols && !(c->cols >> col & 1)) return 0;
-    if (!strcmp(c->op, "quantize")) return col != COL_REF && (t == INFER_TYPE_Q8_1) == (col == COL_CUDA);
+    if (!strcmp(c->op, "quantize")) return col != COL_REF && (t == INFER_TYPE_Q8_1 || col != COL_CUDA);
     if (!strcmp(c->op, "errors") || !strcmp(c->op, "backend") || !strcmp(c->op, "mm_plan") || !strcmp(c->op, "pool") ||
         !strcmp(c->op, "kv_store") || !strcmp(c->op, "norm_q") || !strcmp(c->op, "rope_norm"))
         return col != COL_REF;

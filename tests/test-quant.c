@@ -104,10 +104,10 @@ static void test_table(void) {
     T_CHECK(infer_type_block_bytes(16) == 66 && infer_type_block_bytes(29) == 56 && infer_type_block_bytes(39) == 17 &&
                 infer_type_block_size(40) == 64 && infer_type_block_size(41) == 128 && infer_type_block_bytes(28) == 8,
             "IQ2_XXS/IQ1_M/MXFP4/NVFP4/Q1_0/F64 sizes");
-    static const int32_t sup[] = {0, 1, 30, 8, 2, 10, 11, 12, 13, 14, 20, 23};
+    static const int32_t sup[] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23};
     int n_sup = 0;
     for (int32_t id = 0; id < INFER_TYPE_COUNT; id++) n_sup += infer_type_supported(id);
-    T_CHECK(n_sup == 12, "%d supported types, expected 12", n_sup);
+    T_CHECK(n_sup == 15, "%d supported types, expected 15", n_sup);
     for (size_t i = 0; i < sizeof sup / sizeof sup[0]; i++) T_CHECK(infer_type_supported(sup[i]), "type %d supported", (int)sup[i]);
     T_CHECK(quant_type_by_name("q4_k") == 12 && quant_type_by_name("Q4_K") == 12 && quant_type_by_name("iq4_xs") == 23 &&
                 quant_type_by_name("bf16") == 30 && quant_type_by_name("f32") == 0 && quant_type_by_name("Q4_K_M") == -1 &&

@@ -159,7 +159,7 @@ static void peer_compare(const struct llama_peer *pe, const char *arch, int tied
     T_CHECK(diffs == 0, "%s %s tied=%d mtp=%d: %d tensor types differ from llama-quantize", arch, ftype_name(ftype), tied,
             mtp, diffs);
     gguf_close(f);
-    /* and our loader takes llama.cpp's file, or names a type it cannot run yet (fallback Q5_0, Q3_K) */
+    /* and our loader takes llama.cpp's file (odd shapes included: their fallback types are computed too) */
     char what[96];
     snprintf(what, sizeof what, "llama.cpp's %s %s file (odd %d)", arch, ftype_name(ftype), odd);
     check_load(out, what);

@@ -1,8 +1,9 @@
 /* mmv: the dot products of a weight row with one activation row, for every weight type, and cpu_mmv.
  *
  * Math (llama.cpp's CPU vec_dot, docs/quant.md §5): the activations are quantised once per op to the weight
- * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/IQ4_NL); per block the integer sum
- * Σ scale·q_w·q_x is exact, then multiplied by the f32 product of the two block scales. Float weights
+ * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1); per
+ * block the integer sum Σ scale·q_w·q_x is exact, then multiplied by the f32 product of the two block
+ * scales (Q4_1/Q5_1 add m·s, s = d_x·Σq_x from the Q8_1 block). Float weights
  * take f32 activations, rounded to f16 (F16) or bf16 (BF16) first as ggml does, and multiply in f32.
  * Layout: w rows are n_in/blck blocks packed; activation rows likewise in the partner type.
  *
@@ -88,6 +89,48 @@ static float dot_iq4_nl(int64_t n, const void *w, const void *x) {
         for (int j = 0; j < 16; j++)
             sumi += kv[a[i].qs[j] & 0xF] * b[i].qs[j] + kv[a[i].qs[j] >> 4] * b[i].qs[j + 16];
         s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
+    }
+    return s;
+}
+
+/* Q4_1 / Q5_1 (w = d·q + m) pair with Q8_1, whose s = d_x·Σq_x turns the offset into one product per block:
+ * Σ w·x = d·d_x·Σ q·q_x + m·s. Q5_0 (w = d·(q - 16)) pairs with Q8_0. Bit j of qh is bit 4 of value j. */
+static float dot_q4_1(int64_t n, const void *w, const void *x) {
+    const block_q4_1 *a = w;
+    const block_q8_1 *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) sumi += (a[i].qs[j] & 0xF) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + 16];
+        s += (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d)) * (float)sumi +
+             blocks_f16_to_f32(a[i].m) * blocks_f16_to_f32(b[i].s);
+    }
+    return s;
+}
+
+static float dot_q5_0(int64_t n, const void *w, const void *x) {
+    const block_q5_0 *a = w;
+    const block_q8_0 *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const uint32_t qh = blocks_qh32(a[i].qh);
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += (blocks_q5_q(a[i].qs, qh, j) - 16) * b[i].qs[j];
+        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
+    }
+    return s;
+}
+
+static float dot_q5_1(int64_t n, const void *w, const void *x) {
+    const block_q5_1 *a = w;
+    const block_q8_1 *b = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const uint32_t qh = blocks_qh32(a[i].qh);
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += blocks_q5_q(a[i].qs, qh, j) * b[i].qs[j];
+        s += (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d)) * (float)sumi +
+             blocks_f16_to_f32(a[i].m) * blocks_f16_to_f32(b[i].s);
     }
     return s;
 }
@@ -362,6 +405,59 @@ MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
     return mmv_hsum(acc);
+}
+
+/* The 32 bits of a Q5 qh as 32 bytes, 0x10 where bit j (value j) is set: byte j takes qh byte j / 8,
+ * then tests its own bit. */
+MMV_AVX2 static inline __m256i mmv_q5_high(const uint8_t *qh) {
+    const __m256i idx = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)blocks_qh32(qh)), idx);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/* Σ u·y of unsigned u (< 128) and signed y bytes in 8 int32 lanes: no sign trick needed */
+MMV_AVX2 static inline __m256i mmv_dot_u8(__m256i u, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
+}
+
+MMV_AVX2 static float dot_q4_1_avx2(int64_t n, const void *w, const void *x) {
+    const block_q4_1 *a = w;
+    const block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float sm = 0.0f;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i s = mmv_dot_u8(mmv_nibbles(a[i].qs), _mm256_loadu_si256((const __m256i *)b[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d)), _mm256_cvtepi32_ps(s), acc);
+        sm += _cvtsh_ss(a[i].m) * _cvtsh_ss(b[i].s);
+    }
+    return mmv_hsum(acc) + sm;
+}
+
+MMV_AVX2 static float dot_q5_0_avx2(int64_t n, const void *w, const void *x) {
+    const block_q5_0 *a = w;
+    const block_q8_0 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i q = _mm256_sub_epi8(_mm256_or_si256(mmv_nibbles(a[i].qs), mmv_q5_high(a[i].qh)), _mm256_set1_epi8(16));
+        __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d)), _mm256_cvtepi32_ps(s), acc);
+    }
+    return mmv_hsum(acc);
+}
+
+MMV_AVX2 static float dot_q5_1_avx2(int64_t n, const void *w, const void *x) {
+    const block_q5_1 *a = w;
+    const block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float sm = 0.0f;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i q = _mm256_or_si256(mmv_nibbles(a[i].qs), mmv_q5_high(a[i].qh));
+        __m256i s = mmv_dot_u8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d)), _mm256_cvtepi32_ps(s), acc);
+        sm += _cvtsh_ss(a[i].m) * _cvtsh_ss(b[i].s);
+    }
+    return mmv_hsum(acc) + sm;
 }
 
 MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
@@ -694,6 +790,72 @@ MMV_AVX512 static float dot_q4_0_avx512(int64_t n, const void *w, const void *x)
     }
     float s = _mm512_reduce_add_ps(acc);
     if (i < nb) s += dot_q4_0_avx2(QK8_0, a + i, b + i);
+    return s;
+}
+
+/* Two Q5 blocks' 5-bit codes (0..31) in one register: the nibbles, plus 0x10 in the bytes whose qh bit is set
+ * (both qh words as one 64-bit byte mask). Q4_1 / Q5_0 / Q5_1 below take two blocks per step like Q4_0. */
+MMV_AVX512 static inline __m512i mmv_q5_2(const uint8_t *qs0, const uint8_t *qh0, const uint8_t *qs1, const uint8_t *qh1) {
+    const __mmask64 h = (__mmask64)blocks_qh32(qh0) | (__mmask64)blocks_qh32(qh1) << 32;
+    return _mm512_or_si512(mmv_nib2(qs0, qs1), _mm512_maskz_mov_epi8(h, _mm512_set1_epi8(0x10)));
+}
+
+MMV_AVX512 static float dot_q4_1_avx512(int64_t n, const void *w, const void *x) {
+    const block_q4_1 *a = w;
+    const block_q8_1 *b = x;
+    const int64_t nb = n / QK8_0;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc = _mm512_setzero_ps();
+    float sm = 0.0f;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i s = _mm512_dpbusd_epi32(zero, mmv_nib2(a[i].qs, a[i + 1].qs), mmv_load_2x32(b[i].qs, b[i + 1].qs));
+        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+        sm += _cvtsh_ss(a[i].m) * _cvtsh_ss(b[i].s) + _cvtsh_ss(a[i + 1].m) * _cvtsh_ss(b[i + 1].s);
+    }
+    float s = _mm512_reduce_add_ps(acc) + sm;
+    if (i < nb) s += dot_q4_1_avx2(QK8_0, a + i, b + i);
+    return s;
+}
+
+MMV_AVX512 static float dot_q5_0_avx512(int64_t n, const void *w, const void *x) {
+    const block_q5_0 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK8_0;
+    const __m512i zero = _mm512_setzero_si512(), k16 = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
+        /* (q - 16)·y = q·y - 16·y */
+        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, mmv_q5_2(a[i].qs, a[i].qh, a[i + 1].qs, a[i + 1].qh), y),
+                                     _mm512_dpbusd_epi32(zero, k16, y));
+        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+    }
+    float s = _mm512_reduce_add_ps(acc);
+    if (i < nb) s += dot_q5_0_avx2(QK8_0, a + i, b + i);
+    return s;
+}
+
+MMV_AVX512 static float dot_q5_1_avx512(int64_t n, const void *w, const void *x) {
+    const block_q5_1 *a = w;
+    const block_q8_1 *b = x;
+    const int64_t nb = n / QK8_0;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc = _mm512_setzero_ps();
+    float sm = 0.0f;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i q = mmv_q5_2(a[i].qs, a[i].qh, a[i + 1].qs, a[i + 1].qh);
+        __m512i s = _mm512_dpbusd_epi32(zero, q, mmv_load_2x32(b[i].qs, b[i + 1].qs));
+        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+        sm += _cvtsh_ss(a[i].m) * _cvtsh_ss(b[i].s) + _cvtsh_ss(a[i + 1].m) * _cvtsh_ss(b[i + 1].s);
+    }
+    float s = _mm512_reduce_add_ps(acc) + sm;
+    if (i < nb) s += dot_q5_1_avx2(QK8_0, a + i, b + i);
     return s;
 }
 
@@ -1143,6 +1305,9 @@ static const struct mmv_type mmv_types[] = {
     {INFER_TYPE_BF16, -1, 1, MMV_FNS(dot_bf16, dot_bf16_avx2, dot_bf16_avx512)},
     {INFER_TYPE_Q8_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q8_0, dot_q8_0_avx2, dot_q8_0_avx512)},
     {INFER_TYPE_Q4_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q4_0, dot_q4_0_avx2, dot_q4_0_avx512)},
+    {INFER_TYPE_Q4_1, INFER_TYPE_Q8_1, QK8_0, MMV_FNS(dot_q4_1, dot_q4_1_avx2, dot_q4_1_avx512)},
+    {INFER_TYPE_Q5_0, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_q5_0, dot_q5_0_avx2, dot_q5_0_avx512)},
+    {INFER_TYPE_Q5_1, INFER_TYPE_Q8_1, QK8_0, MMV_FNS(dot_q5_1, dot_q5_1_avx2, dot_q5_1_avx512)},
     {INFER_TYPE_IQ4_NL, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_iq4_nl, dot_iq4_nl_avx2, dot_iq4_nl_avx512)},
     {INFER_TYPE_Q2_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q2_k, dot_q2_k_avx2, dot_q2_k_avx512)},
     {INFER_TYPE_Q3_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q3_k, dot_q3_k_avx2, dot_q3_k_avx512)},
@@ -1218,6 +1383,7 @@ size_t cpu_act_row_bytes(int32_t weight_type, int64_t n) {
     const struct mmv_type *t = mmv_find(weight_type);
     if (!t || n % t->blck) return 0;
     if (t->act_type == INFER_TYPE_Q8_0) return (size_t)(n / QK8_0) * sizeof(block_q8_0);
+    if (t->act_type == INFER_TYPE_Q8_1) return (size_t)(n / QK8_0) * sizeof(block_q8_1);
     if (t->act_type == INFER_TYPE_Q8_K) return (size_t)(n / QK_K) * sizeof(block_q8_K);
     return (size_t)n * sizeof(float);
 }

@@ -1,8 +1,9 @@
 /* quantize: f32 activations -> 8-bit blocks, once per matmul input (the CPU's vec_dot_type).
  *
  * Q8_0 follows quantize_row_q8_0_ref (d = amax/127, q = roundf(x / d) via the f32 reciprocal, d stored as
- * f16); Q8_K follows quantize_row_q8_K_ref (signed max, iscale = -127/max, nearest-even, bsums per 16).
- * Both are bit-exact with libggml-base's *_ref functions, which the tests check. Note: llama.cpp's AVX2
+ * f16); Q8_1 (the partner of Q4_1/Q5_1) is Q8_0 plus s = f16(d * Σq), quantize_row_q8_1_ref; Q8_K follows
+ * quantize_row_q8_K_ref (signed max, iscale = -127/max, nearest-even, bsums per 16).
+ * All three are bit-exact with libggml-base's *_ref functions, which the tests check. Note: llama.cpp's AVX2
  * quantize_row_q8_0 rounds half-to-even instead, so a tie can differ by one step from an AVX2 llama.cpp
  * build; the ref form is the one every ISA can reproduce.
  * Rows are split over the pool.
@@ -16,6 +17,21 @@ static void quantize_q8_0_row(const float *x, block_q8_0 *y, int64_t n) {
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = blocks_f32_to_f16(d);
         for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+static void quantize_q8_1_row(const float *x, block_q8_1 *y, int64_t n) {
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        y[b].d = blocks_f32_to_f16(d);
+        for (int j = 0; j < QK8_0; j++) {
+            y[b].qs[j] = (int8_t)roundf(x[j] * id);
+            sum += y[b].qs[j];
+        }
+        y[b].s = blocks_f32_to_f16((float)sum * d); /* the f32 d, not its f16 rounding, as ggml */
     }
 }
 
@@ -69,6 +85,8 @@ static void quantize_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
         void *y = (char *)a->y + r * j->row_bytes;
         if (a->type == INFER_TYPE_Q8_0)
             quantize_q8_0_row(x, y, a->n);
+        else if (a->type == INFER_TYPE_Q8_1)
+            quantize_q8_1_row(x, y, a->n);
         else
             quantize_q8_k_row(x, y, a->n);
     }
@@ -80,11 +98,14 @@ infer_status cpu_quantize(const struct quantize_args *a, struct pool *p) {
     if (a->type == INFER_TYPE_Q8_0) {
         blck = QK8_0;
         bytes = sizeof(block_q8_0);
+    } else if (a->type == INFER_TYPE_Q8_1) {
+        blck = QK8_0;
+        bytes = sizeof(block_q8_1);
     } else if (a->type == INFER_TYPE_Q8_K) {
         blck = QK_K;
         bytes = sizeof(block_q8_K);
     } else {
-        return infer_fail(INFER_E_UNSUPPORTED, "cpu_quantize: type %d: expected Q8_0 or Q8_K", a->type);
+        return infer_fail(INFER_E_UNSUPPORTED, "cpu_quantize: type %d: expected Q8_0, Q8_1 or Q8_K", a->type);
     }
     if (a->n <= 0 || a->n % blck || a->n_rows < 0 || a->x_stride < a->n)
         return infer_fail(INFER_E_ARG, "cpu_quantize: n %lld: expected a positive multiple of %lld",
