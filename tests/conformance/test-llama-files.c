@@ -1,11 +1,12 @@
 /* test-llama-files: our reader and tools on files that llama.cpp itself wrote.
  * From one F32 synthetic model, llama.cpp's own quantizer (llama_model_quantize) writes Q4_K_M, Q8_0,
- * Q6_K, IQ4_NL, IQ4_XS, F16 and BF16 files. For each:
+ * Q6_K, IQ4_NL, IQ4_XS, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K and Q3_K_M files. For each:
  *   - our reader agrees with llama.cpp's gguf reader: version, keys and their types, tensor names,
  *     types, offsets, data offset;
  *   - `llm-gguf info --json` lists every tensor with llama.cpp's type, shape, offset and size;
  *   - `llm-gguf dequant` of EVERY tensor is bit-identical to ggml's dequantize_row_<type>.
- * Then `llm-gguf quantize` turns the same F32 file into Q8_0, Q4_K_M, Q6_K and F16: every tensor gets
+ * Then `llm-gguf quantize` turns the same F32 file into Q8_0, Q4_K_M, Q6_K, F16 and the six types after
+ * BF16 above: every tensor gets
  * the type llama.cpp chose and byte-identical data (both run the reference quantisers), and
  * llama.cpp loads and decodes the result. */
 #include <math.h>
@@ -334,8 +335,9 @@ int main(void) {
         static const struct {
             const char *name;
             int32_t id;
-        } ftypes[] = {{"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25},
-                      {"IQ4_XS", 30}, {"F16", 1},  {"BF16", 32}};
+        } ftypes[] = {{"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1},
+                      {"BF16", 32},   {"Q4_0", 2}, {"Q4_1", 3},  {"Q5_0", 8},    {"Q5_1", 9},    {"Q2_K", 10},
+                      {"Q3_K_M", 12}};
         /* t_quick: every type on the first source, Q4_K_M (and its fallbacks) on the others */
         const int all_types = !t_quick() || s == 0;
         for (size_t i = 0; i < sizeof ftypes / sizeof *ftypes; i++) {
@@ -353,6 +355,13 @@ int main(void) {
         check_our_quantize(&pe, f32, &sp, "Q4_K_M", 15);
         if (all_types) check_our_quantize(&pe, f32, &sp, "Q6_K", 18);
         if (all_types) check_our_quantize(&pe, f32, &sp, "F16", 1);
+        /* the legacy and low-bit K types: the files test-llama-logits compares logits on are llama.cpp's bytes */
+        static const struct {
+            const char *name;
+            int32_t id;
+        } legacy[] = {{"Q4_0", 2}, {"Q4_1", 3}, {"Q5_0", 8}, {"Q5_1", 9}, {"Q2_K", 10}, {"Q3_K_M", 12}};
+        for (size_t i = 0; all_types && i < sizeof legacy / sizeof *legacy; i++)
+            check_our_quantize(&pe, f32, &sp, legacy[i].name, legacy[i].id);
     }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
