@@ -465,15 +465,10 @@ static float quant_q3_fit(int n, int nmax, const float *x, int8_t *L) {
 /* quantize_row_q3_K_ref: per 16 values make_q3_quants (nmax 4); 6-bit signed scales against
  * -max/32 (the scale of largest magnitude, first on ties); L requantised; high bits into hmask. */
 static void quant_q3_K(const float *x, block_q3_K *y) {
-    float scales[16], max_scale = 0, amax = 0;
+    float scales[16], amax = 0;
     int8_t L[256];
-    for (int j = 0; j < 16; j++) {
-        scales[j] = quant_q3_fit(16, 4, x + 16 * j, L + 16 * j);
-        if (fabsf(scales[j]) > amax) {
-            amax = fabsf(scales[j]);
-            max_scale = scales[j];
-        }
-    }
+    for (int j = 0; j < 16; j++) scales[j] = quant_q3_fit(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = quant_absmax(scales, 16, &amax);
     memset(y->scales, 0, sizeof y->scales);
     y->d = 0;
     if (max_scale) {
@@ -547,15 +542,10 @@ static float quant_qx(int n, int nmax, const float *x, uint8_t *L) {
 }
 
 static void quant_q6_K(const float *x, block_q6_K *y) {
-    float scales[16], max_scale = 0, max_abs = 0;
+    float scales[16], max_abs = 0;
     uint8_t L[256];
-    for (int ib = 0; ib < 16; ib++) {
-        scales[ib] = quant_qx(16, 32, x + 16 * ib, L + 16 * ib);
-        if (fabsf(scales[ib]) > max_abs) {
-            max_abs = fabsf(scales[ib]);
-            max_scale = scales[ib];
-        }
-    }
+    for (int ib = 0; ib < 16; ib++) scales[ib] = quant_qx(16, 32, x + 16 * ib, L + 16 * ib);
+    const float max_scale = quant_absmax(scales, 16, &max_abs);
     memset(y, 0, sizeof *y);
     if (max_abs < 1e-15f) return;
     const float iscale = -128.f / max_scale;
