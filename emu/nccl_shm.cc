@@ -1,5 +1,9 @@
 /* nccl_shm.cc: the shared-memory segment of an NCCL clique (the interface and layout in nccl_shm.h).
  *
+ * The segment lives in /dev/shm (shm_open); where a machine has none usable (a container without it, a read-only
+ * one), in a file of the same name under $TMPDIR (else /tmp): every process of the machine decides alike. The
+ * creator allocates the pages (posix_fallocate), so a full /dev/shm is an error at the join, not a SIGBUS later.
+ *
  * Waits sleep on a futex in the segment (process-shared, so a partner's wake reaches them), waking every
  * WAKE_MS to look for partners that have exited: kill(pid, 0) fails, or /proc shows a zombie (a child not
  * yet reaped by the process waiting for it). The barrier is a counter of arrived ranks and a phase number:
@@ -23,6 +27,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -48,6 +53,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<int32_t>
 
 struct shm_seg {
     std::string name;
+    bool shm; /* in /dev/shm, else a file (shm_usable) */
     char *base;
     size_t size;
     double timeout;
@@ -138,23 +144,55 @@ static ncclResult_t wait_for(shm_seg *s, std::atomic<uint32_t> &word, F done, st
     }
 }
 
+/* Whether /dev/shm takes a segment here, probed with a name of this process's own at each attach (every process of
+ * the machine finds the same). INFER_EMU_NCCL_SHM=file takes the file instead (tests/test-cuda-tp.c runs both). */
+static bool shm_usable() {
+    const char *e = getenv("INFER_EMU_NCCL_SHM");
+    if (e && !strcmp(e, "file")) return false;
+    char probe[64];
+    snprintf(probe, sizeof probe, "/emu-nccl-probe-%d", (int)getpid());
+    const int fd = shm_open(probe, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return false;
+    close(fd);
+    shm_unlink(probe);
+    return true;
+}
+
+/* The file standing in for /dev/shm's entry `name` (which begins with '/'). */
+static std::string file_path(const char *name) {
+    const char *dir = getenv("TMPDIR");
+    return std::string(dir && *dir ? dir : "/tmp") + name;
+}
+
+static int seg_open(bool shm, const char *name, int flags, mode_t mode) {
+    return shm ? shm_open(name, flags, mode) : open(file_path(name).c_str(), flags | O_CLOEXEC, mode);
+}
+
+static void seg_unlink(bool shm, const char *name) {
+    if (shm)
+        shm_unlink(name);
+    else
+        unlink(file_path(name).c_str());
+}
+
 ncclResult_t shm_attach(const char *name, int nranks, double timeout_s, shm_seg **out) {
     const size_t size = seg_size(nranks);
+    const bool shm = shm_usable();
     for (int attempt = 0; attempt < 100; attempt++) {
         bool creator = true;
-        int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        int fd = seg_open(shm, name, O_RDWR | O_CREAT | O_EXCL, 0600);
         if (fd < 0) {
             if (errno != EEXIST) return ncclSystemError;
             creator = false;
-            fd = shm_open(name, O_RDWR, 0);
+            fd = seg_open(shm, name, O_RDWR, 0);
             if (fd < 0 && errno == ENOENT) continue; /* removed meanwhile (that clique is complete): create anew */
             if (fd < 0) return ncclSystemError;
-        } else if (ftruncate(fd, (off_t)size) != 0) {
+        } else if (posix_fallocate(fd, 0, (off_t)size) != 0) { /* sized and backed: no SIGBUS when it is full */
             close(fd);
-            shm_unlink(name);
+            seg_unlink(shm, name);
             return ncclSystemError;
         }
-        /* an opener may come between the creator's shm_open and its ftruncate */
+        /* an opener may come between the creator's open and its posix_fallocate */
         struct stat st = {};
         const double t0 = now_s();
         for (;;) {
@@ -172,7 +210,7 @@ ncclResult_t shm_attach(const char *name, int nranks, double timeout_s, shm_seg 
         void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
         if (p == MAP_FAILED) {
-            if (creator) shm_unlink(name);
+            if (creator) seg_unlink(shm, name);
             return ncclSystemError;
         }
         shm_head *h = (shm_head *)p;
@@ -190,7 +228,7 @@ ncclResult_t shm_attach(const char *name, int nranks, double timeout_s, shm_seg 
                 return ncclRemoteError;
             }
         }
-        *out = new shm_seg{name, (char *)p, size, timeout_s};
+        *out = new shm_seg{name, shm, (char *)p, size, timeout_s};
         return ncclSuccess;
     }
     return ncclSystemError;
@@ -205,7 +243,7 @@ ncclResult_t shm_join(shm_seg *s, int rank) {
     int32_t none = 0;
     if (!rank_of(s, rank)->pid.compare_exchange_strong(none, (int32_t)getpid())) return ncclInvalidUsage;
     shm_head *h = s->head();
-    if ((int)h->joined.fetch_add(1, std::memory_order_acq_rel) + 1 == h->nranks) shm_unlink(s->name.c_str());
+    if ((int)h->joined.fetch_add(1, std::memory_order_acq_rel) + 1 == h->nranks) seg_unlink(s->shm, s->name.c_str());
     futex_wake(h->joined);
     return ncclSuccess;
 }
@@ -233,7 +271,7 @@ void shm_give_up(shm_seg *s) {
     h->failed.store(1, std::memory_order_release);
     futex_wake(h->joined);
     futex_wake(h->phase);
-    shm_unlink(s->name.c_str()); /* ENOENT when every rank had joined: nothing left to remove */
+    seg_unlink(s->shm, s->name.c_str()); /* ENOENT when every rank had joined: nothing left to remove */
 }
 
 } /* namespace emu */

@@ -40,15 +40,21 @@ verdict() { # name status: the line record's count stands for
     esac
 }
 
+# No program may run longer than INFER_TEST_TIMEOUT seconds (default 40 minutes, several times the slowest under
+# ASan): one that hangs fails with the end of its log printed, and the suite still ends.
+limit=${INFER_TEST_TIMEOUT:-2400}
+
 run_one() { # name command...: logs to $B/test-logs/name.log, leaves the status in name.rc, prints one block
     name=$1
     shift
     t0=$(date +%s)
-    "$@" > "$B/test-logs/$name.log" 2>&1 3>&-
+    timeout -k 10 "$limit" "$@" > "$B/test-logs/$name.log" 2>&1 3>&-
     st=$?
+    case $st in 124|137) echo "timed out after $limit s (INFER_TEST_TIMEOUT)" >> "$B/test-logs/$name.log" ;; esac
     echo "$st" > "$B/test-logs/$name.rc"
     # one printf, so that two programs ending together do not interleave their lines
     printf '%s' "$(grep -E '^(FAIL|SKIP)' "$B/test-logs/$name.log" | head -20
+                   case $st in 124|137) tail -n 40 "$B/test-logs/$name.log" ;; esac
                    echo "$(tail -n 1 "$B/test-logs/$name.log") ($(($(date +%s) - t0)) s)"
                    verdict "$name" $st)
 "

@@ -26,9 +26,12 @@
  *     heads), nothing outside the group, the load's ranks on the plan's devices;
  *   - MTP drafting under -sm tensor is refused (the head is on a GPU, as with one device).
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../tools/synth.h"
@@ -344,9 +347,29 @@ static int follower(void) {
     return st == INFER_OK ? 0 : 1;
 }
 
+/* How long the leader waits for the follower to end once its context has gone; the follower then is killed. Each wait
+ * of one process for the other (the id file, the join, one collective) is bounded alike (main sets the timeouts),
+ * so a partner that broke fails the check within minutes and never hangs the suite. */
+enum { FOLLOWER_END_S = 120 };
+
+/* The follower's exit status, or -1 when it had not ended within FOLLOWER_END_S (then it is killed). */
+static int wait_follower(pid_t pid) {
+    int status = 0;
+    for (int tenth = 0; tenth < FOLLOWER_END_S * 10; tenth++) {
+        const pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r < 0) return -1;
+        usleep(100000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
 /* Rank 0 in this process, rank 1 in another (sharing nothing but NCCL's id, through a file): the same logits, bit
- * for bit, as the two ranks as threads of this process (the same shards, the same sums in the same order). */
-static void check_processes(const char *arch) {
+ * for bit, as the two ranks as threads of this process (the same shards, the same sums in the same order).
+ * shm_mode: the emulator's segment in /dev/shm ("shm") or in a file ("file", its fallback), for both processes. */
+static void check_processes(const char *arch, const char *shm_mode) {
     const char *p = synth_file(arch, "F32", NULL, "proc");
     if (!p) return;
     char path[256], id_file[300], exe[4096];
@@ -358,14 +381,21 @@ static void check_processes(const char *arch) {
         return;
     }
     exe[len] = 0;
+    /* the follower's environment is set here: between fork and exec the child only calls what is safe there */
+    setenv("TEST_TP_ROLE", "follower", 1);
+    setenv("TEST_TP_MODEL", path, 1);
+    setenv("TEST_TP_ID", id_file, 1);
+    setenv("INFER_EMU_NCCL_SHM", shm_mode, 1);
+    const pid_t parent = getpid();
+    const time_t t0 = time(NULL);
     const pid_t pid = fork();
     if (pid == 0) {
-        setenv("TEST_TP_ROLE", "follower", 1);
-        setenv("TEST_TP_MODEL", path, 1);
-        setenv("TEST_TP_ID", id_file, 1);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a leader that dies takes its follower along */
+        if (getppid() != parent) _exit(126);
         execl(exe, exe, (char *)NULL);
         _exit(127);
     }
+    unsetenv("TEST_TP_ROLE");
     infer_model *a = load_ranks(path, 2, 0, 0, id_file), *b = load_tp(path, 2);
     infer_ctx *ca = a ? make_ctx(a, 0) : NULL, *cb = b ? make_ctx(b, 0) : NULL;
     struct pair_stats s;
@@ -396,10 +426,11 @@ static void check_processes(const char *arch) {
     }
     pair_stats_free(&s);
     infer_ctx_free(ca); /* the follower stops */
-    int status = -1;
-    if (pid > 0) waitpid(pid, &status, 0);
-    T_CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the follower process ended with %d", arch,
-            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    const int end = pid > 0 ? wait_follower(pid) : -1;
+    T_CHECK(end == 0, "%s (%s): the follower process ended with %d (-1: not within %d s, killed)", arch, shm_mode, end,
+            FOLLOWER_END_S);
+    printf("  %-9s over two processes (segment: %s): %ld s\n", arch, shm_mode, (long)(time(NULL) - t0));
+    unsetenv("INFER_EMU_NCCL_SHM");
     infer_ctx_free(cb), infer_model_free(a), infer_model_free(b);
     unlink(path);
     unlink(id_file);
@@ -478,6 +509,9 @@ int main(void) {
 #ifdef INFER_EMU
     setenv("INFER_EMU_DEVICES", "4", 0); /* before the emulator's first call */
 #endif
+    /* check_processes: each wait of one process for the other gives up after 2 minutes (not the default 10) */
+    setenv("INFER_EMU_NCCL_TIMEOUT", "120", 0);
+    setenv("INFER_TP_TIMEOUT", "120", 0);
     const char *role = getenv("TEST_TP_ROLE");
     if (role && !strcmp(role, "follower")) return follower();
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -513,8 +547,8 @@ int main(void) {
     check_same("llama", "F32", 2, shapes_uneven_kv, "kv3");
     check_same("qwen35", "F32", 2, shapes_uneven_gdn, "k3");
     check_same("qwen35", "F32", 2, shapes_tied, "tied"); /* the head cut inside rank 0's token table */
-    check_processes("qwen35moe");
-    if (!t_quick()) check_processes("llama");
+    check_processes("qwen35moe", "shm");
+    if (!t_quick()) check_processes("llama", "file");
     check_no_mtp();
     rmdir(dir);
     return t_done();
