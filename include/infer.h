@@ -57,6 +57,7 @@ typedef enum {
     INFER_TYPE_IQ4_NL = 20,
     INFER_TYPE_IQ4_XS = 23,
     INFER_TYPE_BF16 = 30,
+    INFER_TYPE_MXFP4 = 39,
     INFER_TYPE_COUNT = 43 /* ids below this may appear in a GGUF file */
 } infer_type;
 
@@ -79,7 +80,8 @@ INFER_API const char *infer_type_name(int32_t type);
 /* Elements per block and bytes per block; 0 for an id with no layout. */
 INFER_API int32_t infer_type_block_size(int32_t type);
 INFER_API int32_t infer_type_block_bytes(int32_t type);
-/* 1 if libinfer computes with weights of this type (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS). */
+/* 1 if libinfer computes with weights of this type (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K
+ * Q6_K IQ4_NL IQ4_XS MXFP4). */
 INFER_API int infer_type_supported(int32_t type);
 
 /* ---- devices ---- */

@@ -23,13 +23,15 @@
  *   Q8_K  292 B / 256: d:f32 @0, qs:i8[256] @4, bsums:i16[16] @260
  *   IQ4_NL 18 B / 32:  d @0, qs[16] @2                 y = d * kvalues[nibble]
  *   IQ4_XS 136 B / 256: d @0, scales_h:u16 @2, scales_l[4] @4, qs[128] @8
+ *   MXFP4  17 B / 32:  e:u8 @0, qs[16] @1              y = 2^(e-128) * kvalues_mxfp4[nibble] (E2M1 doubled)
  *
  * Decoders, for each type t above except Q8_1 (activations only):
  *   blocks_dequant_<t>(const block_<t> *b, float *y)    the whole block (blck values)
  *   blocks_value_<t>(const block_<t> *b, int i)         value i of the block
  *   blocks_sub_<t>(const block_<t> *b, int j, float *y) 32 values 32j..32j+31 (256-value types)
  * plus blocks_get_scale_min_k4 (Q4_K/Q5_K scales), blocks_q3_K_scale, blocks_iq4_xs_scale,
- * blocks_iq4nl_value and blocks_kvalues_iq4nl[16] (a __device__ array under nvcc).
+ * blocks_iq4nl_value and blocks_kvalues_iq4nl[16] (a __device__ array under nvcc), and for MXFP4
+ * blocks_mxfp4_value, blocks_kvalues_mxfp4[16] and blocks_e8m0_half.
  */
 #ifndef INFER_BLOCKS_H
 #define INFER_BLOCKS_H
@@ -74,6 +76,7 @@ typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d;
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } block_q8_K;
 typedef struct { uint16_t d; uint8_t qs[16]; } block_iq4_nl;
 typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } block_iq4_xs;
+typedef struct { uint8_t e; uint8_t qs[16]; } block_mxfp4;
 
 BLOCKS_ASSERT(sizeof(block_q4_0) == 18, "block_q4_0 is 18 bytes");
 BLOCKS_ASSERT(sizeof(block_q4_1) == 20, "block_q4_1 is 20 bytes");
@@ -89,6 +92,7 @@ BLOCKS_ASSERT(sizeof(block_q6_K) == 210, "block_q6_K is 210 bytes");
 BLOCKS_ASSERT(sizeof(block_q8_K) == 292, "block_q8_K is 292 bytes");
 BLOCKS_ASSERT(sizeof(block_iq4_nl) == 18, "block_iq4_nl is 18 bytes");
 BLOCKS_ASSERT(sizeof(block_iq4_xs) == 136, "block_iq4_xs is 136 bytes");
+BLOCKS_ASSERT(sizeof(block_mxfp4) == 17, "block_mxfp4 is 17 bytes");
 
 /* ---- the IQ4 nonlinear codebook ---- */
 
@@ -108,6 +112,21 @@ static inline INFER_HD int blocks_iq4nl_value(int k) {
     return (int)(int8_t)(uint8_t)(((k < 8 ? lo : hi) >> (8 * (k & 7))) & 0xFF);
 }
 
+/* MXFP4's codebook: the E2M1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, doubled to integers (the
+ * block scale is halved to match, blocks_e8m0_half). */
+#define BLOCKS_KVALUES_MXFP4 {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+#ifdef __CUDACC__
+static __device__ const int8_t blocks_kvalues_mxfp4[16] = BLOCKS_KVALUES_MXFP4;
+#else
+static const int8_t blocks_kvalues_mxfp4[16] = BLOCKS_KVALUES_MXFP4;
+#endif
+
+static inline INFER_HD int blocks_mxfp4_value(int k) {
+    const uint64_t lo = 0x0C08060403020100ull; /* 0 1 2 3 4 6 8 12, byte 0 first */
+    const uint64_t hi = 0xF4F8FAFCFDFEFF00ull; /* 0 -1 -2 -3 -4 -6 -8 -12 */
+    return (int)(int8_t)(uint8_t)(((k < 8 ? lo : hi) >> (8 * (k & 7))) & 0xFF);
+}
+
 /* ---- f16 / bf16 <-> f32, bit-exact with ggml ---- */
 
 static inline INFER_HD float blocks_bits_f32(uint32_t u) {
@@ -118,6 +137,12 @@ static inline INFER_HD float blocks_bits_f32(uint32_t u) {
     memcpy(&f, &u, sizeof f);
     return f;
 #endif
+}
+
+/* An E8M0 scale halved, 2^(e-128), as ggml's GGML_E8M0_TO_FP32_HALF: exponent bits e-1, and for e = 0, 1 the
+ * subnormals 2^-128, 2^-127. */
+static inline INFER_HD float blocks_e8m0_half(uint8_t e) {
+    return blocks_bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
 }
 
 static inline INFER_HD uint32_t blocks_f32_bits(float f) {
@@ -286,6 +311,18 @@ static inline INFER_HD void blocks_dequant_iq4_nl(const block_iq4_nl *b, float *
     for (int j = 0; j < 16; j++) {
         y[j] = d * (float)blocks_iq4nl_value(b->qs[j] & 0xF);
         y[j + 16] = d * (float)blocks_iq4nl_value(b->qs[j] >> 4);
+    }
+}
+
+static inline INFER_HD float blocks_value_mxfp4(const block_mxfp4 *b, int i) {
+    const int k = i < 16 ? b->qs[i] & 0xF : b->qs[i - 16] >> 4;
+    return (float)blocks_mxfp4_value(k) * blocks_e8m0_half(b->e);
+}
+static inline INFER_HD void blocks_dequant_mxfp4(const block_mxfp4 *b, float *y) {
+    const float d = blocks_e8m0_half(b->e);
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)blocks_mxfp4_value(b->qs[j] & 0xF) * d;
+        y[j + 16] = (float)blocks_mxfp4_value(b->qs[j] >> 4) * d;
     }
 }
 

@@ -47,6 +47,11 @@ static __device__ __forceinline__ int load_int_a2(const uint8_t *p) {
     return (int)((uint32_t)q[0] | ((uint32_t)q[1] << 16));
 }
 
+/* 4 bytes from any address (MXFP4's 17-byte blocks): four byte loads. */
+static __device__ __forceinline__ int load_int_a1(const uint8_t *p) {
+    return (int)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
 /* 4 bytes from a 4-byte aligned address. */
 static __device__ __forceinline__ int load_int_a4(const uint8_t *p) { return *(const int *)p; }
 

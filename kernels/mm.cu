@@ -111,7 +111,7 @@ MM_UNROLL
     }
 };
 
-/* Q4_1 / Q5_0 / Q5_1: blocks.h's block decoders as they are (byte loads; these types are rare in new files) */
+/* Q4_1 / Q5_0 / Q5_1 / MXFP4: blocks.h's block decoders as they are (byte loads; these types are rare in new files) */
 #define MM_WDEC32(T, t)                                                                                      \
     template <> struct wdec<INFER_TYPE_##T> {                                                                \
         static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {                                 \
@@ -121,6 +121,7 @@ MM_UNROLL
 MM_WDEC32(Q4_1, q4_1)
 MM_WDEC32(Q5_0, q5_0)
 MM_WDEC32(Q5_1, q5_1)
+MM_WDEC32(MXFP4, mxfp4)
 #undef MM_WDEC32
 
 template <> struct wdec<INFER_TYPE_IQ4_NL> {
@@ -526,7 +527,7 @@ extern "C" void cuda_mm_state_free(struct cuda_mm_state *st) {
 
 /* The weight types both modes cover; one switch over this list dispatches. */
 #define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) \
-    X(Q4_K) X(Q5_K) X(Q6_K)
+    X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4)
 
 template <int T> static cudaError_t launch_type(const struct mm_args *a, struct cuda_mm_state *st, size_t rb, cudaStream_t s) {
     return st->mode == MM_MODE_CUBLAS ? blas_launch<T>(a, st, rb, s) : mma_launch<T>(a, rb, s);

@@ -35,12 +35,14 @@ template <int T> struct unit_hmin {
     static constexpr bool value = T == INFER_TYPE_Q2_K;
 };
 
-/* Four IQ4 nibbles (one per byte, low nibble) -> four packed signed codebook bytes. */
-static __device__ __forceinline__ int iq4_lookup4(uint32_t nib4) {
-    const int8_t *kv = blocks_kvalues_iq4nl; /* note: L1-cached; lanes index it divergently */
+/* Four nibbles (one per byte, low nibble) -> four packed signed bytes of a 16-entry codebook. */
+static __device__ __forceinline__ int kv_lookup4(const int8_t *kv, uint32_t nib4) {
+    /* note: L1-cached; lanes index it divergently */
     return (int)(((uint32_t)(uint8_t)kv[nib4 & 15]) | ((uint32_t)(uint8_t)kv[(nib4 >> 8) & 15] << 8) |
                  ((uint32_t)(uint8_t)kv[(nib4 >> 16) & 15] << 16) | ((uint32_t)(uint8_t)kv[(nib4 >> 24) & 15] << 24));
 }
+
+static __device__ __forceinline__ int iq4_lookup4(uint32_t nib4) { return kv_lookup4(blocks_kvalues_iq4nl, nib4); }
 
 /* ---- per type: decode unit u (0-based over the row) into a wunit ---- */
 
@@ -129,6 +131,21 @@ template <> struct unit_dot<INFER_TYPE_IQ4_NL> {
             w.q[k] = iq4_lookup4(v), w.q[k + 4] = iq4_lookup4(v >> 4);
         }
         w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d);
+        w.min = 0.0f;
+    }
+};
+
+/* MXFP4 as IQ4_NL with its own codebook and a power-of-two scale; 17-byte blocks, so byte loads */
+template <> struct unit_dot<INFER_TYPE_MXFP4> {
+    static constexpr int PER_BLOCK = 1;
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
+        const block_mxfp4 *b = (const block_mxfp4 *)row + u;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t v = (uint32_t)load_int_a1(b->qs + 4 * k);
+            w.q[k] = kv_lookup4(blocks_kvalues_mxfp4, v), w.q[k + 4] = kv_lookup4(blocks_kvalues_mxfp4, v >> 4);
+        }
+        w.scale[0] = w.scale[1] = blocks_e8m0_half(b->e);
         w.min = 0.0f;
     }
 };
@@ -258,6 +275,7 @@ template <int T> struct unit_bytes {
                                : T == INFER_TYPE_Q4_1 ? sizeof(block_q4_1) : T == INFER_TYPE_Q5_0 ? sizeof(block_q5_0)
                                : T == INFER_TYPE_Q5_1 ? sizeof(block_q5_1)
                                : T == INFER_TYPE_IQ4_NL ? sizeof(block_iq4_nl) : T == INFER_TYPE_IQ4_XS ? sizeof(block_iq4_xs)
+                               : T == INFER_TYPE_MXFP4 ? sizeof(block_mxfp4)
                                : T == INFER_TYPE_Q2_K ? sizeof(block_q2_K) : T == INFER_TYPE_Q3_K ? sizeof(block_q3_K)
                                : T == INFER_TYPE_Q4_K ? sizeof(block_q4_K) : T == INFER_TYPE_Q5_K ? sizeof(block_q5_K)
                                : sizeof(block_q6_K);
@@ -377,7 +395,7 @@ static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
 
 /* The weight types the kernels cover; one switch over this list dispatches. */
 #define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) \
-    X(Q4_K) X(Q5_K) X(Q6_K)
+    X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4)
 
 extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
     switch (weight_type) {

@@ -7,7 +7,7 @@
  * off FMA contraction, and every reduction below runs in ggml's index order. Which variant each
  * quantiser mirrors is stated at the function: the quantize_row_<t>_ref of every type but IQ4_NL/IQ4_XS
  * (llama-quantize's ntry = 7 search); without an importance matrix llama-quantize calls those _ref
- * functions for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K, so files we write match its bytes.
+ * functions for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K to Q6_K and MXFP4, so files we write match its bytes.
  *
  * Layout: type table; f16/bf16 helpers; rounding helpers; one quantiser per type; the row dispatch.
  */
@@ -54,7 +54,7 @@ static const struct quant_type quant_types[INFER_TYPE_COUNT] = {
     [30] = T("BF16", 1, 2, 1, 1, 1),
     [34] = T("TQ1_0", 256, 54, 0, 0, 0),
     [35] = T("TQ2_0", 256, 66, 0, 0, 0),
-    [39] = T("MXFP4", 32, 17, 0, 0, 0),
+    [39] = T("MXFP4", 32, 17, 1, 1, 1),
     [40] = T("NVFP4", 64, 36, 0, 0, 0),
     [41] = T("Q1_0", 128, 18, 0, 0, 0),
     [42] = T("Q2_0", 64, 18, 0, 0, 0),
@@ -641,6 +641,35 @@ static void quant_iq4(const float *x, int n_sub, uint16_t *dh, uint8_t *q4, uint
 static void quant_iq4_nl(const float *x, block_iq4_nl *y) { quant_iq4(x, 1, &y->d, y->qs, NULL, NULL); }
 static void quant_iq4_xs(const float *x, block_iq4_xs *y) { quant_iq4(x, 8, &y->d, y->qs, &y->scales_h, y->scales_l); }
 
+/* ---- MXFP4: quantize_row_mxfp4_ref (the scale from the block's largest magnitude, then each value's nearest
+ * codebook entry) ---- */
+
+/* The entry nearest to x at scale d, the first of equals (best_index_mxfp4). */
+static int quant_mxfp4_index(float x, float d) {
+    int best = 0;
+    float best_err = fabsf((float)blocks_kvalues_mxfp4[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf((float)blocks_kvalues_mxfp4[i] * d - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+static void quant_mxfp4(const float *x, block_mxfp4 *y) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++)
+        if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+    /* 2^(e-127) is the largest power of two not above amax, over 4 (E2M1's largest value is 6 = 1.5 * 4);
+     * through int so that a block below 2^-125 wraps as ggml's conversion does on x86 */
+    y->e = amax > 0 ? (uint8_t)(int)(floorf(log2f(amax)) - 2 + 127) : 0;
+    const float d = blocks_e8m0_half(y->e);
+    for (int j = 0; j < 16; j++)
+        y->qs[j] = (uint8_t)(quant_mxfp4_index(x[j], d) | quant_mxfp4_index(x[j + 16], d) << 4);
+}
+
 /* ---- row dispatch ---- */
 
 static infer_status quant_check(int32_t type, const void *src, const void *dst, int64_t n, int quantize,
@@ -687,6 +716,7 @@ infer_status quant_dequant_row(int32_t type, const void *src, float *dst, int64_
     case INFER_TYPE_Q8_K: QUANT_DEQUANT(block_q8_K, blocks_dequant_q8_K);
     case INFER_TYPE_IQ4_NL: QUANT_DEQUANT(block_iq4_nl, blocks_dequant_iq4_nl);
     case INFER_TYPE_IQ4_XS: QUANT_DEQUANT(block_iq4_xs, blocks_dequant_iq4_xs);
+    case INFER_TYPE_MXFP4: QUANT_DEQUANT(block_mxfp4, blocks_dequant_mxfp4);
     default: return infer_fail(INFER_E_INTERNAL, "quant: type table and decoder switch disagree on %d", (int)type);
     }
     return INFER_OK;
@@ -716,6 +746,7 @@ infer_status quant_quantize_row(int32_t type, const float *src, void *dst, int64
     case INFER_TYPE_Q8_K: QUANT_QUANTIZE(block_q8_K, quant_q8_K);
     case INFER_TYPE_IQ4_NL: QUANT_QUANTIZE(block_iq4_nl, quant_iq4_nl);
     case INFER_TYPE_IQ4_XS: QUANT_QUANTIZE(block_iq4_xs, quant_iq4_xs);
+    case INFER_TYPE_MXFP4: QUANT_QUANTIZE(block_mxfp4, quant_mxfp4);
     default: return infer_fail(INFER_E_INTERNAL, "quant: type table and quantiser switch disagree on %d", (int)type);
     }
     return INFER_OK;

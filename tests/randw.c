@@ -36,6 +36,9 @@ void randw_weights(int32_t type, uint8_t *w, int64_t n_in, int64_t n_out, uint32
         return;
     }
     for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    /* MXFP4: exponents 119..122, |w| up to 12 * 2^-6 */
+    for (size_t b = 0; type == INFER_TYPE_MXFP4 && b < bytes / (size_t)qt->bytes; b++)
+        w[b * (size_t)qt->bytes] = (uint8_t)(119 + rnd() % 4);
     for (size_t f = 0; f < sizeof randw_scales / sizeof *randw_scales; f++) {
         if (randw_scales[f].type != type) continue;
         for (size_t b = 0; b < bytes / (size_t)qt->bytes; b++)

@@ -8,6 +8,8 @@
 #include "../include/infer.h"
 
 static const int ref_kv_iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* MXFP4: the E2M1 values (sign, 2-bit exponent, 1-bit mantissa) 0 .5 1 1.5 2 3 4 6, negated from code 8 */
+static const double ref_e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
 
 double ref_f16(uint16_t h) {
     int e = (h >> 10) & 31, m = h & 1023;
@@ -53,6 +55,7 @@ size_t ref_row_bytes(int32_t type, int64_t n) {
     case INFER_TYPE_Q5_1: return (size_t)n / 32 * 24;
     case INFER_TYPE_Q4_0:
     case INFER_TYPE_IQ4_NL: return (size_t)n / 32 * 18;
+    case INFER_TYPE_MXFP4: return (size_t)n / 32 * 17;
     case INFER_TYPE_Q2_K: return (size_t)n / 256 * 84;
     case INFER_TYPE_Q3_K: return (size_t)n / 256 * 110;
     case INFER_TYPE_Q4_K: return (size_t)n / 256 * 144;
@@ -78,6 +81,7 @@ static double ref_elem(int32_t type, const uint8_t *b, int e) {
     case INFER_TYPE_Q5_1: return rd_f16(b) * (ref_nib(b + 8, e) + 16 * ref_q5_bit(b + 4, e)) + rd_f16(b + 2);
     case INFER_TYPE_Q4_0: return rd_f16(b) * (((e < 16 ? b[2 + e] : b[2 + e - 16] >> 4) & 0xF) - 8);
     case INFER_TYPE_IQ4_NL: return rd_f16(b) * ref_kv_iq4[(e < 16 ? b[2 + e] : b[2 + e - 16] >> 4) & 0xF];
+    case INFER_TYPE_MXFP4: return ldexp(ref_e2m1[ref_nib(b + 1, e)], b[0] - 127); /* E8M0: 2^(e-127) */
     case INFER_TYPE_Q8_K: {
         float d;
         memcpy(&d, b, 4);

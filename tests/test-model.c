@@ -410,8 +410,8 @@ int main(void) {
                 INFER_E_FORMAT, "has shape [256, 2], expected [256]");
     expect_fail("IQ2_XXS", good, EDIT(.retype_tensor = "blk.0.attn_qkv.weight", .new_type = 16 /* IQ2_XXS */),
                 INFER_E_UNSUPPORTED, "unsupported tensor type IQ2_XXS in blk.0.attn_qkv.weight");
-    expect_fail("MXFP4", good_llama, EDIT(.retype_tensor = "blk.1.ffn_up.weight", .new_type = 39 /* MXFP4 */),
-                INFER_E_UNSUPPORTED, "unsupported tensor type MXFP4 in blk.1.ffn_up.weight");
+    expect_fail("TQ2_0", good_llama, EDIT(.retype_tensor = "blk.1.ffn_up.weight", .new_type = 35 /* TQ2_0 */),
+                INFER_E_UNSUPPORTED, "unsupported tensor type TQ2_0 in blk.1.ffn_up.weight");
     expect_fail("unknown arch", good_llama, EDIT(.set_str_key = "general.architecture", .set_str = "gpt9"),
                 INFER_E_UNSUPPORTED, "unknown architecture 'gpt9'");
     expect_fail("kv heads", good_llama, EDIT(.set_u32_key = "llama.attention.head_count_kv", .set_u32 = 3),

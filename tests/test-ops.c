@@ -66,10 +66,10 @@ static const struct { const char *name; int32_t id; } tops_types[] = {
     {"q4_0", INFER_TYPE_Q4_0}, {"q4_K", INFER_TYPE_Q4_K},     {"q5_K", INFER_TYPE_Q5_K}, {"q6_K", INFER_TYPE_Q6_K},
     {"q2_K", INFER_TYPE_Q2_K}, {"q3_K", INFER_TYPE_Q3_K},
     {"iq4_nl", INFER_TYPE_IQ4_NL}, {"iq4_xs", INFER_TYPE_IQ4_XS}, {"q8_K", INFER_TYPE_Q8_K}, {"q8_1", INFER_TYPE_Q8_1},
-    {"q4_1", INFER_TYPE_Q4_1}, {"q5_0", INFER_TYPE_Q5_0}, {"q5_1", INFER_TYPE_Q5_1},
+    {"q4_1", INFER_TYPE_Q4_1}, {"q5_0", INFER_TYPE_Q5_0}, {"q5_1", INFER_TYPE_Q5_1}, {"mxfp4", INFER_TYPE_MXFP4},
 };
 #define N_TYPES (int)(sizeof tops_types / sizeof tops_types[0])
-#define ALL_W "f32,f16,bf16,q8_0,q4_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs"
+#define ALL_W "f32,f16,bf16,q8_0,q4_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,mxfp4"
 #define FLOAT_W "f32,f16,bf16"
 /* the legacy 32-value types with a min or a fifth bit (Q8_1 partners on the CPU); in a few cases only */
 #define LEGACY_W "q4_1,q5_0,q5_1"
@@ -123,7 +123,7 @@ static const struct tcase tops_cases[] = {
      * MM_T_ALIAS: add is y. n_in with a tail block for 32-blocks; tokens 1..8 ---- */
     {"mmv", ALL_W, {256, 1, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", ALL_W, {256 * 3, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
-    {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl," LEGACY_W, {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl,mxfp4," LEGACY_W, {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", LEGACY_W, {256 * 3 + 32, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", LEGACY_W, {512, 23, 5}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
     {"mmv", LEGACY_W, {160, 17, 8}, {MMV_SWIGLU}, -1, 1, 0, 0},
@@ -138,7 +138,7 @@ static const struct tcase tops_cases[] = {
     {"mmv", ALL_W, {4096, 4096, 1}, {MMV_PLAIN}, -1, 1, 0, 0, .cols = ONLY_CPU},
     {"mmv", ALL_W, {4096, 512, 2}, {MMV_PLAIN}, -2, 2, 0, 0},
     {"mmv", "q4_K", {4096, 12288, 2}, {MMV_SWIGLU}, -1, 1, 0, 0, .cols = ONLY_CPU}, /* a real FFN (qwen3-8b gate / up) */
-    {"mmv", "q8_0,q4_0,q5_0,q5_1,q4_K,q5_K,q6_K,iq4_nl,iq4_xs", {2048, 48, 4}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
+    {"mmv", "q8_0,q4_0,q5_0,q5_1,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,mxfp4", {2048, 48, 4}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
     /* the multi-token dots (mmv.c *_xn: Q4_K, Q6_K on AVX-512 VNNI) that 2..8-token tiles take: odd block
      * counts (Q4_K pairs blocks), every fused epilogue */
     {"mmv", "q4_K,q6_K", {1280, 37, 2}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
@@ -151,7 +151,7 @@ static const struct tcase tops_cases[] = {
      * types: an odd number of units), odd for float types, one value ---- */
     {"mm", ALL_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", FLOAT_W, {95, 67, 9}, {MMV_PLAIN}, -2, 2, 0, 0},
-    {"mm", "q8_0,q4_0,iq4_nl," LEGACY_W, {96, 67, 9}, {MMV_PLAIN}, -2, 2, 0, 0},
+    {"mm", "q8_0,q4_0,iq4_nl,mxfp4," LEGACY_W, {96, 67, 9}, {MMV_PLAIN}, -2, 2, 0, 0},
     {"mm", FLOAT_W, {1, 5, 3}, {MMV_SWIGLU}, -2, 2, 0, 0},
     {"mm", FLOAT_W, {255, 130, 33}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
     {"mm", "q8_0,q4_0,iq4_nl,q4_K,q5_K,q6_K,iq4_xs", {256, 130, 33}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
@@ -302,7 +302,7 @@ static const struct tcase tops_cases[] = {
     {"attn", "q8_0", {4, 24, 4, 256}, {777, 256}, -30, 30, 0, 1e-8},
     /* ---- embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens}, param[0] = rot (Q8_0) ---- */
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
-    {"embed", "f32,f16,bf16,q8_0,q4_0,iq4_nl," LEGACY_W, {96, 9, 5}, {0}, -1, 1, 0, 0},
+    {"embed", "f32,f16,bf16,q8_0,q4_0,iq4_nl,mxfp4," LEGACY_W, {96, 9, 5}, {0}, -1, 1, 0, 0},
     {"embed", FLOAT_W, {77, 3, 3}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
     {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
@@ -332,11 +332,13 @@ static const struct tcase tops_cases[] = {
     {"moe_ffn", "q2_K", {3, 256, 256, 4}, {2, INFER_TYPE_Q3_K}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_0", {4, 320, 160, 5}, {5, INFER_TYPE_IQ4_NL}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q4_1,q5_1", {3, 96, 64, 4}, {2, INFER_TYPE_Q5_0}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "mxfp4", {3, 128, 96, 4}, {2, INFER_TYPE_MXFP4}, -2, 2, 0, 1e-3}, /* MXFP4_MOE's experts */
     {"moe_ffn", "q4_K", {2, 256, 256, 256}, {8, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3}, /* 256 experts, top-8 */
     /* prefill-sized: tokens grouped by expert, experts with up to 8 tokens (mmv) and more (mm) */
     {"moe_ffn", "q4_K", {24, 256, 512, 4}, {2, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q8_0", {40, 128, 96, 16}, {3, INFER_TYPE_Q8_0}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q5_0", {20, 64, 96, 3}, {2, INFER_TYPE_Q4_1}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "mxfp4", {20, 64, 96, 3}, {2, INFER_TYPE_MXFP4}, -2, 2, 0, 1e-3},
     {"moe_ffn", "f32", {20, 96, 40, 3}, {2, INFER_TYPE_F32}, -2, 2, 0, 1e-10},
     /* ---- sample: {n_vocab, n_rows}, param = {parameter sets (bits of tops_sample_sets, 0: all), logit kinds
      * (bits of MODE_*, 0: all)}; a vocab-248320 row (qwen35) ---- */

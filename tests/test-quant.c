@@ -80,7 +80,7 @@ static void test_table(void) {
         {INFER_TYPE_Q6_K, "Q6_K", 256, 210, sizeof(block_q6_K)},   {INFER_TYPE_Q8_K, "Q8_K", 256, 292, sizeof(block_q8_K)},
         {INFER_TYPE_IQ4_NL, "IQ4_NL", 32, 18, sizeof(block_iq4_nl)}, {INFER_TYPE_IQ4_XS, "IQ4_XS", 256, 136, sizeof(block_iq4_xs)},
         {INFER_TYPE_F32, "F32", 1, 4, 4},                          {INFER_TYPE_F16, "F16", 1, 2, 2},
-        {INFER_TYPE_BF16, "BF16", 1, 2, 2},
+        {INFER_TYPE_BF16, "BF16", 1, 2, 2},                        {INFER_TYPE_MXFP4, "MXFP4", 32, 17, sizeof(block_mxfp4)},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const struct quant_type *t = quant_type(k[i].id);
@@ -104,10 +104,10 @@ static void test_table(void) {
     T_CHECK(infer_type_block_bytes(16) == 66 && infer_type_block_bytes(29) == 56 && infer_type_block_bytes(39) == 17 &&
                 infer_type_block_size(40) == 64 && infer_type_block_size(41) == 128 && infer_type_block_bytes(28) == 8,
             "IQ2_XXS/IQ1_M/MXFP4/NVFP4/Q1_0/F64 sizes");
-    static const int32_t sup[] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23};
+    static const int32_t sup[] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23, 39};
     int n_sup = 0;
     for (int32_t id = 0; id < INFER_TYPE_COUNT; id++) n_sup += infer_type_supported(id);
-    T_CHECK(n_sup == 15, "%d supported types, expected 15", n_sup);
+    T_CHECK(n_sup == 16, "%d supported types, expected 16", n_sup);
     for (size_t i = 0; i < sizeof sup / sizeof sup[0]; i++) T_CHECK(infer_type_supported(sup[i]), "type %d supported", (int)sup[i]);
     T_CHECK(quant_type_by_name("q4_k") == 12 && quant_type_by_name("Q4_K") == 12 && quant_type_by_name("iq4_xs") == 23 &&
                 quant_type_by_name("bf16") == 30 && quant_type_by_name("f32") == 0 && quant_type_by_name("Q4_K_M") == -1 &&
@@ -237,6 +237,7 @@ struct deq_case {
     int n_half;            /* half fields to make finite */
     size_t half_off[2];
     int f32_d;             /* Q8_K: d is f32 at 0 */
+    int e8m0;              /* MXFP4: byte 0 is an exponent, kept at most 252 so that 12 * 2^(e-128) is finite */
 };
 
 /* Value i of block b through the per-element and per-sub-block decoders of blocks.h, which the CUDA
@@ -259,6 +260,7 @@ static void decode_alt(int32_t type, const void *b, float *by_value, float *by_s
         CASE32(INFER_TYPE_Q5_1, q5_1)
         CASE32(INFER_TYPE_Q8_0, q8_0)
         CASE32(INFER_TYPE_IQ4_NL, iq4_nl)
+        CASE32(INFER_TYPE_MXFP4, mxfp4)
         CASE256(INFER_TYPE_Q2_K, q2_K)
         CASE256(INFER_TYPE_Q3_K, q3_K)
         CASE256(INFER_TYPE_Q4_K, q4_K)
@@ -274,19 +276,20 @@ static void decode_alt(int32_t type, const void *b, float *by_value, float *by_s
 
 static void test_dequant(void) {
     static const struct deq_case cases[] = {
-        {INFER_TYPE_Q4_0, "dequantize_row_q4_0", 1, {offsetof(block_q4_0, d)}, 0},
-        {INFER_TYPE_Q4_1, "dequantize_row_q4_1", 2, {offsetof(block_q4_1, d), offsetof(block_q4_1, m)}, 0},
-        {INFER_TYPE_Q5_0, "dequantize_row_q5_0", 1, {offsetof(block_q5_0, d)}, 0},
-        {INFER_TYPE_Q5_1, "dequantize_row_q5_1", 2, {offsetof(block_q5_1, d), offsetof(block_q5_1, m)}, 0},
-        {INFER_TYPE_Q8_0, "dequantize_row_q8_0", 1, {offsetof(block_q8_0, d)}, 0},
-        {INFER_TYPE_Q2_K, "dequantize_row_q2_K", 2, {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)}, 0},
-        {INFER_TYPE_Q3_K, "dequantize_row_q3_K", 1, {offsetof(block_q3_K, d)}, 0},
-        {INFER_TYPE_Q4_K, "dequantize_row_q4_K", 2, {offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)}, 0},
-        {INFER_TYPE_Q5_K, "dequantize_row_q5_K", 2, {offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)}, 0},
-        {INFER_TYPE_Q6_K, "dequantize_row_q6_K", 1, {offsetof(block_q6_K, d)}, 0},
-        {INFER_TYPE_Q8_K, "dequantize_row_q8_K", 0, {0}, 1},
-        {INFER_TYPE_IQ4_NL, "dequantize_row_iq4_nl", 1, {offsetof(block_iq4_nl, d)}, 0},
-        {INFER_TYPE_IQ4_XS, "dequantize_row_iq4_xs", 1, {offsetof(block_iq4_xs, d)}, 0},
+        {INFER_TYPE_Q4_0, "dequantize_row_q4_0", 1, {offsetof(block_q4_0, d)}, 0, 0},
+        {INFER_TYPE_Q4_1, "dequantize_row_q4_1", 2, {offsetof(block_q4_1, d), offsetof(block_q4_1, m)}, 0, 0},
+        {INFER_TYPE_Q5_0, "dequantize_row_q5_0", 1, {offsetof(block_q5_0, d)}, 0, 0},
+        {INFER_TYPE_Q5_1, "dequantize_row_q5_1", 2, {offsetof(block_q5_1, d), offsetof(block_q5_1, m)}, 0, 0},
+        {INFER_TYPE_Q8_0, "dequantize_row_q8_0", 1, {offsetof(block_q8_0, d)}, 0, 0},
+        {INFER_TYPE_Q2_K, "dequantize_row_q2_K", 2, {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)}, 0, 0},
+        {INFER_TYPE_Q3_K, "dequantize_row_q3_K", 1, {offsetof(block_q3_K, d)}, 0, 0},
+        {INFER_TYPE_Q4_K, "dequantize_row_q4_K", 2, {offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)}, 0, 0},
+        {INFER_TYPE_Q5_K, "dequantize_row_q5_K", 2, {offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)}, 0, 0},
+        {INFER_TYPE_Q6_K, "dequantize_row_q6_K", 1, {offsetof(block_q6_K, d)}, 0, 0},
+        {INFER_TYPE_Q8_K, "dequantize_row_q8_K", 0, {0}, 1, 0},
+        {INFER_TYPE_IQ4_NL, "dequantize_row_iq4_nl", 1, {offsetof(block_iq4_nl, d)}, 0, 0},
+        {INFER_TYPE_IQ4_XS, "dequantize_row_iq4_xs", 1, {offsetof(block_iq4_xs, d)}, 0, 0},
+        {INFER_TYPE_MXFP4, "dequantize_row_mxfp4", 0, {0}, 0, 1},
     };
     enum { ROWS = 300, MAXN = 2048 };
     static uint8_t buf[MAXN / 32 * 36 + MAXN / 256 * 292];
@@ -304,6 +307,7 @@ static void test_dequant(void) {
                     const uint16_t v = rand_half();
                     memcpy(blk + cases[c].half_off[h], &v, 2);
                 }
+                if (cases[c].e8m0) blk[0] = (uint8_t)(rng_u64() % 253);
                 if (cases[c].f32_d) {
                     const float d = (float)(rng_unit() * 2 - 1) * 1e-2f;
                     memcpy(blk, &d, 4);
@@ -337,6 +341,19 @@ static void test_dequant(void) {
     b.qs[32 * 2 + 7] = 0x9 << 4;                 /* element 5*32+7: high nibble of group 2 */
     T_CHECK(blocks_value_q4_K(&b, 5 * 32 + 7) == 42.0f * 9 - 0.5f * 21, "hand Q4_K value: %g",
             (double)blocks_value_q4_K(&b, 5 * 32 + 7));
+    /* a hand-worked MXFP4 block: e = 130 is a scale of 2^2 (halved E8M0); byte 3 holds code 0xB (-1.5, doubled -3)
+     * for element 3 and code 0x9 (-0.5, doubled -1) for element 19; e = 0 is the subnormal 2^-128 */
+    block_mxfp4 m;
+    memset(&m, 0, sizeof m);
+    m.e = 130;
+    m.qs[3] = 0x9B;
+    m.qs[5] = 0x07;
+    T_CHECK(blocks_value_mxfp4(&m, 3) == -12.0f && blocks_value_mxfp4(&m, 19) == -4.0f &&
+                blocks_value_mxfp4(&m, 5) == 48.0f && blocks_value_mxfp4(&m, 21) == 0.0f,
+            "hand MXFP4 values: %g %g %g", (double)blocks_value_mxfp4(&m, 3), (double)blocks_value_mxfp4(&m, 19),
+            (double)blocks_value_mxfp4(&m, 5));
+    m.e = 0;
+    T_CHECK(blocks_value_mxfp4(&m, 5) == ldexpf(12.0f, -128), "hand MXFP4 at e = 0: %g", (double)blocks_value_mxfp4(&m, 5));
 }
 
 /* ---- quantisers ---- */
@@ -402,6 +419,7 @@ static void test_quantize(void) {
         {INFER_TYPE_IQ4_XS, "quantize_iq4_xs", 1, 0.086},   {INFER_TYPE_Q5_0, "quantize_row_q5_0_ref", 0, 0.046},
         {INFER_TYPE_Q5_1, "quantize_row_q5_1_ref", 0, 0.042},   {INFER_TYPE_Q4_1, "quantize_row_q4_1_ref", 0, 0.085},
         {INFER_TYPE_Q2_K, "quantize_row_q2_K_ref", 0, 0.31},    {INFER_TYPE_Q3_K, "quantize_row_q3_K_ref", 0, 0.16},
+        {INFER_TYPE_MXFP4, "quantize_row_mxfp4_ref", 0, 0.13},
     };
     enum { ROWS = 4 * ROW_KINDS };
     static float x[QN], y[QN], yp[QN];

@@ -571,6 +571,11 @@ int main(void) {
         peer_compare(&pe, "qwen35moe", 0, 1, FTYPE_Q3_K_M, 16, 0);
         for (int q = 4; q < 8; q++) peer_compare(&pe, "llama", 0, 0, newtypes[q], 0, 1);
         peer_compare(&pe, "qwen3", 1, 0, FTYPE_Q4_1, 0, 1);
+        /* MXFP4_MOE: expert tensors (3-D) MXFP4, every other quantisable tensor and the head Q8_0 (t_quick: the
+         * dense llama and the hybrid MoE with MTP) */
+        for (int i = 0; i < 6; i++)
+            if (!t_quick() || i == 0 || i == 5) peer_compare(&pe, archs[i], i % 2, i == 5, FTYPE_MXFP4_MOE, 0, 0);
+        peer_compare(&pe, "qwen3moe", 0, 0, FTYPE_MXFP4_MOE, 0, 1);
         peer_desc(&pe);
         for (int i = 0; i < 6; i++) {
             peer_load_model(&pe, archs[i], 0, 0, "F32");

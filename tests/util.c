@@ -41,6 +41,7 @@ float *util_nan(int64_t n) {
 int util_blck(int32_t t) {
     return t == INFER_TYPE_F32 || t == INFER_TYPE_F16 || t == INFER_TYPE_BF16       ? 1
            : t == INFER_TYPE_Q8_0 || t == INFER_TYPE_Q4_0 || t == INFER_TYPE_IQ4_NL || t == INFER_TYPE_Q4_1 ||
+                   t == INFER_TYPE_MXFP4 ||
                    t == INFER_TYPE_Q5_0 || t == INFER_TYPE_Q5_1 || t == INFER_TYPE_Q8_1
                ? 32
                : 256;

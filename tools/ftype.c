@@ -8,6 +8,8 @@
  *      multiple of the default's block (-> Q8_0); attn_v-like tensors (attn_v, attn_qkv, attn_kv_b),
  *      ffn_down and attn_output get the per-ftype bumps of docs/quant.md §6; with exactly 8 experts
  *      attn_v and attn_k -> Q8_0 and attn_output -> Q5_K (not for Q3_K_L or the legacy types);
+ *      MXFP4_MOE instead: output.weight (or the tied token_embd) -> Q8_0, expert tensors (ne2 > 1) ->
+ *      MXFP4, every other quantisable tensor -> Q8_0, with no further rule;
  *   4. fallback when ne0 % 256 != 0 for a K type: Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
  *      Q6_K -> Q8_0, IQ4_XS -> IQ4_NL; then F16 if even that block does not divide ne0.
  * The layer index the rules use is the block number in the name: llama-quantize walks tensors in
@@ -42,6 +44,7 @@ static const struct {
     {FTYPE_Q3_K_L, "Q3_K_L", "Q3_K - Large", INFER_TYPE_Q3_K},
     {FTYPE_Q4_K_M, "Q4_K_M", "Q4_K - Medium", INFER_TYPE_Q4_K},
     {FTYPE_Q6_K, "Q6_K", "Q6_K", INFER_TYPE_Q6_K},
+    {FTYPE_MXFP4_MOE, "MXFP4_MOE", "MXFP4 MoE", INFER_TYPE_MXFP4},
 };
 #define FTYPE_N ((int)(sizeof ftype_table / sizeof ftype_table[0]))
 
@@ -63,7 +66,8 @@ const char *ftype_desc(int32_t ftype) {
     return NULL;
 }
 
-const char *ftype_names(void) { return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K"; }
+const char *ftype_names(void) { return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K MXFP4_MOE";
+}
 
 static int32_t ftype_base(int32_t ftype) {
     for (int i = 0; i < FTYPE_N; i++)
@@ -113,7 +117,10 @@ int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int
     int layer = -1;
     if (sscanf(name, "blk.%d.", &layer) != 1) layer = -1;
     const int n = m->n_layer, e8 = m->n_expert == 8;
-    if (strcmp(name, "output.weight") == 0 || (m->tied && strcmp(name, "token_embd.weight") == 0)) {
+    const int head = strcmp(name, "output.weight") == 0 || (m->tied && strcmp(name, "token_embd.weight") == 0);
+    if (ftype == FTYPE_MXFP4_MOE) {
+        t = !head && n_dims >= 3 && ne[2] > 1 ? INFER_TYPE_MXFP4 : INFER_TYPE_Q8_0;
+    } else if (head) {
         if (ne[0] % ftype_blck(base) != 0) t = INFER_TYPE_Q8_0;
         else if (t != INFER_TYPE_Q8_0) t = INFER_TYPE_Q6_K;
     } else if (ftype_has(name, "attn_v.weight") || ftype_has(name, "attn_qkv.weight") ||

@@ -21,7 +21,8 @@ enum {
     FTYPE_Q3_K_L = 13,
     FTYPE_Q4_K_M = 15,
     FTYPE_Q6_K = 18,
-    FTYPE_BF16 = 32
+    FTYPE_BF16 = 32,
+    FTYPE_MXFP4_MOE = 38
 };
 
 /* llama-quantize's name ("Q3_K_M", case-insensitive) -> ftype id; -1 if unknown. */

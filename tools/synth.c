@@ -256,6 +256,9 @@ static void synth_random_blocks(int32_t type, uint64_t *s, uint8_t *dst, size_t 
                 synth_put16(dst + b + synth_scales[k].off_m, quant_f32_to_f16(synth_scales[k].m * jitter));
         }
     }
+    /* MXFP4's scale is a power of two 2^(e-128): e 119..121 puts |w| near 0.01 */
+    for (size_t b = 0; type == INFER_TYPE_MXFP4 && b + (size_t)qt->bytes <= nbytes; b += (size_t)qt->bytes)
+        dst[b] = (uint8_t)(119 + (int)(3.0f * synth_uniform(s)) % 3);
 }
 
 /* One value of a tensor of role r: norms near 1, ssm_a negative, the rest small gaussians. */

@@ -1,7 +1,7 @@
 /* mmv: the dot products of a weight row with one activation row, for every weight type, and cpu_mmv.
  *
  * Math (llama.cpp's CPU vec_dot, docs/quant.md §5): the activations are quantised once per op to the weight
- * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1); per
+ * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1); per
  * block the integer sum Σ scale·q_w·q_x is exact, then multiplied by the f32 product of the two block
  * scales (Q4_1/Q5_1 add m·s, s = d_x·Σq_x from the Q8_1 block). Float weights
  * take f32 activations, rounded to f16 (F16) or bf16 (BF16) first as ggml does, and multiply in f32.
@@ -89,6 +89,21 @@ static float dot_iq4_nl(int64_t n, const void *w, const void *x) {
         for (int j = 0; j < 16; j++)
             sumi += kv[a[i].qs[j] & 0xF] * b[i].qs[j] + kv[a[i].qs[j] >> 4] * b[i].qs[j + 16];
         s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
+    }
+    return s;
+}
+
+/* MXFP4 as IQ4_NL: a 16-entry codebook (E2M1 doubled), its scale 2^(e-128) instead of an f16 */
+static float dot_mxfp4(int64_t n, const void *w, const void *x) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int8_t *kv = blocks_kvalues_mxfp4;
+    float s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += kv[a[i].qs[j] & 0xF] * b[i].qs[j] + kv[a[i].qs[j] >> 4] * b[i].qs[j + 16];
+        s += (float)sumi * (blocks_e8m0_half(a[i].e) * blocks_f16_to_f32(b[i].d));
     }
     return s;
 }
@@ -402,6 +417,21 @@ MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
         __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs));
         __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
         __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    }
+    return mmv_hsum(acc);
+}
+
+MMV_AVX2 static float dot_mxfp4_avx2(int64_t n, const void *w, const void *x) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    const __m128i t = _mm_loadu_si128((const __m128i *)blocks_kvalues_mxfp4);
+    const __m256i kv = _mm256_set_m128i(t, t);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs));
+        __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
+        __m256 d = _mm256_set1_ps(blocks_e8m0_half(a[i].e) * _cvtsh_ss(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
     return mmv_hsum(acc);
@@ -884,6 +914,28 @@ MMV_AVX512 static float dot_iq4_nl_avx512(int64_t n, const void *w, const void *
     return s;
 }
 
+/* As dot_iq4_nl_avx512: the codebook + 128 as unsigned bytes, less 128·Σy */
+MMV_AVX512 static float dot_mxfp4_avx512(int64_t n, const void *w, const void *x) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK8_0;
+    const __m128i t = _mm_add_epi8(_mm_loadu_si128((const __m128i *)blocks_kvalues_mxfp4), _mm_set1_epi8((char)128));
+    const __m512i zero = _mm512_setzero_si512(), kv = _mm512_broadcast_i32x4(t), k128 = _mm512_set1_epi8((char)128);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
+        __m512i q = _mm512_shuffle_epi8(kv, mmv_nib2(a[i].qs, a[i + 1].qs));
+        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, k128, y));
+        __m512 d = mmv_set2_ps(blocks_e8m0_half(a[i].e) * _cvtsh_ss(b[i].d),
+                               blocks_e8m0_half(a[i + 1].e) * _cvtsh_ss(b[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+    }
+    float s = _mm512_reduce_add_ps(acc);
+    if (i < nb) s += dot_mxfp4_avx2(QK8_0, a + i, b + i);
+    return s;
+}
+
 MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *x) {
     const block_iq4_xs *a = w;
     const block_q8_K *b = x;
@@ -1315,6 +1367,7 @@ static const struct mmv_type mmv_types[] = {
     {INFER_TYPE_Q5_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q5_k, dot_q5_k_avx2, dot_q5_k_avx512)},
     {INFER_TYPE_Q6_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q6_k, dot_q6_k_avx2, dot_q6_k_avx512)},
     {INFER_TYPE_IQ4_XS, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_iq4_xs, dot_iq4_xs_avx2, dot_iq4_xs_avx512)},
+    {INFER_TYPE_MXFP4, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_mxfp4, dot_mxfp4_avx2, dot_mxfp4_avx512)},
 };
 
 static const struct mmv_type *mmv_find(int32_t type) {

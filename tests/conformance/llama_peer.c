@@ -87,7 +87,8 @@ int llama_peer_load(struct llama_peer *p, const char **why) {
               {6, "dequantize_row_q5_0"},    {7, "dequantize_row_q5_1"},    {8, "dequantize_row_q8_0"},
               {10, "dequantize_row_q2_K"},   {11, "dequantize_row_q3_K"},   {12, "dequantize_row_q4_K"},
               {13, "dequantize_row_q5_K"},   {14, "dequantize_row_q6_K"},   {15, "dequantize_row_q8_K"},
-              {20, "dequantize_row_iq4_nl"}, {23, "dequantize_row_iq4_xs"}, {30, "ggml_bf16_to_fp32_row"}};
+              {20, "dequantize_row_iq4_nl"}, {23, "dequantize_row_iq4_xs"}, {30, "ggml_bf16_to_fp32_row"},
+              {39, "dequantize_row_mxfp4"}};
     memset(p, 0, sizeof *p);
     void *base = peer_open("libggml-base.so", why);
     void *ggml = base ? peer_open("libggml.v0.5.0.so", why) : NULL;

@@ -1,11 +1,11 @@
 /* test-llama-files: our reader and tools on files that llama.cpp itself wrote.
  * From one F32 synthetic model, llama.cpp's own quantizer (llama_model_quantize) writes Q4_K_M, Q8_0,
- * Q6_K, IQ4_NL, IQ4_XS, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K and Q3_K_M files. For each:
+ * Q6_K, IQ4_NL, IQ4_XS, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_M and MXFP4_MOE files. For each:
  *   - our reader agrees with llama.cpp's gguf reader: version, keys and their types, tensor names,
  *     types, offsets, data offset;
  *   - `llm-gguf info --json` lists every tensor with llama.cpp's type, shape, offset and size;
  *   - `llm-gguf dequant` of EVERY tensor is bit-identical to ggml's dequantize_row_<type>.
- * Then `llm-gguf quantize` turns the same F32 file into Q8_0, Q4_K_M, Q6_K, F16 and the six types after
+ * Then `llm-gguf quantize` turns the same F32 file into Q8_0, Q4_K_M, Q6_K, F16 and the seven types after
  * BF16 above: every tensor gets
  * the type llama.cpp chose and byte-identical data (both run the reference quantisers), and
  * llama.cpp loads and decodes the result. */
@@ -337,7 +337,7 @@ int main(void) {
             int32_t id;
         } ftypes[] = {{"Q4_K_M", 15}, {"Q8_0", 7}, {"Q6_K", 18}, {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"F16", 1},
                       {"BF16", 32},   {"Q4_0", 2}, {"Q4_1", 3},  {"Q5_0", 8},    {"Q5_1", 9},    {"Q2_K", 10},
-                      {"Q3_K_M", 12}};
+                      {"Q3_K_M", 12}, {"MXFP4_MOE", 38}};
         /* t_quick: every type on the first source, Q4_K_M (and its fallbacks) on the others */
         const int all_types = !t_quick() || s == 0;
         for (size_t i = 0; i < sizeof ftypes / sizeof *ftypes; i++) {
@@ -359,7 +359,7 @@ int main(void) {
         static const struct {
             const char *name;
             int32_t id;
-        } legacy[] = {{"Q4_0", 2}, {"Q4_1", 3}, {"Q5_0", 8}, {"Q5_1", 9}, {"Q2_K", 10}, {"Q3_K_M", 12}};
+        } legacy[] = {{"Q4_0", 2}, {"Q4_1", 3}, {"Q5_0", 8}, {"Q5_1", 9}, {"Q2_K", 10}, {"Q3_K_M", 12}, {"MXFP4_MOE", 38}};
         for (size_t i = 0; all_types && i < sizeof legacy / sizeof *legacy; i++)
             check_our_quantize(&pe, f32, &sp, legacy[i].name, legacy[i].id);
     }

@@ -19,7 +19,8 @@
  *
  * Cases: llama, qwen3, qwen3moe (56-token prompt + 16 steps) and qwen35, qwen35moe, qwen3next (with
  * their MTP layer, which the main pass skips; 100 + 48: one full GDN chunk of 64 and a partial one) in
- * F32, F16, Q8_0, Q4_K_M, qwen35 and qwen35moe also in Q4_0, Q4_1, Q5_0, Q5_1, Q2_K and Q3_K_M (the
+ * F32, F16, Q8_0, Q4_K_M, qwen35 and qwen35moe also in Q4_0, Q4_1, Q5_0, Q5_1, Q2_K and Q3_K_M, qwen35moe and
+ * qwen3moe in MXFP4_MOE (the
  * quantised cases' bounds as Q8_0's), two tied-head cases, and one case per family at real head / state / group /
  * expert dimensions with a 200-token prompt (for the hybrids three full chunks and a partial one) + 16
  * steps, vocab 4096 and reduced sizes that define no head, state or group (cases[] has each one's):
@@ -298,6 +299,9 @@ static const struct kase cases[] = {
     /* 9.5e-3 but prompt row 6 at 0.175, batch and 1x1 alike: an expert chosen otherwise than llama.cpp's at a
      * router near-tie (its own settings agree with each other there, 1.1e-2); the mean is held to its spread */
     {.arch = "qwen35moe", .ftype = "Q3_K_M", .row = 0.3},
+    /* MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere) on the MoE archs */
+    {.arch = "qwen35moe", .ftype = "MXFP4_MOE", .row = 0.1}, /* 7.0e-3 (llama.cpp its own: 8.9e-3) */
+    {.arch = "qwen3moe", .ftype = "MXFP4_MOE", .row = 0.1},  /* 1.1e-2 (1.2e-2) */
     /* LM head tied to token_embd */
     {.arch = "qwen3", .ftype = "F32", .tied = 1, .row = 4e-3, .mean = 3e-3}, /* 3.2e-4 / 2.1e-4 */
     {.arch = "llama", .ftype = "Q8_0", .tied = 1, .row = 0.15},             /* 1.1e-2 */
