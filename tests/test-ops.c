@@ -17,8 +17,8 @@
  *             relative L2 <= 2e-3 in both INFER_MATMUL modes (mma, cublas: its chunk planner by hand-worked
  *             plans and a sweep, and two shapes that chunk); + 1e-7 |ref| for the residual, SwiGLU propagated
  *             (|silu'| <= 1.1) + 1e-6 |ref| (cuda mm 1e-4). cpu also: fused epilogues bit for bit the
- *             unfused chain, mm the mmv dots, ggml's vec_dot (peer); the 32-value GEMM (mm_q32.c) the
- *             scalar dots
+ *             unfused chain, mm the mmv dots, ggml's vec_dot (peer); the 32-value types at AVX-512 (dots,
+ *             GEMM of mm_q32.c) the scalar dots
  *   norm      NMSE (table) and 1e-5 |ref| + 1e-12; norm_q (cuda): y and its 8-bit activations bit for bit
  *             norm then quantize on the device
  *   rope      NMSE (table), dims past n_rot and the gaps untouched; cuda also within 1e-5 (|x0| + |x1|) of
@@ -52,7 +52,6 @@
 
 #include "backend.h"
 #include "cpu/cpu.h"
-#include "cpu/mm_q32.h"
 #include "device.h"
 #include "ops_cuda.h"
 #include "peer.h"

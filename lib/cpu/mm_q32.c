@@ -13,10 +13,10 @@
  * unsigned already and their min pairs with the Q8_1 block's s. A per-call table (struct q32_act) holds
  * each token block's d and its offset · Σq_x (Q8_0 activations) or s (Q8_1).
  *
- * Math: per block the exact integer sum, then the scalar reference of mmv.c step for step,
- * s += sumi · (d·dy) or s += (d·dy)·sumi + m·s_x, so every element is bit-identical to the scalar
- * dot, whatever the thread count (test-ops checks it). The SIMD dots cpu_mm uses otherwise sum the
- * same block terms in another order (a few f32 ulps apart). Other ISA levels and short batches keep them.
+ * Math: per block the exact integer sum, then the scalar reference of mmv.c step for step (its blk_*
+ * terms), s += sumi·(d·dy) or s += (d·dy)·sumi + m·s_x in block order, so every element is bit-identical
+ * to the scalar dot and to the AVX-512 dots cpu_mm uses otherwise, whatever the thread count or batching
+ * (test-ops checks it). Other ISA levels and short batches keep the dots.
  */
 #include <stddef.h>
 
