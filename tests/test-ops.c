@@ -17,7 +17,8 @@
  *             relative L2 <= 2e-3 in both INFER_MATMUL modes (mma, cublas: its chunk planner by hand-worked
  *             plans and a sweep, and two shapes that chunk); + 1e-7 |ref| for the residual, SwiGLU propagated
  *             (|silu'| <= 1.1) + 1e-6 |ref| (cuda mm 1e-4). cpu also: fused epilogues bit for bit the
- *             unfused chain, mm the mmv dots, ggml's vec_dot (peer)
+ *             unfused chain, mm the mmv dots, ggml's vec_dot (peer); the 32-value types at AVX-512 (dots,
+ *             GEMM of mm_q32.c) the scalar dots
  *   norm      NMSE (table) and 1e-5 |ref| + 1e-12; norm_q (cuda): y and its 8-bit activations bit for bit
  *             norm then quantize on the device
  *   rope      NMSE (table), dims past n_rot and the gaps untouched; cuda also within 1e-5 (|x0| + |x1|) of
@@ -73,6 +74,8 @@ static const struct { const char *name; int32_t id; } tops_types[] = {
 #define FLOAT_W "f32,f16,bf16"
 /* the legacy 32-value types with a min or a fifth bit (Q8_1 partners on the CPU); in a few cases only */
 #define LEGACY_W "q4_1,q5_0,q5_1"
+/* every type of the 32-value GEMM (lib/cpu/mm_q32.c) */
+#define Q32_W "q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl"
 
 static int32_t tops_type_id(const char *s, size_t len) {
     for (int i = 0; i < N_TYPES; i++)
@@ -169,6 +172,18 @@ static const struct tcase tops_cases[] = {
     {"mm", "q4_K,q5_K,q6_K", {256, 16, 4}, {MMV_ADD}, -2, 2, 0, 0},
     {"mm", "q4_K,q6_K", {1280, 45, 10}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
     {"mm", "q4_K,q6_K", {768, 29, 13}, {MMV_PLAIN}, -1, 1, 0, 0},
+    /* the 32-value GEMM (lib/cpu/mm_q32.c, AVX-512 VNNI, from 6 tokens): 17 / 33 / 45 rows against its 16-row
+     * strips, 6..40 tokens against its 8-token tiles, every epilogue; it must equal the scalar dots bit for
+     * bit (5 tokens: still the dots) */
+    {"mm", Q32_W, {160, 17, 6}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mm", Q32_W, {288, 33, 13}, {MMV_PLAIN}, -2, 2, 0, 0},
+    {"mm", "q8_0,q4_0,q5_0,q5_1,iq4_nl", {512, 33, 21}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
+    {"mm", Q32_W, {1024, 45, 40}, {MMV_PLAIN}, -8, 8, 0, 0, .cols = ONLY_CPU},
+    {"mm", Q32_W, {352, 17, 15}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    {"mm", Q32_W, {96, 33, 7}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
+    {"mm", Q32_W, {64, 31, 9}, {MMV_ADD}, -2, 2, 0, 0},
+    {"mm", Q32_W, {128, 17, 5}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    {"mm", Q32_W, {3072, 40, 11}, {MMV_PLAIN}, -1, 1, 0, 0, .cols = ONLY_CPU}, /* a real row length (FFN down) */
     /* the cuBLAS mode's chunks (mm_plan_chunks over MM_SCRATCH_BYTES): W in two row chunks with SwiGLU, x in
      * two token chunks with the residual in place; the tensor-core kernel does not chunk, so cublas only */
     {"mm", "q4_K", {65536, 520, 1}, {MMV_SWIGLU}, -1, 1, 0, 0, .flags = MM_T_CUBLAS, .cols = ONLY_CUDA},

@@ -9,9 +9,13 @@
  * batches (2..5 tokens) otherwise cost nearly one single-token pass per token.
  * Q4_K / Q5_K / Q6_K batches of more than 8 tokens (Q5_K from 6) on AVX-512 VNNI go to the GEMM of
  * mm_kq.c instead (the same results, element by element).
+ * Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL batches of 6 tokens or more on AVX-512 VNNI go to the GEMM of
+ * mm_q32.c (the same results: those types' AVX-512 dots add the scalar reference's block terms in order);
+ * 2..5-token verification batches keep the dots.
  */
 #include "cpu.h"
 #include "mm_kq.h"
+#include "mm_q32.h"
 #include "quant.h"
 
 enum { MM_ROWS = 16, MM_TOKENS = 8 };
@@ -76,6 +80,7 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
      * 6 tokens 2.5 vs 3.3 ms, 8 tokens 3.0 vs 3.8 ms; from cache about even for Q4_K, 1.4x for Q6_K) */
     cpu_vec_dot_xn_fn xn = cpu_vec_dot_xn(a->type, a->variant);
     if (cpu_mm_kq_takes(a) && !(xn && a->n_tokens <= MM_TOKENS)) return cpu_mm_kq(a, p);
+    if (cpu_mm_q32_takes(a)) return cpu_mm_q32(a, p);
     struct mm_job j = {a, dot, xn, w_row, x_row, quantised ? a->xq : (const void *)a->x};
     pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
     return INFER_OK;

@@ -12,8 +12,9 @@
  * are picked at run time with __builtin_cpu_supports, compiled with per-function target attributes so
  * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
  * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order;
- * the AVX-512 K-quant dots (Q2_K to Q6_K) keep the scalar reference's per-block f32 steps, which the
- * prefill GEMM of mm_kq.c reproduces lane by lane, so mm and mmv agree bit for bit.
+ * the AVX-512 K-quant dots (Q2_K to Q6_K) and 32-value dots (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) keep
+ * the scalar reference's per-block f32 steps, which the prefill GEMMs of mm_kq.c and mm_q32.c reproduce
+ * lane by lane, so mm and mmv agree bit for bit and a prompt's logits do not depend on its batching.
  * note: a four-row Q4_K/Q6_K dot (shared activation work) was 20% faster from cache but 2-3x slower from
  * DRAM on long rows (four interleaved row streams starve the prefetchers), so decode keeps one row at a time.
  * Several tokens (speculative verification) share one row instead: cpu_vec_dot_xn (Q4_K, Q6_K, AVX-512).
@@ -55,42 +56,26 @@ static float dot_bf16(int64_t n, const void *w, const void *x) {
     return (float)s;
 }
 
-static float dot_q8_0(int64_t n, const void *w, const void *x) {
-    const block_q8_0 *a = w, *b = x;
-    float s = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 32; j++) sumi += a[i].qs[j] * b[i].qs[j];
-        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
-    }
-    return s;
+/* The 32-value types' block terms: the exact integer sum times the f32 scale product (Q4_1 / Q5_1 plus
+ * m·s). Every dot of these types, scalar, AVX-512 and the GEMM of mm_q32.c, adds them in block order
+ * (s += term), so they agree bit for bit; the AVX2 dots sum in another order (no GEMM at that level). */
+static inline float blk_q8_0(const block_q8_0 *a, const block_q8_0 *b) {
+    int sumi = 0;
+    for (int j = 0; j < 32; j++) sumi += a->qs[j] * b->qs[j];
+    return (float)sumi * (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d));
 }
 
-static float dot_q4_0(int64_t n, const void *w, const void *x) {
-    const block_q4_0 *a = w;
-    const block_q8_0 *b = x;
-    float s = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += ((a[i].qs[j] & 0xF) - 8) * b[i].qs[j] + ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + 16];
-        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
-    }
-    return s;
+static inline float blk_q4_0(const block_q4_0 *a, const block_q8_0 *b) {
+    int sumi = 0;
+    for (int j = 0; j < 16; j++) sumi += ((a->qs[j] & 0xF) - 8) * b->qs[j] + ((a->qs[j] >> 4) - 8) * b->qs[j + 16];
+    return (float)sumi * (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d));
 }
 
-static float dot_iq4_nl(int64_t n, const void *w, const void *x) {
-    const block_iq4_nl *a = w;
-    const block_q8_0 *b = x;
+static inline float blk_iq4_nl(const block_iq4_nl *a, const block_q8_0 *b) {
     const int8_t *kv = blocks_kvalues_iq4nl;
-    float s = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += kv[a[i].qs[j] & 0xF] * b[i].qs[j] + kv[a[i].qs[j] >> 4] * b[i].qs[j + 16];
-        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
-    }
-    return s;
+    int sumi = 0;
+    for (int j = 0; j < 16; j++) sumi += kv[a->qs[j] & 0xF] * b->qs[j] + kv[a->qs[j] >> 4] * b->qs[j + 16];
+    return (float)sumi * (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d));
 }
 
 /* MXFP4 as IQ4_NL: a 16-entry codebook (E2M1 doubled), its scale 2^(e-128) instead of an f16 */
@@ -110,45 +95,42 @@ static float dot_mxfp4(int64_t n, const void *w, const void *x) {
 
 /* Q4_1 / Q5_1 (w = d·q + m) pair with Q8_1, whose s = d_x·Σq_x turns the offset into one product per block:
  * Σ w·x = d·d_x·Σ q·q_x + m·s. Q5_0 (w = d·(q - 16)) pairs with Q8_0. Bit j of qh is bit 4 of value j. */
-static float dot_q4_1(int64_t n, const void *w, const void *x) {
-    const block_q4_1 *a = w;
-    const block_q8_1 *b = x;
-    float s = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) sumi += (a[i].qs[j] & 0xF) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + 16];
-        s += (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d)) * (float)sumi +
-             blocks_f16_to_f32(a[i].m) * blocks_f16_to_f32(b[i].s);
-    }
-    return s;
+static inline float blk_q4_1(const block_q4_1 *a, const block_q8_1 *b) {
+    int sumi = 0;
+    for (int j = 0; j < 16; j++) sumi += (a->qs[j] & 0xF) * b->qs[j] + (a->qs[j] >> 4) * b->qs[j + 16];
+    return (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d)) * (float)sumi +
+           blocks_f16_to_f32(a->m) * blocks_f16_to_f32(b->s);
 }
 
-static float dot_q5_0(int64_t n, const void *w, const void *x) {
-    const block_q5_0 *a = w;
-    const block_q8_0 *b = x;
-    float s = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        const uint32_t qh = blocks_qh32(a[i].qh);
-        int sumi = 0;
-        for (int j = 0; j < 32; j++) sumi += (blocks_q5_q(a[i].qs, qh, j) - 16) * b[i].qs[j];
-        s += (float)sumi * (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d));
-    }
-    return s;
+static inline float blk_q5_0(const block_q5_0 *a, const block_q8_0 *b) {
+    const uint32_t qh = blocks_qh32(a->qh);
+    int sumi = 0;
+    for (int j = 0; j < 32; j++) sumi += (blocks_q5_q(a->qs, qh, j) - 16) * b->qs[j];
+    return (float)sumi * (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d));
 }
 
-static float dot_q5_1(int64_t n, const void *w, const void *x) {
-    const block_q5_1 *a = w;
-    const block_q8_1 *b = x;
-    float s = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        const uint32_t qh = blocks_qh32(a[i].qh);
-        int sumi = 0;
-        for (int j = 0; j < 32; j++) sumi += blocks_q5_q(a[i].qs, qh, j) * b[i].qs[j];
-        s += (blocks_f16_to_f32(a[i].d) * blocks_f16_to_f32(b[i].d)) * (float)sumi +
-             blocks_f16_to_f32(a[i].m) * blocks_f16_to_f32(b[i].s);
-    }
-    return s;
+static inline float blk_q5_1(const block_q5_1 *a, const block_q8_1 *b) {
+    const uint32_t qh = blocks_qh32(a->qh);
+    int sumi = 0;
+    for (int j = 0; j < 32; j++) sumi += blocks_q5_q(a->qs, qh, j) * b->qs[j];
+    return (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d)) * (float)sumi +
+           blocks_f16_to_f32(a->m) * blocks_f16_to_f32(b->s);
 }
+
+#define MMV_DOT_Q32(name, wt, xt)                                                                                  \
+    static float dot_##name(int64_t n, const void *w, const void *x) {                                              \
+        const wt *a = w;                                                                                           \
+        const xt *b = x;                                                                                           \
+        float s = 0;                                                                                               \
+        for (int64_t i = 0; i < n / QK8_0; i++) s += blk_##name(a + i, b + i);                                     \
+        return s;                                                                                                  \
+    }
+MMV_DOT_Q32(q8_0, block_q8_0, block_q8_0)
+MMV_DOT_Q32(q4_0, block_q4_0, block_q8_0)
+MMV_DOT_Q32(iq4_nl, block_iq4_nl, block_q8_0)
+MMV_DOT_Q32(q4_1, block_q4_1, block_q8_1)
+MMV_DOT_Q32(q5_0, block_q5_0, block_q8_0)
+MMV_DOT_Q32(q5_1, block_q5_1, block_q8_1)
 
 /* Σ m_j · (bsums of sub-block j): the min term of Q4_K/Q5_K, exact in int. */
 static inline int mmv_k_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
@@ -780,113 +762,22 @@ MMV_AVX512 static float dot_bf16_avx512(int64_t n, const void *w, const void *x)
     return s + (i < n ? dot_bf16_avx2(n - i, a + i, b + i) : 0.0f);
 }
 
-MMV_AVX512 static float dot_q8_0_avx512(int64_t n, const void *w, const void *x) {
-    const block_q8_0 *a = w, *b = x;
-    const int64_t nb = n / QK8_0;
-    const __m512i zero = _mm512_setzero_si512();
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i q = mmv_load_2x32(a[i].qs, a[i + 1].qs), y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
-        __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(q), zero, y); /* y with q's sign */
-        __m512i s = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(q), ys);
-        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += dot_q8_0_avx2(QK8_0, a + i, b + i);
-    return s;
-}
+/* The 32-value types on AVX-512 keep the scalar reference's f32 steps (blk_*: s += term, block by block)
+ * so that the prefill GEMM of mm_q32.c can reproduce them lane by lane and a prompt gives the same logits
+ * however it is batched. Eight blocks at a time: four dpbusd registers of two blocks each, their exact
+ * integer sums gathered into eight int32 lanes (mmv_sum8), the eight terms in one register (mmv_terms8),
+ * then added to s in block order; a tail of fewer than eight blocks takes the scalar terms. */
 
-/* Σ q·y for a 4-bit q in 0..15 stored as 16 bytes of nibbles and a 32-byte y, in 8 int32 lanes, minus off·Σy */
+/* 4-bit codes 0..15 of two blocks (16 bytes of nibbles each) in one register, as the y bytes lie */
 MMV_AVX512 static inline __m512i mmv_nib2(const uint8_t *q0, const uint8_t *q1) {
     return mmv_cat(mmv_nibbles(q0), mmv_nibbles(q1));
 }
 
-MMV_AVX512 static float dot_q4_0_avx512(int64_t n, const void *w, const void *x) {
-    const block_q4_0 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK8_0;
-    const __m512i zero = _mm512_setzero_si512(), k8 = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
-        /* (q - 8)·y = q·y - 8·y */
-        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, mmv_nib2(a[i].qs, a[i + 1].qs), y),
-                                     _mm512_dpbusd_epi32(zero, k8, y));
-        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += dot_q4_0_avx2(QK8_0, a + i, b + i);
-    return s;
-}
-
 /* Two Q5 blocks' 5-bit codes (0..31) in one register: the nibbles, plus 0x10 in the bytes whose qh bit is set
- * (both qh words as one 64-bit byte mask). Q4_1 / Q5_0 / Q5_1 below take two blocks per step like Q4_0. */
+ * (both qh words as one 64-bit byte mask) */
 MMV_AVX512 static inline __m512i mmv_q5_2(const uint8_t *qs0, const uint8_t *qh0, const uint8_t *qs1, const uint8_t *qh1) {
     const __mmask64 h = (__mmask64)blocks_qh32(qh0) | (__mmask64)blocks_qh32(qh1) << 32;
     return _mm512_or_si512(mmv_nib2(qs0, qs1), _mm512_maskz_mov_epi8(h, _mm512_set1_epi8(0x10)));
-}
-
-MMV_AVX512 static float dot_q4_1_avx512(int64_t n, const void *w, const void *x) {
-    const block_q4_1 *a = w;
-    const block_q8_1 *b = x;
-    const int64_t nb = n / QK8_0;
-    const __m512i zero = _mm512_setzero_si512();
-    __m512 acc = _mm512_setzero_ps();
-    float sm = 0.0f;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i s = _mm512_dpbusd_epi32(zero, mmv_nib2(a[i].qs, a[i + 1].qs), mmv_load_2x32(b[i].qs, b[i + 1].qs));
-        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
-        sm += _cvtsh_ss(a[i].m) * _cvtsh_ss(b[i].s) + _cvtsh_ss(a[i + 1].m) * _cvtsh_ss(b[i + 1].s);
-    }
-    float s = _mm512_reduce_add_ps(acc) + sm;
-    if (i < nb) s += dot_q4_1_avx2(QK8_0, a + i, b + i);
-    return s;
-}
-
-MMV_AVX512 static float dot_q5_0_avx512(int64_t n, const void *w, const void *x) {
-    const block_q5_0 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK8_0;
-    const __m512i zero = _mm512_setzero_si512(), k16 = _mm512_set1_epi8(16);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
-        /* (q - 16)·y = q·y - 16·y */
-        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, mmv_q5_2(a[i].qs, a[i].qh, a[i + 1].qs, a[i + 1].qh), y),
-                                     _mm512_dpbusd_epi32(zero, k16, y));
-        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += dot_q5_0_avx2(QK8_0, a + i, b + i);
-    return s;
-}
-
-MMV_AVX512 static float dot_q5_1_avx512(int64_t n, const void *w, const void *x) {
-    const block_q5_1 *a = w;
-    const block_q8_1 *b = x;
-    const int64_t nb = n / QK8_0;
-    const __m512i zero = _mm512_setzero_si512();
-    __m512 acc = _mm512_setzero_ps();
-    float sm = 0.0f;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i q = mmv_q5_2(a[i].qs, a[i].qh, a[i + 1].qs, a[i + 1].qh);
-        __m512i s = _mm512_dpbusd_epi32(zero, q, mmv_load_2x32(b[i].qs, b[i + 1].qs));
-        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
-        sm += _cvtsh_ss(a[i].m) * _cvtsh_ss(b[i].s) + _cvtsh_ss(a[i + 1].m) * _cvtsh_ss(b[i + 1].s);
-    }
-    float s = _mm512_reduce_add_ps(acc) + sm;
-    if (i < nb) s += dot_q5_1_avx2(QK8_0, a + i, b + i);
-    return s;
 }
 
 /* blocks_kvalues_iq4nl + 128 (all in 1..241) in every 128-bit lane, for shuffle_epi8 */
@@ -895,22 +786,64 @@ MMV_AVX512 static inline __m512i mmv_iq4_table_u8(void) {
     return _mm512_broadcast_i32x4(t);
 }
 
-MMV_AVX512 static float dot_iq4_nl_avx512(int64_t n, const void *w, const void *x) {
-    const block_iq4_nl *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK8_0;
-    const __m512i zero = _mm512_setzero_si512(), kv = mmv_iq4_table_u8(), k128 = _mm512_set1_epi8((char)128);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
-        __m512i q = _mm512_shuffle_epi8(kv, mmv_nib2(a[i].qs, a[i + 1].qs));
-        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, k128, y));
-        __m512 d = mmv_set2_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d), _cvtsh_ss(a[i + 1].d) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += dot_iq4_nl_avx2(QK8_0, a + i, b + i);
+/* dpbusd lanes of blocks a[0] (lanes 0-7) and a[1] (8-15); unsigned codes times y, minus off·y where the
+ * weight is signed (a second dpbusd with the constant); Q8_0 moves its sign onto y instead */
+MMV_AVX512 static inline __m512i pair_q8_0(const block_q8_0 *a, const block_q8_0 *b) {
+    const __m512i q = mmv_load_2x32(a[0].qs, a[1].qs), y = mmv_load_2x32(b[0].qs, b[1].qs);
+    const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(q), _mm512_setzero_si512(), y);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), ys);
+}
+MMV_AVX512 static inline __m512i mmv_dot_off(__m512i q, __m512i y, char off) {
+    const __m512i zero = _mm512_setzero_si512();
+    return _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(off), y));
+}
+MMV_AVX512 static inline __m512i pair_q4_0(const block_q4_0 *a, const block_q8_0 *b) {
+    return mmv_dot_off(mmv_nib2(a[0].qs, a[1].qs), mmv_load_2x32(b[0].qs, b[1].qs), 8);
+}
+MMV_AVX512 static inline __m512i pair_iq4_nl(const block_iq4_nl *a, const block_q8_0 *b) {
+    const __m512i q = _mm512_shuffle_epi8(mmv_iq4_table_u8(), mmv_nib2(a[0].qs, a[1].qs));
+    return mmv_dot_off(q, mmv_load_2x32(b[0].qs, b[1].qs), (char)128);
+}
+MMV_AVX512 static inline __m512i pair_q5_0(const block_q5_0 *a, const block_q8_0 *b) {
+    return mmv_dot_off(mmv_q5_2(a[0].qs, a[0].qh, a[1].qs, a[1].qh), mmv_load_2x32(b[0].qs, b[1].qs), 16);
+}
+MMV_AVX512 static inline __m512i pair_q4_1(const block_q4_1 *a, const block_q8_1 *b) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), mmv_nib2(a[0].qs, a[1].qs), mmv_load_2x32(b[0].qs, b[1].qs));
+}
+MMV_AVX512 static inline __m512i pair_q5_1(const block_q5_1 *a, const block_q8_1 *b) {
+    const __m512i q = mmv_q5_2(a[0].qs, a[0].qh, a[1].qs, a[1].qh);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, mmv_load_2x32(b[0].qs, b[1].qs));
+}
+
+/* eight blocks' integer sums in block order from four pair registers: the 128-bit quarters of each block
+ * summed (quarter j of a = block j, of b = block 4 + j), then the 4 lanes of each quarter */
+MMV_AVX512 static inline __m256i mmv_sum8(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    const __m512i a = _mm512_add_epi32(_mm512_shuffle_i32x4(p0, p1, 0x88), _mm512_shuffle_i32x4(p0, p1, 0xDD));
+    const __m512i b = _mm512_add_epi32(_mm512_shuffle_i32x4(p2, p3, 0x88), _mm512_shuffle_i32x4(p2, p3, 0xDD));
+    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC)); /* lane 4j: block j, 4j+1: 4+j */
+    const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, v));
+}
+
+/* f16 in the low half of each dword, as f32 */
+MMV_AVX512 static inline __m256 mmv_half8(__m256i v) { return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(v)); }
+
+/* the eight blocks' terms: sumi·(d·dy), or (d·dy)·sumi + m·s (q81); d then m (s) open every block of w, x */
+MMV_AVX512 static inline __m256 mmv_terms8(__m256i sumi, const void *w, int w_bs, const void *x, int x_bs, int q81) {
+    const __m256i k = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m256i gw = _mm256_i32gather_epi32((const int *)w, _mm256_mullo_epi32(k, _mm256_set1_epi32(w_bs)), 1);
+    const __m256i gx = _mm256_i32gather_epi32((const int *)x, _mm256_mullo_epi32(k, _mm256_set1_epi32(x_bs)), 1);
+    const __m256 dd = _mm256_mul_ps(mmv_half8(gw), mmv_half8(gx));
+    if (!q81) return _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), dd);
+    const __m256 ms = _mm256_mul_ps(mmv_half8(_mm256_srli_epi32(gw, 16)), mmv_half8(_mm256_srli_epi32(gx, 16)));
+    return _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)), ms);
+}
+
+MMV_AVX512 static inline float mmv_add8(float s, __m256 terms) {
+    float t[8];
+    _mm256_storeu_ps(t, terms);
+    for (int k = 0; k < 8; k++) s += t[k];
     return s;
 }
 
@@ -935,6 +868,28 @@ MMV_AVX512 static float dot_mxfp4_avx512(int64_t n, const void *w, const void *x
     if (i < nb) s += dot_mxfp4_avx2(QK8_0, a + i, b + i);
     return s;
 }
+
+#define MMV_DOT_Q32_AVX512(name, wt, xt, q81)                                                                       \
+    MMV_AVX512 static float dot_##name##_avx512(int64_t n, const void *w, const void *x) {                          \
+        const wt *a = w;                                                                                           \
+        const xt *b = x;                                                                                           \
+        const int64_t nb = n / QK8_0;                                                                              \
+        float s = 0;                                                                                               \
+        int64_t i = 0;                                                                                             \
+        for (; i + 8 <= nb; i += 8) {                                                                              \
+            const __m256i sumi = mmv_sum8(pair_##name(a + i, b + i), pair_##name(a + i + 2, b + i + 2),            \
+                                          pair_##name(a + i + 4, b + i + 4), pair_##name(a + i + 6, b + i + 6));   \
+            s = mmv_add8(s, mmv_terms8(sumi, a + i, sizeof(wt), b + i, sizeof(xt), q81));                          \
+        }                                                                                                          \
+        for (; i < nb; i++) s += blk_##name(a + i, b + i);                                                         \
+        return s;                                                                                                  \
+    }
+MMV_DOT_Q32_AVX512(q8_0, block_q8_0, block_q8_0, 0)
+MMV_DOT_Q32_AVX512(q4_0, block_q4_0, block_q8_0, 0)
+MMV_DOT_Q32_AVX512(iq4_nl, block_iq4_nl, block_q8_0, 0)
+MMV_DOT_Q32_AVX512(q4_1, block_q4_1, block_q8_1, 1)
+MMV_DOT_Q32_AVX512(q5_0, block_q5_0, block_q8_0, 0)
+MMV_DOT_Q32_AVX512(q5_1, block_q5_1, block_q8_1, 1)
 
 MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *x) {
     const block_iq4_xs *a = w;

@@ -1,0 +1,14 @@
+/* mm_q32: the AVX-512 VNNI prefill GEMM for the 32-value block types (mm_q32.c), called by cpu_mm. */
+#ifndef INFER_CPU_MM_Q32_H
+#define INFER_CPU_MM_Q32_H
+
+#include "cpu.h"
+
+/* Whether cpu_mm_q32 computes this call: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL weights, this CPU's (or
+ * the variant's) ISA level, the token count where repacking pays. Every element equals what cpu_mm's
+ * row-by-row dots give (and the scalar reference dot) bit for bit. */
+int cpu_mm_q32_takes(const struct mm_args *a);
+/* y = epilogue(W x) for a call cpu_mm_q32_takes; a is already validated by cpu_mm. */
+infer_status cpu_mm_q32(const struct mm_args *a, struct pool *p);
+
+#endif
