@@ -152,7 +152,7 @@ static bool shm_usable() {
     char probe[64];
     snprintf(probe, sizeof probe, "/emu-nccl-probe-%d", (int)getpid());
     const int fd = shm_open(probe, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) return false;
+    if (fd < 0) return errno == EEXIST; /* a crashed process's probe of the same pid: /dev/shm works */
     close(fd);
     shm_unlink(probe);
     return true;
