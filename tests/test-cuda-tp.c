@@ -509,9 +509,9 @@ int main(void) {
 #ifdef INFER_EMU
     setenv("INFER_EMU_DEVICES", "4", 0); /* before the emulator's first call */
 #endif
-    /* check_processes: each wait of one process for the other gives up after 2 minutes (not the default 10) */
-    setenv("INFER_EMU_NCCL_TIMEOUT", "120", 0);
-    setenv("INFER_TP_TIMEOUT", "120", 0);
+    /* check_processes: each wait of one process for the other gives up after 5 minutes (not the default 10) */
+    setenv("INFER_EMU_NCCL_TIMEOUT", "300", 0);
+    setenv("INFER_TP_TIMEOUT", "300", 0);
     const char *role = getenv("TEST_TP_ROLE");
     if (role && !strcmp(role, "follower")) return follower();
     setvbuf(stdout, NULL, _IOLBF, 0);
