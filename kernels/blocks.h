@@ -94,37 +94,39 @@ BLOCKS_ASSERT(sizeof(block_iq4_nl) == 18, "block_iq4_nl is 18 bytes");
 BLOCKS_ASSERT(sizeof(block_iq4_xs) == 136, "block_iq4_xs is 136 bytes");
 BLOCKS_ASSERT(sizeof(block_mxfp4) == 17, "block_mxfp4 is 17 bytes");
 
-/* ---- the IQ4 nonlinear codebook ---- */
+/* ---- the 16-entry codebooks (IQ4_NL / IQ4_XS, MXFP4) ---- */
 
-/* As an array for kernels that index it (a __device__ array under nvcc, so host code there must
- * use blocks_iq4nl_value instead). */
-#define BLOCKS_KVALUES_IQ4NL {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+/* Each as an array for kernels that index it (a __device__ array under nvcc, so host code there must use
+ * blocks_<book>_value instead), and as two constants holding its 16 signed bytes (entry 0 in the low byte). */
 #ifdef __CUDACC__
-static __device__ const int8_t blocks_kvalues_iq4nl[16] = BLOCKS_KVALUES_IQ4NL;
+#define BLOCKS_CODEBOOK(name, values) static __device__ const int8_t name[16] = values
 #else
-static const int8_t blocks_kvalues_iq4nl[16] = BLOCKS_KVALUES_IQ4NL;
+#define BLOCKS_CODEBOOK(name, values) static const int8_t name[16] = values
 #endif
 
-/* Codebook entry k (0..15) without a memory table: the 16 bytes packed in two constants. */
-static inline INFER_HD int blocks_iq4nl_value(int k) {
-    const uint64_t lo = 0xF6EADDCFBFAD9881ull; /* -127 -104 -83 -65 -49 -35 -22 -10, byte 0 first */
-    const uint64_t hi = 0x7159453526190D01ull; /*    1   13  25  38  53  69  89 113 */
+/* Entry k (0..15) of the codebook packed as lo (entries 0..7) and hi (8..15), without a memory table. */
+static inline INFER_HD int blocks_codebook_entry(uint64_t lo, uint64_t hi, int k) {
     return (int)(int8_t)(uint8_t)(((k < 8 ? lo : hi) >> (8 * (k & 7))) & 0xFF);
+}
+
+#define BLOCKS_KVALUES_IQ4NL {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+BLOCKS_CODEBOOK(blocks_kvalues_iq4nl, BLOCKS_KVALUES_IQ4NL);
+
+static inline INFER_HD int blocks_iq4nl_value(int k) {
+    return blocks_codebook_entry(0xF6EADDCFBFAD9881ull,  /* -127 -104 -83 -65 -49 -35 -22 -10 */
+                                 0x7159453526190D01ull,  /*    1   13  25  38  53  69  89 113 */
+                                 k);
 }
 
 /* MXFP4's codebook: the E2M1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, doubled to integers (the
  * block scale is halved to match, blocks_e8m0_half). */
 #define BLOCKS_KVALUES_MXFP4 {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
-#ifdef __CUDACC__
-static __device__ const int8_t blocks_kvalues_mxfp4[16] = BLOCKS_KVALUES_MXFP4;
-#else
-static const int8_t blocks_kvalues_mxfp4[16] = BLOCKS_KVALUES_MXFP4;
-#endif
+BLOCKS_CODEBOOK(blocks_kvalues_mxfp4, BLOCKS_KVALUES_MXFP4);
 
 static inline INFER_HD int blocks_mxfp4_value(int k) {
-    const uint64_t lo = 0x0C08060403020100ull; /* 0 1 2 3 4 6 8 12, byte 0 first */
-    const uint64_t hi = 0xF4F8FAFCFDFEFF00ull; /* 0 -1 -2 -3 -4 -6 -8 -12 */
-    return (int)(int8_t)(uint8_t)(((k < 8 ? lo : hi) >> (8 * (k & 7))) & 0xFF);
+    return blocks_codebook_entry(0x0C08060403020100ull,  /* 0 1 2 3 4 6 8 12 */
+                                 0xF4F8FAFCFDFEFF00ull,  /* 0 -1 -2 -3 -4 -6 -8 -12 */
+                                 k);
 }
 
 /* ---- f16 / bf16 <-> f32, bit-exact with ggml ---- */

@@ -121,30 +121,32 @@ template <> struct unit_dot<INFER_TYPE_Q5_1> {
     }
 };
 
+/* The 32 codes of a block's 16 nibble bytes through a 16-entry codebook; A2: qs is 2-byte aligned (else byte
+ * loads: MXFP4's 17-byte blocks). */
+template <bool A2> static __device__ __forceinline__ void kv_codes(const int8_t *kv, const uint8_t *qs, wunit &w) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const uint32_t v = (uint32_t)(A2 ? load_int_a2(qs + 4 * k) : load_int_a1(qs + 4 * k));
+        w.q[k] = kv_lookup4(kv, v), w.q[k + 4] = kv_lookup4(kv, v >> 4);
+    }
+}
+
 template <> struct unit_dot<INFER_TYPE_IQ4_NL> {
     static constexpr int PER_BLOCK = 1;
     static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_iq4_nl *b = (const block_iq4_nl *)row + u;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint32_t v = (uint32_t)load_int_a2(b->qs + 4 * k);
-            w.q[k] = iq4_lookup4(v), w.q[k + 4] = iq4_lookup4(v >> 4);
-        }
+        kv_codes<true>(blocks_kvalues_iq4nl, b->qs, w);
         w.scale[0] = w.scale[1] = blocks_f16_to_f32(b->d);
         w.min = 0.0f;
     }
 };
 
-/* MXFP4 as IQ4_NL with its own codebook and a power-of-two scale; 17-byte blocks, so byte loads */
+/* MXFP4 as IQ4_NL with its own codebook and a power-of-two scale */
 template <> struct unit_dot<INFER_TYPE_MXFP4> {
     static constexpr int PER_BLOCK = 1;
     static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {
         const block_mxfp4 *b = (const block_mxfp4 *)row + u;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint32_t v = (uint32_t)load_int_a1(b->qs + 4 * k);
-            w.q[k] = kv_lookup4(blocks_kvalues_mxfp4, v), w.q[k + 4] = kv_lookup4(blocks_kvalues_mxfp4, v >> 4);
-        }
+        kv_codes<false>(blocks_kvalues_mxfp4, b->qs, w);
         w.scale[0] = w.scale[1] = blocks_e8m0_half(b->e);
         w.min = 0.0f;
     }

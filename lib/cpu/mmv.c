@@ -71,26 +71,23 @@ static inline float blk_q4_0(const block_q4_0 *a, const block_q8_0 *b) {
     return (float)sumi * (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d));
 }
 
-static inline float blk_iq4_nl(const block_iq4_nl *a, const block_q8_0 *b) {
-    const int8_t *kv = blocks_kvalues_iq4nl;
+/* Σ kv[q]·y over a 32-value block of 16-entry codebook codes (IQ4_NL, MXFP4) */
+static inline int mmv_kv_sumi(const int8_t *kv, const uint8_t *qs, const int8_t *y) {
     int sumi = 0;
-    for (int j = 0; j < 16; j++) sumi += kv[a->qs[j] & 0xF] * b->qs[j] + kv[a->qs[j] >> 4] * b->qs[j + 16];
+    for (int j = 0; j < 16; j++) sumi += kv[qs[j] & 0xF] * y[j] + kv[qs[j] >> 4] * y[j + 16];
+    return sumi;
+}
+
+static inline float blk_iq4_nl(const block_iq4_nl *a, const block_q8_0 *b) {
+    const int sumi = mmv_kv_sumi(blocks_kvalues_iq4nl, a->qs, b->qs);
     return (float)sumi * (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d));
 }
 
-/* MXFP4 as IQ4_NL: a 16-entry codebook (E2M1 doubled), its scale 2^(e-128) instead of an f16 */
-static float dot_mxfp4(int64_t n, const void *w, const void *x) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int8_t *kv = blocks_kvalues_mxfp4;
-    float s = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += kv[a[i].qs[j] & 0xF] * b[i].qs[j] + kv[a[i].qs[j] >> 4] * b[i].qs[j + 16];
-        s += (float)sumi * (blocks_e8m0_half(a[i].e) * blocks_f16_to_f32(b[i].d));
-    }
-    return s;
+/* MXFP4 as IQ4_NL: its codebook (E2M1 doubled), its scale 2^(e-128) instead of an f16. Its AVX-512 dot adds
+ * the terms in another order (it has no GEMM to agree with). */
+static inline float blk_mxfp4(const block_mxfp4 *a, const block_q8_0 *b) {
+    const int sumi = mmv_kv_sumi(blocks_kvalues_mxfp4, a->qs, b->qs);
+    return (float)sumi * (blocks_e8m0_half(a->e) * blocks_f16_to_f32(b->d));
 }
 
 /* Q4_1 / Q5_1 (w = d·q + m) pair with Q8_1, whose s = d_x·Σq_x turns the offset into one product per block:
@@ -131,6 +128,7 @@ MMV_DOT_Q32(iq4_nl, block_iq4_nl, block_q8_0)
 MMV_DOT_Q32(q4_1, block_q4_1, block_q8_1)
 MMV_DOT_Q32(q5_0, block_q5_0, block_q8_0)
 MMV_DOT_Q32(q5_1, block_q5_1, block_q8_1)
+MMV_DOT_Q32(mxfp4, block_mxfp4, block_q8_0)
 
 /* Σ m_j · (bsums of sub-block j): the min term of Q4_K/Q5_K, exact in int. */
 static inline int mmv_k_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
@@ -385,19 +383,24 @@ MMV_AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
     return mmv_hsum(acc);
 }
 
-MMV_AVX2 static inline __m256i mmv_iq4_table(void) {
-    __m128i t = _mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl);
+/* A 16-entry codebook (blocks_kvalues_iq4nl, blocks_kvalues_mxfp4) in both 128-bit lanes, for shuffle_epi8 */
+MMV_AVX2 static inline __m256i mmv_kv_table(const int8_t *kv) {
+    __m128i t = _mm_loadu_si128((const __m128i *)kv);
     return _mm256_set_m128i(t, t);
+}
+
+/* Σ codebook[q]·y of one 32-value block (16 nibble bytes) in 8 int32 lanes */
+MMV_AVX2 static inline __m256i mmv_kv_block(__m256i kv, const uint8_t *qs, const int8_t *y) {
+    return mmv_dot_i8(_mm256_shuffle_epi8(kv, mmv_nibbles(qs)), _mm256_loadu_si256((const __m256i *)y));
 }
 
 MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
     const block_iq4_nl *a = w;
     const block_q8_0 *b = x;
-    const __m256i kv = mmv_iq4_table();
+    const __m256i kv = mmv_kv_table(blocks_kvalues_iq4nl);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs));
-        __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
+        __m256i s = mmv_kv_block(kv, a[i].qs, b[i].qs);
         __m256 d = _mm256_set1_ps(_cvtsh_ss(a[i].d) * _cvtsh_ss(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
@@ -407,12 +410,10 @@ MMV_AVX2 static float dot_iq4_nl_avx2(int64_t n, const void *w, const void *x) {
 MMV_AVX2 static float dot_mxfp4_avx2(int64_t n, const void *w, const void *x) {
     const block_mxfp4 *a = w;
     const block_q8_0 *b = x;
-    const __m128i t = _mm_loadu_si128((const __m128i *)blocks_kvalues_mxfp4);
-    const __m256i kv = _mm256_set_m128i(t, t);
+    const __m256i kv = mmv_kv_table(blocks_kvalues_mxfp4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m256i q = _mm256_shuffle_epi8(kv, mmv_nibbles(a[i].qs));
-        __m256i s = mmv_dot_i8(q, _mm256_loadu_si256((const __m256i *)b[i].qs));
+        __m256i s = mmv_kv_block(kv, a[i].qs, b[i].qs);
         __m256 d = _mm256_set1_ps(blocks_e8m0_half(a[i].e) * _cvtsh_ss(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
@@ -475,7 +476,7 @@ MMV_AVX2 static float dot_q5_1_avx2(int64_t n, const void *w, const void *x) {
 MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
     const block_iq4_xs *a = w;
     const block_q8_K *b = x;
-    const __m256i kv = mmv_iq4_table();
+    const __m256i kv = mmv_kv_table(blocks_kvalues_iq4nl);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sumi = _mm256_setzero_si256();
@@ -780,9 +781,9 @@ MMV_AVX512 static inline __m512i mmv_q5_2(const uint8_t *qs0, const uint8_t *qh0
     return _mm512_or_si512(mmv_nib2(qs0, qs1), _mm512_maskz_mov_epi8(h, _mm512_set1_epi8(0x10)));
 }
 
-/* blocks_kvalues_iq4nl + 128 (all in 1..241) in every 128-bit lane, for shuffle_epi8 */
-MMV_AVX512 static inline __m512i mmv_iq4_table_u8(void) {
-    __m128i t = _mm_add_epi8(_mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl), _mm_set1_epi8((char)128));
+/* A codebook + 128 as unsigned bytes (IQ4: 1..241, MXFP4: 116..140) in every 128-bit lane, for shuffle_epi8 */
+MMV_AVX512 static inline __m512i mmv_kv_table_u8(const int8_t *kv) {
+    __m128i t = _mm_add_epi8(_mm_loadu_si128((const __m128i *)kv), _mm_set1_epi8((char)128));
     return _mm512_broadcast_i32x4(t);
 }
 
@@ -801,7 +802,11 @@ MMV_AVX512 static inline __m512i pair_q4_0(const block_q4_0 *a, const block_q8_0
     return mmv_dot_off(mmv_nib2(a[0].qs, a[1].qs), mmv_load_2x32(b[0].qs, b[1].qs), 8);
 }
 MMV_AVX512 static inline __m512i pair_iq4_nl(const block_iq4_nl *a, const block_q8_0 *b) {
-    const __m512i q = _mm512_shuffle_epi8(mmv_iq4_table_u8(), mmv_nib2(a[0].qs, a[1].qs));
+    const __m512i q = _mm512_shuffle_epi8(mmv_kv_table_u8(blocks_kvalues_iq4nl), mmv_nib2(a[0].qs, a[1].qs));
+    return mmv_dot_off(q, mmv_load_2x32(b[0].qs, b[1].qs), (char)128);
+}
+MMV_AVX512 static inline __m512i pair_mxfp4(const block_mxfp4 *a, const block_q8_0 *b) {
+    const __m512i q = _mm512_shuffle_epi8(mmv_kv_table_u8(blocks_kvalues_mxfp4), mmv_nib2(a[0].qs, a[1].qs));
     return mmv_dot_off(q, mmv_load_2x32(b[0].qs, b[1].qs), (char)128);
 }
 MMV_AVX512 static inline __m512i pair_q5_0(const block_q5_0 *a, const block_q8_0 *b) {
@@ -847,22 +852,18 @@ MMV_AVX512 static inline float mmv_add8(float s, __m256 terms) {
     return s;
 }
 
-/* As dot_iq4_nl_avx512: the codebook + 128 as unsigned bytes, less 128·Σy */
+/* MXFP4 pairs its blocks as pair_iq4_nl does, but its E8M0 scales do not fit mmv_terms8's f16 gathers and no
+ * GEMM needs its order: the block pairs accumulate in f32 lanes. */
 MMV_AVX512 static float dot_mxfp4_avx512(int64_t n, const void *w, const void *x) {
     const block_mxfp4 *a = w;
     const block_q8_0 *b = x;
     const int64_t nb = n / QK8_0;
-    const __m128i t = _mm_add_epi8(_mm_loadu_si128((const __m128i *)blocks_kvalues_mxfp4), _mm_set1_epi8((char)128));
-    const __m512i zero = _mm512_setzero_si512(), kv = _mm512_broadcast_i32x4(t), k128 = _mm512_set1_epi8((char)128);
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
-        __m512i y = mmv_load_2x32(b[i].qs, b[i + 1].qs);
-        __m512i q = _mm512_shuffle_epi8(kv, mmv_nib2(a[i].qs, a[i + 1].qs));
-        __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, k128, y));
         __m512 d = mmv_set2_ps(blocks_e8m0_half(a[i].e) * _cvtsh_ss(b[i].d),
                                blocks_e8m0_half(a[i + 1].e) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(pair_mxfp4(a + i, b + i)), acc);
     }
     float s = _mm512_reduce_add_ps(acc);
     if (i < nb) s += dot_mxfp4_avx2(QK8_0, a + i, b + i);
@@ -894,7 +895,7 @@ MMV_DOT_Q32_AVX512(q5_1, block_q5_1, block_q8_1, 1)
 MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *x) {
     const block_iq4_xs *a = w;
     const block_q8_K *b = x;
-    const __m512i zero = _mm512_setzero_si512(), kv = mmv_iq4_table_u8(), k128 = _mm512_set1_epi8((char)128);
+    const __m512i zero = _mm512_setzero_si512(), kv = mmv_kv_table_u8(blocks_kvalues_iq4nl), k128 = _mm512_set1_epi8((char)128);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i sumi = _mm512_setzero_si512();
