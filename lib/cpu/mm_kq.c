@@ -24,6 +24,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "mm_strip.h"
+
 #define KQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define KQ_INLINE static inline __attribute__((always_inline))
 
@@ -32,7 +34,7 @@
  * in a whole model streaming its weights from DRAM the dots win up to 5 tokens (llm-bench, 2 threads,
  * Qwen3-0.6B Q4_K_M shape: pp4 102 vs 77 t/s with the dots; pp6 98 vs 86, pp7 121 vs 104 with the GEMM),
  * which is what speculative verification batches (2..5 tokens) run. */
-enum { KQ_ROWS = 16, KQ_TOK = 8, KQ_MIN_TOKENS = 6 };
+enum { KQ_ROWS = MM_STRIP_ROWS, KQ_TOK = MM_STRIP_TOK, KQ_MIN_TOKENS = 6 };
 
 struct kq_block {
     uint8_t q[QK_K / 4][64];
@@ -231,14 +233,6 @@ KQ_AVX512 static void kq_tile_n(const struct kq_block *blk, int64_t nb, const ch
     }
 }
 
-/* y[0..nr) = v (+ add): one masked vector store per token instead of a scalar loop */
-KQ_AVX512 static void kq_store(float *y, const float v[KQ_ROWS], const float *add, int nr) {
-    const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    __m512 s = _mm512_loadu_ps(v);
-    if (add) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(live, add));
-    _mm512_mask_storeu_ps(y, live, s);
-}
-
 static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     const struct kq_job *j = ctx;
     const struct mm_args *a = j->a;
@@ -255,12 +249,7 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             float g[KQ_TOK][KQ_ROWS], u[KQ_TOK][KQ_ROWS];
             kq_tile_n(s1, j->nb, x, j->x_row, nt, j->q6, g);
             if (swiglu) kq_tile_n(s2, j->nb, x, j->x_row, nt, j->q6, u);
-            for (int t = 0; t < nt; t++) {
-                const int64_t at = (tb + t) * a->n_out + rb;
-                if (swiglu)
-                    for (int r = 0; r < nr; r++) g[t][r] = cpu_silu(g[t][r]) * u[t][r];
-                kq_store(a->y + at, g[t], a->epilogue == MMV_ADD ? a->add + at : NULL, nr);
-            }
+            mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
 }

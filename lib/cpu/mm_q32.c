@@ -26,11 +26,13 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "mm_strip.h"
+
 #define Q32_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define Q32_INLINE static inline __attribute__((always_inline))
 
 /* Q32_MIN_TOKENS as mm_kq's KQ_MIN_TOKENS: speculative verification batches (2..5 tokens) keep the dots. */
-enum { Q32_ROWS = 16, Q32_TOK = 8, Q32_MIN_TOKENS = 6, Q32_GROUPS = QK8_0 / 4 };
+enum { Q32_ROWS = MM_STRIP_ROWS, Q32_TOK = MM_STRIP_TOK, Q32_MIN_TOKENS = 6, Q32_GROUPS = QK8_0 / 4 };
 
 struct q32_block {
     uint8_t q[Q32_GROUPS][64];
@@ -220,14 +222,6 @@ Q32_AVX512 static void q32_tile_n(const struct q32_block *blk, int64_t nb, const
     }
 }
 
-/* y[0..nr) = v (+ add): one masked vector store per token */
-Q32_AVX512 static void q32_store(float *y, const float v[Q32_ROWS], const float *add, int nr) {
-    const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    __m512 s = _mm512_loadu_ps(v);
-    if (add) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(live, add));
-    _mm512_mask_storeu_ps(y, live, s);
-}
-
 static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     const struct q32_job *j = ctx;
     const struct mm_args *a = j->a;
@@ -244,12 +238,7 @@ static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             float g[Q32_TOK][Q32_ROWS], u[Q32_TOK][Q32_ROWS];
             q32_tile_n(s1, j->nb, x, j->x_row, ya, nt, q81, g);
             if (swiglu) q32_tile_n(s2, j->nb, x, j->x_row, ya, nt, q81, u);
-            for (int t = 0; t < nt; t++) {
-                const int64_t at = (tb + t) * a->n_out + rb;
-                if (swiglu)
-                    for (int r = 0; r < nr; r++) g[t][r] = cpu_silu(g[t][r]) * u[t][r];
-                q32_store(a->y + at, g[t], a->epilogue == MMV_ADD ? a->add + at : NULL, nr);
-            }
+            mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
 }
