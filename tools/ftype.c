@@ -66,7 +66,8 @@ const char *ftype_desc(int32_t ftype) {
     return NULL;
 }
 
-const char *ftype_names(void) { return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K MXFP4_MOE";
+const char *ftype_names(void) {
+    return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K MXFP4_MOE";
 }
 
 static int32_t ftype_base(int32_t ftype) {
