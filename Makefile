@@ -195,6 +195,12 @@ install: $(BUILD)/libinfer.a $(BUILD)/libinfer.so $(TOOLS)
 check-gpu:
 	sh bench/check-gpu.sh
 
+# kernels/grids.h (the IQ types' codebooks), transcribed from the peer's decoder by a developer's generator
+grids: peer
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O1 -o $(BUILD)/gen-grids tools/dev/gen-grids.c tests/peer.c -ldl
+	INFER_PEER_DIR=$(PEER_DIR) $(BUILD)/gen-grids > kernels/grids.h.tmp && mv kernels/grids.h.tmp kernels/grids.h
+
 demo: all
 	sh tools/demo.sh $(BUILD)
 
@@ -207,5 +213,5 @@ clean:
 # keep objects that pattern chains would otherwise delete as intermediates (and rebuild every time)
 .SECONDARY:
 
-.PHONY: all test peer fuzz install demo format clean check-gpu check-emu bench-ops
+.PHONY: all test peer fuzz install demo format clean check-gpu check-emu bench-ops grids
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -54,9 +54,18 @@ typedef enum {
     INFER_TYPE_Q5_K = 13,
     INFER_TYPE_Q6_K = 14,
     INFER_TYPE_Q8_K = 15,
+    INFER_TYPE_IQ2_XXS = 16,
+    INFER_TYPE_IQ2_XS = 17,
+    INFER_TYPE_IQ3_XXS = 18,
+    INFER_TYPE_IQ1_S = 19,
     INFER_TYPE_IQ4_NL = 20,
+    INFER_TYPE_IQ3_S = 21,
+    INFER_TYPE_IQ2_S = 22,
     INFER_TYPE_IQ4_XS = 23,
+    INFER_TYPE_IQ1_M = 29,
     INFER_TYPE_BF16 = 30,
+    INFER_TYPE_TQ1_0 = 34,
+    INFER_TYPE_TQ2_0 = 35,
     INFER_TYPE_MXFP4 = 39,
     INFER_TYPE_COUNT = 43 /* ids below this may appear in a GGUF file */
 } infer_type;

@@ -24,6 +24,7 @@
  *   IQ4_NL 18 B / 32:  d @0, qs[16] @2                 y = d * kvalues[nibble]
  *   IQ4_XS 136 B / 256: d @0, scales_h:u16 @2, scales_l[4] @4, qs[128] @8
  *   MXFP4  17 B / 32:  e:u8 @0, qs[16] @1              y = 2^(e-128) * kvalues_mxfp4[nibble] (E2M1 doubled)
+ *   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0: blocks_iq.h (included at the end)
  *
  * Decoders, for each type t above except Q8_1 (activations only):
  *   blocks_dequant_<t>(const block_<t> *b, float *y)    the whole block (blck values)
@@ -451,5 +452,7 @@ BLOCKS_DEQUANT_K(q6_K)
 BLOCKS_DEQUANT_K(q8_K)
 BLOCKS_DEQUANT_K(iq4_xs)
 #undef BLOCKS_DEQUANT_K
+
+#include "blocks_iq.h" /* the lattice and ternary types */
 
 #endif

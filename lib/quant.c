@@ -37,23 +37,23 @@ static const struct quant_type quant_types[INFER_TYPE_COUNT] = {
     [13] = T("Q5_K", 256, 176, 1, 1, 1),
     [14] = T("Q6_K", 256, 210, 1, 1, 1),
     [15] = T("Q8_K", 256, 292, 1, 1, 0),
-    [16] = T("IQ2_XXS", 256, 66, 0, 0, 0),
-    [17] = T("IQ2_XS", 256, 74, 0, 0, 0),
-    [18] = T("IQ3_XXS", 256, 98, 0, 0, 0),
-    [19] = T("IQ1_S", 256, 50, 0, 0, 0),
+    [16] = T("IQ2_XXS", 256, 66, 1, 0, 1),
+    [17] = T("IQ2_XS", 256, 74, 1, 0, 1),
+    [18] = T("IQ3_XXS", 256, 98, 1, 0, 1),
+    [19] = T("IQ1_S", 256, 50, 1, 0, 1),
     [20] = T("IQ4_NL", 32, 18, 1, 1, 1),
-    [21] = T("IQ3_S", 256, 110, 0, 0, 0),
-    [22] = T("IQ2_S", 256, 82, 0, 0, 0),
+    [21] = T("IQ3_S", 256, 110, 1, 0, 1),
+    [22] = T("IQ2_S", 256, 82, 1, 0, 1),
     [23] = T("IQ4_XS", 256, 136, 1, 1, 1),
     [24] = T("I8", 1, 1, 0, 0, 0),
     [25] = T("I16", 1, 2, 0, 0, 0),
     [26] = T("I32", 1, 4, 0, 0, 0),
     [27] = T("I64", 1, 8, 0, 0, 0),
     [28] = T("F64", 1, 8, 0, 0, 0),
-    [29] = T("IQ1_M", 256, 56, 0, 0, 0),
+    [29] = T("IQ1_M", 256, 56, 1, 0, 1),
     [30] = T("BF16", 1, 2, 1, 1, 1),
-    [34] = T("TQ1_0", 256, 54, 0, 0, 0),
-    [35] = T("TQ2_0", 256, 66, 0, 0, 0),
+    [34] = T("TQ1_0", 256, 54, 1, 0, 1),
+    [35] = T("TQ2_0", 256, 66, 1, 0, 1),
     [39] = T("MXFP4", 32, 17, 1, 1, 1),
     [40] = T("NVFP4", 64, 36, 0, 0, 0),
     [41] = T("Q1_0", 128, 18, 0, 0, 0),
@@ -717,6 +717,15 @@ infer_status quant_dequant_row(int32_t type, const void *src, float *dst, int64_
     case INFER_TYPE_IQ4_NL: QUANT_DEQUANT(block_iq4_nl, blocks_dequant_iq4_nl);
     case INFER_TYPE_IQ4_XS: QUANT_DEQUANT(block_iq4_xs, blocks_dequant_iq4_xs);
     case INFER_TYPE_MXFP4: QUANT_DEQUANT(block_mxfp4, blocks_dequant_mxfp4);
+    case INFER_TYPE_IQ2_XXS: QUANT_DEQUANT(block_iq2_xxs, blocks_dequant_iq2_xxs);
+    case INFER_TYPE_IQ2_XS: QUANT_DEQUANT(block_iq2_xs, blocks_dequant_iq2_xs);
+    case INFER_TYPE_IQ2_S: QUANT_DEQUANT(block_iq2_s, blocks_dequant_iq2_s);
+    case INFER_TYPE_IQ3_XXS: QUANT_DEQUANT(block_iq3_xxs, blocks_dequant_iq3_xxs);
+    case INFER_TYPE_IQ3_S: QUANT_DEQUANT(block_iq3_s, blocks_dequant_iq3_s);
+    case INFER_TYPE_IQ1_S: QUANT_DEQUANT(block_iq1_s, blocks_dequant_iq1_s);
+    case INFER_TYPE_IQ1_M: QUANT_DEQUANT(block_iq1_m, blocks_dequant_iq1_m);
+    case INFER_TYPE_TQ1_0: QUANT_DEQUANT(block_tq1_0, blocks_dequant_tq1_0);
+    case INFER_TYPE_TQ2_0: QUANT_DEQUANT(block_tq2_0, blocks_dequant_tq2_0);
     default: return infer_fail(INFER_E_INTERNAL, "quant: type table and decoder switch disagree on %d", (int)type);
     }
     return INFER_OK;

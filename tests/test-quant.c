@@ -81,6 +81,11 @@ static void test_table(void) {
         {INFER_TYPE_IQ4_NL, "IQ4_NL", 32, 18, sizeof(block_iq4_nl)}, {INFER_TYPE_IQ4_XS, "IQ4_XS", 256, 136, sizeof(block_iq4_xs)},
         {INFER_TYPE_F32, "F32", 1, 4, 4},                          {INFER_TYPE_F16, "F16", 1, 2, 2},
         {INFER_TYPE_BF16, "BF16", 1, 2, 2},                        {INFER_TYPE_MXFP4, "MXFP4", 32, 17, sizeof(block_mxfp4)},
+        {INFER_TYPE_IQ2_XXS, "IQ2_XXS", 256, 66, sizeof(block_iq2_xxs)}, {INFER_TYPE_IQ2_XS, "IQ2_XS", 256, 74, sizeof(block_iq2_xs)},
+        {INFER_TYPE_IQ2_S, "IQ2_S", 256, 82, sizeof(block_iq2_s)}, {INFER_TYPE_IQ3_XXS, "IQ3_XXS", 256, 98, sizeof(block_iq3_xxs)},
+        {INFER_TYPE_IQ3_S, "IQ3_S", 256, 110, sizeof(block_iq3_s)}, {INFER_TYPE_IQ1_S, "IQ1_S", 256, 50, sizeof(block_iq1_s)},
+        {INFER_TYPE_IQ1_M, "IQ1_M", 256, 56, sizeof(block_iq1_m)}, {INFER_TYPE_TQ1_0, "TQ1_0", 256, 54, sizeof(block_tq1_0)},
+        {INFER_TYPE_TQ2_0, "TQ2_0", 256, 66, sizeof(block_tq2_0)},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const struct quant_type *t = quant_type(k[i].id);
@@ -104,10 +109,10 @@ static void test_table(void) {
     T_CHECK(infer_type_block_bytes(16) == 66 && infer_type_block_bytes(29) == 56 && infer_type_block_bytes(39) == 17 &&
                 infer_type_block_size(40) == 64 && infer_type_block_size(41) == 128 && infer_type_block_bytes(28) == 8,
             "IQ2_XXS/IQ1_M/MXFP4/NVFP4/Q1_0/F64 sizes");
-    static const int32_t sup[] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23, 39};
+    static const int32_t sup[] = {0, 1, 30, 8, 2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23, 39, 16, 17, 18, 19, 21, 22, 29, 34, 35};
     int n_sup = 0;
     for (int32_t id = 0; id < INFER_TYPE_COUNT; id++) n_sup += infer_type_supported(id);
-    T_CHECK(n_sup == 16, "%d supported types, expected 16", n_sup);
+    T_CHECK(n_sup == 25, "%d supported types, expected 25", n_sup);
     for (size_t i = 0; i < sizeof sup / sizeof sup[0]; i++) T_CHECK(infer_type_supported(sup[i]), "type %d supported", (int)sup[i]);
     T_CHECK(quant_type_by_name("q4_k") == 12 && quant_type_by_name("Q4_K") == 12 && quant_type_by_name("iq4_xs") == 23 &&
                 quant_type_by_name("bf16") == 30 && quant_type_by_name("f32") == 0 && quant_type_by_name("Q4_K_M") == -1 &&
@@ -122,7 +127,7 @@ static void test_table(void) {
     T_CHECK(quant_dequant_row(INFER_TYPE_Q4_K, blk, out, 100) == INFER_E_ARG, "dequant of a partial block");
     T_CHECK(quant_dequant_row(4, blk, out, 32) == INFER_E_UNSUPPORTED, "dequant of a removed id");
     T_CHECK(quant_dequant_row(INFER_TYPE_Q8_1, blk, out, 32) == INFER_E_UNSUPPORTED, "Q8_1 has no decoder");
-    T_CHECK(quant_dequant_row(16, blk, out, 256) == INFER_E_UNSUPPORTED, "IQ2_XXS has no decoder");
+    T_CHECK(quant_dequant_row(40, blk, out, 64) == INFER_E_UNSUPPORTED, "NVFP4 has no decoder");
     T_CHECK(quant_dequant_row(INFER_TYPE_Q8_0, NULL, out, 32) == INFER_E_ARG, "NULL src");
     T_CHECK(quant_quantize_row(16, in, blk, 256) == INFER_E_UNSUPPORTED, "IQ2_XXS has no quantiser");
     T_CHECK(quant_quantize_row(INFER_TYPE_Q8_0, in, blk, -32) == INFER_E_ARG, "negative length");
@@ -238,6 +243,7 @@ struct deq_case {
     size_t half_off[2];
     int f32_d;             /* Q8_K: d is f32 at 0 */
     int e8m0;              /* MXFP4: byte 0 is an exponent, kept at most 252 so that 12 * 2^(e-128) is finite */
+    int iq1m;              /* IQ1_M: the f16 scale is the top nibbles of the four scale words */
 };
 
 /* Value i of block b through the per-element and per-sub-block decoders of blocks.h, which the CUDA
@@ -268,6 +274,15 @@ static void decode_alt(int32_t type, const void *b, float *by_value, float *by_s
         CASE256(INFER_TYPE_Q6_K, q6_K)
         CASE256(INFER_TYPE_Q8_K, q8_K)
         CASE256(INFER_TYPE_IQ4_XS, iq4_xs)
+        CASE256(INFER_TYPE_IQ2_XXS, iq2_xxs)
+        CASE256(INFER_TYPE_IQ2_XS, iq2_xs)
+        CASE256(INFER_TYPE_IQ2_S, iq2_s)
+        CASE256(INFER_TYPE_IQ3_XXS, iq3_xxs)
+        CASE256(INFER_TYPE_IQ3_S, iq3_s)
+        CASE256(INFER_TYPE_IQ1_S, iq1_s)
+        CASE256(INFER_TYPE_IQ1_M, iq1_m)
+        CASE256(INFER_TYPE_TQ1_0, tq1_0)
+        CASE256(INFER_TYPE_TQ2_0, tq2_0)
 #undef CASE32
 #undef CASE256
     default: break;
@@ -276,20 +291,29 @@ static void decode_alt(int32_t type, const void *b, float *by_value, float *by_s
 
 static void test_dequant(void) {
     static const struct deq_case cases[] = {
-        {INFER_TYPE_Q4_0, "dequantize_row_q4_0", 1, {offsetof(block_q4_0, d)}, 0, 0},
-        {INFER_TYPE_Q4_1, "dequantize_row_q4_1", 2, {offsetof(block_q4_1, d), offsetof(block_q4_1, m)}, 0, 0},
-        {INFER_TYPE_Q5_0, "dequantize_row_q5_0", 1, {offsetof(block_q5_0, d)}, 0, 0},
-        {INFER_TYPE_Q5_1, "dequantize_row_q5_1", 2, {offsetof(block_q5_1, d), offsetof(block_q5_1, m)}, 0, 0},
-        {INFER_TYPE_Q8_0, "dequantize_row_q8_0", 1, {offsetof(block_q8_0, d)}, 0, 0},
-        {INFER_TYPE_Q2_K, "dequantize_row_q2_K", 2, {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)}, 0, 0},
-        {INFER_TYPE_Q3_K, "dequantize_row_q3_K", 1, {offsetof(block_q3_K, d)}, 0, 0},
-        {INFER_TYPE_Q4_K, "dequantize_row_q4_K", 2, {offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)}, 0, 0},
-        {INFER_TYPE_Q5_K, "dequantize_row_q5_K", 2, {offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)}, 0, 0},
-        {INFER_TYPE_Q6_K, "dequantize_row_q6_K", 1, {offsetof(block_q6_K, d)}, 0, 0},
-        {INFER_TYPE_Q8_K, "dequantize_row_q8_K", 0, {0}, 1, 0},
-        {INFER_TYPE_IQ4_NL, "dequantize_row_iq4_nl", 1, {offsetof(block_iq4_nl, d)}, 0, 0},
-        {INFER_TYPE_IQ4_XS, "dequantize_row_iq4_xs", 1, {offsetof(block_iq4_xs, d)}, 0, 0},
-        {INFER_TYPE_MXFP4, "dequantize_row_mxfp4", 0, {0}, 0, 1},
+        {INFER_TYPE_Q4_0, "dequantize_row_q4_0", 1, {offsetof(block_q4_0, d)}, 0, 0, 0},
+        {INFER_TYPE_Q4_1, "dequantize_row_q4_1", 2, {offsetof(block_q4_1, d), offsetof(block_q4_1, m)}, 0, 0, 0},
+        {INFER_TYPE_Q5_0, "dequantize_row_q5_0", 1, {offsetof(block_q5_0, d)}, 0, 0, 0},
+        {INFER_TYPE_Q5_1, "dequantize_row_q5_1", 2, {offsetof(block_q5_1, d), offsetof(block_q5_1, m)}, 0, 0, 0},
+        {INFER_TYPE_Q8_0, "dequantize_row_q8_0", 1, {offsetof(block_q8_0, d)}, 0, 0, 0},
+        {INFER_TYPE_Q2_K, "dequantize_row_q2_K", 2, {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)}, 0, 0, 0},
+        {INFER_TYPE_Q3_K, "dequantize_row_q3_K", 1, {offsetof(block_q3_K, d)}, 0, 0, 0},
+        {INFER_TYPE_Q4_K, "dequantize_row_q4_K", 2, {offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)}, 0, 0, 0},
+        {INFER_TYPE_Q5_K, "dequantize_row_q5_K", 2, {offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)}, 0, 0, 0},
+        {INFER_TYPE_Q6_K, "dequantize_row_q6_K", 1, {offsetof(block_q6_K, d)}, 0, 0, 0},
+        {INFER_TYPE_Q8_K, "dequantize_row_q8_K", 0, {0}, 1, 0, 0},
+        {INFER_TYPE_IQ4_NL, "dequantize_row_iq4_nl", 1, {offsetof(block_iq4_nl, d)}, 0, 0, 0},
+        {INFER_TYPE_IQ4_XS, "dequantize_row_iq4_xs", 1, {offsetof(block_iq4_xs, d)}, 0, 0, 0},
+        {INFER_TYPE_MXFP4, "dequantize_row_mxfp4", 0, {0}, 0, 1, 0},
+        {INFER_TYPE_IQ2_XXS, "dequantize_row_iq2_xxs", 1, {offsetof(block_iq2_xxs, d)}, 0, 0, 0},
+        {INFER_TYPE_IQ2_XS, "dequantize_row_iq2_xs", 1, {offsetof(block_iq2_xs, d)}, 0, 0, 0},
+        {INFER_TYPE_IQ2_S, "dequantize_row_iq2_s", 1, {offsetof(block_iq2_s, d)}, 0, 0, 0},
+        {INFER_TYPE_IQ3_XXS, "dequantize_row_iq3_xxs", 1, {offsetof(block_iq3_xxs, d)}, 0, 0, 0},
+        {INFER_TYPE_IQ3_S, "dequantize_row_iq3_s", 1, {offsetof(block_iq3_s, d)}, 0, 0, 0},
+        {INFER_TYPE_IQ1_S, "dequantize_row_iq1_s", 1, {offsetof(block_iq1_s, d)}, 0, 0, 0},
+        {INFER_TYPE_IQ1_M, "dequantize_row_iq1_m", 0, {0}, 0, 0, 1},
+        {INFER_TYPE_TQ1_0, "dequantize_row_tq1_0", 1, {offsetof(block_tq1_0, d)}, 0, 0, 0},
+        {INFER_TYPE_TQ2_0, "dequantize_row_tq2_0", 1, {offsetof(block_tq2_0, d)}, 0, 0, 0},
     };
     enum { ROWS = 300, MAXN = 2048 };
     static uint8_t buf[MAXN / 32 * 36 + MAXN / 256 * 292];
@@ -308,6 +332,12 @@ static void test_dequant(void) {
                     memcpy(blk + cases[c].half_off[h], &v, 2);
                 }
                 if (cases[c].e8m0) blk[0] = (uint8_t)(rng_u64() % 253);
+                if (cases[c].iq1m) {
+                    const uint16_t h = rand_half();
+                    for (int k = 0; k < 4; k++) /* nibble k of the half is the top nibble of word k (bytes 49 + 2k) */
+                        blk[offsetof(block_iq1_m, scales) + 2 * k + 1] =
+                            (uint8_t)((blk[offsetof(block_iq1_m, scales) + 2 * k + 1] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
+                }
                 if (cases[c].f32_d) {
                     const float d = (float)(rng_unit() * 2 - 1) * 1e-2f;
                     memcpy(blk, &d, 4);
