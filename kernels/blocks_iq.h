@@ -23,9 +23,10 @@
  * Grid entries (grids.h) are groups of 8 values (IQ1, IQ2) or 4 (IQ3), byte j = value j. Signs: a 7-bit field
  * indexes blocks_ksigns, which adds the eighth bit so that every group has an even number of negatives.
  *
- * Decoders, for each type t: blocks_group_<t>(b, g, y) the 8 values 8g..8g+7, blocks_sub_<t>(b, j, y) the 32
- * values of sub-block j, blocks_value_<t>(b, e), blocks_dequant_<t>(b, y); grid entries through
- * blocks_grid_<name>(k) on the host and the device.
+ * Decoders, for each type t: the integer form blocks_iq_<t>(b, g, v) (int8 values of group g, returns its
+ * integer scale) and blocks_iqf_<t>(b) (the block's float factor); from them blocks_group_<t>(b, g, y) the 8
+ * values 8g..8g+7, blocks_sub_<t>(b, j, y) the 32 values of sub-block j, blocks_value_<t>(b, e),
+ * blocks_dequant_<t>(b, y). Grid entries through blocks_grid_<name>(k) on the host and the device.
  */
 #ifndef INFER_BLOCKS_IQ_H
 #define INFER_BLOCKS_IQ_H
@@ -97,90 +98,108 @@ static inline INFER_HD uint32_t blocks_le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* 8 values db * grid byte, negated where the sign bit is set. */
-static inline INFER_HD void blocks_signed8(float db, uint64_t grid, int signs, float *y) {
-    for (int j = 0; j < 8; j++) y[j] = db * (float)blocks_grid_u8(grid, j) * ((signs >> j) & 1 ? -1.0f : 1.0f);
+/* The integer form every decoder below produces: group g (8 values) of a block is
+ *     y[j] = f * (float)(ls * v[j])
+ * with f the block's factor (its f16 scale times a power of two), ls a small positive integer scale and v[j] int8.
+ * Both f * (ls * v) and ggml's (d * scale) * value are exact in binary32, so they are the same number; the CPU and
+ * GPU dots use the integer form directly (int8 values against int8 activations). */
+
+/* 0xFF in byte j where bit j of s is set, else 0. */
+static inline INFER_HD uint64_t blocks_sign_mask8(int s) {
+    const uint64_t x = ((uint64_t)(s & 0xFF) * 0x0101010101010101ull) & 0x8040201008040201ull;
+    const uint64_t hi = ((x + 0x7F7F7F7F7F7F7F7Full) | x) & 0x8080808080808080ull;
+    return (hi >> 7) * 0xFF;
 }
 
-/* ---- IQ2 ---- */
+/* 8 int8 values: the grid bytes (1..127), negated where bit j of signs is set (byte by byte in one word: g ^ 0xFF
+ * plus 1 is -g and cannot carry for g >= 1). */
+static inline INFER_HD void blocks_signed8(uint64_t grid, int signs, int8_t *v) {
+    const uint64_t m = blocks_sign_mask8(signs);
+    const uint64_t w = (grid ^ m) + (m & 0x0101010101010101ull);
+    memcpy(v, &w, 8);
+}
 
-static inline INFER_HD void blocks_group_iq2_xxs(const block_iq2_xxs *b, int g, float *y) {
+/* ---- IQ2: y = d (0.5 + s) / 4 * grid * sign = d/8 * (2s + 1) * grid * sign ---- */
+
+static inline INFER_HD float blocks_iqf_iq2_xxs(const block_iq2_xxs *b) { return blocks_f16_to_f32(b->d) * 0.125f; }
+static inline INFER_HD int blocks_iq_iq2_xxs(const block_iq2_xxs *b, int g, int8_t *v) {
     const int ib = g / 4, l = g % 4;
     const uint32_t aux1 = (uint32_t)b->qs[4 * ib + 2] | (uint32_t)b->qs[4 * ib + 3] << 16;
     const int idx = (b->qs[4 * ib + l / 2] >> (8 * (l % 2))) & 0xFF;
-    const float db = blocks_f16_to_f32(b->d) * (0.5f + (float)(aux1 >> 28)) * 0.25f;
-    blocks_signed8(db, blocks_grid_iq2xxs(idx), blocks_ksigns((int)(aux1 >> (7 * l)) & 127), y);
+    blocks_signed8(blocks_grid_iq2xxs(idx), blocks_ksigns((int)(aux1 >> (7 * l)) & 127), v);
+    return 2 * (int)(aux1 >> 28) + 1;
 }
 
-/* IQ2_XS and IQ2_S: the 4-bit scale of the 16 values holding group g. */
-static inline INFER_HD float blocks_iq2_db(uint16_t d, const uint8_t *scales, int g) {
-    return blocks_f16_to_f32(d) * (0.5f + (float)((scales[g / 4] >> (4 * ((g % 4) / 2))) & 0xF)) * 0.25f;
-}
+/* IQ2_XS and IQ2_S: the 4-bit scale of the 16 values holding group g, as 2s + 1. */
+static inline INFER_HD int blocks_iq2_ls(const uint8_t *scales, int g) { return 2 * ((scales[g / 4] >> (4 * ((g % 4) / 2))) & 0xF) + 1; }
 
-static inline INFER_HD void blocks_group_iq2_xs(const block_iq2_xs *b, int g, float *y) {
+static inline INFER_HD float blocks_iqf_iq2_xs(const block_iq2_xs *b) { return blocks_f16_to_f32(b->d) * 0.125f; }
+static inline INFER_HD int blocks_iq_iq2_xs(const block_iq2_xs *b, int g, int8_t *v) {
     const int q = b->qs[g];
-    blocks_signed8(blocks_iq2_db(b->d, b->scales, g), blocks_grid_iq2xs(q & 511), blocks_ksigns(q >> 9), y);
+    blocks_signed8(blocks_grid_iq2xs(q & 511), blocks_ksigns(q >> 9), v);
+    return blocks_iq2_ls(b->scales, g);
 }
 
-static inline INFER_HD void blocks_group_iq2_s(const block_iq2_s *b, int g, float *y) {
+static inline INFER_HD float blocks_iqf_iq2_s(const block_iq2_s *b) { return blocks_f16_to_f32(b->d) * 0.125f; }
+static inline INFER_HD int blocks_iq_iq2_s(const block_iq2_s *b, int g, int8_t *v) {
     const int idx = b->qs[g] | ((b->qh[g / 4] >> (2 * (g % 4))) & 3) << 8;
-    blocks_signed8(blocks_iq2_db(b->d, b->scales, g), blocks_grid_iq2s(idx), b->qs[32 + g], y);
+    blocks_signed8(blocks_grid_iq2s(idx), b->qs[32 + g], v);
+    return blocks_iq2_ls(b->scales, g);
 }
 
 /* ---- IQ3: two 4-value grid entries per group of 8 ---- */
 
-static inline INFER_HD void blocks_group_iq3_xxs(const block_iq3_xxs *b, int g, float *y) {
-    const int ib = g / 4, l = g % 4;
-    const uint32_t aux = blocks_le32(b->qs + 64 + 4 * ib);
-    const float db = blocks_f16_to_f32(b->d) * (0.5f + (float)(aux >> 28)) * 0.5f;
+/* IQ3_XXS: y = d (0.5 + s) / 2 * grid * sign = d/4 * (2s + 1) * grid * sign. */
+static inline INFER_HD float blocks_iqf_iq3_xxs(const block_iq3_xxs *b) { return blocks_f16_to_f32(b->d) * 0.25f; }
+static inline INFER_HD int blocks_iq_iq3_xxs(const block_iq3_xxs *b, int g, int8_t *v) {
+    const uint32_t aux = blocks_le32(b->qs + 64 + 4 * (g / 4));
     const uint64_t grid = blocks_grid_iq3xxs(b->qs[2 * g]) | (uint64_t)blocks_grid_iq3xxs(b->qs[2 * g + 1]) << 32;
-    blocks_signed8(db, grid, blocks_ksigns((int)(aux >> (7 * l)) & 127), y);
+    blocks_signed8(grid, blocks_ksigns((int)(aux >> (7 * (g % 4))) & 127), v);
+    return 2 * (int)(aux >> 28) + 1;
 }
 
-static inline INFER_HD void blocks_group_iq3_s(const block_iq3_s *b, int g, float *y) {
+/* IQ3_S: y = d (1 + 2s) * grid * sign. */
+static inline INFER_HD float blocks_iqf_iq3_s(const block_iq3_s *b) { return blocks_f16_to_f32(b->d); }
+static inline INFER_HD int blocks_iq_iq3_s(const block_iq3_s *b, int g, int8_t *v) {
     const int ib = g / 4, l = g % 4;
-    const float db = blocks_f16_to_f32(b->d) * (float)(1 + 2 * ((b->scales[ib / 2] >> (4 * (ib % 2))) & 0xF));
     const int i0 = b->qs[2 * g] | ((b->qh[ib] >> (2 * l)) & 1) << 8;
     const int i1 = b->qs[2 * g + 1] | ((b->qh[ib] >> (2 * l + 1)) & 1) << 8;
-    const uint64_t grid = blocks_grid_iq3s(i0) | (uint64_t)blocks_grid_iq3s(i1) << 32;
-    blocks_signed8(db, grid, b->signs[g], y);
+    blocks_signed8(blocks_grid_iq3s(i0) | (uint64_t)blocks_grid_iq3s(i1) << 32, b->signs[g], v);
+    return 1 + 2 * ((b->scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
 }
 
-/* ---- IQ1: grid bytes -1, 0, 1 plus a delta of ±1/8 ---- */
+/* ---- IQ1: y = d (2s + 1) (grid + delta), grid bytes -1, 0, 1, delta = ±1/8: v = 8 grid ± 1, f = d/8 ---- */
 
-#define BLOCKS_IQ1_DELTA 0.125f
-
-static inline INFER_HD void blocks_iq1_values(float dl, uint64_t grid, float delta, float *y) {
-    for (int j = 0; j < 8; j++) y[j] = dl * ((float)blocks_grid_i8(grid, j) + delta);
+static inline INFER_HD void blocks_iq1_v(uint64_t grid, int neg, int8_t *v) {
+    for (int j = 0; j < 8; j++) v[j] = (int8_t)(8 * blocks_grid_i8(grid, j) + (neg ? -1 : 1));
 }
 
-static inline INFER_HD void blocks_group_iq1_s(const block_iq1_s *b, int g, float *y) {
-    const int ib = g / 4, l = g % 4, qh = b->qh[ib];
-    const float dl = blocks_f16_to_f32(b->d) * (float)(2 * ((qh >> 12) & 7) + 1);
-    const int idx = b->qs[g] | ((qh >> (3 * l)) & 7) << 8;
-    blocks_iq1_values(dl, blocks_grid_iq1s(idx), qh & 0x8000 ? -BLOCKS_IQ1_DELTA : BLOCKS_IQ1_DELTA, y);
+static inline INFER_HD float blocks_iqf_iq1_s(const block_iq1_s *b) { return blocks_f16_to_f32(b->d) * 0.125f; }
+static inline INFER_HD int blocks_iq_iq1_s(const block_iq1_s *b, int g, int8_t *v) {
+    const int qh = b->qh[g / 4];
+    blocks_iq1_v(blocks_grid_iq1s(b->qs[g] | ((qh >> (3 * (g % 4))) & 7) << 8), qh & 0x8000, v);
+    return 2 * ((qh >> 12) & 7) + 1;
 }
 
 /* IQ1_M's scale words: the u16 scales[2k] | scales[2k+1] << 8, k = 0..3. */
 static inline INFER_HD int blocks_iq1_m_sc(const block_iq1_m *b, int k) { return b->scales[2 * k] | b->scales[2 * k + 1] << 8; }
 
 /* IQ1_M's block scale: an f16 whose four nibbles are the top nibbles of the four scale words. */
-static inline INFER_HD float blocks_iq1_m_d(const block_iq1_m *b) {
+static inline INFER_HD float blocks_iqf_iq1_m(const block_iq1_m *b) {
     const int h = blocks_iq1_m_sc(b, 0) >> 12 | (blocks_iq1_m_sc(b, 1) >> 8 & 0x00F0) | (blocks_iq1_m_sc(b, 2) >> 4 & 0x0F00) |
                   (blocks_iq1_m_sc(b, 3) & 0xF000);
-    return blocks_f16_to_f32((uint16_t)h);
+    return blocks_f16_to_f32((uint16_t)h) * 0.125f;
 }
 
-static inline INFER_HD void blocks_group_iq1_m(const block_iq1_m *b, int g, float *y) {
+/* IQ1_M: a 3-bit scale per 16 values; per group 3 high index bits and the delta's sign in a nibble of qh. */
+static inline INFER_HD int blocks_iq_iq1_m(const block_iq1_m *b, int g, int8_t *v) {
     const int ib = g / 4, l = g % 4, qh = b->qh[2 * ib + l / 2];
-    const int s3 = (blocks_iq1_m_sc(b, ib / 2) >> (6 * (ib % 2) + 3 * (l / 2))) & 7;
-    const float dl = blocks_iq1_m_d(b) * (float)(2 * s3 + 1);
     const int idx = b->qs[g] | ((l % 2 ? qh << 4 : qh << 8) & 0x700);
-    const int neg = qh & (l % 2 ? 0x80 : 0x08);
-    blocks_iq1_values(dl, blocks_grid_iq1s(idx), neg ? -BLOCKS_IQ1_DELTA : BLOCKS_IQ1_DELTA, y);
+    blocks_iq1_v(blocks_grid_iq1s(idx), qh & (l % 2 ? 0x80 : 0x08), v);
+    return 2 * ((blocks_iq1_m_sc(b, ib / 2) >> (6 * (ib % 2) + 3 * (l / 2))) & 7) + 1;
 }
 
-/* ---- ternary ---- */
+/* ---- ternary: y = (q - 1) d ---- */
 
 /* TQ1_0: digit n (0 = most significant) of a byte holding base-3 digits, as ggml extracts it. */
 static inline INFER_HD int blocks_tq1_digit(int byte, int n) {
@@ -197,24 +216,31 @@ static inline INFER_HD int blocks_tq1_q(const block_tq1_0 *b, int e) {
     return blocks_tq1_digit(b->qh[(e - 240) % 4], (e - 240) / 4);
 }
 
-static inline INFER_HD void blocks_group_tq1_0(const block_tq1_0 *b, int g, float *y) {
-    const float d = blocks_f16_to_f32(b->d);
-    for (int j = 0; j < 8; j++) y[j] = (float)(blocks_tq1_q(b, 8 * g + j) - 1) * d;
+static inline INFER_HD float blocks_iqf_tq1_0(const block_tq1_0 *b) { return blocks_f16_to_f32(b->d); }
+static inline INFER_HD int blocks_iq_tq1_0(const block_tq1_0 *b, int g, int8_t *v) {
+    for (int j = 0; j < 8; j++) v[j] = (int8_t)(blocks_tq1_q(b, 8 * g + j) - 1);
+    return 1;
 }
 
 /* TQ2_0: value e is bits 2 ((e%128)/32) of qs[32 (e/128) + e%32]. */
-static inline INFER_HD int blocks_tq2_q(const block_tq2_0 *b, int e) {
-    return (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-}
-
-static inline INFER_HD void blocks_group_tq2_0(const block_tq2_0 *b, int g, float *y) {
-    const float d = blocks_f16_to_f32(b->d);
-    for (int j = 0; j < 8; j++) y[j] = (float)(blocks_tq2_q(b, 8 * g + j) - 1) * d;
+static inline INFER_HD float blocks_iqf_tq2_0(const block_tq2_0 *b) { return blocks_f16_to_f32(b->d); }
+static inline INFER_HD int blocks_iq_tq2_0(const block_tq2_0 *b, int g, int8_t *v) {
+    for (int j = 0; j < 8; j++) {
+        const int e = 8 * g + j;
+        v[j] = (int8_t)(((b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) - 1);
+    }
+    return 1;
 }
 
 /* ---- the common forms over the groups ---- */
 
 #define BLOCKS_IQ_FORMS(t)                                                                                   \
+    static inline INFER_HD void blocks_group_##t(const block_##t *b, int g, float *y) {                      \
+        int8_t v[8];                                                                                         \
+        const int ls = blocks_iq_##t(b, g, v);                                                               \
+        const float f = blocks_iqf_##t(b);                                                                   \
+        for (int j = 0; j < 8; j++) y[j] = f * (float)(ls * v[j]);                                           \
+    }                                                                                                        \
     static inline INFER_HD void blocks_sub_##t(const block_##t *b, int j, float *y) {                        \
         for (int g = 0; g < 4; g++) blocks_group_##t(b, 4 * j + g, y + 8 * g);                              \
     }                                                                                                        \

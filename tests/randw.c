@@ -17,6 +17,8 @@ static const struct randw_scales randw_scales[] = {
     {INFER_TYPE_Q4_1, 2, {0, 2}}, {INFER_TYPE_Q5_0, 1, {0}},    {INFER_TYPE_Q5_1, 2, {0, 2}},
     {INFER_TYPE_Q2_K, 2, {80, 82}}, {INFER_TYPE_Q3_K, 1, {108}},
     {INFER_TYPE_Q4_K, 2, {0, 2}}, {INFER_TYPE_Q5_K, 2, {0, 2}}, {INFER_TYPE_Q6_K, 1, {208}},
+    {INFER_TYPE_IQ2_XXS, 1, {0}}, {INFER_TYPE_IQ2_XS, 1, {0}}, {INFER_TYPE_IQ2_S, 1, {0}}, {INFER_TYPE_IQ3_XXS, 1, {0}},
+    {INFER_TYPE_IQ3_S, 1, {0}},   {INFER_TYPE_IQ1_S, 1, {0}},  {INFER_TYPE_TQ1_0, 1, {52}}, {INFER_TYPE_TQ2_0, 1, {64}},
 };
 
 static float randw_f(uint32_t (*rnd)(void), float lo, float hi) {
@@ -39,6 +41,14 @@ void randw_weights(int32_t type, uint8_t *w, int64_t n_in, int64_t n_out, uint32
     /* MXFP4: exponents 119..122, |w| up to 12 * 2^-6 */
     for (size_t b = 0; type == INFER_TYPE_MXFP4 && b < bytes / (size_t)qt->bytes; b++)
         w[b * (size_t)qt->bytes] = (uint8_t)(119 + rnd() % 4);
+    /* IQ1_M: the f16 scale is the four top nibbles of the scale words @48 */
+    for (size_t b = 0; type == INFER_TYPE_IQ1_M && b < bytes / (size_t)qt->bytes; b++) {
+        const uint16_t h = quant_f32_to_f16(randw_f(rnd, 0.001f, 0.02f) * (rnd() % 4 == 0 ? -1.0f : 1.0f));
+        for (int k = 0; k < 4; k++) {
+            uint8_t *hi = w + b * (size_t)qt->bytes + 48 + 2 * k + 1;
+            *hi = (uint8_t)((*hi & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
+        }
+    }
     for (size_t f = 0; f < sizeof randw_scales / sizeof *randw_scales; f++) {
         if (randw_scales[f].type != type) continue;
         for (size_t b = 0; b < bytes / (size_t)qt->bytes; b++)

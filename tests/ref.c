@@ -6,6 +6,11 @@
 #include <string.h>
 
 #include "../include/infer.h"
+#include "../kernels/grids.h" /* the IQ types' codebooks (data; checked against ggml by test-quant) */
+
+static const uint64_t ref_grid_iq2xxs[256] = BLOCKS_IQ2XXS_GRID, ref_grid_iq2xs[512] = BLOCKS_IQ2XS_GRID;
+static const uint64_t ref_grid_iq2s[1024] = BLOCKS_IQ2S_GRID, ref_grid_iq1s[2048] = BLOCKS_IQ1S_GRID;
+static const uint32_t ref_grid_iq3xxs[256] = BLOCKS_IQ3XXS_GRID, ref_grid_iq3s[512] = BLOCKS_IQ3S_GRID;
 
 static const int ref_kv_iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 /* MXFP4: the E2M1 values (sign, 2-bit exponent, 1-bit mantissa) 0 .5 1 1.5 2 3 4 6, negated from code 8 */
@@ -63,6 +68,15 @@ size_t ref_row_bytes(int32_t type, int64_t n) {
     case INFER_TYPE_Q6_K: return (size_t)n / 256 * 210;
     case INFER_TYPE_IQ4_XS: return (size_t)n / 256 * 136;
     case INFER_TYPE_Q8_K: return (size_t)n / 256 * 292;
+    case INFER_TYPE_IQ2_XXS:
+    case INFER_TYPE_TQ2_0: return (size_t)n / 256 * 66;
+    case INFER_TYPE_IQ2_XS: return (size_t)n / 256 * 74;
+    case INFER_TYPE_IQ2_S: return (size_t)n / 256 * 82;
+    case INFER_TYPE_IQ3_XXS: return (size_t)n / 256 * 98;
+    case INFER_TYPE_IQ3_S: return (size_t)n / 256 * 110;
+    case INFER_TYPE_IQ1_S: return (size_t)n / 256 * 50;
+    case INFER_TYPE_IQ1_M: return (size_t)n / 256 * 56;
+    case INFER_TYPE_TQ1_0: return (size_t)n / 256 * 54;
     }
     return 0;
 }
@@ -70,6 +84,71 @@ size_t ref_row_bytes(int32_t type, int64_t n) {
 /* The 4-bit quant e of 32 values packed as 16 bytes (low nibbles first), and a Q5 block's fifth bit e. */
 static int ref_nib(const uint8_t *qs, int e) { return (e < 16 ? qs[e] : qs[e - 16] >> 4) & 0xF; }
 static int ref_q5_bit(const uint8_t *qh, int e) { return (qh[e / 8] >> (e % 8)) & 1; }
+
+static int ref_u16(const uint8_t *p) { return p[0] | p[1] << 8; }
+static uint32_t ref_u32(const uint8_t *p) { return (uint32_t)ref_u16(p) | (uint32_t)ref_u16(p + 2) << 16; }
+
+/* -1 if bit j of the 8 sign bits a 7-bit field stands for is set: the eighth bit is the parity of the seven. */
+static double ref_sign7(int s7, int j) {
+    int par = 0;
+    for (int k = 0; k < 7; k++) par ^= (s7 >> k) & 1;
+    return ((s7 | par << 7) >> j) & 1 ? -1.0 : 1.0;
+}
+
+/* Byte j of a codebook entry. */
+static int ref_gb(uint64_t entry, int j) { return (int)((entry >> (8 * j)) & 0xFF); }
+
+/* Element e of the lattice and ternary types (docs/quant.md §3.13); g = e / 8 is its group, j = e % 8. */
+static double ref_elem_iq(int32_t type, const uint8_t *b, int e) {
+    const int g = e / 8, j = e % 8, ib = e / 32;
+    switch (type) {
+    case INFER_TYPE_IQ2_XXS: { /* d, then per 32 values 4 index bytes and a word of signs and scale */
+        const uint32_t aux = ref_u32(b + 2 + 8 * ib + 4);
+        const int idx = b[2 + 8 * ib + g % 4];
+        return rd_f16(b) * (0.5 + (aux >> 28)) / 4 * ref_gb(ref_grid_iq2xxs[idx], j) * ref_sign7((aux >> 7 * (g % 4)) & 127, j);
+    }
+    case INFER_TYPE_IQ2_XS: { /* d, 32 x u16 (index | signs << 9), scales[8] @66 */
+        const int q = ref_u16(b + 2 + 2 * g), s = (b[66 + ib] >> 4 * ((e % 32) / 16)) & 15;
+        return rd_f16(b) * (0.5 + s) / 4 * ref_gb(ref_grid_iq2xs[q & 511], j) * ref_sign7(q >> 9, j);
+    }
+    case INFER_TYPE_IQ2_S: { /* d, index bytes @2, sign bytes @34, qh @66, scales @74 */
+        const int idx = b[2 + g] | ((b[66 + ib] >> 2 * (g % 4)) & 3) << 8, s = (b[74 + ib] >> 4 * ((e % 32) / 16)) & 15;
+        return rd_f16(b) * (0.5 + s) / 4 * ref_gb(ref_grid_iq2s[idx], j) * ((b[34 + g] >> j) & 1 ? -1.0 : 1.0);
+    }
+    case INFER_TYPE_IQ3_XXS: { /* d, 64 index bytes (4 values each), then per 32 values a word of signs and scale */
+        const uint32_t aux = ref_u32(b + 2 + 64 + 4 * ib);
+        const int idx = b[2 + 2 * g + j / 4];
+        return rd_f16(b) * (0.5 + (aux >> 28)) / 2 * ref_gb(ref_grid_iq3xxs[idx], j % 4) * ref_sign7((aux >> 7 * (g % 4)) & 127, j);
+    }
+    case INFER_TYPE_IQ3_S: { /* d, index bytes @2, qh @66 (bit k of qh[ib]: index k of the 32 values), signs @74, scales @106 */
+        const int k = 2 * g + j / 4, idx = b[2 + k] | ((b[66 + ib] >> (k % 8)) & 1) << 8;
+        const int s = (b[106 + ib / 2] >> 4 * (ib % 2)) & 15;
+        return rd_f16(b) * (1 + 2 * s) * ref_gb(ref_grid_iq3s[idx], j % 4) * ((b[74 + g] >> j) & 1 ? -1.0 : 1.0);
+    }
+    case INFER_TYPE_IQ1_S: { /* d, index bytes @2, u16 qh @34: 3 index bits per group, scale bits 12..14, delta sign */
+        const int qh = ref_u16(b + 34 + 2 * ib), idx = b[2 + g] | ((qh >> 3 * (g % 4)) & 7) << 8;
+        const double delta = qh & 0x8000 ? -0.125 : 0.125;
+        return rd_f16(b) * (2 * ((qh >> 12) & 7) + 1) * ((int8_t)ref_gb(ref_grid_iq1s[idx], j) + delta);
+    }
+    case INFER_TYPE_IQ1_M: { /* index bytes @0, qh @32 (a nibble per group), u16 scales @48 (top nibbles: the f16 d) */
+        int sc[4];
+        for (int k = 0; k < 4; k++) sc[k] = ref_u16(b + 48 + 2 * k);
+        const double d = ref_f16((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) | (sc[3] & 0xF000)));
+        const int nib = (b[32 + g / 2] >> 4 * (g % 2)) & 15, idx = b[g] | (nib & 7) << 8;
+        const int s = (sc[ib / 2] >> (6 * (ib % 2) + 3 * ((g % 4) / 2))) & 7;
+        return d * (2 * s + 1) * ((int8_t)ref_gb(ref_grid_iq1s[idx], j) + (nib & 8 ? -0.125 : 0.125));
+    }
+    case INFER_TYPE_TQ1_0: { /* base-3 digits, most significant first: qs[0..31] 5 each, qs[32..47] 5, qh[0..3] 4; d @52 */
+        static const int pow3[5] = {1, 3, 9, 27, 81};
+        const int byte = e < 160 ? b[e % 32] : e < 240 ? b[32 + (e - 160) % 16] : b[48 + (e - 240) % 4];
+        const int n = e < 160 ? e / 32 : e < 240 ? (e - 160) / 16 : (e - 240) / 4;
+        return rd_f16(b + 52) * ((((byte * pow3[n]) & 255) * 3 >> 8) - 1);
+    }
+    case INFER_TYPE_TQ2_0: /* 2 bits a value: bits 2 ((e % 128) / 32) of byte 32 (e / 128) + e % 32; d @64 */
+        return rd_f16(b + 64) * (((b[32 * (e / 128) + e % 32] >> 2 * ((e % 128) / 32)) & 3) - 1);
+    }
+    return NAN;
+}
 
 /* Element e of a block, per docs/quant.md §3. */
 static double ref_elem(int32_t type, const uint8_t *b, int e) {
@@ -123,7 +202,7 @@ static double ref_elem(int32_t type, const uint8_t *b, int e) {
         return rd_f16(b) * (ls - 32) * ref_kv_iq4[q];
     }
     }
-    return NAN;
+    return ref_elem_iq(type, b, e);
 }
 
 int ref_dequant(int32_t type, const void *src, double *dst, int64_t n) {

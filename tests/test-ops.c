@@ -68,6 +68,9 @@ static const struct { const char *name; int32_t id; } tops_types[] = {
     {"q2_K", INFER_TYPE_Q2_K}, {"q3_K", INFER_TYPE_Q3_K},
     {"iq4_nl", INFER_TYPE_IQ4_NL}, {"iq4_xs", INFER_TYPE_IQ4_XS}, {"q8_K", INFER_TYPE_Q8_K}, {"q8_1", INFER_TYPE_Q8_1},
     {"q4_1", INFER_TYPE_Q4_1}, {"q5_0", INFER_TYPE_Q5_0}, {"q5_1", INFER_TYPE_Q5_1}, {"mxfp4", INFER_TYPE_MXFP4},
+    {"iq2_xxs", INFER_TYPE_IQ2_XXS}, {"iq2_xs", INFER_TYPE_IQ2_XS}, {"iq2_s", INFER_TYPE_IQ2_S},
+    {"iq3_xxs", INFER_TYPE_IQ3_XXS}, {"iq3_s", INFER_TYPE_IQ3_S}, {"iq1_s", INFER_TYPE_IQ1_S}, {"iq1_m", INFER_TYPE_IQ1_M},
+    {"tq1_0", INFER_TYPE_TQ1_0}, {"tq2_0", INFER_TYPE_TQ2_0},
 };
 #define N_TYPES (int)(sizeof tops_types / sizeof tops_types[0])
 #define ALL_W "f32,f16,bf16,q8_0,q4_0,q2_K,q3_K,q4_K,q5_K,q6_K,iq4_nl,iq4_xs,mxfp4"
@@ -76,6 +79,8 @@ static const struct { const char *name; int32_t id; } tops_types[] = {
 #define LEGACY_W "q4_1,q5_0,q5_1"
 /* every type of the 32-value GEMM (lib/cpu/mm_q32.c) */
 #define Q32_W "q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl"
+/* the lattice and ternary types (blocks_iq.h, lib/cpu/mmv_iq.c): random blocks only (no quantiser) */
+#define IQ_W "iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq1_s,iq1_m,tq1_0,tq2_0"
 
 static int32_t tops_type_id(const char *s, size_t len) {
     for (int i = 0; i < N_TYPES; i++)
@@ -126,6 +131,10 @@ static const struct tcase tops_cases[] = {
      * MM_T_ALIAS: add is y. n_in with a tail block for 32-blocks; tokens 1..8 ---- */
     {"mmv", ALL_W, {256, 1, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", ALL_W, {256 * 3, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", IQ_W, {256 * 3, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mmv", IQ_W, {512, 64, 3}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
+    {"mmv", IQ_W, {256 * 5, 23, 5}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    {"mmv", IQ_W, {2048, 40, 8}, {MMV_PLAIN}, -2, 2, 0, 0},
     {"mmv", "f32,f16,bf16,q8_0,q4_0,iq4_nl,mxfp4," LEGACY_W, {256 * 3 + 32, 19, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", LEGACY_W, {256 * 3 + 32, 37, 1}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mmv", LEGACY_W, {512, 23, 5}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
@@ -160,6 +169,8 @@ static const struct tcase tops_cases[] = {
     {"mm", "q8_0,q4_0,iq4_nl,q4_K,q5_K,q6_K,iq4_xs", {256, 130, 33}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
     {"mm", LEGACY_W, {160, 33, 19}, {MMV_SWIGLU}, -2, 2, 0, 0},
     {"mm", ALL_W, {768, 67, 70}, {MMV_SWIGLU}, -2, 2, 0, 0},
+    {"mm", IQ_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mm", IQ_W, {768, 67, 70}, {MMV_ADD}, -2, 2, 0, 0},
     {"mm", "q4_K,q8_0,q6_K", {1024, 70, 64}, {MMV_ADD}, -1, 1, 0, 0},
     {"mm", "f16,q4_K,q6_K", {4096, 130, 70}, {MMV_PLAIN}, -2, 2, 0, 0}, /* a real row length */
     /* the prefill GEMM (lib/cpu/mm_kq.c: Q4_K, Q5_K, Q6_K on AVX-512 VNNI; other CPUs run the dots): n_out not a
@@ -319,6 +330,7 @@ static const struct tcase tops_cases[] = {
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
     {"embed", "f32,f16,bf16,q8_0,q4_0,iq4_nl,mxfp4," LEGACY_W, {96, 9, 5}, {0}, -1, 1, 0, 0},
     {"embed", FLOAT_W, {77, 3, 3}, {0}, -1, 1, 0, 0},
+    {"embed", IQ_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {256, 20, 6}, {0}, -70000, 70000, 0, 0},
     {"kv_store", "", {40, 3, 3}, {0}, -1, 1, 0, 0},
     {"kv_store", "", {520, 17, 5}, {0}, -70000, 70000, 0, 0},
@@ -354,6 +366,9 @@ static const struct tcase tops_cases[] = {
     {"moe_ffn", "q8_0", {40, 128, 96, 16}, {3, INFER_TYPE_Q8_0}, -2, 2, 0, 1e-3},
     {"moe_ffn", "q5_0", {20, 64, 96, 3}, {2, INFER_TYPE_Q4_1}, -2, 2, 0, 1e-3},
     {"moe_ffn", "mxfp4", {20, 64, 96, 3}, {2, INFER_TYPE_MXFP4}, -2, 2, 0, 1e-3},
+    /* the lattice types of low-bit MoE files (UD-IQ2_M, IQ3_XXS): gate / up one type, down another */
+    {"moe_ffn", "iq2_xxs,iq2_s,iq1_m", {3, 256, 256, 4}, {2, INFER_TYPE_IQ3_S}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "iq2_xs,iq3_xxs,iq1_s,tq1_0", {20, 256, 256, 3}, {2, INFER_TYPE_TQ2_0}, -2, 2, 0, 1e-3},
     {"moe_ffn", "f32", {20, 96, 40, 3}, {2, INFER_TYPE_F32}, -2, 2, 0, 1e-10},
     /* ---- sample: {n_vocab, n_rows}, param = {parameter sets (bits of tops_sample_sets, 0: all), logit kinds
      * (bits of MODE_*, 0: all)}; a vocab-248320 row (qwen35) ---- */
@@ -431,8 +446,8 @@ static void run_errors_cpu(struct tctx *x) {
     float f[512] = {0}, y[512];
     uint8_t q[2048] = {0};
     int32_t pos[1] = {-1}, ids[2] = {0, 99};
-    struct mmv_args m = {.type = 16 /* IQ2_XXS */, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
-    T_CHECK(be->ops->mmv(be, &m) == INFER_E_UNSUPPORTED, "%s: IQ2_XXS mmv", desc);
+    struct mmv_args m = {.type = 40 /* NVFP4 */, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
+    T_CHECK(be->ops->mmv(be, &m) == INFER_E_UNSUPPORTED, "%s: NVFP4 mmv", desc);
     m.type = INFER_TYPE_Q4_K;
     m.n_in = 200; /* not a multiple of 256 */
     T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: n_in 200 for Q4_K", desc);
@@ -521,7 +536,7 @@ static void run_errors_cuda(struct tctx *x) {
     static float f[4096], y[4096];
     static uint8_t q[4096];
     int32_t pos[2] = {0, 1}, ids[2] = {0, 1};
-    struct mmv_args m = {.type = 16 /* IQ2_XXS */, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
+    struct mmv_args m = {.type = 40 /* NVFP4 */, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
     REFUSED(cuda_mmv(&m, 0), "%s: mmv IQ2_XXS", desc);
     m.type = INFER_TYPE_Q4_K, m.n_in = 128;
     REFUSED(cuda_mmv(&m, 0), "%s: mmv Q4_K over 128 values", desc);
