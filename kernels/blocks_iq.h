@@ -33,6 +33,13 @@
 
 #include "grids.h"
 
+/* Every type of this file as X(TYPE, name): infer.h's INFER_TYPE_<TYPE>, block_<name>, blocks_*_<name>. */
+#define BLOCKS_IQ_TYPES(X)                                                                                   \
+    X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) X(IQ1_S, iq1_s)     \
+    X(IQ1_M, iq1_m) X(TQ1_0, tq1_0) X(TQ2_0, tq2_0)
+/* The same types as X(TYPE) alone, for the kernels' type lists. */
+#define BLOCKS_IQ_TYPE_IDS(X) X(IQ2_XXS) X(IQ2_XS) X(IQ2_S) X(IQ3_XXS) X(IQ3_S) X(IQ1_S) X(IQ1_M) X(TQ1_0) X(TQ2_0)
+
 typedef struct { uint16_t d; uint16_t qs[32]; } block_iq2_xxs;
 typedef struct { uint16_t d; uint16_t qs[32]; uint8_t scales[8]; } block_iq2_xs;
 typedef struct { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t scales[8]; } block_iq2_s;

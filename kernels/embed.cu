@@ -30,6 +30,9 @@ static __device__ float embed_value(int32_t type, const uint8_t *row, int64_t i)
     case INFER_TYPE_Q8_0: return blocks_value_q8_0((const block_q8_0 *)row + i / 32, (int)(i % 32));
     case INFER_TYPE_IQ4_NL: return blocks_value_iq4_nl((const block_iq4_nl *)row + i / 32, (int)(i % 32));
     case INFER_TYPE_MXFP4: return blocks_value_mxfp4((const block_mxfp4 *)row + i / 32, (int)(i % 32));
+#define EMBED_IQ_VALUE(T, t) case INFER_TYPE_##T: return blocks_value_##t((const block_##t *)row + i / 256, (int)(i % 256));
+        BLOCKS_IQ_TYPES(EMBED_IQ_VALUE)
+#undef EMBED_IQ_VALUE
     case INFER_TYPE_Q2_K: return blocks_value_q2_K((const block_q2_K *)row + i / 256, (int)(i % 256));
     case INFER_TYPE_Q3_K: return blocks_value_q3_K((const block_q3_K *)row + i / 256, (int)(i % 256));
     case INFER_TYPE_Q4_K: return blocks_value_q4_K((const block_q4_K *)row + i / 256, (int)(i % 256));
@@ -106,6 +109,9 @@ static size_t embed_row_bytes(int32_t type, int64_t n) {
     case INFER_TYPE_Q8_0: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q8_0);
     case INFER_TYPE_IQ4_NL: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_iq4_nl);
     case INFER_TYPE_MXFP4: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_mxfp4);
+#define EMBED_IQ_BYTES(T, t) case INFER_TYPE_##T: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_##t);
+        BLOCKS_IQ_TYPES(EMBED_IQ_BYTES)
+#undef EMBED_IQ_BYTES
     case INFER_TYPE_Q2_K: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_q2_K);
     case INFER_TYPE_Q3_K: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_q3_K);
     case INFER_TYPE_Q4_K: return n % 256 ? 0 : (size_t)(n / 256) * sizeof(block_q4_K);

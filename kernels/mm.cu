@@ -234,6 +234,16 @@ MM_UNROLL
     }
 };
 
+/* The lattice and ternary types: sub-block u % 8 through blocks.h's decoder (grid lookups, byte loads). */
+#define MM_WDEC_IQ(T, t)                                                                                     \
+    template <> struct wdec<INFER_TYPE_##T> {                                                                \
+        static MM_HD void unit(const uint8_t *row, int64_t u, float v[32]) {                                 \
+            blocks_sub_##t((const block_##t *)row + u / 8, (int)(u % 8), v);                                 \
+        }                                                                                                    \
+    };
+BLOCKS_IQ_TYPES(MM_WDEC_IQ)
+#undef MM_WDEC_IQ
+
 template <int T> struct is_float_type {
     static constexpr bool value = T == INFER_TYPE_F32 || T == INFER_TYPE_F16 || T == INFER_TYPE_BF16;
 };
@@ -525,9 +535,9 @@ extern "C" void cuda_mm_state_free(struct cuda_mm_state *st) {
     xfree(st);
 }
 
-/* The weight types both modes cover; one switch over this list dispatches. */
+/* The weight types both modes cover (blocks_iq.h's included); one switch over them dispatches. */
 #define MM_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) \
-    X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4)
+    X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) BLOCKS_IQ_TYPE_IDS(X)
 
 template <int T> static cudaError_t launch_type(const struct mm_args *a, struct cuda_mm_state *st, size_t rb, cudaStream_t s) {
     return st->mode == MM_MODE_CUBLAS ? blas_launch<T>(a, st, rb, s) : mma_launch<T>(a, rb, s);

@@ -272,6 +272,29 @@ template <> struct unit_dot<INFER_TYPE_Q6_K> {
     }
 };
 
+/* The lattice and ternary types (blocks_iq.h's integer form): unit j is groups 4j..4j+3 of its block, int8 values
+ * as they are; each 16-value half has one integer scale (these formats never change scale inside 16 values), times
+ * the block factor. */
+#define MMV_IQ_UNIT(T, t)                                                                                    \
+    template <> struct unit_dot<INFER_TYPE_##T> {                                                            \
+        static constexpr int PER_BLOCK = 8;                                                                  \
+        static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, wunit &w) {               \
+            const block_##t *b = (const block_##t *)row + u / 8;                                             \
+            const int j = (int)(u % 8);                                                                      \
+            const float f = blocks_iqf_##t(b);                                                               \
+            _Pragma("unroll") for (int g = 0; g < 4; g++) {                                                  \
+                int8_t v[8];                                                                                 \
+                const int ls = blocks_iq_##t(b, 4 * j + g, v);                                               \
+                memcpy(&w.q[2 * g], v, 8);                                                                   \
+                if (g % 2 == 0) w.scale[g / 2] = f * (float)ls;                                              \
+            }                                                                                                \
+            w.min = 0.0f;                                                                                    \
+        }                                                                                                    \
+    };
+BLOCKS_IQ_TYPES(MMV_IQ_UNIT)
+#undef MMV_IQ_UNIT
+
+#define MMV_IQ_BYTES(TY, ty) T == INFER_TYPE_##TY ? sizeof(block_##ty) :
 template <int T> struct unit_bytes {
     static constexpr int value = T == INFER_TYPE_Q8_0 ? sizeof(block_q8_0) : T == INFER_TYPE_Q4_0 ? sizeof(block_q4_0)
                                : T == INFER_TYPE_Q4_1 ? sizeof(block_q4_1) : T == INFER_TYPE_Q5_0 ? sizeof(block_q5_0)
@@ -280,8 +303,9 @@ template <int T> struct unit_bytes {
                                : T == INFER_TYPE_MXFP4 ? sizeof(block_mxfp4)
                                : T == INFER_TYPE_Q2_K ? sizeof(block_q2_K) : T == INFER_TYPE_Q3_K ? sizeof(block_q3_K)
                                : T == INFER_TYPE_Q4_K ? sizeof(block_q4_K) : T == INFER_TYPE_Q5_K ? sizeof(block_q5_K)
-                               : sizeof(block_q6_K);
+                               : BLOCKS_IQ_TYPES(MMV_IQ_BYTES) sizeof(block_q6_K);
 };
+#undef MMV_IQ_BYTES
 
 /* ---- float weights: 32 values against f32 activations ---- */
 
@@ -395,9 +419,9 @@ static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
     return cudaGetLastError();
 }
 
-/* The weight types the kernels cover; one switch over this list dispatches. */
+/* The weight types the kernels cover (blocks_iq.h's types included); one switch over them dispatches. */
 #define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) \
-    X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4)
+    X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) BLOCKS_IQ_TYPE_IDS(X)
 
 extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
     switch (weight_type) {

@@ -114,6 +114,7 @@ MOE_UNIT256(Q4_K, q4_K)
 MOE_UNIT256(Q5_K, q5_K)
 MOE_UNIT256(Q6_K, q6_K)
 MOE_UNIT256(IQ4_XS, iq4_xs)
+BLOCKS_IQ_TYPES(MOE_UNIT256)
 #undef MOE_UNIT32
 #undef MOE_UNIT256
 
@@ -121,7 +122,7 @@ MOE_UNIT256(IQ4_XS, iq4_xs)
  * with, as on the CPU); one switch dispatches. */
 #define MOE_FLOAT_TYPES(X) X(F32) X(F16) X(BF16)
 #define MOE_QUANT_TYPES(X) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(IQ4_NL) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) \
-    X(IQ4_XS) X(MXFP4)
+    X(IQ4_XS) X(MXFP4) BLOCKS_IQ_TYPE_IDS(X)
 
 template <int T> static __device__ __forceinline__ float moe_float(const uint8_t *row, int64_t i) {
     if constexpr (T == INFER_TYPE_F32) return ((const float *)row)[i];

@@ -35,6 +35,8 @@ static const struct infer_scales infer_scale_table[] = {
     {INFER_TYPE_Q4_0, 0, 1}, {INFER_TYPE_Q4_1, 0, 2},   {INFER_TYPE_Q5_0, 0, 1}, {INFER_TYPE_Q5_1, 0, 2},
     {INFER_TYPE_Q8_0, 0, 1}, {INFER_TYPE_Q2_K, 80, 2},  {INFER_TYPE_Q3_K, 108, 1}, {INFER_TYPE_Q4_K, 0, 2},
     {INFER_TYPE_Q5_K, 0, 2}, {INFER_TYPE_Q6_K, 208, 1}, {INFER_TYPE_IQ4_NL, 0, 1}, {INFER_TYPE_IQ4_XS, 0, 1},
+    {INFER_TYPE_IQ2_XXS, 0, 1}, {INFER_TYPE_IQ2_XS, 0, 1}, {INFER_TYPE_IQ2_S, 0, 1}, {INFER_TYPE_IQ3_XXS, 0, 1},
+    {INFER_TYPE_IQ3_S, 0, 1}, {INFER_TYPE_IQ1_S, 0, 1}, {INFER_TYPE_TQ1_0, 52, 1}, {INFER_TYPE_TQ2_0, 64, 1},
 };
 
 static int infer_f16_bad(const uint8_t *p) {

@@ -408,10 +408,10 @@ int main(void) {
     expect_fail("wrong dims", good,
                 EDIT(.reshape_tensor = "output_norm.weight", .new_ne = {256, 2, 1, 1}, .new_n_dims = 2),
                 INFER_E_FORMAT, "has shape [256, 2], expected [256]");
-    expect_fail("IQ2_XXS", good, EDIT(.retype_tensor = "blk.0.attn_qkv.weight", .new_type = 16 /* IQ2_XXS */),
-                INFER_E_UNSUPPORTED, "unsupported tensor type IQ2_XXS in blk.0.attn_qkv.weight");
-    expect_fail("TQ2_0", good_llama, EDIT(.retype_tensor = "blk.1.ffn_up.weight", .new_type = 35 /* TQ2_0 */),
-                INFER_E_UNSUPPORTED, "unsupported tensor type TQ2_0 in blk.1.ffn_up.weight");
+    expect_fail("NVFP4", good, EDIT(.retype_tensor = "blk.0.attn_qkv.weight", .new_type = 40 /* NVFP4 */),
+                INFER_E_UNSUPPORTED, "unsupported tensor type NVFP4 in blk.0.attn_qkv.weight");
+    expect_fail("Q1_0", good_llama, EDIT(.retype_tensor = "blk.1.ffn_up.weight", .new_type = 41 /* Q1_0 */),
+                INFER_E_UNSUPPORTED, "unsupported tensor type Q1_0 in blk.1.ffn_up.weight");
     expect_fail("unknown arch", good_llama, EDIT(.set_str_key = "general.architecture", .set_str = "gpt9"),
                 INFER_E_UNSUPPORTED, "unknown architecture 'gpt9'");
     expect_fail("kv heads", good_llama, EDIT(.set_u32_key = "llama.attention.head_count_kv", .set_u32 = 3),

@@ -537,7 +537,7 @@ static void run_errors_cuda(struct tctx *x) {
     static uint8_t q[4096];
     int32_t pos[2] = {0, 1}, ids[2] = {0, 1};
     struct mmv_args m = {.type = 40 /* NVFP4 */, .w = q, .n_in = 256, .n_out = 1, .n_tokens = 1, .xq = q, .x = f, .y = y};
-    REFUSED(cuda_mmv(&m, 0), "%s: mmv IQ2_XXS", desc);
+    REFUSED(cuda_mmv(&m, 0), "%s: mmv NVFP4", desc);
     m.type = INFER_TYPE_Q4_K, m.n_in = 128;
     REFUSED(cuda_mmv(&m, 0), "%s: mmv Q4_K over 128 values", desc);
     m.n_in = 256, m.n_tokens = 9;
@@ -571,8 +571,8 @@ static void run_errors_cuda(struct tctx *x) {
     T_CHECK(st == NULL, "%s: a refused mm state is NULL", desc);
     unsetenv("INFER_MATMUL"); /* the mma mode allocates nothing on the device */
     T_CHECK(cuda_mm_state_create(&st) == cudaSuccess && st, "%s: the default mm state", desc);
-    struct mm_args mm = {.type = 16 /* IQ2_XXS */, .w = f, .n_in = 256, .n_out = 1, .n_tokens = 16, .x = f, .y = y};
-    REFUSED(cuda_mm(&mm, st, 0), "%s: mm IQ2_XXS", desc);
+    struct mm_args mm = {.type = 40 /* NVFP4 */, .w = f, .n_in = 256, .n_out = 1, .n_tokens = 16, .x = f, .y = y};
+    REFUSED(cuda_mm(&mm, st, 0), "%s: mm NVFP4", desc);
     mm.type = INFER_TYPE_Q4_K, mm.n_in = 128;
     REFUSED(cuda_mm(&mm, st, 0), "%s: mm Q4_K over 128 values", desc);
     mm.n_in = 256, mm.n_tokens = 0;
@@ -620,8 +620,8 @@ static void run_errors_cuda(struct tctx *x) {
     struct rope_norm_args rn = {.rope = r, .src = f, .src_token_stride = 8, .src_head_stride = 8, .eps = 1e-6f};
     REFUSED(cuda_rope_norm(&rn, 0), "%s: rope_norm without a weight", desc);
     /* embed, kv_store */
-    struct embed_args e = {.type = 16 /* IQ2_XXS */, .table = q, .n_embd = 256, .n_rows = 1, .ids = ids, .n_tokens = 1, .y = y};
-    REFUSED(cuda_embed(&e, 0), "%s: embed from an IQ2_XXS table", desc);
+    struct embed_args e = {.type = 40 /* NVFP4 */, .table = q, .n_embd = 256, .n_rows = 1, .ids = ids, .n_tokens = 1, .y = y};
+    REFUSED(cuda_embed(&e, 0), "%s: embed from an NVFP4 table", desc);
     e.type = INFER_TYPE_F32, e.n_tokens = 65536;
     REFUSED(cuda_embed(&e, 0), "%s: embed 65536 tokens", desc);
     struct kv_store_args kv = {.x = f, .cells = q, .pos = pos, .row = 40, .x_stride = 40, .cell_stride = 64, .n_tokens = 1,

@@ -169,7 +169,7 @@ static int json_valid(const char *s) {
 }
 
 /* A file no converter would write: hostile strings, non-finite floats, long and short arrays, and a
- * tensor of a type llm-gguf has no decoder for (IQ2_XXS, id 16). */
+ * tensor of a type llm-gguf has no decoder for (NVFP4, id 40). */
 static int write_hostile(const char *path) {
     struct gguf_writer *w;
     if (gguf_writer_create(&w) != INFER_OK) return 0;
@@ -178,8 +178,8 @@ static int write_hostile(const char *path) {
     for (int i = 0; i < 17; i++)
         big[i] = (float)i;
     const char *strs[2] = {"tab\there", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"}; /* é € 😀 stay as they are */
-    const int64_t ne_iq2[2] = {256, 2}, ne_f32[2] = {32, 3};
-    static uint8_t iq2[2 * 66];
+    const int64_t ne_fp4[2] = {256, 2}, ne_f32[2] = {32, 3};
+    static uint8_t fp4[2 * 4 * 36];
     static float f32[96];
     for (int i = 0; i < 96; i++)
         f32[i] = (float)i * 0.25f - 3.0f;
@@ -198,7 +198,7 @@ static int write_hostile(const char *path) {
         gguf_writer_set_arr(w, "small", GGUF_F32, small, 3) == INFER_OK &&
         gguf_writer_set_arr(w, "big", GGUF_F32, big, 17) == INFER_OK &&
         gguf_writer_set_str_arr(w, "strs", strs, 2) == INFER_OK &&
-        gguf_writer_add_tensor(w, "iq2", 16, 2, ne_iq2, iq2) == INFER_OK &&
+        gguf_writer_add_tensor(w, "fp4", 40, 2, ne_fp4, fp4) == INFER_OK &&
         gguf_writer_add_tensor(w, "f32", INFER_TYPE_F32, 2, ne_f32, f32) == INFER_OK &&
         gguf_writer_write(w, path, NULL, NULL) == INFER_OK;
     gguf_writer_free(w);
@@ -794,14 +794,14 @@ int main(void) {
                 strstr(json, "\"strs\":[\"tab\\there\",\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"]"),
             "keys escaped, NaN/Inf as null, arrays summarised past 16, valid UTF-8 kept");
     T_CHECK(strstr(json,
-                   "{\"name\":\"iq2\",\"type\":\"IQ2_XXS\",\"shape\":[256,2],\"offset\":0,\"bytes\":132}") !=
+                   "{\"name\":\"fp4\",\"type\":\"NVFP4\",\"shape\":[256,2],\"offset\":0,\"bytes\":288}") !=
                 NULL,
             "info lists a type it cannot decode: %s", json);
-    snprintf(res, sizeof res, "%s/iq2.f32", dir);
-    snprintf(args, sizeof args, "dequant %s iq2 %s", hostile, res);
-    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "tensor 'iq2'") && strstr(out, "IQ2_XXS") &&
+    snprintf(res, sizeof res, "%s/fp4.f32", dir);
+    snprintf(args, sizeof args, "dequant %s fp4 %s", hostile, res);
+    T_CHECK(run(args, out, sizeof out) == 1 && strstr(out, "tensor 'fp4'") && strstr(out, "NVFP4") &&
                 strstr(out, "no decoder") && count_lines(out) == 1 && access(res, F_OK) != 0,
-            "dequant refuses IQ2_XXS with the library's message and writes nothing: %s", out);
+            "dequant refuses NVFP4 with the library's message and writes nothing: %s", out);
     /* dequant of an F32 tensor gives back its bytes */
     snprintf(args, sizeof args, "dequant %s f32 %s", hostile, res);
     float back[97];

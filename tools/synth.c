@@ -224,6 +224,10 @@ static const struct { int32_t type; int off_d; float d; int off_m; float m; } sy
     {INFER_TYPE_Q3_K, 108, 3e-4f, -1, 0},    {INFER_TYPE_Q4_K, 0, 2e-4f, 2, 2e-4f},
     {INFER_TYPE_Q5_K, 0, 1e-4f, 2, 1e-4f},   {INFER_TYPE_Q6_K, 208, 2e-5f, -1, 0},
     {INFER_TYPE_IQ4_NL, 0, 2e-4f, -1, 0},    {INFER_TYPE_IQ4_XS, 0, 2e-4f, -1, 0},
+    {INFER_TYPE_IQ2_XXS, 0, 4e-4f, -1, 0},   {INFER_TYPE_IQ2_XS, 0, 4e-4f, -1, 0},
+    {INFER_TYPE_IQ2_S, 0, 4e-4f, -1, 0},     {INFER_TYPE_IQ3_XXS, 0, 2e-4f, -1, 0},
+    {INFER_TYPE_IQ3_S, 0, 2e-4f, -1, 0},     {INFER_TYPE_IQ1_S, 0, 3.5e-3f, -1, 0},
+    {INFER_TYPE_TQ1_0, 52, 0.03f, -1, 0},    {INFER_TYPE_TQ2_0, 64, 0.02f, -1, 0},
 };
 
 struct synth_job {
@@ -255,6 +259,11 @@ static void synth_random_blocks(int32_t type, uint64_t *s, uint8_t *dst, size_t 
             if (synth_scales[k].off_m >= 0)
                 synth_put16(dst + b + synth_scales[k].off_m, quant_f32_to_f16(synth_scales[k].m * jitter));
         }
+    }
+    /* IQ1_M's f16 scale is the top nibbles of its four scale words (@48, u16 each) */
+    for (size_t b = 0; type == INFER_TYPE_IQ1_M && b + (size_t)qt->bytes <= nbytes; b += (size_t)qt->bytes) {
+        const uint16_t h = quant_f32_to_f16(3.5e-3f * (0.5f + synth_uniform(s)));
+        for (int k = 0; k < 4; k++) dst[b + 49 + 2 * k] = (uint8_t)((dst[b + 49 + 2 * k] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
     }
     /* MXFP4's scale is a power of two 2^(e-128): e 119..121 puts |w| near 0.01 */
     for (size_t b = 0; type == INFER_TYPE_MXFP4 && b + (size_t)qt->bytes <= nbytes; b += (size_t)qt->bytes)
