@@ -102,27 +102,35 @@ static infer_status gl_quantize(struct infer_backend *b, const struct quantize_a
 
 /* ---- mmv (mmv.cu) ---- */
 
-/* The weight types of mmv.cu / mm.cu / moe.cu (MMV_TYPES). */
-static int gl_mmv_type(int32_t t) {
-    switch (t) {
-    case INFER_TYPE_F32: case INFER_TYPE_F16: case INFER_TYPE_BF16: case INFER_TYPE_Q8_0: case INFER_TYPE_Q4_0:
-    case INFER_TYPE_IQ4_NL: case INFER_TYPE_IQ4_XS: case INFER_TYPE_Q4_K: case INFER_TYPE_Q5_K: case INFER_TYPE_Q6_K:
-        return 1;
-    default:
-        return 0;
-    }
-}
+/* The weight types of mmv.cu / mm.cu / moe.cu (MMV_TYPES): every type libinfer computes with. */
+static int gl_mmv_type(int32_t t) { return infer_type_supported(t); }
 
 /* One 32-value unit of a weight row as mmv.cu's unit_dot<T>::load decodes it: integer codes, the
- * scales of values 0..15 and 16..31, the block-min term. 0: a type mmv does not take. */
+ * scales of values 0..15 and 16..31, the block-min term, or (Q2_K) a min per half. */
 struct gl_unit {
     int q[32];
     float scale[2];
     float min;
+    float hmin[2]; /* Q2_K (mmv.cu's unit_hmin): the min of each 16-value half; min unused */
+    int has_hmin;
 };
+
+/* The lattice and ternary types: groups 4j..4j+3 of the block, a scale per half (blocks_iq.h's integer form). */
+#define GL_IQ_UNIT(T, t)                                                                                     \
+    case INFER_TYPE_##T: {                                                                                   \
+        const block_##t *b = (const block_##t *)row + u / 8;                                                 \
+        for (int g = 0; g < 4; g++) {                                                                        \
+            int8_t v[8];                                                                                     \
+            const int ls = blocks_iq_##t(b, 4 * (int)(u % 8) + g, v);                                        \
+            for (int k = 0; k < 8; k++) w->q[8 * g + k] = v[k];                                              \
+            if (g % 2 == 0) w->scale[g / 2] = blocks_iqf_##t(b) * (float)ls;                                 \
+        }                                                                                                    \
+        return 1;                                                                                            \
+    }
 
 static int gl_unit_load(int32_t type, const uint8_t *row, int64_t u, struct gl_unit *w) {
     w->min = 0.0f;
+    w->has_hmin = 0;
     switch (type) {
     case INFER_TYPE_Q8_0: {
         const block_q8_0 *b = (const block_q8_0 *)row + u;
@@ -138,11 +146,40 @@ static int gl_unit_load(int32_t type, const uint8_t *row, int64_t u, struct gl_u
         w->min = 8.0f * d;
         return 1;
     }
+    case INFER_TYPE_Q4_1: {
+        const block_q4_1 *b = (const block_q4_1 *)row + u;
+        for (int j = 0; j < 16; j++) w->q[j] = b->qs[j] & 0xF, w->q[j + 16] = b->qs[j] >> 4;
+        w->scale[0] = w->scale[1] = blocks_f16_to_f32(b->d);
+        w->min = -blocks_f16_to_f32(b->m);
+        return 1;
+    }
+    case INFER_TYPE_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)row + u;
+        for (int i = 0; i < 32; i++) w->q[i] = blocks_q5_q(b->qs, blocks_qh32(b->qh), i);
+        const float d = blocks_f16_to_f32(b->d);
+        w->scale[0] = w->scale[1] = d;
+        w->min = 16.0f * d;
+        return 1;
+    }
+    case INFER_TYPE_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)row + u;
+        for (int i = 0; i < 32; i++) w->q[i] = blocks_q5_q(b->qs, blocks_qh32(b->qh), i);
+        w->scale[0] = w->scale[1] = blocks_f16_to_f32(b->d);
+        w->min = -blocks_f16_to_f32(b->m);
+        return 1;
+    }
     case INFER_TYPE_IQ4_NL: {
         const block_iq4_nl *b = (const block_iq4_nl *)row + u;
         for (int j = 0; j < 16; j++)
             w->q[j] = blocks_iq4nl_value(b->qs[j] & 0xF), w->q[j + 16] = blocks_iq4nl_value(b->qs[j] >> 4);
         w->scale[0] = w->scale[1] = blocks_f16_to_f32(b->d);
+        return 1;
+    }
+    case INFER_TYPE_MXFP4: {
+        const block_mxfp4 *b = (const block_mxfp4 *)row + u;
+        for (int j = 0; j < 16; j++)
+            w->q[j] = blocks_mxfp4_value(b->qs[j] & 0xF), w->q[j + 16] = blocks_mxfp4_value(b->qs[j] >> 4);
+        w->scale[0] = w->scale[1] = blocks_e8m0_half(b->e);
         return 1;
     }
     case INFER_TYPE_IQ4_XS: {
@@ -152,6 +189,27 @@ static int gl_unit_load(int32_t type, const uint8_t *row, int64_t u, struct gl_u
         for (int l = 0; l < 16; l++)
             w->q[l] = blocks_iq4nl_value(qs[l] & 0xF), w->q[l + 16] = blocks_iq4nl_value(qs[l] >> 4);
         w->scale[0] = w->scale[1] = blocks_f16_to_f32(b->d) * (float)(blocks_iq4_xs_scale(b, ib) - 32);
+        return 1;
+    }
+    case INFER_TYPE_Q2_K: {
+        const block_q2_K *b = (const block_q2_K *)row + u / 8;
+        const int j = (int)(u % 8);
+        for (int l = 0; l < 32; l++) w->q[l] = (b->qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
+        for (int h = 0; h < 2; h++) {
+            const int sc = b->scales[2 * j + h];
+            w->scale[h] = blocks_f16_to_f32(b->d) * (float)(sc & 0xF);
+            w->hmin[h] = blocks_f16_to_f32(b->dmin) * (float)(sc >> 4);
+        }
+        w->has_hmin = 1;
+        return 1;
+    }
+    case INFER_TYPE_Q3_K: {
+        const block_q3_K *b = (const block_q3_K *)row + u / 8;
+        const int j = (int)(u % 8);
+        for (int l = 0; l < 32; l++)
+            w->q[l] = ((b->qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3) - ((b->hmask[l] >> j) & 1 ? 0 : 4);
+        const float d = blocks_f16_to_f32(b->d);
+        w->scale[0] = d * (float)blocks_q3_K_scale(b, 2 * j), w->scale[1] = d * (float)blocks_q3_K_scale(b, 2 * j + 1);
         return 1;
     }
     case INFER_TYPE_Q4_K:
@@ -184,16 +242,25 @@ static int gl_unit_load(int32_t type, const uint8_t *row, int64_t u, struct gl_u
         w->scale[0] = d * (float)b->scales[2 * un], w->scale[1] = d * (float)b->scales[2 * un + 1];
         return 1;
     }
+    BLOCKS_IQ_TYPES(GL_IQ_UNIT)
     default:
         return 0;
     }
 }
+#undef GL_IQ_UNIT
 
-/* unit_times_x: xd * (scale0 * s0 + scale1 * s1) - min * (xd sum xq), s0 / s1 the dp4a sums. */
+/* unit_times_x: xd * (scale0 * s0 + scale1 * s1) - min * (xd sum xq), s0 / s1 the dp4a sums; with a min per
+ * half (Q2_K) xd * (scale0 * s0 + scale1 * s1 - (hmin0 * m0 + hmin1 * m1)), m0 / m1 the halves' sums of xq. */
 static float gl_unit_times_x(int perturb, const struct gl_unit *w, const int8_t *xq, const float *ds) {
-    int s0 = 0, s1 = 0;
-    for (int i = 0; i < 16; i++) s0 += w->q[i] * xq[i];
-    for (int i = 16; i < 32; i++) s1 += w->q[i] * xq[i];
+    int s0 = 0, s1 = 0, m0 = 0, m1 = 0;
+    for (int i = 0; i < 16; i++) s0 += w->q[i] * xq[i], m0 += xq[i];
+    for (int i = 16; i < 32; i++) s1 += w->q[i] * xq[i], m1 += xq[i];
+    if (w->has_hmin) {
+        if (!(perturb & GL_P_FMA))
+            return ds[0] * (w->scale[0] * (float)s0 + w->scale[1] * (float)s1 - (w->hmin[0] * (float)m0 + w->hmin[1] * (float)m1));
+        const float mins = fmaf(w->hmin[0], (float)m0, w->hmin[1] * (float)m1);
+        return ds[0] * (fmaf(w->scale[0], (float)s0, w->scale[1] * (float)s1) - mins);
+    }
     if (!(perturb & GL_P_FMA)) return ds[0] * (w->scale[0] * (float)s0 + w->scale[1] * (float)s1) - w->min * ds[1];
     const float in = fmaf(w->scale[0], (float)s0, w->scale[1] * (float)s1);
     return fmaf(ds[0], in, -(w->min * ds[1]));
@@ -556,6 +623,16 @@ static infer_status gl_moe_route(struct infer_backend *b, const struct moe_route
     return INFER_OK;
 }
 
+/* Values 32u .. 32u+31 of a quantised row as moe.cu decodes them (blocks.h's decoders, equal to
+ * quant_dequant_row's): the block holding unit u, then its slice. */
+static void gl_unit_values(int32_t type, const uint8_t *row, int64_t u, float w[32]) {
+    const struct quant_type *qt = quant_type(type);
+    const int64_t per_block = qt->blck / 32;
+    float blk[256];
+    (void)quant_dequant_row(type, row + (u / per_block) * qt->bytes, blk, qt->blck);
+    memcpy(w, blk + 32 * (u % per_block), 32 * sizeof(float));
+}
+
 /* moe_row_dot: a warp's dot of a weight row (n values) with f32 x: lane l takes 32-value units l,
  * l + 32, ... (float weights: values l, l + 32, ...), four products per step, then the butterfly. */
 static float gl_moe_row_dot(int perturb, int32_t type, const uint8_t *row, const float *x, int64_t n) {
@@ -567,15 +644,7 @@ static float gl_moe_row_dot(int perturb, int32_t type, const uint8_t *row, const
     }
     for (int64_t u = 0; u < n / 32; u++) {
         float w[32];
-        switch (type) {
-        case INFER_TYPE_Q4_0: blocks_dequant_q4_0((const block_q4_0 *)row + u, w); break;
-        case INFER_TYPE_Q8_0: blocks_dequant_q8_0((const block_q8_0 *)row + u, w); break;
-        case INFER_TYPE_IQ4_NL: blocks_dequant_iq4_nl((const block_iq4_nl *)row + u, w); break;
-        case INFER_TYPE_Q4_K: blocks_sub_q4_K((const block_q4_K *)row + u / 8, (int)(u % 8), w); break;
-        case INFER_TYPE_Q5_K: blocks_sub_q5_K((const block_q5_K *)row + u / 8, (int)(u % 8), w); break;
-        case INFER_TYPE_Q6_K: blocks_sub_q6_K((const block_q6_K *)row + u / 8, (int)(u % 8), w); break;
-        default: blocks_sub_iq4_xs((const block_iq4_xs *)row + u / 8, (int)(u % 8), w); break;
-        }
+        gl_unit_values(type, row, u, w);
         const float *xu = x + 32 * u;
         float s = lanes[u % GL_WARP];
         for (int i = 0; i < 8; i++) {

@@ -159,8 +159,13 @@ static void check_matmul(int32_t type, int64_t n_in, int64_t n_out, int32_t nt, 
     free(w), free(w2), free(xq), free(x), free(add), free(y), free(wr), free(wr2), free(xr);
 }
 
-static const int32_t matmul_types[] = {INFER_TYPE_F32,    INFER_TYPE_F16,  INFER_TYPE_BF16, INFER_TYPE_Q8_0, INFER_TYPE_Q4_0,
-                                       INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K};
+/* every weight type mmv.cu / mm.cu compute */
+static const int32_t matmul_types[] = {
+    INFER_TYPE_F32,  INFER_TYPE_F16,  INFER_TYPE_BF16,    INFER_TYPE_Q8_0,   INFER_TYPE_Q4_0,    INFER_TYPE_Q4_1,
+    INFER_TYPE_Q5_0, INFER_TYPE_Q5_1, INFER_TYPE_IQ4_NL,  INFER_TYPE_MXFP4,  INFER_TYPE_IQ4_XS,  INFER_TYPE_Q2_K,
+    INFER_TYPE_Q3_K, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K,    INFER_TYPE_Q6_K,   INFER_TYPE_IQ2_XXS, INFER_TYPE_IQ2_XS,
+    INFER_TYPE_IQ2_S, INFER_TYPE_IQ3_XXS, INFER_TYPE_IQ3_S, INFER_TYPE_IQ1_S, INFER_TYPE_IQ1_M, INFER_TYPE_TQ1_0,
+    INFER_TYPE_TQ2_0};
 enum { N_MATMUL_TYPES = sizeof matmul_types / sizeof matmul_types[0] };
 
 static void check_matmuls(void) {
@@ -219,6 +224,55 @@ static void check_mm_kernel(void) {
     cuda_mm_state_free(st);
     T_CHECK(bad == 0, "mm bit-identical to mm.cu's kernel on the emulator: %d of %d calls differ", bad, n);
 }
+
+/* mmv against mmv.cu's kernel on the emulator, the same q8 split activations on both sides: bit for bit. */
+static void check_mmv_kernel(void) {
+    int bad = 0, n = 0;
+    for (int k = 0; k < N_MATMUL_TYPES; k++) {
+        const int32_t t = matmul_types[k], nt = 1 + k % 8, ep = k % 3;
+        const int64_t n_in = 512, n_out = 37;
+        const size_t rb = quant_row_bytes(t, n_in), wb = rb * n_out, xb = sizeof(float) * n_in * nt;
+        const size_t qb = q8_split_bytes(n_in, nt), yb = sizeof(float) * n_out * nt;
+        uint8_t *w = malloc(wb), *w2 = malloc(wb), *xq = malloc(qb);
+        float *x = malloc(xb), *add = malloc(yb), *y1 = nan_floats((size_t)(n_out * nt)), *y2 = nan_floats((size_t)(n_out * nt));
+        randw_weights(t, w, n_in, n_out, rnd);
+        randw_weights(t, w2, n_in, n_out, rnd);
+        fill(x, (size_t)(n_in * nt), 2.0f);
+        fill(add, (size_t)(n_out * nt), 1.0f);
+        const int quantised = quant_type(t)->blck > 1;
+        const struct quantize_args qa = {.type = INFER_TYPE_Q8_1, .x = x, .y = xq, .n = n_in, .n_rows = nt, .x_stride = n_in};
+        T_CHECK(!quantised || ref_be->ops->quantize(ref_be, &qa) == INFER_OK, "quantize: %s", infer_last_error());
+        void *dw = NULL, *dw2 = NULL, *dx = NULL, *dq = NULL, *dadd = NULL, *dy = NULL;
+        cudaError_t e = cudaMalloc(&dw, wb);
+        if (!e) e = cudaMalloc(&dw2, wb);
+        if (!e) e = cudaMalloc(&dx, xb);
+        if (!e) e = cudaMalloc(&dq, qb);
+        if (!e) e = cudaMalloc(&dadd, yb);
+        if (!e) e = cudaMalloc(&dy, yb);
+        if (!e) e = cudaMemcpy(dw, w, wb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dw2, w2, wb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dx, x, xb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dq, xq, qb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dadd, add, yb, cudaMemcpyHostToDevice);
+        struct mmv_args a = {.type = t, .w = dw, .w2 = ep == MMV_SWIGLU ? dw2 : NULL, .n_in = n_in, .n_out = n_out,
+                             .n_tokens = nt, .xq = quantised ? dq : NULL, .x = dx, .y = dy,
+                             .add = ep == MMV_ADD ? dadd : NULL, .epilogue = ep};
+        if (!e) e = cuda_mmv(&a, 0);
+        if (!e) e = cudaMemcpy(y1, dy, yb, cudaMemcpyDeviceToHost);
+        T_CHECK(e == cudaSuccess, "cuda_mmv type %d: %s", t, cudaGetErrorString(e));
+        a.w = w, a.w2 = ep == MMV_SWIGLU ? w2 : NULL, a.xq = quantised ? xq : NULL, a.x = x, a.y = y2;
+        a.add = ep == MMV_ADD ? add : NULL;
+        T_CHECK(ref_be->ops->mmv(ref_be, &a) == INFER_OK, "mmv: %s", infer_last_error());
+        if (memcmp(y1, y2, yb) != 0) {
+            bad++;
+            printf("  mmv type %s (%d tokens, epilogue %d) differs from mmv.cu's kernel\n", quant_type(t)->name, nt, ep);
+        }
+        n++;
+        cudaFree(dw), cudaFree(dw2), cudaFree(dx), cudaFree(dq), cudaFree(dadd), cudaFree(dy);
+        free(w), free(w2), free(xq), free(x), free(add), free(y1), free(y2);
+    }
+    T_CHECK(bad == 0, "mmv bit-identical to mmv.cu's kernel on the emulator: %d of %d types differ", bad, n);
+}
 #endif
 
 /* max |y - ref| <= tol * max |ref| */
@@ -262,9 +316,9 @@ static void check_attn(int D, int q8, int nt) {
 }
 
 static void check_moe_gdn(void) {
-    const int32_t gu[] = {INFER_TYPE_F32, INFER_TYPE_Q8_0, INFER_TYPE_Q4_K, INFER_TYPE_IQ4_XS};
-    const int32_t dn[] = {INFER_TYPE_F16, INFER_TYPE_Q8_0, INFER_TYPE_Q6_K, INFER_TYPE_Q5_K};
-    for (int c = 0; c < 4; c++) {
+    const int32_t gu[] = {INFER_TYPE_F32, INFER_TYPE_Q8_0, INFER_TYPE_Q4_K, INFER_TYPE_IQ4_XS, INFER_TYPE_IQ2_XXS, INFER_TYPE_MXFP4};
+    const int32_t dn[] = {INFER_TYPE_F16, INFER_TYPE_Q8_0, INFER_TYPE_Q6_K, INFER_TYPE_Q5_K, INFER_TYPE_IQ3_S, INFER_TYPE_Q2_K};
+    for (int c = 0; c < 6; c++) {
         const int64_t E = 256, F = 256;
         const int n_exp = 8, used = 2, nt = 5;
         const size_t gb = quant_row_bytes(gu[c], E), db = quant_row_bytes(dn[c], F);
@@ -426,6 +480,7 @@ int main(void) {
     check_matmuls();
 #ifdef INFER_EMU
     check_mm_kernel();
+    check_mmv_kernel();
 #endif
     for (int D = 64; D <= 256; D *= 2)
         for (int q8 = 0; q8 < 2; q8++) {
