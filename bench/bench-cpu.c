@@ -28,6 +28,11 @@ static const struct { const char *name; int32_t id; double bpw; } bench_types[] 
     {"f16", INFER_TYPE_F16, 16},  {"bf16", INFER_TYPE_BF16, 16}, {"q8_0", INFER_TYPE_Q8_0, 8.5},
     {"q4_0", INFER_TYPE_Q4_0, 4.5}, {"q4_K", INFER_TYPE_Q4_K, 4.5}, {"q5_K", INFER_TYPE_Q5_K, 5.5},
     {"q6_K", INFER_TYPE_Q6_K, 6.5625}, {"iq4_nl", INFER_TYPE_IQ4_NL, 4.5}, {"iq4_xs", INFER_TYPE_IQ4_XS, 4.25},
+    {"q4_1", INFER_TYPE_Q4_1, 5},     {"q5_0", INFER_TYPE_Q5_0, 5.5},   {"q5_1", INFER_TYPE_Q5_1, 6},
+    {"q2_K", INFER_TYPE_Q2_K, 2.625}, {"q3_K", INFER_TYPE_Q3_K, 3.4375}, {"mxfp4", INFER_TYPE_MXFP4, 4.25},
+    {"iq2_xxs", INFER_TYPE_IQ2_XXS, 2.0625}, {"iq2_xs", INFER_TYPE_IQ2_XS, 2.3125}, {"iq2_s", INFER_TYPE_IQ2_S, 2.5625},
+    {"iq3_xxs", INFER_TYPE_IQ3_XXS, 3.0625}, {"iq3_s", INFER_TYPE_IQ3_S, 3.4375}, {"iq1_s", INFER_TYPE_IQ1_S, 1.5625},
+    {"iq1_m", INFER_TYPE_IQ1_M, 1.75},      {"tq1_0", INFER_TYPE_TQ1_0, 1.6875}, {"tq2_0", INFER_TYPE_TQ2_0, 2.0625},
 };
 
 static int bench_in(const char *list, const char *s) {

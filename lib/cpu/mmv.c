@@ -1325,7 +1325,7 @@ static const struct mmv_type mmv_types[] = {
     {INFER_TYPE_Q6_K, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_q6_k, dot_q6_k_avx2, dot_q6_k_avx512)},
     {INFER_TYPE_IQ4_XS, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_iq4_xs, dot_iq4_xs_avx2, dot_iq4_xs_avx512)},
     {INFER_TYPE_MXFP4, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_mxfp4, dot_mxfp4_avx2, dot_mxfp4_avx512)},
-#define MMV_IQ_ROW(T, t) {INFER_TYPE_##T, INFER_TYPE_Q8_K, QK_K, MMV_FNS(cpu_dot_##t, cpu_dot_##t##_avx2, cpu_dot_##t##_avx512)}
+#define MMV_IQ_ROW(T, t) {INFER_TYPE_##T, INFER_TYPE_Q8_K, QK_K, MMV_FNS(cpu_dot_##t, cpu_dot_##t##_avx2, NULL)}
     MMV_IQ_ROW(IQ2_XXS, iq2_xxs), MMV_IQ_ROW(IQ2_XS, iq2_xs), MMV_IQ_ROW(IQ2_S, iq2_s), MMV_IQ_ROW(IQ3_XXS, iq3_xxs),
     MMV_IQ_ROW(IQ3_S, iq3_s),     MMV_IQ_ROW(IQ1_S, iq1_s),   MMV_IQ_ROW(IQ1_M, iq1_m), MMV_IQ_ROW(TQ1_0, tq1_0),
     MMV_IQ_ROW(TQ2_0, tq2_0),

@@ -71,59 +71,239 @@ static inline float iq_dot(int64_t n, const void *w, const void *x, iq_unpack_fn
 
 #ifdef MMV_IQ_X86
 #define MMV_IQ_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define MMV_IQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-MMV_IQ_AVX2 static int32_t iq_sum_avx2(const struct iq_block *u, const int8_t *x) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int k = 0; k < 8; k++) { /* 32 values = 4 groups */
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(u->v + 32 * k));
-        const __m256i y = _mm256_loadu_si256((const __m256i *)(x + 32 * k));
-        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v));
-        /* int16 lanes 4g..4g+3 belong to group g: its scale on each */
-        const int32_t *ls = u->ls + 4 * k;
-        const __m256i sc = _mm256_set_epi16((short)ls[3], (short)ls[3], (short)ls[3], (short)ls[3], (short)ls[2],
-                                            (short)ls[2], (short)ls[2], (short)ls[2], (short)ls[1], (short)ls[1],
-                                            (short)ls[1], (short)ls[1], (short)ls[0], (short)ls[0], (short)ls[0],
-                                            (short)ls[0]);
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
-    }
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+/* The 8 sign bytes (0xFF: negate, 0x01: keep) of a 7-bit sign field (blocks_ksigns: the eighth bit makes
+ * the count even), as constant expressions: 128 entries, 1 KiB. */
+#define IQ_P7(i) (((i) ^ (i) >> 1 ^ (i) >> 2 ^ (i) >> 3 ^ (i) >> 4 ^ (i) >> 5 ^ (i) >> 6) & 1)
+#define IQ_K7(i) ((i) | IQ_P7(i) << 7)
+#define IQ_SB(i, j) ((IQ_K7(i) >> (j) & 1 ? 0xFFull : 0x01ull) << (8 * (j)))
+#define IQ_S(i) (IQ_SB(i, 0) | IQ_SB(i, 1) | IQ_SB(i, 2) | IQ_SB(i, 3) | IQ_SB(i, 4) | IQ_SB(i, 5) | IQ_SB(i, 6) | IQ_SB(i, 7))
+#define IQ_S4(i) IQ_S(i), IQ_S(i + 1), IQ_S(i + 2), IQ_S(i + 3)
+#define IQ_S16(i) IQ_S4(i), IQ_S4(i + 4), IQ_S4(i + 8), IQ_S4(i + 12)
+static const uint64_t iq_signs7[128] = {IQ_S16(0), IQ_S16(16), IQ_S16(32), IQ_S16(48),
+                                        IQ_S16(64), IQ_S16(80), IQ_S16(96), IQ_S16(112)};
+
+MMV_IQ_AVX2 static inline int32_t iq_hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
     return _mm_cvtsi128_si32(s);
 }
 
-MMV_IQ_AVX512 static int32_t iq_sum_avx512(const struct iq_block *u, const int8_t *x) {
-    __m512i acc = _mm512_setzero_si512();
-    for (int k = 0; k < 4; k++) { /* 64 values = 8 groups = 16 int32 lanes */
-        const __m512i v = _mm512_loadu_si512(u->v + 64 * k);
-        const __m512i y = _mm512_loadu_si512(x + 64 * k);
-        const __m512i av = _mm512_abs_epi8(v);
-        const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(v), _mm512_setzero_si512(), y);
-        const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), av, sy);
-        /* lane 2g, 2g+1: group g's scale */
-        const __m256i ls8 = _mm256_loadu_si256((const __m256i *)(u->ls + 8 * k));
-        const __m512i sc = _mm512_permutexvar_epi32(_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-                                                    _mm512_castsi256_si512(ls8));
-        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(d, sc));
-    }
-    return _mm512_reduce_add_epi32(acc);
+/* Σ w·y of 32 values, w unsigned (<= 127) with its signs as 0xFF / 0x01 bytes, y the activations; int32 lanes
+ * with ls_lo on values 0..15 and ls_hi on 16..31. maddubs pairs stay below 2 * 62 * 127. */
+MMV_IQ_AVX2 static inline __m256i iq_dot32(__m256i w, __m256i sg, const int8_t *y, int ls_lo, int ls_hi) {
+    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y), sg));
+    return _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16((short)ls_hi), _mm_set1_epi16((short)ls_lo)));
 }
+
+/* Sign bytes (0xFF / 0x01) from four bytes of explicit sign bits (IQ2_S, IQ3_S): bit j of byte l for value 8l + j. */
+MMV_IQ_AVX2 static inline __m256i iq_signs_bits(uint32_t s4) {
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s4),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                                 0x0101010101010101, 0x0000000000000000));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(neg, _mm256_set1_epi8(1));
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_iq2_xxs(const block_iq2_xxs *b, const block_q8_K *x) {
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const uint32_t a0 = (uint32_t)b->qs[4 * ib] | (uint32_t)b->qs[4 * ib + 1] << 16;
+        const uint32_t a1 = (uint32_t)b->qs[4 * ib + 2] | (uint32_t)b->qs[4 * ib + 3] << 16;
+        const __m256i g = _mm256_set_epi64x((long long)blocks_iq2xxs_grid[a0 >> 24], (long long)blocks_iq2xxs_grid[(a0 >> 16) & 255],
+                                            (long long)blocks_iq2xxs_grid[(a0 >> 8) & 255], (long long)blocks_iq2xxs_grid[a0 & 255]);
+        const __m256i sg = _mm256_set_epi64x((long long)iq_signs7[(a1 >> 21) & 127], (long long)iq_signs7[(a1 >> 14) & 127],
+                                             (long long)iq_signs7[(a1 >> 7) & 127], (long long)iq_signs7[a1 & 127]);
+        const int ls = 2 * (int)(a1 >> 28) + 1;
+        acc = _mm256_add_epi32(acc, iq_dot32(g, sg, y + 32 * ib, ls, ls));
+    }
+    return iq_hsum_i32(acc);
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_iq2_xs(const block_iq2_xs *b, const block_q8_K *x) {
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const uint16_t *q = b->qs + 4 * ib;
+        const __m256i g = _mm256_set_epi64x((long long)blocks_iq2xs_grid[q[3] & 511], (long long)blocks_iq2xs_grid[q[2] & 511],
+                                            (long long)blocks_iq2xs_grid[q[1] & 511], (long long)blocks_iq2xs_grid[q[0] & 511]);
+        const __m256i sg = _mm256_set_epi64x((long long)iq_signs7[q[3] >> 9], (long long)iq_signs7[q[2] >> 9],
+                                             (long long)iq_signs7[q[1] >> 9], (long long)iq_signs7[q[0] >> 9]);
+        acc = _mm256_add_epi32(acc, iq_dot32(g, sg, y + 32 * ib, 2 * (b->scales[ib] & 15) + 1, 2 * (b->scales[ib] >> 4) + 1));
+    }
+    return iq_hsum_i32(acc);
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_iq2_s(const block_iq2_s *b, const block_q8_K *x) {
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 4 * ib;
+        const int h = b->qh[ib];
+        const __m256i g = _mm256_set_epi64x((long long)blocks_iq2s_grid[q[3] | (h << 2 & 0x300)],
+                                            (long long)blocks_iq2s_grid[q[2] | (h << 4 & 0x300)],
+                                            (long long)blocks_iq2s_grid[q[1] | (h << 6 & 0x300)],
+                                            (long long)blocks_iq2s_grid[q[0] | (h << 8 & 0x300)]);
+        const __m256i sg = iq_signs_bits(blocks_le32(b->qs + 32 + 4 * ib));
+        acc = _mm256_add_epi32(acc, iq_dot32(g, sg, y + 32 * ib, 2 * (b->scales[ib] & 15) + 1, 2 * (b->scales[ib] >> 4) + 1));
+    }
+    return iq_hsum_i32(acc);
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_iq3_xxs(const block_iq3_xxs *b, const block_q8_K *x) {
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 8 * ib;
+        const uint32_t a = blocks_le32(b->qs + 64 + 4 * ib);
+        const __m256i g = _mm256_set_epi32((int)blocks_iq3xxs_grid[q[7]], (int)blocks_iq3xxs_grid[q[6]], (int)blocks_iq3xxs_grid[q[5]],
+                                           (int)blocks_iq3xxs_grid[q[4]], (int)blocks_iq3xxs_grid[q[3]], (int)blocks_iq3xxs_grid[q[2]],
+                                           (int)blocks_iq3xxs_grid[q[1]], (int)blocks_iq3xxs_grid[q[0]]);
+        const __m256i sg = _mm256_set_epi64x((long long)iq_signs7[(a >> 21) & 127], (long long)iq_signs7[(a >> 14) & 127],
+                                             (long long)iq_signs7[(a >> 7) & 127], (long long)iq_signs7[a & 127]);
+        const int ls = 2 * (int)(a >> 28) + 1;
+        acc = _mm256_add_epi32(acc, iq_dot32(g, sg, y + 32 * ib, ls, ls));
+    }
+    return iq_hsum_i32(acc);
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_iq3_s(const block_iq3_s *b, const block_q8_K *x) {
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 8 * ib;
+        const int h = b->qh[ib];
+#define IQ3S(k) (int)blocks_iq3s_grid[q[k] | (h << (8 - (k)) & 256)]
+        const __m256i g = _mm256_set_epi32(IQ3S(7), IQ3S(6), IQ3S(5), IQ3S(4), IQ3S(3), IQ3S(2), IQ3S(1), IQ3S(0));
+#undef IQ3S
+        const __m256i sg = iq_signs_bits(blocks_le32(b->signs + 4 * ib));
+        const int ls = 1 + 2 * ((b->scales[ib / 2] >> (4 * (ib % 2))) & 15);
+        acc = _mm256_add_epi32(acc, iq_dot32(g, sg, y + 32 * ib, ls, ls));
+    }
+    return iq_hsum_i32(acc);
+}
+
+/* IQ1: v = 8 g + delta with g in {-1, 0, 1} (8 sign(g) via sign_epi8) and delta ±1 per group; Σ v·y by |v| times y
+ * with v's sign, scales per 16 values. */
+MMV_IQ_AVX2 static inline __m256i iq1_dot32(__m256i g, __m256i delta, const int8_t *y, int ls_lo, int ls_hi) {
+    const __m256i v = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), delta);
+    const __m256i yv = _mm256_loadu_si256((const __m256i *)y);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
+    return _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16((short)ls_hi), _mm_set1_epi16((short)ls_lo)));
+}
+
+/* IQ1_M's f16 scale bits (blocks_iqf_iq1_m's). */
+static inline uint16_t iq1_m_half(const block_iq1_m *b) {
+    return (uint16_t)(blocks_iq1_m_sc(b, 0) >> 12 | (blocks_iq1_m_sc(b, 1) >> 8 & 0x00F0) | (blocks_iq1_m_sc(b, 2) >> 4 & 0x0F00) |
+                      (blocks_iq1_m_sc(b, 3) & 0xF000));
+}
+
+static inline long long iq1_delta8(int neg) { return neg ? -1LL : 0x0101010101010101LL; }
+
+MMV_IQ_AVX2 static int32_t iq_sum_iq1_s(const block_iq1_s *b, const block_q8_K *x) {
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 4 * ib;
+        const int h = b->qh[ib];
+        const __m256i g = _mm256_set_epi64x((long long)blocks_iq1s_grid[q[3] | (h >> 9 & 7) << 8], (long long)blocks_iq1s_grid[q[2] | (h >> 6 & 7) << 8],
+                                            (long long)blocks_iq1s_grid[q[1] | (h >> 3 & 7) << 8], (long long)blocks_iq1s_grid[q[0] | (h & 7) << 8]);
+        const __m256i delta = _mm256_set1_epi64x(iq1_delta8(h & 0x8000));
+        const int ls = 2 * ((h >> 12) & 7) + 1;
+        acc = _mm256_add_epi32(acc, iq1_dot32(g, delta, y + 32 * ib, ls, ls));
+    }
+    return iq_hsum_i32(acc);
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_iq1_m(const block_iq1_m *b, const block_q8_K *x) {
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b->qs + 4 * ib, *qh = b->qh + 2 * ib;
+        const __m256i g = _mm256_set_epi64x((long long)blocks_iq1s_grid[q[3] | (qh[1] << 4 & 0x700)],
+                                            (long long)blocks_iq1s_grid[q[2] | (qh[1] << 8 & 0x700)],
+                                            (long long)blocks_iq1s_grid[q[1] | (qh[0] << 4 & 0x700)],
+                                            (long long)blocks_iq1s_grid[q[0] | (qh[0] << 8 & 0x700)]);
+        const __m256i delta = _mm256_set_epi64x(iq1_delta8(qh[1] & 0x80), iq1_delta8(qh[1] & 0x08), iq1_delta8(qh[0] & 0x80),
+                                                iq1_delta8(qh[0] & 0x08));
+        const int sc = blocks_iq1_m_sc(b, ib / 2) >> (6 * (ib % 2));
+        acc = _mm256_add_epi32(acc, iq1_dot32(g, delta, y + 32 * ib, 2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1));
+    }
+    return iq_hsum_i32(acc);
+}
+
+/* Ternary: digits 0..2 (value + 1), Σ (q - 1) y = Σ q y - Σ y with Σ y from the Q8_K block's bsums. */
+MMV_IQ_AVX2 static inline int32_t iq_bsum_all(const block_q8_K *x) {
+    return iq_hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1)));
+}
+
+/* Digit n of 16 bytes (in 16-bit lanes), as ggml extracts it: ((uint8)(q * 3^n) * 3) >> 8. */
+MMV_IQ_AVX2 static inline __m256i tq1_digits16(__m256i q16, int pow3) {
+    const __m256i m = _mm256_and_si256(_mm256_mullo_epi16(q16, _mm256_set1_epi16((short)pow3)), _mm256_set1_epi16(0xFF));
+    return _mm256_srli_epi16(_mm256_mullo_epi16(m, _mm256_set1_epi16(3)), 8);
+}
+
+MMV_IQ_AVX2 static inline __m256i tq_madd16(__m256i q16, const int8_t *y) {
+    return _mm256_madd_epi16(q16, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)y)));
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_tq1_0(const block_tq1_0 *b, const block_q8_K *x) {
+    static const int pow3[5] = {1, 3, 9, 27, 81};
+    const int8_t *y = x->qs;
+    __m256i acc = _mm256_setzero_si256();
+    const __m256i lo = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b->qs));
+    const __m256i hi = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b->qs + 16)));
+    const __m256i tail = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b->qs + 32)));
+    for (int n = 0; n < 5; n++) {
+        acc = _mm256_add_epi32(acc, tq_madd16(tq1_digits16(lo, pow3[n]), y + 32 * n));
+        acc = _mm256_add_epi32(acc, tq_madd16(tq1_digits16(hi, pow3[n]), y + 32 * n + 16));
+        acc = _mm256_add_epi32(acc, tq_madd16(tq1_digits16(tail, pow3[n]), y + 160 + 16 * n));
+    }
+    int32_t s = iq_hsum_i32(acc);
+    for (int e = 240; e < 256; e++) s += blocks_tq1_digit(b->qh[(e - 240) % 4], (e - 240) / 4) * y[e];
+    return s - iq_bsum_all(x);
+}
+
+MMV_IQ_AVX2 static int32_t iq_sum_tq2_0(const block_tq2_0 *b, const block_q8_K *x) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 2; j++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+        for (int l = 0; l < 4; l++) {
+            const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), _mm256_set1_epi8(3));
+            const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(x->qs + 128 * j + 32 * l)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
+    }
+    return iq_hsum_i32(acc) - iq_bsum_all(x);
+}
+
+/* The AVX2 dots: the block sums above, then the scalar dot's f32 steps (so every variant gives the same bits); the
+ * block factor as blocks_iqf_<t> computes it, its f16 through F16C (exact, as blocks_f16_to_f32). */
+#define IQ_DOT_AVX2(t, factor)                                                                               \
+    MMV_IQ_AVX2 float cpu_dot_##t##_avx2(int64_t n, const void *w, const void *x) {                          \
+        const block_q8_K *b = x;                                                                             \
+        const block_##t *a = w;                                                                              \
+        float s = 0;                                                                                         \
+        for (int64_t i = 0; i < n / QK_K; i++) s += ((factor) * b[i].d) * (float)iq_sum_##t(&a[i], &b[i]);   \
+        return s;                                                                                            \
+    }
+IQ_DOT_AVX2(iq2_xxs, _cvtsh_ss(a[i].d) * 0.125f)
+IQ_DOT_AVX2(iq2_xs, _cvtsh_ss(a[i].d) * 0.125f)
+IQ_DOT_AVX2(iq2_s, _cvtsh_ss(a[i].d) * 0.125f)
+IQ_DOT_AVX2(iq3_xxs, _cvtsh_ss(a[i].d) * 0.25f)
+IQ_DOT_AVX2(iq3_s, _cvtsh_ss(a[i].d))
+IQ_DOT_AVX2(iq1_s, _cvtsh_ss(a[i].d) * 0.125f)
+IQ_DOT_AVX2(iq1_m, _cvtsh_ss(iq1_m_half(&a[i])) * 0.125f)
+IQ_DOT_AVX2(tq1_0, _cvtsh_ss(a[i].d))
+IQ_DOT_AVX2(tq2_0, _cvtsh_ss(a[i].d))
+#undef IQ_DOT_AVX2
 #endif
 
-#ifdef MMV_IQ_X86
-#define IQ_DOTS(t)                                                                                           \
-    float cpu_dot_##t(int64_t n, const void *w, const void *x) { return iq_dot(n, w, x, unpack_##t, iq_sum_scalar); } \
-    MMV_IQ_AVX2 float cpu_dot_##t##_avx2(int64_t n, const void *w, const void *x) {                          \
-        return iq_dot(n, w, x, unpack_##t, iq_sum_avx2);                                                     \
-    }                                                                                                        \
-    MMV_IQ_AVX512 float cpu_dot_##t##_avx512(int64_t n, const void *w, const void *x) {                      \
-        return iq_dot(n, w, x, unpack_##t, iq_sum_avx512);                                                   \
-    }
-#else
 #define IQ_DOTS(t)                                                                                           \
     float cpu_dot_##t(int64_t n, const void *w, const void *x) { return iq_dot(n, w, x, unpack_##t, iq_sum_scalar); }
-#endif
 IQ_DOTS(iq2_xxs)
 IQ_DOTS(iq2_xs)
 IQ_DOTS(iq2_s)

@@ -1,5 +1,5 @@
 /* mmv_iq: the lattice and ternary types' dot products with Q8_K activations (mmv_iq.c), for mmv.c's table:
- * cpu_dot_<t> (scalar), cpu_dot_<t>_avx2, cpu_dot_<t>_avx512 (x86 only), all bit for bit equal. */
+ * cpu_dot_<t> (scalar) and cpu_dot_<t>_avx2 (x86 only; AVX-512 machines run it too), bit for bit equal. */
 #ifndef INFER_CPU_MMV_IQ_H
 #define INFER_CPU_MMV_IQ_H
 
@@ -7,8 +7,7 @@
 
 #define MMV_IQ_DECLARE(t)                                                                                    \
     float cpu_dot_##t(int64_t n, const void *w, const void *x);                                              \
-    float cpu_dot_##t##_avx2(int64_t n, const void *w, const void *x);                                       \
-    float cpu_dot_##t##_avx512(int64_t n, const void *w, const void *x);
+    float cpu_dot_##t##_avx2(int64_t n, const void *w, const void *x);
 MMV_IQ_DECLARE(iq2_xxs)
 MMV_IQ_DECLARE(iq2_xs)
 MMV_IQ_DECLARE(iq2_s)
