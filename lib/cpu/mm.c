@@ -12,8 +12,11 @@
  * Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL batches of 6 tokens or more on AVX-512 VNNI go to the GEMM of
  * mm_q32.c (the same results: those types' AVX-512 dots add the scalar reference's block terms in order);
  * 2..5-token verification batches keep the dots.
+ * The lattice and ternary types (IQ1/IQ2/IQ3, TQ) from 3 tokens on AVX-512 VNNI go to mm_iq.c's GEMM (the same
+ * results bit for bit: one exact integer per block, the dots' f32 steps).
  */
 #include "cpu.h"
+#include "mm_iq.h"
 #include "mm_kq.h"
 #include "mm_q32.h"
 #include "quant.h"
@@ -81,6 +84,7 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
     cpu_vec_dot_xn_fn xn = cpu_vec_dot_xn(a->type, a->variant);
     if (cpu_mm_kq_takes(a) && !(xn && a->n_tokens <= MM_TOKENS)) return cpu_mm_kq(a, p);
     if (cpu_mm_q32_takes(a)) return cpu_mm_q32(a, p);
+    if (cpu_mm_iq_takes(a)) return cpu_mm_iq(a, p);
     struct mm_job j = {a, dot, xn, w_row, x_row, quantised ? a->xq : (const void *)a->x};
     pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
     return INFER_OK;

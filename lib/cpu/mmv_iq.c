@@ -20,13 +20,6 @@
 #include <immintrin.h>
 #endif
 
-/* One unpacked block: v[256] int8 values, ls[32] group scales, f the block factor. */
-struct iq_block {
-    int8_t v[256];
-    int32_t ls[32];
-    float f;
-};
-
 #define IQ_UNPACK(t)                                                                                         \
     static void unpack_##t(const void *w, int64_t i, struct iq_block *u) {                                   \
         const block_##t *b = (const block_##t *)w + i;                                                       \
@@ -44,7 +37,14 @@ IQ_UNPACK(tq1_0)
 IQ_UNPACK(tq2_0)
 #undef IQ_UNPACK
 
-typedef void (*iq_unpack_fn)(const void *w, int64_t i, struct iq_block *u);
+cpu_iq_unpack_fn cpu_iq_unpacker(int32_t type) {
+    switch (type) {
+#define IQ_UNPACKER(T, t) case INFER_TYPE_##T: return unpack_##t;
+        BLOCKS_IQ_TYPES(IQ_UNPACKER)
+#undef IQ_UNPACKER
+    default: return NULL;
+    }
+}
 
 /* Σ_g ls_g Σ_j v_j x_j over one block, exact. */
 static int32_t iq_sum_scalar(const struct iq_block *u, const int8_t *x) {
@@ -57,7 +57,7 @@ static int32_t iq_sum_scalar(const struct iq_block *u, const int8_t *x) {
     return s;
 }
 
-static inline float iq_dot(int64_t n, const void *w, const void *x, iq_unpack_fn unpack,
+static inline float iq_dot(int64_t n, const void *w, const void *x, cpu_iq_unpack_fn unpack,
                            int32_t (*sum)(const struct iq_block *, const int8_t *)) {
     const block_q8_K *b = x;
     struct iq_block u;

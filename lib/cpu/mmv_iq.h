@@ -19,4 +19,16 @@ MMV_IQ_DECLARE(tq1_0)
 MMV_IQ_DECLARE(tq2_0)
 #undef MMV_IQ_DECLARE
 
+/* One block in the integer form (blocks_iq.h): v[256] int8 values, ls[32] the groups' integer scales, f the block's
+ * factor; value e is f * (ls[e / 8] * v[e]). */
+struct iq_block {
+    int8_t v[256];
+    int32_t ls[32];
+    float f;
+};
+/* Unpacks block i of a row of a lattice or ternary type. */
+typedef void (*cpu_iq_unpack_fn)(const void *w, int64_t i, struct iq_block *u);
+/* The unpacker of one of those types, NULL for any other type. */
+cpu_iq_unpack_fn cpu_iq_unpacker(int32_t type);
+
 #endif

@@ -1,0 +1,184 @@
+/* mm_iq: the prefill GEMM for the lattice and ternary types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
+ * TQ1_0, TQ2_0) on AVX-512 VNNI, beside mm_kq.c (K-quants) and mm_q32.c (32-value types).
+ *
+ * Why: their dots spend most of their time building the weight vectors from the grids (mmv_iq.c), once per token
+ * in cpu_mm's row-by-row loop. Here each worker unpacks a strip of IQ_ROWS = 16 weight rows once per call into
+ * its scratch and sweeps every token over it, so the grid work is paid once per call instead of once per token.
+ *
+ * Repacked strip, per block (struct iq_strip): w[p] = 64 bytes, the int16 pair (2p, 2p+1) of each of the 16 rows,
+ * each value ls_g * v (blocks_iq.h's integer form with the group's scale folded in: |ls v| <= 31 * 62 fits int16),
+ * and the rows' block factors f. Activations: the Q8_K codes widened to int16 once per call. vpdpwssd of a
+ * repacked vector with a token's broadcast pair adds both products into each row's int32 lane.
+ *
+ * Math: per block the exact integer sum Σ ls_g v x (the same integer as the dots'), then (f · d_x) · sumi added in
+ * block order: every element equals the scalar and AVX2 dots bit for bit, whatever the batching (test-ops).
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "mm_iq.h"
+#include "mmv_iq.h"
+#include "quant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "mm_strip.h"
+
+#define IQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define IQ_INLINE static inline __attribute__((always_inline))
+
+/* MIN_TOKENS: from 3 tokens one unpacking per call beats one per token (the dots unpack each time) */
+enum { IQ_ROWS = MM_STRIP_ROWS, IQ_TOK = MM_STRIP_TOK, IQ_MIN_TOKENS = 3, IQ_PAIRS = QK_K / 2 };
+
+struct iq_strip {
+    int16_t w[IQ_PAIRS][IQ_ROWS][2];
+    float f[IQ_ROWS];
+};
+
+struct iq_job {
+    const struct mm_args *a;
+    cpu_iq_unpack_fn unpack;
+    size_t w_row, x_row;
+    int64_t nb;               /* blocks per row */
+    struct iq_strip *scratch; /* per worker: nb blocks, twice for SwiGLU */
+    int32_t *x16;             /* n_tokens x n_in / 2: the codes as int16 pairs */
+    float *dx;                /* n_tokens x nb: the activation blocks' d */
+};
+
+/* nr rows of w (the rest zero) into nb repacked blocks. */
+static void iq_pack(cpu_iq_unpack_fn unpack, const char *w, size_t w_row, int nr, int64_t nb, struct iq_strip *out) {
+    struct iq_block u;
+    for (int64_t i = 0; i < nb; i++) {
+        struct iq_strip *o = &out[i];
+        for (int r = 0; r < IQ_ROWS; r++) {
+            if (r >= nr) {
+                for (int p = 0; p < IQ_PAIRS; p++) o->w[p][r][0] = o->w[p][r][1] = 0;
+                o->f[r] = 0.0f;
+                continue;
+            }
+            unpack(w + (size_t)r * w_row, i, &u);
+            for (int p = 0; p < IQ_PAIRS; p++) {
+                const int ls = u.ls[p / 4];
+                o->w[p][r][0] = (int16_t)(ls * u.v[2 * p]);
+                o->w[p][r][1] = (int16_t)(ls * u.v[2 * p + 1]);
+            }
+            o->f[r] = u.f;
+        }
+    }
+}
+
+/* the activations of tokens t0..t1 as int16 pairs, and each block's d */
+IQ_AVX512 static void iq_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    const struct iq_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        const block_q8_K *x = (const block_q8_K *)((const char *)j->a->xq + t * j->x_row);
+        int16_t *o = (int16_t *)(j->x16 + t * j->nb * IQ_PAIRS);
+        for (int64_t i = 0; i < j->nb; i++) {
+            for (int e = 0; e < QK_K; e += 32)
+                _mm512_storeu_si512(o + i * QK_K + e, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(x[i].qs + e))));
+            j->dx[t * j->nb + i] = x[i].d;
+        }
+    }
+}
+
+/* out[t][r] = the dot of strip row r with token t (nt <= IQ_TOK, a constant in every caller: the accumulators
+ * stay in registers). */
+IQ_AVX512 IQ_INLINE void iq_tile(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx, int nt,
+                                 float out[IQ_TOK][IQ_ROWS]) {
+    const int64_t xs = nb * IQ_PAIRS; /* pairs per token */
+    __m512 acc[IQ_TOK];
+    _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const struct iq_strip *o = &blk[i];
+        const int32_t *x = x16 + i * IQ_PAIRS;
+        __m512i s[IQ_TOK];
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
+        for (int p = 0; p < IQ_PAIRS; p++) {
+            const __m512i wv = _mm512_loadu_si512(o->w[p]);
+            _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
+                s[t] = _mm512_dpwssd_epi32(s[t], wv, _mm512_set1_epi32(x[t * xs + p]));
+        }
+        const __m512 f = _mm512_loadu_ps(o->f);
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
+            const __m512 dd = _mm512_mul_ps(f, _mm512_set1_ps(dx[t * nb + i]));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(s[t])));
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
+#define IQ_TILE_CASE(n)                                                                                      \
+    case n: iq_tile(blk, nb, x16, dx, n, out); break;
+
+IQ_AVX512 static void iq_tile_n(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx, int nt,
+                                float out[IQ_TOK][IQ_ROWS]) {
+    switch (nt) {
+        IQ_TILE_CASE(1)
+        IQ_TILE_CASE(2)
+        IQ_TILE_CASE(3)
+        IQ_TILE_CASE(4)
+        IQ_TILE_CASE(5)
+        IQ_TILE_CASE(6)
+        IQ_TILE_CASE(7)
+        IQ_TILE_CASE(8)
+    default: break;
+    }
+}
+
+static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
+    const struct iq_job *j = ctx;
+    const struct mm_args *a = j->a;
+    const int swiglu = a->epilogue == MMV_SWIGLU;
+    struct iq_strip *s1 = j->scratch + (size_t)ith * (size_t)j->nb * (swiglu ? 2 : 1), *s2 = s1 + j->nb;
+    for (int64_t rb = r0; rb < r1; rb += IQ_ROWS) {
+        const int nr = (int)(r1 - rb < IQ_ROWS ? r1 - rb : IQ_ROWS);
+        iq_pack(j->unpack, (const char *)a->w + rb * j->w_row, j->w_row, nr, j->nb, s1);
+        if (swiglu) iq_pack(j->unpack, (const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
+        for (int64_t tb = 0; tb < a->n_tokens; tb += IQ_TOK) {
+            const int nt = (int)(a->n_tokens - tb < IQ_TOK ? a->n_tokens - tb : IQ_TOK);
+            const int32_t *x = j->x16 + tb * j->nb * IQ_PAIRS;
+            const float *dx = j->dx + tb * j->nb;
+            float g[IQ_TOK][IQ_ROWS], u[IQ_TOK][IQ_ROWS];
+            iq_tile_n(s1, j->nb, x, dx, nt, g);
+            if (swiglu) iq_tile_n(s2, j->nb, x, dx, nt, u);
+            mm_strip_out(a, tb, nt, rb, nr, g, u);
+        }
+    }
+}
+
+int cpu_mm_iq_takes(const struct mm_args *a) {
+    if (!cpu_iq_unpacker(a->type)) return 0;
+    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
+    return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= IQ_MIN_TOKENS;
+}
+
+infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
+    const int64_t nb = a->n_in / QK_K;
+    const size_t per = (size_t)nb * (a->epilogue == MMV_SWIGLU ? 2 : 1);
+    const size_t strips = sizeof(struct iq_strip) * per * (size_t)pool_threads(p);
+    const size_t xb = sizeof(int32_t) * (size_t)(nb * IQ_PAIRS) * (size_t)a->n_tokens;
+    char *raw = xmalloc(strips + xb + sizeof(float) * (size_t)nb * (size_t)a->n_tokens + 64);
+    if (!raw) return INFER_OOM("cpu_mm_iq scratch");
+    struct iq_strip *scratch = (struct iq_strip *)(raw + (64 - (uintptr_t)raw % 64));
+    struct iq_job j = {.a = a, .unpack = cpu_iq_unpacker(a->type), .w_row = quant_row_bytes(a->type, a->n_in),
+                       .x_row = cpu_act_row_bytes(a->type, a->n_in), .nb = nb, .scratch = scratch,
+                       .x16 = (int32_t *)((char *)scratch + strips)};
+    j.dx = (float *)((char *)j.x16 + xb);
+    pool_for(p, a->n_tokens, 1, iq_act_rows, &j);
+    pool_for(p, a->n_out, IQ_ROWS, iq_rows, &j);
+    xfree(raw);
+    return INFER_OK;
+}
+
+#else /* not x86-64: the dot loop of cpu_mm serves */
+int cpu_mm_iq_takes(const struct mm_args *a) {
+    (void)a;
+    return 0;
+}
+infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
+    (void)p;
+    return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_iq: weight type %d: no GEMM on this architecture", a->type);
+}
+#endif
