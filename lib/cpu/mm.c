@@ -12,8 +12,8 @@
  * Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL batches of 6 tokens or more on AVX-512 VNNI go to the GEMM of
  * mm_q32.c (the same results: those types' AVX-512 dots add the scalar reference's block terms in order);
  * 2..5-token verification batches keep the dots.
- * The lattice and ternary types (IQ1/IQ2/IQ3, TQ) from 3 tokens on AVX-512 VNNI go to mm_iq.c's GEMM (the same
- * results bit for bit: one exact integer per block, the dots' f32 steps).
+ * The lattice and ternary types (IQ1/IQ2/IQ3, TQ) from 3 tokens and Q2_K / Q3_K from 6 on AVX-512 VNNI go to
+ * mm_iq.c's GEMM (the same results bit for bit: one exact integer per block, the dots' f32 steps).
  */
 #include "cpu.h"
 #include "mm_iq.h"

@@ -1,5 +1,5 @@
 /* mm_iq: the prefill GEMM for the lattice and ternary types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
- * TQ1_0, TQ2_0) on AVX-512 VNNI, beside mm_kq.c (K-quants) and mm_q32.c (32-value types).
+ * TQ1_0, TQ2_0) and Q2_K / Q3_K on AVX-512 VNNI, beside mm_kq.c (Q4_K-Q6_K) and mm_q32.c (32-value types).
  *
  * Why: their dots spend most of their time building the weight vectors from the grids (mmv_iq.c), once per token
  * in cpu_mm's row-by-row loop. Here each worker unpacks a strip of IQ_ROWS = 16 weight rows once per call into
@@ -10,8 +10,11 @@
  * and the rows' block factors f. Activations: the Q8_K codes widened to int16 once per call. vpdpwssd of a
  * repacked vector with a token's broadcast pair adds both products into each row's int32 lane.
  *
+ * Q2_K's mins: per block the rows' 16 mins as int16 pairs against the token's Q8_K bsums, a second sum.
+ *
  * Math: per block the exact integer sum Σ ls_g v x (the same integer as the dots'), then (f · d_x) · sumi added in
- * block order: every element equals the scalar and AVX2 dots bit for bit, whatever the batching (test-ops).
+ * block order (Q2_K: minus (fm · d_x) · Σ m bsums): every element equals the scalar dots (and the SIMD dots cpu_mm
+ * takes otherwise) bit for bit, whatever the batching (test-ops).
  */
 #include <stddef.h>
 #include <string.h>
@@ -28,23 +31,33 @@
 #define IQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define IQ_INLINE static inline __attribute__((always_inline))
 
-/* MIN_TOKENS: from 3 tokens one unpacking per call beats one per token (the dots unpack each time) */
+/* MIN_TOKENS: from 3 tokens one unpacking per call beats one per token (the dots unpack each time); Q2_K / Q3_K,
+ * whose dots are cheap, from 6 as mm_q32's */
 enum { IQ_ROWS = MM_STRIP_ROWS, IQ_TOK = MM_STRIP_TOK, IQ_MIN_TOKENS = 3, IQ_PAIRS = QK_K / 2 };
 
 struct iq_strip {
     int16_t w[IQ_PAIRS][IQ_ROWS][2];
     float f[IQ_ROWS];
+    int16_t m[8][IQ_ROWS][2]; /* Q2_K: the 16 mins as pairs */
+    float fm[IQ_ROWS];
 };
 
 struct iq_job {
     const struct mm_args *a;
     cpu_iq_unpack_fn unpack;
+    int has_min;              /* Q2_K */
     size_t w_row, x_row;
     int64_t nb;               /* blocks per row */
     struct iq_strip *scratch; /* per worker: nb blocks, twice for SwiGLU */
     int32_t *x16;             /* n_tokens x n_in / 2: the codes as int16 pairs */
     float *dx;                /* n_tokens x nb: the activation blocks' d */
 };
+
+/* a token's block's bsums as 8 int16 pairs */
+static inline const int32_t *iq_bsums(const struct iq_job *j, int64_t t, int64_t i) {
+    const block_q8_K *x = (const block_q8_K *)((const char *)j->a->xq + t * j->x_row);
+    return (const int32_t *)(const void *)x[i].bsums;
+}
 
 /* nr rows of w (the rest zero) into nb repacked blocks. */
 static void iq_pack(cpu_iq_unpack_fn unpack, const char *w, size_t w_row, int nr, int64_t nb, struct iq_strip *out) {
@@ -54,7 +67,8 @@ static void iq_pack(cpu_iq_unpack_fn unpack, const char *w, size_t w_row, int nr
         for (int r = 0; r < IQ_ROWS; r++) {
             if (r >= nr) {
                 for (int p = 0; p < IQ_PAIRS; p++) o->w[p][r][0] = o->w[p][r][1] = 0;
-                o->f[r] = 0.0f;
+                for (int p = 0; p < 8; p++) o->m[p][r][0] = o->m[p][r][1] = 0;
+                o->f[r] = o->fm[r] = 0.0f;
                 continue;
             }
             unpack(w + (size_t)r * w_row, i, &u);
@@ -63,7 +77,9 @@ static void iq_pack(cpu_iq_unpack_fn unpack, const char *w, size_t w_row, int nr
                 o->w[p][r][0] = (int16_t)(ls * u.v[2 * p]);
                 o->w[p][r][1] = (int16_t)(ls * u.v[2 * p + 1]);
             }
+            for (int p = 0; p < 8; p++) o->m[p][r][0] = (int16_t)u.m[2 * p], o->m[p][r][1] = (int16_t)u.m[2 * p + 1];
             o->f[r] = u.f;
+            o->fm[r] = u.fm;
         }
     }
 }
@@ -83,9 +99,10 @@ IQ_AVX512 static void iq_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     }
 }
 
-/* out[t][r] = the dot of strip row r with token t (nt <= IQ_TOK, a constant in every caller: the accumulators
- * stay in registers). */
-IQ_AVX512 IQ_INLINE void iq_tile(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx, int nt,
+/* out[t][r] = the dot of strip row r with token t (nt <= IQ_TOK and mins constants in every caller: the
+ * accumulators stay in registers); bs: token t's block i's bsums pairs at bs + t * bs_tok + i * bs_blk. */
+IQ_AVX512 IQ_INLINE void iq_tile(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx,
+                                 const int32_t *bs, int64_t bs_tok, int64_t bs_blk, int nt, int mins,
                                  float out[IQ_TOK][IQ_ROWS]) {
     const int64_t xs = nb * IQ_PAIRS; /* pairs per token */
     __m512 acc[IQ_TOK];
@@ -93,26 +110,38 @@ IQ_AVX512 IQ_INLINE void iq_tile(const struct iq_strip *blk, int64_t nb, const i
     for (int64_t i = 0; i < nb; i++) {
         const struct iq_strip *o = &blk[i];
         const int32_t *x = x16 + i * IQ_PAIRS;
-        __m512i s[IQ_TOK];
-        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
+        __m512i s[IQ_TOK], sm[IQ_TOK];
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) s[t] = sm[t] = _mm512_setzero_si512();
         for (int p = 0; p < IQ_PAIRS; p++) {
             const __m512i wv = _mm512_loadu_si512(o->w[p]);
             _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
                 s[t] = _mm512_dpwssd_epi32(s[t], wv, _mm512_set1_epi32(x[t * xs + p]));
         }
-        const __m512 f = _mm512_loadu_ps(o->f);
+        if (mins)
+            _Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) {
+                const __m512i mv = _mm512_loadu_si512(o->m[p]);
+                _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
+                    sm[t] = _mm512_dpwssd_epi32(sm[t], mv, _mm512_set1_epi32(bs[t * bs_tok + i * bs_blk + p]));
+            }
+        const __m512 f = _mm512_loadu_ps(o->f), fm = _mm512_loadu_ps(o->fm);
         _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
-            const __m512 dd = _mm512_mul_ps(f, _mm512_set1_ps(dx[t * nb + i]));
-            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(s[t])));
+            const __m512 d = _mm512_set1_ps(dx[t * nb + i]);
+            __m512 v = _mm512_mul_ps(_mm512_mul_ps(f, d), _mm512_cvtepi32_ps(s[t]));
+            if (mins) v = _mm512_sub_ps(v, _mm512_mul_ps(_mm512_mul_ps(fm, d), _mm512_cvtepi32_ps(sm[t])));
+            acc[t] = _mm512_add_ps(acc[t], v);
         }
     }
     _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
 #define IQ_TILE_CASE(n)                                                                                      \
-    case n: iq_tile(blk, nb, x16, dx, n, out); break;
+    case n:                                                                                                  \
+        if (mins) iq_tile(blk, nb, x16, dx, bs, bs_tok, bs_blk, n, 1, out);                                  \
+        else iq_tile(blk, nb, x16, dx, bs, bs_tok, bs_blk, n, 0, out);                                       \
+        break;
 
-IQ_AVX512 static void iq_tile_n(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx, int nt,
+IQ_AVX512 static void iq_tile_n(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx,
+                                const int32_t *bs, int64_t bs_tok, int64_t bs_blk, int nt, int mins,
                                 float out[IQ_TOK][IQ_ROWS]) {
     switch (nt) {
         IQ_TILE_CASE(1)
@@ -140,9 +169,12 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             const int nt = (int)(a->n_tokens - tb < IQ_TOK ? a->n_tokens - tb : IQ_TOK);
             const int32_t *x = j->x16 + tb * j->nb * IQ_PAIRS;
             const float *dx = j->dx + tb * j->nb;
+            /* bsums in units of int32 pairs: a token's row of Q8_K blocks, a block */
+            const int32_t *bs = iq_bsums(j, tb, 0);
+            const int64_t bs_tok = (int64_t)(j->x_row / 4), bs_blk = (int64_t)(sizeof(block_q8_K) / 4);
             float g[IQ_TOK][IQ_ROWS], u[IQ_TOK][IQ_ROWS];
-            iq_tile_n(s1, j->nb, x, dx, nt, g);
-            if (swiglu) iq_tile_n(s2, j->nb, x, dx, nt, u);
+            iq_tile_n(s1, j->nb, x, dx, bs, bs_tok, bs_blk, nt, j->has_min, g);
+            if (swiglu) iq_tile_n(s2, j->nb, x, dx, bs, bs_tok, bs_blk, nt, j->has_min, u);
             mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
@@ -151,7 +183,8 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
 int cpu_mm_iq_takes(const struct mm_args *a) {
     if (!cpu_iq_unpacker(a->type)) return 0;
     if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
-    return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= IQ_MIN_TOKENS;
+    const int k = a->type == INFER_TYPE_Q2_K || a->type == INFER_TYPE_Q3_K;
+    return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= (k ? 6 : IQ_MIN_TOKENS);
 }
 
 infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
@@ -162,7 +195,7 @@ infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
     char *raw = xmalloc(strips + xb + sizeof(float) * (size_t)nb * (size_t)a->n_tokens + 64);
     if (!raw) return INFER_OOM("cpu_mm_iq scratch");
     struct iq_strip *scratch = (struct iq_strip *)(raw + (64 - (uintptr_t)raw % 64));
-    struct iq_job j = {.a = a, .unpack = cpu_iq_unpacker(a->type), .w_row = quant_row_bytes(a->type, a->n_in),
+    struct iq_job j = {.a = a, .unpack = cpu_iq_unpacker(a->type), .has_min = a->type == INFER_TYPE_Q2_K, .w_row = quant_row_bytes(a->type, a->n_in),
                        .x_row = cpu_act_row_bytes(a->type, a->n_in), .nb = nb, .scratch = scratch,
                        .x16 = (int32_t *)((char *)scratch + strips)};
     j.dx = (float *)((char *)j.x16 + xb);

@@ -12,6 +12,8 @@
  * note: the unpacking (a grid load and a sign mask per 8 values) costs more than the dot itself; a decode that
  * builds the vectors straight from the grids (ggml's set_epi64x of four entries) is the next step for speed.
  */
+#include <string.h>
+
 #include "cpu.h"
 #include "mmv_iq.h"
 
@@ -25,6 +27,8 @@
         const block_##t *b = (const block_##t *)w + i;                                                       \
         for (int g = 0; g < 32; g++) u->ls[g] = blocks_iq_##t(b, g, u->v + 8 * g);                           \
         u->f = blocks_iqf_##t(b);                                                                            \
+        memset(u->m, 0, sizeof u->m);                                                                        \
+        u->fm = 0.0f;                                                                                        \
     }
 IQ_UNPACK(iq2_xxs)
 IQ_UNPACK(iq2_xs)
@@ -37,8 +41,38 @@ IQ_UNPACK(tq1_0)
 IQ_UNPACK(tq2_0)
 #undef IQ_UNPACK
 
+/* Q2_K and Q3_K in the same form, for mm_iq.c's GEMM (their dots are mmv.c's): Q2_K v = the 2-bit code, ls = the
+ * low nibble of the scale byte of its 16 values, m = the high nibble, f = d, fm = dmin; Q3_K v = code - 4, ls = the
+ * signed 6-bit scale, f = d. As dot_q2_k / dot_q3_k compute them. */
+static void unpack_q2_K(const void *w, int64_t i, struct iq_block *u) {
+    const block_q2_K *b = (const block_q2_K *)w + i;
+    for (int c = 0; c < 8; c++) { /* values 32c..32c+31: bits 2 (c % 4) of qs[32 (c / 4) ..] */
+        const uint8_t *q = b->qs + 32 * (c / 4);
+        for (int l = 0; l < 32; l++) u->v[32 * c + l] = (int8_t)((q[l] >> (2 * (c % 4))) & 3);
+    }
+    for (int g = 0; g < 32; g++) u->ls[g] = b->scales[g / 2] & 0xF;
+    for (int j = 0; j < 16; j++) u->m[j] = b->scales[j] >> 4;
+    u->f = blocks_f16_to_f32(b->d);
+    u->fm = blocks_f16_to_f32(b->dmin);
+}
+
+static void unpack_q3_K(const void *w, int64_t i, struct iq_block *u) {
+    const block_q3_K *b = (const block_q3_K *)w + i;
+    for (int c = 0; c < 8; c++) { /* values 32c..32c+31: the low bits as Q2_K's, bit c of hmask[l] clear: - 4 */
+        const uint8_t *q = b->qs + 32 * (c / 4);
+        for (int l = 0; l < 32; l++)
+            u->v[32 * c + l] = (int8_t)(((q[l] >> (2 * (c % 4))) & 3) - 4 + 4 * ((b->hmask[l] >> c) & 1));
+    }
+    for (int g = 0; g < 32; g++) u->ls[g] = blocks_q3_K_scale(b, g / 2);
+    memset(u->m, 0, sizeof u->m);
+    u->f = blocks_f16_to_f32(b->d);
+    u->fm = 0.0f;
+}
+
 cpu_iq_unpack_fn cpu_iq_unpacker(int32_t type) {
     switch (type) {
+    case INFER_TYPE_Q2_K: return unpack_q2_K;
+    case INFER_TYPE_Q3_K: return unpack_q3_K;
 #define IQ_UNPACKER(T, t) case INFER_TYPE_##T: return unpack_##t;
         BLOCKS_IQ_TYPES(IQ_UNPACKER)
 #undef IQ_UNPACKER

@@ -19,16 +19,20 @@ MMV_IQ_DECLARE(tq1_0)
 MMV_IQ_DECLARE(tq2_0)
 #undef MMV_IQ_DECLARE
 
-/* One block in the integer form (blocks_iq.h): v[256] int8 values, ls[32] the groups' integer scales, f the block's
- * factor; value e is f * (ls[e / 8] * v[e]). */
+/* One 256-value block in an integer form: v[256] int8 values, ls[32] the groups' integer scales, f the block's
+ * factor, and for Q2_K a min per 16 values m[16] with its factor fm (0 elsewhere); value e is
+ * f * (ls[e / 8] * v[e]) - fm * m[e / 16]. Its dot with a Q8_K block is (f d_x) Σ ls v x - (fm d_x) Σ m bsums,
+ * the integers exact: the scalar dots' steps. */
 struct iq_block {
     int8_t v[256];
     int32_t ls[32];
     float f;
+    int32_t m[16];
+    float fm;
 };
-/* Unpacks block i of a row of a lattice or ternary type. */
+/* Unpacks block i of a row. */
 typedef void (*cpu_iq_unpack_fn)(const void *w, int64_t i, struct iq_block *u);
-/* The unpacker of one of those types, NULL for any other type. */
+/* The unpacker of a lattice or ternary type, Q2_K or Q3_K; NULL for any other type. */
 cpu_iq_unpack_fn cpu_iq_unpacker(int32_t type);
 
 #endif
