@@ -78,7 +78,7 @@ static const struct { const char *name; int32_t id; } tops_types[] = {
 /* the legacy 32-value types with a min or a fifth bit (Q8_1 partners on the CPU); in a few cases only */
 #define LEGACY_W "q4_1,q5_0,q5_1"
 /* every type of the 32-value GEMM (lib/cpu/mm_q32.c) */
-#define Q32_W "q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl"
+#define Q32_W "q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl,mxfp4"
 /* the lattice and ternary types (blocks_iq.h, lib/cpu/mmv_iq.c): random blocks only (no quantiser) */
 #define IQ_W "iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq1_s,iq1_m,tq1_0,tq2_0"
 

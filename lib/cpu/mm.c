@@ -9,7 +9,7 @@
  * batches (2..5 tokens) otherwise cost nearly one single-token pass per token.
  * Q4_K / Q5_K / Q6_K batches of more than 8 tokens (Q5_K from 6) on AVX-512 VNNI go to the GEMM of
  * mm_kq.c instead (the same results, element by element).
- * Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL batches of 6 tokens or more on AVX-512 VNNI go to the GEMM of
+ * Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / MXFP4 batches of 6 tokens or more on AVX-512 VNNI go to the GEMM of
  * mm_q32.c (the same results: those types' AVX-512 dots add the scalar reference's block terms in order);
  * 2..5-token verification batches keep the dots.
  * The lattice and ternary types (IQ1/IQ2/IQ3, TQ) from 3 tokens and Q2_K / Q3_K from 6 on AVX-512 VNNI go to

@@ -1,4 +1,4 @@
-/* mm_q32: the prefill GEMM for the 32-value block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) on
+/* mm_q32: the prefill GEMM for the 32-value block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) on
  * AVX-512 VNNI, the twin of mm_kq.c for K-quants.
  *
  * Why: cpu_mm's row-by-row dots unpack every weight block once per token. Here each worker repacks a strip
@@ -9,7 +9,8 @@
  * Repacked strip, per block (struct q32_block): q[g] = 64 bytes, byte 4r+k = row r's code of element
  * 4g+k as an unsigned byte; d (and m for Q4_1/Q5_1) per row as f32. vpdpbusd multiplies unsigned by
  * signed bytes, so signed weights are stored with an offset that the activations' block sums take back:
- * Q4_0 q (w = q - 8), Q5_0 q (w = q - 16), Q8_0 q + 128, IQ4_NL kvalue + 128; Q4_1 / Q5_1 codes are
+ * Q4_0 q (w = q - 8), Q5_0 q (w = q - 16), Q8_0 q + 128, IQ4_NL / MXFP4 kvalue + 128 (MXFP4's d: its E8M0
+ * exponent as blocks_e8m0_half); Q4_1 / Q5_1 codes are
  * unsigned already and their min pairs with the Q8_1 block's s. A per-call table (struct q32_act) holds
  * each token block's d and its offset · Σq_x (Q8_0 activations) or s (Q8_1).
  *
@@ -53,7 +54,9 @@ struct q32_kind {
     int32_t type;
     size_t bs;
     int qs, qh, off; /* off: what the stored code adds to the weight's integer value */
-    int has_min, q8, iq4;
+    int has_min, q8;
+    const int8_t *kv; /* a 16-entry codebook (IQ4_NL, MXFP4) */
+    int e8m0;         /* MXFP4: d is an E8M0 exponent byte */
 };
 
 static const struct q32_kind q32_kinds[] = {
@@ -65,7 +68,9 @@ static const struct q32_kind q32_kinds[] = {
     {.type = INFER_TYPE_Q5_1, .bs = sizeof(block_q5_1), .qs = offsetof(block_q5_1, qs), .qh = offsetof(block_q5_1, qh),
      .has_min = 1},
     {.type = INFER_TYPE_IQ4_NL, .bs = sizeof(block_iq4_nl), .qs = offsetof(block_iq4_nl, qs), .qh = -1, .off = 128,
-     .iq4 = 1},
+     .kv = blocks_kvalues_iq4nl},
+    {.type = INFER_TYPE_MXFP4, .bs = sizeof(block_mxfp4), .qs = offsetof(block_mxfp4, qs), .qh = -1, .off = 128,
+     .kv = blocks_kvalues_mxfp4, .e8m0 = 1},
 };
 
 static const struct q32_kind *q32_kind_of(int32_t type) {
@@ -100,8 +105,9 @@ Q32_AVX512 static void q32_pack(const struct q32_kind *k, const char *w, size_t 
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                            _mm512_set1_epi32((int)w_row));
     const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), k80 = _mm512_set1_epi8((char)0x80);
-    const __m512i kv = _mm512_broadcast_i32x4(
-        _mm_add_epi8(_mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl), _mm_set1_epi8((char)128)));
+    const __m512i kv = k->kv ? _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)k->kv),
+                                                                    _mm_set1_epi8((char)128)))
+                             : zero;
     for (int64_t i = 0; i < nb; i++) {
         const char *b = w + i * (int64_t)k->bs;
         struct q32_block *o = &out[i];
@@ -119,7 +125,7 @@ Q32_AVX512 static void q32_pack(const struct q32_kind *k, const char *w, size_t 
                     lo = _mm512_or_si512(lo, q32_bit4(qh, u));
                     hi = _mm512_or_si512(hi, q32_bit4(qh, u + Q32_GROUPS / 2));
                 }
-                if (k->iq4) {
+                if (k->kv) {
                     lo = _mm512_shuffle_epi8(kv, lo);
                     hi = _mm512_shuffle_epi8(kv, hi);
                 }
@@ -127,9 +133,17 @@ Q32_AVX512 static void q32_pack(const struct q32_kind *k, const char *w, size_t 
                 _mm512_storeu_si512(o->q[u + Q32_GROUPS / 2], hi);
             }
         }
-        /* d first in every block, m next in Q4_1 / Q5_1 */
+        /* d first in every block, m next in Q4_1 / Q5_1; MXFP4's exponent byte as blocks_e8m0_half */
         const __m512i dm = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1);
-        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
+        if (k->e8m0) {
+            const __m512i e = _mm512_and_si512(dm, _mm512_set1_epi32(0xFF));
+            const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+            const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+            const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+            _mm512_storeu_ps(o->d, _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub)));
+        } else {
+            _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
+        }
         _mm512_storeu_ps(o->m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
     }
 }

@@ -4,7 +4,7 @@
 
 #include "cpu.h"
 
-/* Whether cpu_mm_q32 computes this call: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL weights, this CPU's (or
+/* Whether cpu_mm_q32 computes this call: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or MXFP4 weights, this CPU's (or
  * the variant's) ISA level, the token count where repacking pays. Every element equals what cpu_mm's
  * row-by-row dots give (and the scalar reference dot) bit for bit. */
 int cpu_mm_q32_takes(const struct mm_args *a);

@@ -12,7 +12,7 @@
  * are picked at run time with __builtin_cpu_supports, compiled with per-function target attributes so
  * the library builds for any x86-64; other architectures get the scalar code. INFER_CPU_ISA=avx2|scalar
  * caps the level. SIMD variants keep the integer sums exact and change only the f32 summation order;
- * the AVX-512 K-quant dots (Q2_K to Q6_K) and 32-value dots (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) keep
+ * the AVX-512 K-quant dots (Q2_K to Q6_K) and 32-value dots (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) keep
  * the scalar reference's per-block f32 steps, which the prefill GEMMs of mm_kq.c and mm_q32.c reproduce
  * lane by lane, so mm and mmv agree bit for bit and a prompt's logits do not depend on its batching.
  * note: a four-row Q4_K/Q6_K dot (shared activation work) was 20% faster from cache but 2-3x slower from
@@ -84,8 +84,7 @@ static inline float blk_iq4_nl(const block_iq4_nl *a, const block_q8_0 *b) {
     return (float)sumi * (blocks_f16_to_f32(a->d) * blocks_f16_to_f32(b->d));
 }
 
-/* MXFP4 as IQ4_NL: its codebook (E2M1 doubled), its scale 2^(e-128) instead of an f16. Its AVX-512 dot adds
- * the terms in another order (it has no GEMM to agree with). */
+/* MXFP4 as IQ4_NL: its codebook (E2M1 doubled), its scale 2^(e-128) instead of an f16. */
 static inline float blk_mxfp4(const block_mxfp4 *a, const block_q8_0 *b) {
     const int sumi = mmv_kv_sumi(blocks_kvalues_mxfp4, a->qs, b->qs);
     return (float)sumi * (blocks_e8m0_half(a->e) * blocks_f16_to_f32(b->d));
@@ -835,13 +834,25 @@ MMV_AVX512 static inline __m256i mmv_sum8(__m512i p0, __m512i p1, __m512i p2, __
 /* f16 in the low half of each dword, as f32 */
 MMV_AVX512 static inline __m256 mmv_half8(__m256i v) { return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(v)); }
 
-/* the eight blocks' terms: sumi·(d·dy), or (d·dy)·sumi + m·s (q81); d then m (s) open every block of w, x */
-MMV_AVX512 static inline __m256 mmv_terms8(__m256i sumi, const void *w, int w_bs, const void *x, int x_bs, int q81) {
+/* MXFP4's E8M0 exponent (the low byte of each dword) as blocks_e8m0_half: 2^(e-128), bits (e - 1) << 23, and the
+ * subnormals 2^-128, 2^-127 for e = 0, 1 */
+MMV_AVX512 static inline __m256 mmv_e8m0_8(__m256i v) {
+    const __m256i e = _mm256_and_si256(v, _mm256_set1_epi32(0xFF));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
+/* What opens the blocks of w (and pairs with x's): an f16 d, d and m with Q8_1's d and s, an E8M0 exponent. */
+enum { MMV_T_D, MMV_T_Q81, MMV_T_E8M0 };
+
+/* the eight blocks' terms: sumi·(d·dy), or (d·dy)·sumi + m·s (MMV_T_Q81); d then m (s) open every block of w, x */
+MMV_AVX512 static inline __m256 mmv_terms8(__m256i sumi, const void *w, int w_bs, const void *x, int x_bs, int kind) {
     const __m256i k = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
     const __m256i gw = _mm256_i32gather_epi32((const int *)w, _mm256_mullo_epi32(k, _mm256_set1_epi32(w_bs)), 1);
     const __m256i gx = _mm256_i32gather_epi32((const int *)x, _mm256_mullo_epi32(k, _mm256_set1_epi32(x_bs)), 1);
-    const __m256 dd = _mm256_mul_ps(mmv_half8(gw), mmv_half8(gx));
-    if (!q81) return _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), dd);
+    const __m256 dd = _mm256_mul_ps(kind == MMV_T_E8M0 ? mmv_e8m0_8(gw) : mmv_half8(gw), mmv_half8(gx));
+    if (kind != MMV_T_Q81) return _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), dd);
     const __m256 ms = _mm256_mul_ps(mmv_half8(_mm256_srli_epi32(gw, 16)), mmv_half8(_mm256_srli_epi32(gx, 16)));
     return _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)), ms);
 }
@@ -853,25 +864,8 @@ MMV_AVX512 static inline float mmv_add8(float s, __m256 terms) {
     return s;
 }
 
-/* MXFP4 pairs its blocks as pair_iq4_nl does, but its E8M0 scales do not fit mmv_terms8's f16 gathers and no
- * GEMM needs its order: the block pairs accumulate in f32 lanes. */
-MMV_AVX512 static float dot_mxfp4_avx512(int64_t n, const void *w, const void *x) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK8_0;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512 d = mmv_set2_ps(blocks_e8m0_half(a[i].e) * _cvtsh_ss(b[i].d),
-                               blocks_e8m0_half(a[i + 1].e) * _cvtsh_ss(b[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(pair_mxfp4(a + i, b + i)), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += dot_mxfp4_avx2(QK8_0, a + i, b + i);
-    return s;
-}
 
-#define MMV_DOT_Q32_AVX512(name, wt, xt, q81)                                                                       \
+#define MMV_DOT_Q32_AVX512(name, wt, xt, kind)                                                                      \
     MMV_AVX512 static float dot_##name##_avx512(int64_t n, const void *w, const void *x) {                          \
         const wt *a = w;                                                                                           \
         const xt *b = x;                                                                                           \
@@ -881,17 +875,18 @@ MMV_AVX512 static float dot_mxfp4_avx512(int64_t n, const void *w, const void *x
         for (; i + 8 <= nb; i += 8) {                                                                              \
             const __m256i sumi = mmv_sum8(pair_##name(a + i, b + i), pair_##name(a + i + 2, b + i + 2),            \
                                           pair_##name(a + i + 4, b + i + 4), pair_##name(a + i + 6, b + i + 6));   \
-            s = mmv_add8(s, mmv_terms8(sumi, a + i, sizeof(wt), b + i, sizeof(xt), q81));                          \
+            s = mmv_add8(s, mmv_terms8(sumi, a + i, sizeof(wt), b + i, sizeof(xt), kind));                         \
         }                                                                                                          \
         for (; i < nb; i++) s += blk_##name(a + i, b + i);                                                         \
         return s;                                                                                                  \
     }
-MMV_DOT_Q32_AVX512(q8_0, block_q8_0, block_q8_0, 0)
-MMV_DOT_Q32_AVX512(q4_0, block_q4_0, block_q8_0, 0)
-MMV_DOT_Q32_AVX512(iq4_nl, block_iq4_nl, block_q8_0, 0)
-MMV_DOT_Q32_AVX512(q4_1, block_q4_1, block_q8_1, 1)
-MMV_DOT_Q32_AVX512(q5_0, block_q5_0, block_q8_0, 0)
-MMV_DOT_Q32_AVX512(q5_1, block_q5_1, block_q8_1, 1)
+MMV_DOT_Q32_AVX512(q8_0, block_q8_0, block_q8_0, MMV_T_D)
+MMV_DOT_Q32_AVX512(q4_0, block_q4_0, block_q8_0, MMV_T_D)
+MMV_DOT_Q32_AVX512(iq4_nl, block_iq4_nl, block_q8_0, MMV_T_D)
+MMV_DOT_Q32_AVX512(q4_1, block_q4_1, block_q8_1, MMV_T_Q81)
+MMV_DOT_Q32_AVX512(q5_0, block_q5_0, block_q8_0, MMV_T_D)
+MMV_DOT_Q32_AVX512(q5_1, block_q5_1, block_q8_1, MMV_T_Q81)
+MMV_DOT_Q32_AVX512(mxfp4, block_mxfp4, block_q8_0, MMV_T_E8M0)
 
 MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *x) {
     const block_iq4_xs *a = w;
