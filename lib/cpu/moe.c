@@ -1,9 +1,11 @@
 /* moe: the router (softmax over experts, top-k, optional renormalisation of the k weights) and the
  * expert FFN y[t] = Σ_k w[t][k] · down_e(silu(gate_e x[t]) · up_e x[t]).
  *
- * Decode-sized batches (<= MMV_MAX_TOKENS tokens) run token by token and expert by expert through cpu_mmv
- * (fused SwiGLU epilogue), quantising x and the hidden vector to each matrix's activation type exactly like a
- * dense FFN, so a MoE layer with one expert equals the dense chain bit for bit. Larger batches group the
+ * Decode-sized batches (<= MMV_MAX_TOKENS tokens) run token by token: x quantised once, then the gate / up rows of
+ * all K selected experts as one threaded job (SwiGLU per row), the K hidden vectors quantised, the down rows of
+ * all K as one job, each output the one-token dot cpu_mmv computes; quantising x and the hidden vector to each
+ * matrix's activation type exactly like a dense FFN, so a MoE layer with one expert equals the dense chain bit for
+ * bit, and the experts spread over the threads however small each one is. Larger batches group the
  * tokens by expert: each expert's tokens go through one product (cpu_mm, or cpu_mmv over up to 8 tokens, as a
  * dense FFN of that many tokens would), which reads each selected expert's weights once per batch instead of
  * once per token; each (token, slot) output is kept and the weighted sum is taken in slot order as in the
@@ -154,6 +156,42 @@ fail:
     return st;
 }
 
+/* Decode: the K selected experts of one token as one job per stage, so every thread has work even when one
+ * expert's matrices are a few hundred rows (a pool_for per expert and matrix left cores idle at each of its
+ * 4K barriers). Each output is the dot cpu_mmv computes for one token, the same bits. */
+struct moe_spread {
+    const struct moe_ffn_args *a;
+    const int32_t *ids;      /* the token's K expert ids */
+    cpu_vec_dot_fn dot_gu, dot_dn;
+    size_t gu_row, dn_row;
+    const void *xq;          /* the token's activations (gate / up type) */
+    float *h;                /* K x n_ff */
+    const char *hq;          /* K rows of h quantised (down type) */
+    size_t hq_row;
+    float *o;                /* K x n_embd */
+};
+
+static void moe_spread_gate_up(void *ctx, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const struct moe_spread *j = ctx;
+    const int64_t n_ff = j->a->n_ff;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t k = r / n_ff, row = (int64_t)j->ids[k] * n_ff + r % n_ff;
+        const float g = j->dot_gu(j->a->n_embd, (const char *)j->a->gate + (size_t)row * j->gu_row, j->xq);
+        j->h[r] = cpu_silu(g) * j->dot_gu(j->a->n_embd, (const char *)j->a->up + (size_t)row * j->gu_row, j->xq);
+    }
+}
+
+static void moe_spread_down(void *ctx, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const struct moe_spread *j = ctx;
+    const int64_t n_embd = j->a->n_embd;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t k = r / n_embd, row = (int64_t)j->ids[k] * n_embd + r % n_embd;
+        j->o[r] = j->dot_dn(j->a->n_ff, (const char *)j->a->down + (size_t)row * j->dn_row, j->hq + (size_t)k * j->hq_row);
+    }
+}
+
 infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p) {
     infer_status st = INFER_OK;
     size_t gu_row = quant_row_bytes(a->type_gate_up, a->n_embd);
@@ -168,32 +206,45 @@ infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p) {
         a->n_expert_used < 1)
         return infer_fail(INFER_E_ARG, "cpu_moe_ffn: missing pointer or n_expert_used %d < 1", a->n_expert_used);
     if (a->n_tokens > MMV_MAX_TOKENS) return moe_ffn_grouped(a, p);
-    /* scratch: xq (n_embd quantised) | h (n_ff f32) | hq (n_ff quantised) | o (n_embd f32) */
-    size_t off_h = (xq_bytes + 63) & ~(size_t)63, off_hq = off_h + (((size_t)a->n_ff * 4 + 63) & ~(size_t)63);
-    size_t off_o = off_hq + ((hq_bytes + 63) & ~(size_t)63), total = off_o + (size_t)a->n_embd * 4;
+    const int32_t K = a->n_expert_used;
+    const cpu_vec_dot_fn dot_gu = cpu_vec_dot(a->type_gate_up, CPU_ISA_BEST), dot_dn = cpu_vec_dot(a->type_down, CPU_ISA_BEST);
+    if (!dot_gu || !dot_dn)
+        return infer_fail(INFER_E_UNSUPPORTED, "cpu_moe_ffn: types %d/%d have no CPU dot product", a->type_gate_up,
+                          a->type_down);
+    /* scratch: xq (n_embd quantised) | h (K x n_ff f32) | hq (K rows quantised) | o (K x n_embd f32) */
+    const size_t hq_row = hq_bytes;
+    const size_t off_h = moe_align(xq_bytes), off_hq = off_h + moe_align((size_t)K * (size_t)a->n_ff * 4);
+    const size_t off_o = off_hq + (size_t)K * hq_row, total = off_o + (size_t)K * (size_t)a->n_embd * 4;
     char *scratch = xmalloc(total);
     if (!scratch) return INFER_OOM("moe scratch");
-    float *h = (float *)(scratch + off_h), *o = (float *)(scratch + off_o);
+    struct moe_spread j = {.a = a, .dot_gu = dot_gu, .dot_dn = dot_dn, .gu_row = gu_row, .dn_row = dn_row,
+                           .xq = scratch, .h = (float *)(scratch + off_h), .hq = scratch + off_hq, .hq_row = hq_row,
+                           .o = (float *)(scratch + off_o)};
     for (int32_t t = 0; t < a->n_tokens; t++) {
         const float *x = a->x + (int64_t)t * a->n_embd;
         float *y = a->y + (int64_t)t * a->n_embd;
-        TRY(moe_quantize(a->type_gate_up, x, scratch, a->n_embd, p));
-        for (int64_t i = 0; i < a->n_embd; i++) y[i] = 0;
-        for (int32_t k = 0; k < a->n_expert_used; k++) {
-            int32_t e = a->ids[(int64_t)t * a->n_expert_used + k];
-            if (e < 0 || e >= a->n_expert) {
-                st = infer_fail(INFER_E_ARG, "cpu_moe_ffn: token %d expert id %d: expected 0..%d", t, e, a->n_expert - 1);
+        j.ids = a->ids + (int64_t)t * K;
+        for (int32_t k = 0; k < K; k++)
+            if (j.ids[k] < 0 || j.ids[k] >= a->n_expert) {
+                st = infer_fail(INFER_E_ARG, "cpu_moe_ffn: token %d expert id %d: expected 0..%d", t, j.ids[k],
+                                a->n_expert - 1);
                 goto fail;
             }
-            struct mmv_args gu = {a->type_gate_up, (const char *)a->gate + (size_t)e * a->n_ff * gu_row,
-                                  (const char *)a->up + (size_t)e * a->n_ff * gu_row, a->n_embd, a->n_ff, 1, scratch,
-                                  x, h, NULL, MMV_SWIGLU, 0};
-            TRY(cpu_mmv(&gu, p));
-            TRY(moe_quantize(a->type_down, h, scratch + off_hq, a->n_ff, p));
-            struct mmv_args dn = {a->type_down, (const char *)a->down + (size_t)e * a->n_embd * dn_row, NULL, a->n_ff,
-                                  a->n_embd, 1, scratch + off_hq, h, o, NULL, MMV_PLAIN, 0};
-            TRY(cpu_mmv(&dn, p));
-            float wk = a->weights[(int64_t)t * a->n_expert_used + k];
+        TRY(moe_quantize(a->type_gate_up, x, scratch, a->n_embd, p));
+        j.xq = mmv_act_type_cpu(a->type_gate_up) >= 0 ? (const void *)scratch : (const void *)x; /* float weights: f32 x */
+        pool_for(p, (int64_t)K * a->n_ff, 16, moe_spread_gate_up, &j);
+        const int32_t at = mmv_act_type_cpu(a->type_down);
+        if (at >= 0) { /* the K hidden rows, packed */
+            const struct quantize_args q = {.type = at, .x = j.h, .y = scratch + off_hq, .n = a->n_ff, .n_rows = K,
+                                            .x_stride = a->n_ff};
+            TRY(cpu_quantize(&q, p));
+        } else {
+            j.hq = (const char *)j.h, j.hq_row = (size_t)a->n_ff * 4; /* float down weights take f32 h */
+        }
+        pool_for(p, (int64_t)K * a->n_embd, 16, moe_spread_down, &j);
+        for (int64_t i = 0; i < a->n_embd; i++) y[i] = 0;
+        for (int32_t k = 0; k < K; k++) { /* the weighted sum in slot order */
+            const float wk = a->weights[(int64_t)t * K + k], *o = j.o + (size_t)k * a->n_embd;
             for (int64_t i = 0; i < a->n_embd; i++) y[i] += wk * o[i];
         }
     }
