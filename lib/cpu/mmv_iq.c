@@ -1,16 +1,18 @@
 /* mmv_iq: dot products of the lattice and ternary types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
- * TQ1_0, TQ2_0) with Q8_K activations, for mmv.c's table.
+ * TQ1_0, TQ2_0) with Q8_K activations, for mmv.c's table, and the integer-form unpackers mm_iq.c's GEMM uses.
  *
  * Every one of these types decodes, per group of 8 values, to int8 values v and a small integer scale ls, with
- * one float factor f per block (blocks_iq.h's integer form): a block's dot is f * d_x * Σ_g ls_g Σ_j v_j x_j,
- * the sum exact in int32 (|v| <= 62, ls <= 31, |x| <= 127 over 256 values < 2^31). So each type only supplies
- * its unpacking (blocks_iq_<t>, group by group into a 256-byte buffer) and one dot serves them all:
- *   scalar: the integer sums in C;
- *   AVX2: |v| x (x with v's sign) by maddubs (pairs <= 2 * 62 * 127 fit int16), madd with the group scales;
- *   AVX-512 VNNI: dpbusd on 64 values, the int32 lanes (half groups) times their scales.
- * Every variant computes the same integer per block and the same f32 steps, so they agree bit for bit.
- * note: the unpacking (a grid load and a sign mask per 8 values) costs more than the dot itself; a decode that
- * builds the vectors straight from the grids (ggml's set_epi64x of four entries) is the next step for speed.
+ * one float factor f per block (blocks_iq.h's integer form): a block's dot is (f d_x) Σ_g ls_g Σ_j v_j x_j, the
+ * sum exact in int32 (|v| <= 62, ls <= 31, |x| <= 127 over 256 values < 2^31), added to the row's sum block by
+ * block. The variants:
+ *   scalar: the block unpacked group by group (blocks_iq_<t>) into struct iq_block, the integer sums in C;
+ *   AVX2 (AVX-512 machines run it too): each 32-value vector built straight from four grid entries (IQ3: eight)
+ *     and the signs (a 128-entry table of sign bytes for the 7-bit fields, a shuffle for explicit sign bytes),
+ *     |w| times y with w's sign by maddubs (pairs <= 2 * 62 * 127 fit int16), madd with the groups' scales;
+ *     IQ1 as 8 sign(grid) + delta, TQ as digits times y minus the Q8_K bsums.
+ * Every variant computes the same integer per block and the same f32 steps, so they agree bit for bit (test-ops).
+ * note: per byte these dots are compute-bound (the grid loads), near ggml's own: 0.4-0.9x of its AVX2 dots from
+ * cache on Sapphire Rapids; prefill takes mm_iq.c's GEMM instead, which unpacks each block once per call.
  */
 #include <string.h>
 
