@@ -128,29 +128,84 @@ static void check_load(const char *path, const char *what) {
     gguf_close(f);
 }
 
+/* The file types llama-quantize refuses without an importance matrix ("this quantization requires an
+ * imatrix"): they give some tensor an IQ1_S/M, IQ2_XXS/XS/S or IQ3_XXS type (Q2_K_S: Q2_K). */
+static int needs_imatrix(int32_t ft) {
+    return ft == FTYPE_IQ2_XXS || ft == FTYPE_IQ2_XS || ft == FTYPE_IQ2_S || ft == FTYPE_IQ2_M ||
+           ft == FTYPE_IQ1_S || ft == FTYPE_IQ1_M || ft == FTYPE_IQ3_XXS || ft == FTYPE_IQ3_XS ||
+           ft == FTYPE_Q2_K_S;
+}
+
+/* llama_model_quantize with a dummy importance matrix (all ones, ne[0] * ne[2] per tensor of 2 or 3 dims:
+ * the size llama.cpp checks) when the file type needs one, so that llama.cpp writes the file at all. */
+static uint32_t peer_quantize(const struct llama_peer *pe, const char *in, const char *out, int32_t ftype) {
+    if (!needs_imatrix(ftype)) return llama_peer_quantize(pe, in, out, ftype);
+    struct gguf_file *f = NULL;
+    if (gguf_open(in, &f) != INFER_OK) return 1;
+    struct llama_peer_imatrix *im = calloc((size_t)f->n_tensors + 1, sizeof *im);
+    int64_t n = 0, max = 1;
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        max =
+            f->tensors[i].ne[0] * f->tensors[i].ne[2] > max ? f->tensors[i].ne[0] * f->tensors[i].ne[2] : max;
+    float *ones = malloc(sizeof(float) * (size_t)max);
+    uint32_t rc = 1;
+    if (im && ones) {
+        for (int64_t i = 0; i < max; i++)
+            ones[i] = 1.0f;
+        for (int64_t i = 0; i < f->n_tensors; i++) {
+            const struct gguf_tensor *t = &f->tensors[i];
+            if (t->n_dims >= 2 && t->ne[1] > 1)
+                im[n++] = (struct llama_peer_imatrix){
+                    .name = t->name, .data = ones, .size = (size_t)(t->ne[0] * t->ne[2])};
+        }
+        rc = llama_peer_quantize_imatrix(pe, in, out, ftype, im);
+    }
+    free(ones), free(im);
+    gguf_close(f);
+    return rc;
+}
+
+/* The imatrix changes the rules of one of these file types only (has_imatrix in llama_tensor_get_type_impl):
+ * IQ3_XXS keeps IQ3_XXS for attn_v-like tensors (no imatrix: IQ3_S) and for ffn_down (no imatrix: Q4_K /
+ * Q3_K; after the fallback IQ4_NL, not Q5_0 / Q4_0). ftype_tensor_type gives the rules without one. */
+static int32_t with_imatrix(int32_t ftype, const char *name, int32_t t) {
+    if (ftype != FTYPE_IQ3_XXS) return t;
+    if ((strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight")) && t == INFER_TYPE_IQ3_S)
+        return INFER_TYPE_IQ3_XXS;
+    if (strstr(name, "ffn_down") && (t == INFER_TYPE_Q4_K || t == INFER_TYPE_Q3_K)) return INFER_TYPE_IQ3_XXS;
+    if (strstr(name, "ffn_down") && (t == INFER_TYPE_Q5_0 || t == INFER_TYPE_Q4_0)) return INFER_TYPE_IQ4_NL;
+    return t;
+}
+
 /* odd 1: rows of 96 and 160 values, which no K-quant block divides: llama.cpp's fallback types;
- * odd 2: one KV head for 4 query heads (n_gqa 4: Q2_K's attn_v rule) */
+ * odd 2: one KV head for 4 query heads (n_gqa 4: Q2_K's attn_v rule);
+ * odd 3: 4 experts (the IQ1/IQ2 types' n_expert >= 4 rule without the 8-expert ones) */
 static void peer_compare(const struct llama_peer *pe, const char *arch, int tied, int mtp, int32_t ftype, int32_t n_layer, int odd) {
     struct synth_params p;
     synth_params_default(arch, &p);
     if (n_layer) p.n_layer = n_layer;
     if (odd == 1) p.n_embd = 96, p.n_head = 3, p.n_head_kv = 1, p.head_dim = 32, p.n_ff = 160;
     if (odd == 2) p.n_head_kv = 1;
+    if (odd == 3) p.n_expert = 4, p.n_expert_used = 2;
+    /* all-zero weights for the file types with IQ / TQ tensors: llama.cpp's IQ quantisers search a grid per
+     * block (up to 40 s a file on one thread), a zero block takes their fast path, and only types count */
+    p.sparse = ftype >= FTYPE_IQ2_XXS && ftype != FTYPE_BF16 && ftype != FTYPE_MXFP4_MOE;
     p.tied = tied;
     p.mtp = mtp;
     const char *in = tmp_path("peer-in.gguf"), *out = tmp_path("peer-out.gguf");
     T_CHECK(synth_write(&p, in) == INFER_OK, "synth %s: %s", arch, infer_last_error());
-    uint32_t rc = llama_peer_quantize(pe, in, out, ftype);
+    uint32_t rc = peer_quantize(pe, in, out, ftype);
     T_CHECK(rc == 0, "%s %s: llama_model_quantize failed (%u)", arch, ftype_name(ftype), rc);
     if (rc) return;
     struct gguf_file *f = NULL;
     T_CHECK(gguf_open(out, &f) == INFER_OK, "open quantised: %s", infer_last_error());
     if (!f) return;
-    const struct ftype_model fm = {p.n_layer + (mtp ? 1 : 0), p.n_head / p.n_head_kv, p.n_expert, tied};
+    const struct ftype_model fm = {p.n_layer + (mtp ? 1 : 0), p.n_head / p.n_head_kv, p.n_expert, tied,
+                                   p.n_ff_shexp > 0};
     int diffs = 0;
     for (int64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
-        int32_t ours = ftype_tensor_type(ftype, t->name, t->n_dims, t->ne, &fm);
+        int32_t ours = with_imatrix(ftype, t->name, ftype_tensor_type(ftype, t->name, t->n_dims, t->ne, &fm));
         if (ours != t->type && diffs++ < 5)
             printf("  %s %s tied=%d: %s is %s in llama.cpp's file, ftype says %s\n", arch, ftype_name(ftype), tied,
                    t->name, quant_type(t->type) ? quant_type(t->type)->name : "?",
@@ -172,12 +227,18 @@ static void peer_desc(const struct llama_peer *pe) {
     synth_params_default("llama", &p);
     const char *in = tmp_path("desc-in.gguf"), *out = tmp_path("desc-out.gguf");
     T_CHECK(synth_write(&p, in) == INFER_OK, "synth: %s", infer_last_error());
-    char names[160];
+    char names[320];
     snprintf(names, sizeof names, "%s", ftype_names());
     for (char *save = NULL, *n = strtok_r(names, " ", &save); n; n = strtok_r(NULL, " ", &save)) {
         const int32_t ft = ftype_by_name(n);
         T_CHECK(ft >= 0 && strcmp(ftype_name(ft), n) == 0 && ftype_desc(ft), "%s: name round trip", n);
-        if (ft < 0 || llama_peer_quantize(pe, in, out, ft) != 0) continue;
+        if (ft < 0) continue;
+        /* needs_imatrix is llama.cpp's: it refuses exactly those without one */
+        T_CHECK(!needs_imatrix(ft) || llama_peer_quantize(pe, in, out, ft) != 0,
+                "llama.cpp writes %s without an imatrix", n);
+        const uint32_t rc = peer_quantize(pe, in, out, ft);
+        T_CHECK(rc == 0, "llama.cpp writes a %s file (%u)", n, rc);
+        if (rc) continue;
         const char *why = NULL;
         void *m = llama_peer_model_load(pe, out, 0, NULL, &why);
         T_CHECK(m != NULL, "llama.cpp loads its own %s file: %s", n, why ? why : "");
@@ -576,6 +637,25 @@ int main(void) {
         for (int i = 0; i < 6; i++)
             if (!t_quick() || i == 0 || i == 5) peer_compare(&pe, archs[i], i % 2, i == 5, FTYPE_MXFP4_MOE, 0, 0);
         peer_compare(&pe, "qwen3moe", 0, 0, FTYPE_MXFP4_MOE, 0, 1);
+        /* the IQ / TQ file types and Q2_K_S (with a dummy imatrix where llama.cpp needs one; IQ3_XXS then
+         * follows its imatrix rules, see with_imatrix): every arch (t_quick: two), the fallbacks (IQ ->
+         * IQ4_NL, TQ -> Q4_0), the n_gqa 4 rules, 4 experts, and the first-eighth / middle rules on deeper
+         * stacks (with a shared expert the IQ1/IQ2 types' ffn_down rule counts two tensors per block) */
+        static const int32_t iqtypes[] = {
+            FTYPE_IQ2_XXS, FTYPE_IQ2_XS, FTYPE_Q2_K_S, FTYPE_IQ3_XS, FTYPE_IQ3_XXS, FTYPE_IQ1_S, FTYPE_IQ3_S,
+            FTYPE_IQ3_M,   FTYPE_IQ2_S,  FTYPE_IQ2_M,  FTYPE_IQ1_M,  FTYPE_TQ1_0,   FTYPE_TQ2_0};
+        for (int q = 0; q < 13; q++) {
+            for (int i = 0; i < 6; i++)
+                if (!t_quick() || (i + q) % 3 == 0)
+                    peer_compare(&pe, archs[i], (i + q) % 2, i >= 3 && q % 2, iqtypes[q], 0, 0);
+            peer_compare(&pe, "llama", 0, 0, iqtypes[q], 0, 1);
+            if (!t_quick() || q % 2) {
+                peer_compare(&pe, "qwen35", 0, 1, iqtypes[q], 0, 2);
+                peer_compare(&pe, "qwen3moe", 1, 0, iqtypes[q], 0, 3);
+                peer_compare(&pe, "llama", 0, 0, iqtypes[q], 17, 0);
+                peer_compare(&pe, "qwen35moe", 0, 1, iqtypes[q], 16, 0);
+            }
+        }
         peer_desc(&pe);
         for (int i = 0; i < 6; i++) {
             peer_load_model(&pe, archs[i], 0, 0, "F32");

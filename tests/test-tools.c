@@ -575,7 +575,8 @@ static void test_ngl(const char *build, const char *model, char *out, size_t cap
 
 /* The type rules' view of a file without MTP layers: block count, n_head / n_head_kv, experts, tied. */
 static struct ftype_model file_model(const struct gguf_file *f) {
-    struct ftype_model m = {0, 1, 0, gguf_find_tensor(f, "output.weight") == NULL};
+    struct ftype_model m = {0, 1, 0, gguf_find_tensor(f, "output.weight") == NULL,
+                            gguf_find_tensor(f, "blk.0.ffn_down_shexp.weight") != NULL};
     const char *arch = "";
     char key[128];
     uint32_t v = 0, kv = 0;
@@ -682,6 +683,66 @@ static void test_file_types(char *out, size_t cap) {
     snprintf(args, sizeof args, "quantize %s %s Q3_K", src, dst);
     T_CHECK(run(args, out, cap) == 2 && strstr(out, "Q3_K_M") && strstr(out, "Q4_0"),
             "quantize's usage lists the file types: %s", out);
+}
+
+/* The IQ / TQ file types and Q2_K_S: synth --type writes them by the rules (random blocks for the IQ / TQ
+ * tensors: we have no quantiser for them), info names them as llama.cpp; quantize writes Q2_K_S and refuses
+ * the others with one clean line, leaving no output file. llama with n_gqa 4 and 9 layers (the first-eighth
+ * rules) and qwen35moe with its MTP layer (8 experts, a shared expert) in turn. */
+static void test_iq_file_types(char *out, size_t cap) {
+    static const struct {
+        const char *name, *desc;
+    } k[] = {
+        {"Q2_K_S", "Q2_K - Small"},
+        {"IQ2_XXS", "IQ2_XXS - 2.0625 bpw"},
+        {"IQ2_XS", "IQ2_XS - 2.3125 bpw"},
+        {"IQ2_S", "IQ2_S - 2.5 bpw"},
+        {"IQ2_M", "IQ2_M - 2.7 bpw"},
+        {"IQ3_XXS", "IQ3_XXS - 3.0625 bpw"},
+        {"IQ3_XS", "IQ3_XS - 3.3 bpw"},
+        {"IQ3_S", "IQ3_S - 3.4375 bpw"},
+        {"IQ3_M", "IQ3_S mix - 3.66 bpw"},
+        {"IQ1_S", "IQ1_S - 1.5625 bpw"},
+        {"IQ1_M", "IQ1_M - 1.75 bpw"},
+        {"TQ1_0", "TQ1_0 - 1.69 bpw ternary"},
+        {"TQ2_0", "TQ2_0 - 2.06 bpw ternary"},
+    };
+    char src[640], dst[640], args[2048], what[64], want[80];
+    snprintf(src, sizeof src, "%s/iq-f32.gguf", dir);
+    snprintf(dst, sizeof dst, "%s/iq-q.gguf", dir);
+    snprintf(args, sizeof args, "synth --arch llama --n-layer 9 --n-head 8 --n-head-kv 2 -o %s", src);
+    T_CHECK(run(args, out, cap) == 0, "synth the F32 source: %s", out);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const int32_t ft = ftype_by_name(k[i].name);
+        T_CHECK(ft >= 0 && strcmp(ftype_name(ft), k[i].name) == 0 && strcmp(ftype_desc(ft), k[i].desc) == 0,
+                "%s: ftype table", k[i].name);
+        if (i % 2)
+            snprintf(args, sizeof args, "synth --arch qwen35moe --mtp --type %s -o %s", k[i].name, dst);
+        else
+            snprintf(args, sizeof args,
+                     "synth --arch llama --n-layer 9 --n-head 8 --n-head-kv 2 --type %s -o %s", k[i].name,
+                     dst);
+        T_CHECK(run(args, out, cap) == 0, "synth --type %s: %s", k[i].name, out);
+        snprintf(what, sizeof what, "synth --type %s", k[i].name);
+        check_typed_file(dst, ft, NULL, 0, what);
+        snprintf(want, sizeof want, "u32 = %d (%s)\n", (int)ft, k[i].desc);
+        snprintf(args, sizeof args, "info %s", dst);
+        T_CHECK(run(args, out, cap) == 0 && strstr(out, want), "info names file type %s as llama.cpp: %s",
+                k[i].name, want);
+        unlink(dst);
+        snprintf(args, sizeof args, "quantize %s %s %s", src, dst, k[i].name);
+        const int rc = run(args, out, cap);
+        snprintf(what, sizeof what, "quantize %s", k[i].name);
+        if (ft == FTYPE_Q2_K_S) {
+            T_CHECK(rc == 0, "quantize to Q2_K_S: %s", out);
+            check_typed_file(dst, ft, src, 0.35, what);
+        } else {
+            T_CHECK(rc == 1 && one_clean_line(out) &&
+                        (strstr(out, "no quantiser for IQ") || strstr(out, "no quantiser for TQ")),
+                    "quantize to %s is refused in one line naming the type: %s", k[i].name, out);
+            T_CHECK(access(dst, F_OK) != 0, "quantize to %s leaves no output file", k[i].name);
+        }
+    }
 }
 
 int main(void) {
@@ -849,6 +910,7 @@ int main(void) {
             "the quantised split model is one file with file_type 7");
 
     test_file_types(out, sizeof out);
+    test_iq_file_types(out, sizeof out);
     test_tokenize(model, hostile, out, sizeof out);
     test_ngl(b ? b : "build", model, out, sizeof out);
     test_error_line(b ? b : "build", out, sizeof out);

@@ -21,7 +21,20 @@ enum {
     FTYPE_Q3_K_L = 13,
     FTYPE_Q4_K_M = 15,
     FTYPE_Q6_K = 18,
+    FTYPE_IQ2_XXS = 19,
+    FTYPE_IQ2_XS = 20,
+    FTYPE_Q2_K_S = 21,
+    FTYPE_IQ3_XS = 22,
+    FTYPE_IQ3_XXS = 23,
+    FTYPE_IQ1_S = 24,
+    FTYPE_IQ3_S = 26,
+    FTYPE_IQ3_M = 27,
+    FTYPE_IQ2_S = 28,
+    FTYPE_IQ2_M = 29,
+    FTYPE_IQ1_M = 31,
     FTYPE_BF16 = 32,
+    FTYPE_TQ1_0 = 36,
+    FTYPE_TQ2_0 = 37,
     FTYPE_MXFP4_MOE = 38
 };
 
@@ -39,6 +52,7 @@ struct ftype_model {
     int32_t n_gqa;     /* n_head / n_head_kv */
     int32_t n_expert;  /* 0 for dense */
     int tied;          /* token_embd doubles as the LM head */
+    int shexp;         /* each MoE block also has a shared expert: two ffn_down tensors per block */
 };
 
 /* The type tensor `name` of shape ne (n_dims) gets. Norms, biases, routers, ssm_conv1d, ssm_a, ssm_dt

@@ -45,10 +45,12 @@ static int usage(const char *msg) {
         "  llm-gguf dequant FILE TENSOR OUT     the tensor as raw little-endian f32\n"
         "  llm-gguf quantize IN OUT TYPE        from an F32/F16/BF16 file to one of F32 F16 BF16 Q8_0\n"
         "                                       Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K\n"
-        "                                       MXFP4_MOE\n"
+        "                                       MXFP4_MOE Q2_K_S\n"
         "  llm-gguf synth --arch ARCH [options] -o OUT\n"
         "      --arch      llama qwen3 qwen3moe qwen3next qwen35 qwen35moe\n"
-        "      --type      a quantize TYPE (default F32)\n"
+        "      --type      a quantize TYPE (default F32), or one of IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS\n"
+        "                  IQ3_XS IQ3_S IQ3_M IQ1_S IQ1_M TQ1_0 TQ2_0 (no quantiser here: their IQ / TQ\n"
+        "                  tensors get random blocks, the others are quantised as usual)\n"
         "      --preset    real shapes: llama3-8b qwen3-0.6b qwen3-8b qwen3-30b-a3b qwen35-0.8b qwen35-9b\n"
         "                  qwen35-27b qwen35-35b-a3b qwen3next-80b-a3b qwen35moe-1b\n"
         "      --mtp       add the MTP (nextn) layer (qwen3next, qwen35, qwen35moe)\n"
@@ -401,7 +403,7 @@ static int cmd_quantize(int argc, char **argv) {
     if (argc != 3) return usage("quantize needs IN OUT TYPE");
     const int32_t ftype = ftype_by_name(argv[2]);
     if (ftype < 0) {
-        char msg[160];
+        char msg[320];
         snprintf(msg, sizeof msg, "quantize TYPE must be one of %s", ftype_names());
         return usage(msg);
     }
@@ -424,9 +426,9 @@ static int cmd_quantize(int argc, char **argv) {
     }
     struct arch_hparams hp;
     TRY(model_read_hparams(f, a, &hp));
-    const struct ftype_model fm = {(int32_t)hp.n_layer_all,
-                                   (int32_t)(hp.n_head_kv ? hp.n_head / hp.n_head_kv : 1),
-                                   (int32_t)hp.n_expert, gguf_find_tensor(f, "output.weight") == NULL};
+    const struct ftype_model fm = {
+        (int32_t)hp.n_layer_all, (int32_t)(hp.n_head_kv ? hp.n_head / hp.n_head_kv : 1), (int32_t)hp.n_expert,
+        gguf_find_tensor(f, "output.weight") == NULL, hp.n_ff_shexp > 0};
     job.types = calloc((size_t)f->n_tensors + 1, sizeof *job.types);
     int64_t max_ne0 = 1;
     for (int64_t i = 0; i < f->n_tensors; i++)
@@ -451,6 +453,15 @@ static int cmd_quantize(int argc, char **argv) {
             goto fail;
         }
         job.types[i] = ftype_tensor_type(ftype, t->name, t->n_dims, t->ne, &fm);
+        /* the IQ / TQ types have a decoder but no quantiser (llama-quantize's need an imatrix) */
+        if (!quant_type(job.types[i])->quantize) {
+            st = infer_fail(
+                INFER_E_UNSUPPORTED,
+                "quantize %s: no quantiser for %s (tensor '%s'); `llm-gguf synth --type %s` writes such "
+                "files with random blocks",
+                argv[2], quant_type(job.types[i])->name, t->name, ftype_name(ftype));
+            goto fail;
+        }
         TRY(gguf_writer_add_tensor(w, t->name, job.types[i], t->n_dims > 0 ? t->n_dims : 1, t->ne, NULL));
     }
     TRY(gguf_writer_write(w, argv[1], quantize_fill, &job));

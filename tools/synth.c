@@ -531,8 +531,8 @@ infer_status synth_write(const struct synth_params *params, const char *path) {
         st = INFER_OOM("the synth tensor table");
         goto fail;
     }
-    const struct ftype_model fm = {(int32_t)hp.n_layer_all, (int32_t)(hp.n_head / hp.n_head_kv), (int32_t)hp.n_expert,
-                                   p.tied};
+    const struct ftype_model fm = {(int32_t)hp.n_layer_all, (int32_t)(hp.n_head / hp.n_head_kv),
+                                   (int32_t)hp.n_expert, p.tied, hp.n_ff_shexp > 0};
     for (int64_t i = 0; i < n_all; i++) {
         const struct arch_tensor *t = &all[i];
         int wanted = t->required || (t->role == ARCH_T_OUTPUT && !p.tied) || t->role == ARCH_T_NEXTN_SHARED_HEAD_NORM;

@@ -253,8 +253,14 @@ int llama_peer_logits_run(const struct llama_peer *p, void *ctx, const int32_t *
 }
 
 uint32_t llama_peer_quantize(const struct llama_peer *p, const char *in, const char *out, int32_t ftype) {
+    return llama_peer_quantize_imatrix(p, in, out, ftype, NULL);
+}
+
+uint32_t llama_peer_quantize_imatrix(const struct llama_peer *p, const char *in, const char *out,
+                                     int32_t ftype, const struct llama_peer_imatrix *im) {
     struct llama_peer_quantize_params qp = p->quantize_default_params();
     qp.nthread = 1;
     qp.ftype = ftype;
+    qp.imatrix = im;
     return p->quantize(in, out, &qp);
 }

@@ -53,6 +53,12 @@ struct llama_peer_quantize_params { /* llama_model_quantize_params */
     size_t max_buf_size;
 };
 
+struct llama_peer_imatrix { /* llama_model_imatrix_data: per tensor, ne[0] * ne[2] weights */
+    const char *name;
+    const float *data;
+    size_t size;
+};
+
 struct llama_peer_batch { /* llama_batch */
     int32_t n_tokens;
     int32_t *token;
@@ -149,5 +155,9 @@ int llama_peer_logits_run(const struct llama_peer *p, void *ctx, const int32_t *
                           int32_t n_vocab, float *out);
 /* llama_model_quantize with 1 thread and the given llama_ftype; 0 on success. */
 uint32_t llama_peer_quantize(const struct llama_peer *p, const char *in, const char *out, int32_t ftype);
+/* The same with an importance matrix: `im` ends with a NULL name (llama-quantize refuses the IQ1/IQ2/IQ3_XXS
+ * tensor types, and Q2_K in a Q2_K_S file, without one). */
+uint32_t llama_peer_quantize_imatrix(const struct llama_peer *p, const char *in, const char *out,
+                                     int32_t ftype, const struct llama_peer_imatrix *im);
 
 #endif
