@@ -656,6 +656,19 @@ int main(void) {
                 peer_compare(&pe, "qwen35moe", 0, 1, iqtypes[q], 16, 0);
             }
         }
+        /* IQ4_NL / IQ4_XS: their own attn_v (n_gqa 4), ffn_down (first eighth) and 8-expert rules, the IQ4_NL
+         * fallback of IQ4_XS rows */
+        static const int32_t iq4types[] = {FTYPE_IQ4_NL, FTYPE_IQ4_XS};
+        for (int q = 0; q < 2; q++) {
+            for (int i = 0; i < 6; i++)
+                if (!t_quick() || (i + q) % 3 == 0) peer_compare(&pe, archs[i], (i + q) % 2, i >= 3 && q % 2, iq4types[q], 0, 0);
+            peer_compare(&pe, "llama", 0, 0, iq4types[q], 0, 1);
+            peer_compare(&pe, "qwen3moe", 1, 0, iq4types[q], 0, 3);
+            if (!t_quick()) {
+                peer_compare(&pe, "llama", 0, 0, iq4types[q], 17, 0);
+                peer_compare(&pe, "qwen35moe", 0, 1, iq4types[q], 16, 0);
+            }
+        }
         peer_desc(&pe);
         for (int i = 0; i < 6; i++) {
             peer_load_model(&pe, archs[i], 0, 0, "F32");

@@ -52,6 +52,8 @@ static const struct {
     {FTYPE_Q4_K_M, "Q4_K_M", "Q4_K - Medium", INFER_TYPE_Q4_K},
     {FTYPE_Q6_K, "Q6_K", "Q6_K", INFER_TYPE_Q6_K},
     {FTYPE_MXFP4_MOE, "MXFP4_MOE", "MXFP4 MoE", INFER_TYPE_MXFP4},
+    {FTYPE_IQ4_NL, "IQ4_NL", "IQ4_NL - 4.5 bpw", INFER_TYPE_IQ4_NL},
+    {FTYPE_IQ4_XS, "IQ4_XS", "IQ4_XS - 4.25 bpw", INFER_TYPE_IQ4_XS},
     /* no quantiser here for the IQ / TQ types: `llm-gguf synth` writes these with random blocks */
     {FTYPE_Q2_K_S, "Q2_K_S", "Q2_K - Small", INFER_TYPE_Q2_K},
     {FTYPE_IQ2_XXS, "IQ2_XXS", "IQ2_XXS - 2.0625 bpw", INFER_TYPE_IQ2_XXS},
@@ -88,7 +90,7 @@ const char *ftype_desc(int32_t ftype) {
 }
 
 const char *ftype_names(void) {
-    return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K MXFP4_MOE "
+    return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K MXFP4_MOE IQ4_NL IQ4_XS "
            "Q2_K_S IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ1_S IQ1_M TQ1_0 TQ2_0";
 }
 
@@ -213,6 +215,7 @@ int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int
         else if (ftype == FTYPE_Q3_K_M) t = layer >= 0 && layer < 2 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
         else if (ftype == FTYPE_Q3_K_L) t = INFER_TYPE_Q5_K;
         else if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, n)) t = INFER_TYPE_Q6_K;
+        else if ((ftype == FTYPE_IQ4_NL || ftype == FTYPE_IQ4_XS) && gqa4) t = INFER_TYPE_Q5_K;
         if (e8) t = INFER_TYPE_Q8_0;
     } else if (ftype_has(name, "attn_k.weight")) {
         if (e8) t = INFER_TYPE_Q8_0;
@@ -229,7 +232,7 @@ int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int
         if (e8) {
             if (ftype == FTYPE_Q2_K || ftype == FTYPE_Q3_K_S || ftype == FTYPE_Q3_K_M ||
                 ftype == FTYPE_Q4_K_M || ftype == FTYPE_IQ3_XXS || ftype == FTYPE_IQ3_XS ||
-                ftype == FTYPE_IQ3_S || ftype == FTYPE_IQ3_M)
+                ftype == FTYPE_IQ3_S || ftype == FTYPE_IQ3_M || ftype == FTYPE_IQ4_NL || ftype == FTYPE_IQ4_XS)
                 t = INFER_TYPE_Q5_K;
         } else if (ftype == FTYPE_Q2_K) {
             t = INFER_TYPE_Q3_K;
@@ -254,6 +257,7 @@ int32_t ftype_tensor_type(int32_t ftype, const char *name, int n_dims, const int
             t = INFER_TYPE_Q4_K;
         else if (ftype == FTYPE_Q3_K_L) t = INFER_TYPE_Q5_K;
         else if (ftype == FTYPE_Q4_K_M && layer >= 0 && ftype_more_bits(layer, n)) t = INFER_TYPE_Q6_K;
+        else if ((ftype == FTYPE_IQ4_NL || ftype == FTYPE_IQ4_XS) && first8) t = INFER_TYPE_Q5_K; /* without an imatrix */
     }
 
     if (ftype_blck(t) == 256 && ne[0] % 256 != 0) {

@@ -359,7 +359,8 @@ int main(void) {
         static const struct {
             const char *name;
             int32_t id;
-        } legacy[] = {{"Q4_0", 2}, {"Q4_1", 3}, {"Q5_0", 8}, {"Q5_1", 9}, {"Q2_K", 10}, {"Q3_K_M", 12}, {"MXFP4_MOE", 38}};
+        } legacy[] = {{"Q4_0", 2},     {"Q4_1", 3},       {"Q5_0", 8},      {"Q5_1", 9},     {"Q2_K", 10},
+                      {"Q3_K_M", 12}, {"MXFP4_MOE", 38}, {"IQ4_NL", 25}, {"IQ4_XS", 30}};
         for (size_t i = 0; all_types && i < sizeof legacy / sizeof *legacy; i++)
             check_our_quantize(&pe, f32, &sp, legacy[i].name, legacy[i].id);
     }
