@@ -45,7 +45,7 @@ static int usage(const char *msg) {
         "  llm-gguf dequant FILE TENSOR OUT     the tensor as raw little-endian f32\n"
         "  llm-gguf quantize IN OUT TYPE        from an F32/F16/BF16 file to one of F32 F16 BF16 Q8_0\n"
         "                                       Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_M Q6_K\n"
-        "                                       MXFP4_MOE Q2_K_S\n"
+        "                                       MXFP4_MOE Q2_K_S IQ4_NL IQ4_XS\n"
         "  llm-gguf synth --arch ARCH [options] -o OUT\n"
         "      --arch      llama qwen3 qwen3moe qwen3next qwen35 qwen35moe\n"
         "      --type      a quantize TYPE (default F32), or one of IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS\n"
