@@ -225,6 +225,7 @@ static void peer_compare(const struct llama_peer *pe, const char *arch, int tied
 static void peer_desc(const struct llama_peer *pe) {
     struct synth_params p;
     synth_params_default("llama", &p);
+    p.sparse = 1; /* zero weights: llama.cpp's IQ quantisers take their fast path (see peer_compare) */
     const char *in = tmp_path("desc-in.gguf"), *out = tmp_path("desc-out.gguf");
     T_CHECK(synth_write(&p, in) == INFER_OK, "synth: %s", infer_last_error());
     char names[320];

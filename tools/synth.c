@@ -216,7 +216,9 @@ oom:
 
 /* ---- weights ---- */
 
-/* Where a random block's f16 scales go and which values they get (|w| ~ 0.02 on average). */
+/* Where a random block's f16 scales go and which values they get (|w| ~ 0.02 on average; the ternary types
+ * 0.013 / 0.01: louder random ternary models amplified the float differences between llama.cpp's own CPU
+ * backends to twice its spread between its settings in test-llama-logits). */
 static const struct { int32_t type; int off_d; float d; int off_m; float m; } synth_scales[] = {
     {INFER_TYPE_Q4_0, 0, 3e-3f, -1, 0},      {INFER_TYPE_Q4_1, 0, 3e-3f, 2, -0.024f},
     {INFER_TYPE_Q5_0, 0, 2.5e-3f, -1, 0},    {INFER_TYPE_Q5_1, 0, 1.5e-3f, 2, -0.024f},
@@ -227,7 +229,7 @@ static const struct { int32_t type; int off_d; float d; int off_m; float m; } sy
     {INFER_TYPE_IQ2_XXS, 0, 4e-4f, -1, 0},   {INFER_TYPE_IQ2_XS, 0, 4e-4f, -1, 0},
     {INFER_TYPE_IQ2_S, 0, 4e-4f, -1, 0},     {INFER_TYPE_IQ3_XXS, 0, 2e-4f, -1, 0},
     {INFER_TYPE_IQ3_S, 0, 2e-4f, -1, 0},     {INFER_TYPE_IQ1_S, 0, 3.5e-3f, -1, 0},
-    {INFER_TYPE_TQ1_0, 52, 0.03f, -1, 0},    {INFER_TYPE_TQ2_0, 64, 0.02f, -1, 0},
+    {INFER_TYPE_TQ1_0, 52, 0.02f, -1, 0},    {INFER_TYPE_TQ2_0, 64, 0.02f, -1, 0},
 };
 
 struct synth_job {
@@ -265,6 +267,17 @@ static void synth_random_blocks(int32_t type, uint64_t *s, uint8_t *dst, size_t 
         const uint16_t h = quant_f32_to_f16(3.5e-3f * (0.5f + synth_uniform(s)));
         for (int k = 0; k < 4; k++) dst[b + 49 + 2 * k] = (uint8_t)((dst[b + 49 + 2 * k] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
     }
+    /* TQ2_0's values are q - 1 for 2-bit q, but ternary files hold only q 0..2 (ggml's quantiser): a random 3 (+2)
+     * biases every row by +d/2, which washed the weights' signal out of the logits; 3 -> 1 (zero) is unbiased */
+    for (size_t b = 0; type == INFER_TYPE_TQ2_0 && b + (size_t)qt->bytes <= nbytes; b += (size_t)qt->bytes)
+        for (int k = 0; k < 64; k++) dst[b + k] &= (uint8_t)~((dst[b + k] & (dst[b + k] >> 1) & 0x55) << 1);
+    /* TQ1_0 bytes as ggml's quantiser writes them: 5 (qh: 4, times 3) base-3 digits q packed as ceil(q * 256 /
+     * 243); a file holds no other byte, so neither do ours */
+    for (size_t b = 0; type == INFER_TYPE_TQ1_0 && b + (size_t)qt->bytes <= nbytes; b += (size_t)qt->bytes)
+        for (int k = 0; k < 52; k++) {
+            const uint32_t q = (uint32_t)(synth_next(s) % (k < 48 ? 243 : 81)) * (k < 48 ? 1 : 3);
+            dst[b + k] = (uint8_t)((q * 256 + 242) / 243);
+        }
     /* MXFP4's scale is a power of two 2^(e-128): e 119..121 puts |w| near 0.01 */
     for (size_t b = 0; type == INFER_TYPE_MXFP4 && b + (size_t)qt->bytes <= nbytes; b += (size_t)qt->bytes)
         dst[b] = (uint8_t)(119 + (int)(3.0f * synth_uniform(s)) % 3);
