@@ -103,6 +103,10 @@ $(BUILD)/bench-%: $(BUILD)/bench/bench-%.o $(BUILD)/libinfer.a
 $(BUILD)/bench-peer: $(BUILD)/bench/bench-peer.o $(BUILD)/tests/peer.o $(BUILD)/tests/conformance/llama_peer.o $(BUILD)/libinfer.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench-dots times our dots against ggml's own, through the same peer binding and the tests' random weights
+$(BUILD)/bench-dots: $(BUILD)/bench/bench-dots.o $(BUILD)/tests/peer.o $(BUILD)/tests/randw.o $(BUILD)/libinfer.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 bench-ops: $(BUILD)/bench-ops
 	$(BUILD)/bench-ops
 
