@@ -214,7 +214,7 @@ infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p) {
     /* scratch: xq (n_embd quantised) | h (K x n_ff f32) | hq (K rows quantised) | o (K x n_embd f32) */
     const size_t hq_row = hq_bytes;
     const size_t off_h = moe_align(xq_bytes), off_hq = off_h + moe_align((size_t)K * (size_t)a->n_ff * 4);
-    const size_t off_o = off_hq + (size_t)K * hq_row, total = off_o + (size_t)K * (size_t)a->n_embd * 4;
+    const size_t off_o = off_hq + moe_align((size_t)K * hq_row), total = off_o + (size_t)K * (size_t)a->n_embd * 4;
     char *scratch = xmalloc(total);
     if (!scratch) return INFER_OOM("moe scratch");
     struct moe_spread j = {.a = a, .dot_gu = dot_gu, .dot_dn = dot_dn, .gu_row = gu_row, .dn_row = dn_row,
