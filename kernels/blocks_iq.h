@@ -191,12 +191,18 @@ static inline INFER_HD int blocks_iq_iq1_s(const block_iq1_s *b, int g, int8_t *
 /* IQ1_M's scale words: the u16 scales[2k] | scales[2k+1] << 8, k = 0..3. */
 static inline INFER_HD int blocks_iq1_m_sc(const block_iq1_m *b, int k) { return b->scales[2 * k] | b->scales[2 * k + 1] << 8; }
 
-/* IQ1_M's block scale: an f16 whose four nibbles are the top nibbles of the four scale words. */
-static inline INFER_HD float blocks_iqf_iq1_m(const block_iq1_m *b) {
-    const int h = blocks_iq1_m_sc(b, 0) >> 12 | (blocks_iq1_m_sc(b, 1) >> 8 & 0x00F0) | (blocks_iq1_m_sc(b, 2) >> 4 & 0x0F00) |
-                  (blocks_iq1_m_sc(b, 3) & 0xF000);
-    return blocks_f16_to_f32((uint16_t)h) * 0.125f;
+/* IQ1_M's block scale: the bits of an f16 whose four nibbles are the top nibbles of the four scale words. */
+static inline INFER_HD uint16_t blocks_iq1_m_half(const block_iq1_m *b) {
+    return (uint16_t)(blocks_iq1_m_sc(b, 0) >> 12 | (blocks_iq1_m_sc(b, 1) >> 8 & 0x00F0) |
+                      (blocks_iq1_m_sc(b, 2) >> 4 & 0x0F00) | (blocks_iq1_m_sc(b, 3) & 0xF000));
 }
+
+/* Its inverse, for writers (synth, tests): the half h into the top nibbles of the scale words, the rest kept. */
+static inline INFER_HD void blocks_iq1_m_put_half(block_iq1_m *b, uint16_t h) {
+    for (int k = 0; k < 4; k++) b->scales[2 * k + 1] = (uint8_t)((b->scales[2 * k + 1] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
+}
+
+static inline INFER_HD float blocks_iqf_iq1_m(const block_iq1_m *b) { return blocks_f16_to_f32(blocks_iq1_m_half(b)) * 0.125f; }
 
 /* IQ1_M: a 3-bit scale per 16 values; per group 3 high index bits and the delta's sign in a nibble of qh. */
 static inline INFER_HD int blocks_iq_iq1_m(const block_iq1_m *b, int g, int8_t *v) {

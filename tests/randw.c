@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks.h"
 #include "quant.h"
 
 /* Where the f16 scale fields of each quantised block type are. */

@@ -332,12 +332,7 @@ static void test_dequant(void) {
                     memcpy(blk + cases[c].half_off[h], &v, 2);
                 }
                 if (cases[c].e8m0) blk[0] = (uint8_t)(rng_u64() % 253);
-                if (cases[c].iq1m) {
-                    const uint16_t h = rand_half();
-                    for (int k = 0; k < 4; k++) /* nibble k of the half is the top nibble of word k (bytes 49 + 2k) */
-                        blk[offsetof(block_iq1_m, scales) + 2 * k + 1] =
-                            (uint8_t)((blk[offsetof(block_iq1_m, scales) + 2 * k + 1] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
-                }
+                if (cases[c].iq1m) blocks_iq1_m_put_half((block_iq1_m *)blk, rand_half());
                 if (cases[c].f32_d) {
                     const float d = (float)(rng_unit() * 2 - 1) * 1e-2f;
                     memcpy(blk, &d, 4);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "blocks.h"
 #include "ftype.h"
 #include "gguf.h"
 #include "quant.h"
@@ -264,8 +265,7 @@ static void synth_random_blocks(int32_t type, uint64_t *s, uint8_t *dst, size_t 
     }
     /* IQ1_M's f16 scale is the top nibbles of its four scale words (@48, u16 each) */
     for (size_t b = 0; type == INFER_TYPE_IQ1_M && b + (size_t)qt->bytes <= nbytes; b += (size_t)qt->bytes) {
-        const uint16_t h = quant_f32_to_f16(3.5e-3f * (0.5f + synth_uniform(s)));
-        for (int k = 0; k < 4; k++) dst[b + 49 + 2 * k] = (uint8_t)((dst[b + 49 + 2 * k] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
+        blocks_iq1_m_put_half((block_iq1_m *)(dst + b), quant_f32_to_f16(3.5e-3f * (0.5f + synth_uniform(s))));
     }
     /* TQ2_0's values are q - 1 for 2-bit q, but ternary files hold only q 0..2 (ggml's quantiser): a random 3 (+2)
      * biases every row by +d/2, which washed the weights' signal out of the logits; 3 -> 1 (zero) is unbiased */

@@ -135,12 +135,8 @@ Q32_AVX512 static void q32_pack(const struct q32_kind *k, const char *w, size_t 
         }
         /* d first in every block, m next in Q4_1 / Q5_1; MXFP4's exponent byte as blocks_e8m0_half */
         const __m512i dm = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1);
-        if (k->e8m0) {
-            const __m512i e = _mm512_and_si512(dm, _mm512_set1_epi32(0xFF));
-            const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-            const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-            const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
-            _mm512_storeu_ps(o->d, _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub)));
+        if (k->e8m0) { /* once per strip and block: blocks.h's scalar conversion will do */
+            for (int r = 0; r < Q32_ROWS; r++) o->d[r] = r < nr ? blocks_e8m0_half((uint8_t)b[(size_t)r * w_row]) : 0.0f;
         } else {
             _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
         }

@@ -93,14 +93,14 @@ static int32_t iq_sum_scalar(const struct iq_block *u, const int8_t *x) {
     return s;
 }
 
-static inline float iq_dot(int64_t n, const void *w, const void *x, cpu_iq_unpack_fn unpack,
-                           int32_t (*sum)(const struct iq_block *, const int8_t *)) {
+/* The scalar dot of any of these types: each block unpacked, its exact sum, the f32 step the SIMD dots repeat. */
+static inline float iq_dot(int64_t n, const void *w, const void *x, cpu_iq_unpack_fn unpack) {
     const block_q8_K *b = x;
     struct iq_block u;
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         unpack(w, i, &u);
-        s += (u.f * b[i].d) * (float)sum(&u, b[i].qs);
+        s += (u.f * b[i].d) * (float)iq_sum_scalar(&u, b[i].qs);
     }
     return s;
 }
@@ -231,12 +231,6 @@ MMV_IQ_AVX2 static inline __m256i iq1_dot32(__m256i g, __m256i delta, const int8
     return _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16((short)ls_hi), _mm_set1_epi16((short)ls_lo)));
 }
 
-/* IQ1_M's f16 scale bits (blocks_iqf_iq1_m's). */
-static inline uint16_t iq1_m_half(const block_iq1_m *b) {
-    return (uint16_t)(blocks_iq1_m_sc(b, 0) >> 12 | (blocks_iq1_m_sc(b, 1) >> 8 & 0x00F0) | (blocks_iq1_m_sc(b, 2) >> 4 & 0x0F00) |
-                      (blocks_iq1_m_sc(b, 3) & 0xF000));
-}
-
 static inline long long iq1_delta8(int neg) { return neg ? -1LL : 0x0101010101010101LL; }
 
 MMV_IQ_AVX2 static int32_t iq_sum_iq1_s(const block_iq1_s *b, const block_q8_K *x) {
@@ -332,14 +326,14 @@ IQ_DOT_AVX2(iq2_s, _cvtsh_ss(a[i].d) * 0.125f)
 IQ_DOT_AVX2(iq3_xxs, _cvtsh_ss(a[i].d) * 0.25f)
 IQ_DOT_AVX2(iq3_s, _cvtsh_ss(a[i].d))
 IQ_DOT_AVX2(iq1_s, _cvtsh_ss(a[i].d) * 0.125f)
-IQ_DOT_AVX2(iq1_m, _cvtsh_ss(iq1_m_half(&a[i])) * 0.125f)
+IQ_DOT_AVX2(iq1_m, _cvtsh_ss(blocks_iq1_m_half(&a[i])) * 0.125f)
 IQ_DOT_AVX2(tq1_0, _cvtsh_ss(a[i].d))
 IQ_DOT_AVX2(tq2_0, _cvtsh_ss(a[i].d))
 #undef IQ_DOT_AVX2
 #endif
 
 #define IQ_DOTS(t)                                                                                           \
-    float cpu_dot_##t(int64_t n, const void *w, const void *x) { return iq_dot(n, w, x, unpack_##t, iq_sum_scalar); }
+    float cpu_dot_##t(int64_t n, const void *w, const void *x) { return iq_dot(n, w, x, unpack_##t); }
 IQ_DOTS(iq2_xxs)
 IQ_DOTS(iq2_xs)
 IQ_DOTS(iq2_s)

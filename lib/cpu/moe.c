@@ -220,6 +220,8 @@ infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p) {
     struct moe_spread j = {.a = a, .dot_gu = dot_gu, .dot_dn = dot_dn, .gu_row = gu_row, .dn_row = dn_row,
                            .xq = scratch, .h = (float *)(scratch + off_h), .hq = scratch + off_hq, .hq_row = hq_row,
                            .o = (float *)(scratch + off_o)};
+    const int32_t at_down = mmv_act_type_cpu(a->type_down);
+    if (at_down < 0) j.hq = (const char *)j.h, j.hq_row = (size_t)a->n_ff * 4; /* float down weights take f32 h */
     for (int32_t t = 0; t < a->n_tokens; t++) {
         const float *x = a->x + (int64_t)t * a->n_embd;
         float *y = a->y + (int64_t)t * a->n_embd;
@@ -233,13 +235,10 @@ infer_status cpu_moe_ffn(const struct moe_ffn_args *a, struct pool *p) {
         TRY(moe_quantize(a->type_gate_up, x, scratch, a->n_embd, p));
         j.xq = mmv_act_type_cpu(a->type_gate_up) >= 0 ? (const void *)scratch : (const void *)x; /* float weights: f32 x */
         pool_for(p, (int64_t)K * a->n_ff, 16, moe_spread_gate_up, &j);
-        const int32_t at = mmv_act_type_cpu(a->type_down);
-        if (at >= 0) { /* the K hidden rows, packed */
-            const struct quantize_args q = {.type = at, .x = j.h, .y = scratch + off_hq, .n = a->n_ff, .n_rows = K,
+        if (at_down >= 0) { /* the K hidden rows, packed */
+            const struct quantize_args q = {.type = at_down, .x = j.h, .y = scratch + off_hq, .n = a->n_ff, .n_rows = K,
                                             .x_stride = a->n_ff};
             TRY(cpu_quantize(&q, p));
-        } else {
-            j.hq = (const char *)j.h, j.hq_row = (size_t)a->n_ff * 4; /* float down weights take f32 h */
         }
         pool_for(p, (int64_t)K * a->n_embd, 16, moe_spread_down, &j);
         for (int64_t i = 0; i < a->n_embd; i++) y[i] = 0;
