@@ -110,6 +110,9 @@ template <typename... P> struct kernel_args_of final : kernel_args {
         /* no stale bytes in padding for the pointer scan: zeroed, then each element built in place from its
          * argument (a converted temporary first would bring its own uninitialised padding along) */
         memset(store, 0, sizeof store);
+        /* g++ -O2 drops a store made before an object's construction (-flifetime-dse) unless something may
+         * read it first: without this the tuple's own padding kept the heap's old bytes */
+        asm volatile("" : : "r"(store) : "memory");
         new (store) tuple(std::forward<A>(a)...);
     }
     ~kernel_args_of() override { ((tuple *)store)->~tuple(); }

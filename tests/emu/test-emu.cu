@@ -24,7 +24,8 @@
  * Emulator only (INFER_EMU): each bug finder reports and fails the context (a missing barrier through the
  * thread-order check, an inter-block race, __syncthreads after an early return, a shuffle naming an exited
  * lane or reading outside its mask, a mask without the caller, divergent collectives, mma.sync by half a
- * warp, a kernel given another device's memory), cudaDeviceReset recovering each time; lazy execution (a
+ * warp, a kernel given another device's memory), cudaDeviceReset recovering each time; a launch's copied
+ * arguments with zeroed padding (no stale heap bytes for the pointer scan to mistake); lazy execution (a
  * read CUDA does not order sees stale data: the legacy stream against a non-blocking one, an async copy
  * into pinned memory, a first event query); the memory limit (INFER_EMU_MEM, set here to 256M); a
  * launch into another device's stream; the counters; NCCL across processes: a partner that never joins
@@ -158,6 +159,10 @@ __global__ void k_half_mma(float *out) {
     out[threadIdx.x] = c[0];
 }
 __global__ void k_read(const float *p, float *out, int n) { *out = p[n]; }
+struct ptr_arg {
+    float *p;
+};
+__global__ void k_struct_float(struct ptr_arg a, float t) { *a.p = t; }
 #endif
 
 /* ---- helpers ---- */
@@ -756,6 +761,27 @@ static void check_bug_finders() {
     }
 }
 
+/* The pointer scan reads every 8 bytes of a launch's arguments, padding included, so the padding must be
+ * zero: (struct, float) is laid out float first, then 4 bytes of padding, and stale heap bytes there once
+ * made a float and the top half of an old pointer look like another device's address (a CI failure). */
+typedef emu::kernel_args_of<struct ptr_arg, float> struct_float_args;
+/* built out of line into memory the compiler knows nothing of, as launch_kernel's make_shared does */
+__attribute__((noinline)) static const struct_float_args *build_struct_float_args(void *buf, float t) {
+    return new (buf) struct_float_args(k_struct_float, ptr_arg{NULL}, t);
+}
+static void check_argument_padding() {
+    typedef struct_float_args args;
+    alignas(args) unsigned char buf[sizeof(args)];
+    memset(buf, 0xab, sizeof buf);
+    asm volatile("" : : "r"(buf) : "memory"); /* the stale bytes are really there */
+    const args *a = build_struct_float_args(buf, 1.0f);
+    const unsigned char *b = (const unsigned char *)a->bytes();
+    size_t stale = 0;
+    for (size_t i = 0; i < a->size(); i++) stale += b[i] == 0xab;
+    T_CHECK(a->size() == 16 && stale == 0, "kernel arguments (struct, float): %zu bytes, %zu stale", a->size(), stale);
+    a->~args();
+}
+
 static void check_lazy() {
     cudaStream_t s = NULL;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -970,6 +996,7 @@ int main(void) {
     check_nccl();
 #ifdef INFER_EMU
     check_bug_finders();
+    check_argument_padding();
     check_lazy();
     check_memory_and_devices();
     check_nccl_lost_partner();
