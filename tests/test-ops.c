@@ -171,6 +171,12 @@ static const struct tcase tops_cases[] = {
     {"mm", ALL_W, {768, 67, 70}, {MMV_SWIGLU}, -2, 2, 0, 0},
     {"mm", IQ_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", IQ_W, {768, 67, 70}, {MMV_ADD}, -2, 2, 0, 0},
+    /* mm_iq.c's GEMM for IQ4_XS, Q2_K, Q3_K (from 6 tokens): strips and tiles with tails, every epilogue; at every
+     * ISA level it equals the scalar dots bit for bit (5 tokens: still the dots) */
+    {"mm", "iq4_xs,q2_K,q3_K", {768, 37, 17}, {MMV_PLAIN}, -1, 1, 0, 0},
+    {"mm", "iq4_xs,q2_K,q3_K", {512, 33, 6}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
+    {"mm", "iq4_xs", {256, 17, 5}, {MMV_SWIGLU}, -1, 1, 0, 0},
+    {"mm", "iq4_xs", {1024, 45, 40}, {MMV_SWIGLU}, -8, 8, 0, 0, .cols = ONLY_CPU},
     {"mm", "q4_K,q8_0,q6_K", {1024, 70, 64}, {MMV_ADD}, -1, 1, 0, 0},
     {"mm", "f16,q4_K,q6_K", {4096, 130, 70}, {MMV_PLAIN}, -2, 2, 0, 0}, /* a real row length */
     /* the prefill GEMM (lib/cpu/mm_kq.c: Q4_K, Q5_K, Q6_K on AVX-512 VNNI; other CPUs run the dots): n_out not a

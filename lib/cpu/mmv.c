@@ -477,7 +477,7 @@ MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
     const block_iq4_xs *a = w;
     const block_q8_K *b = x;
     const __m256i kv = mmv_kv_table(blocks_kvalues_iq4nl);
-    __m256 acc = _mm256_setzero_ps();
+    float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sumi = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
@@ -487,9 +487,13 @@ MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
             __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)mmv_iq4_xs_scale(&a[i], ib))));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        /* the scalar dot's f32 step per block: every level (and mm_iq's GEMM) gives the same bits */
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+        s += (_cvtsh_ss(a[i].d) * b[i].d) * (float)_mm_cvtsi128_si32(h);
     }
-    return mmv_hsum(acc);
+    return s;
 }
 
 /* Q3_K's 16 scales as signed bytes (-32..31): the low nibbles of bytes 0-7 (scales 0-7) and their high
@@ -892,7 +896,7 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
     const block_iq4_xs *a = w;
     const block_q8_K *b = x;
     const __m512i zero = _mm512_setzero_si512(), kv = mmv_kv_table_u8(blocks_kvalues_iq4nl), k128 = _mm512_set1_epi8((char)128);
-    __m512 acc = _mm512_setzero_ps();
+    float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i sumi = _mm512_setzero_si512();
         for (int k = 0; k < 4; k++) { /* sub-blocks 2k and 2k+1 */
@@ -902,9 +906,10 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
             __m512i sc = mmv_set2(mmv_iq4_xs_scale(&a[i], 2 * k), mmv_iq4_xs_scale(&a[i], 2 * k + 1));
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(p, sc));
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm512_cvtepi32_ps(sumi), acc);
+        /* the scalar dot's f32 step per block, as mm_iq's GEMM does: batching never changes a result */
+        s += (_cvtsh_ss(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(sumi);
     }
-    return _mm512_reduce_add_ps(acc);
+    return s;
 }
 
 /* Q2_K / Q3_K: two 32-value groups per register (4h+2k in the lower half, 4h+2k+1 in the upper: the same
