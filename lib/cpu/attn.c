@@ -13,6 +13,7 @@
  * as fused multiply-adds over the head dimension; in prefill this op was 69% of the time (perf, 512
  * tokens, Qwen3-0.6B shape) with the scalar widening.
  */
+#include "attn_tile.h"
 #include "cpu.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -179,6 +180,10 @@ infer_status cpu_attn(const struct attn_args *a, struct pool *p) {
         struct attn_q8_job jb = {a, cpu_vec_dot(INFER_TYPE_Q8_0, CPU_ISA_BEST)};
         if (!jb.dot) return infer_fail(INFER_E_UNSUPPORTED, "cpu_attn: no Q8_0 dot product on this CPU");
         pool_for(p, (int64_t)a->n_tokens * a->n_head, 1, attn_items_q8_0, &jb);
+        return INFER_OK;
+    }
+    if (cpu_attn_tile_takes(a)) {
+        cpu_attn_tile(a, p);
         return INFER_OK;
     }
     void (*items)(void *, int64_t, int64_t, int) = attn_items;

@@ -1,0 +1,13 @@
+/* attn_tile: causal attention over f16 cells on AVX-512 (attn_tile.c), called by cpu_attn. */
+#ifndef INFER_CPU_ATTN_TILE_H
+#define INFER_CPU_ATTN_TILE_H
+
+#include "cpu.h"
+
+/* Whether cpu_attn_tile computes this call: F16 cells, head_dim a multiple of 16 up to 256, at most 16 query heads
+ * per KV head, a CPU with AVX-512. a is already validated by cpu_attn. */
+int cpu_attn_tile_takes(const struct attn_args *a);
+/* out = attention, every row the same bits whatever the batch (prefill tiles and the decode form agree). */
+void cpu_attn_tile(const struct attn_args *a, struct pool *p);
+
+#endif
