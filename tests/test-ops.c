@@ -171,8 +171,8 @@ static const struct tcase tops_cases[] = {
     {"mm", ALL_W, {768, 67, 70}, {MMV_SWIGLU}, -2, 2, 0, 0},
     {"mm", IQ_W, {512, 33, 19}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", IQ_W, {768, 67, 70}, {MMV_ADD}, -2, 2, 0, 0},
-    /* mm_iq.c's GEMM for IQ4_XS, Q2_K, Q3_K (from 6 tokens): strips and tiles with tails, every epilogue; at every
-     * ISA level it equals the scalar dots bit for bit (5 tokens: still the dots) */
+    /* the GEMMs of IQ4_XS (mm_kq.c), Q2_K and Q3_K (mm_iq.c), from 6 tokens: strips and tiles with tails, every
+     * epilogue; at every ISA level they equal the scalar dots bit for bit (5 tokens: still the dots) */
     {"mm", "iq4_xs,q2_K,q3_K", {768, 37, 17}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", "iq4_xs,q2_K,q3_K", {512, 33, 6}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_ALIAS},
     {"mm", "iq4_xs", {256, 17, 5}, {MMV_SWIGLU}, -1, 1, 0, 0},

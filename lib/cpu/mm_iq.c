@@ -1,12 +1,12 @@
 /* mm_iq: the prefill GEMM for the lattice and ternary types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
- * TQ1_0, TQ2_0), Q2_K, Q3_K and IQ4_XS on AVX-512 VNNI, beside mm_kq.c (Q4_K-Q6_K) and mm_q32.c (32-value types).
+ * TQ1_0, TQ2_0) and Q2_K / Q3_K on AVX-512 VNNI, beside mm_kq.c (Q4_K-Q6_K, IQ4_XS) and mm_q32.c (32-value types).
  *
  * Why: their dots spend most of their time building the weight vectors from the grids (mmv_iq.c), once per token
  * in cpu_mm's row-by-row loop. Here each worker unpacks a strip of IQ_ROWS = 16 weight rows once per call into
  * its scratch and sweeps every token over it, so the grid work is paid once per call instead of once per token.
  *
  * Repacked strip, per block (struct iq_strip): w[p] = 64 bytes, the int16 pair (2p, 2p+1) of each of the 16 rows,
- * each value ls_g * v (blocks_iq.h's integer form with the group's scale folded in: |ls v| <= 32 * 127 fits int16),
+ * each value ls_g * v (blocks_iq.h's integer form with the group's scale folded in: |ls v| <= 31 * 62 fits int16),
  * and the rows' block factors f. Activations: the Q8_K codes widened to int16 once per call. vpdpwssd of a
  * repacked vector with a token's broadcast pair adds both products into each row's int32 lane.
  *
@@ -31,8 +31,8 @@
 #define IQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define IQ_INLINE static inline __attribute__((always_inline))
 
-/* MIN_TOKENS: from 3 tokens one unpacking per call beats one per token (the dots unpack each time); Q2_K, Q3_K
- * and IQ4_XS, whose dots are cheap, from 6 as mm_q32's */
+/* MIN_TOKENS: from 3 tokens one unpacking per call beats one per token (the dots unpack each time); Q2_K / Q3_K,
+ * whose dots are cheap, from 6 as mm_q32's */
 enum { IQ_ROWS = MM_STRIP_ROWS, IQ_TOK = MM_STRIP_TOK, IQ_MIN_TOKENS = 3, IQ_PAIRS = QK_K / 2 };
 
 struct iq_strip {
@@ -183,7 +183,7 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
 int cpu_mm_iq_takes(const struct mm_args *a) {
     if (!cpu_iq_unpacker(a->type)) return 0;
     if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
-    const int k = a->type == INFER_TYPE_Q2_K || a->type == INFER_TYPE_Q3_K || a->type == INFER_TYPE_IQ4_XS;
+    const int k = a->type == INFER_TYPE_Q2_K || a->type == INFER_TYPE_Q3_K;
     return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= (k ? 6 : IQ_MIN_TOKENS);
 }
 

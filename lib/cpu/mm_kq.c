@@ -1,4 +1,4 @@
-/* mm_kq: the prefill GEMM for Q4_K, Q5_K and Q6_K weights x Q8_K activations on AVX-512 VNNI.
+/* mm_kq: the prefill GEMM for Q4_K, Q5_K, Q6_K and IQ4_XS weights x Q8_K activations on AVX-512 VNNI.
  *
  * Why: cpu_mm's row-by-row dots unpack every weight block once per token, which for a long prompt is
  * most of the prefill time. Here each worker repacks a strip of KQ_ROWS = 16 weight rows once per call
@@ -7,14 +7,15 @@
  * the 16 rows' partial sums in the 16 int32 lanes: no horizontal sums, lane r is y[t][r0 + r].
  *
  * Repacked strip, per 256-element block (struct kq_block): q[g] = 64 bytes, byte 4r+k = row r's quant
- * of element 4g+k as an unsigned byte (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63); sc[j] = sub-block j's scale
- * per row; mn[k] = per row an int16 pair multiplying the activation's bsums[2k], bsums[2k+1] (Q4_K/Q5_K:
- * the min m_k twice, Q6_K: scales 2k, 2k+1, for the -32 offset); d, dmin per row as f32.
+ * of element 4g+k as an unsigned byte (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63, IQ4_XS its codebook value + 128);
+ * sc[j] = sub-block j's scale per row (IQ4_XS: the 6-bit scale - 32); mn[k] = per row an int16 pair multiplying
+ * the activation's bsums[2k], bsums[2k+1] (Q4_K/Q5_K: the min m_k twice, Q6_K: scales 2k, 2k+1, for the -32
+ * offset, IQ4_XS: scale k twice, for the -128 offset); d, dmin per row as f32.
  *
  * Math: per block exactly the scalar reference of mmv.c (exact integer sums, then
- * s += (d·dy)·sumi - (dmin·dy)·summ for Q4_K/Q5_K, s += (d·dy)·(sumi - 32·c) for Q6_K, the same f32
- * operations in the same order), so every element is bit-identical to the dots cpu_mm uses otherwise
- * (test-ops checks mm against mmv). Other types, ISA levels and short batches keep the dot loop.
+ * s += (d·dy)·sumi - (dmin·dy)·summ for Q4_K/Q5_K, s += (d·dy)·(sumi - 32·c) for Q6_K, (d·dy)·(sumi - 128·c)
+ * for IQ4_XS, the same f32 operations in the same order), so every element is bit-identical to the dots cpu_mm
+ * uses otherwise (test-ops checks mm against mmv). Other types, ISA levels and short batches keep the dot loop.
  */
 #include <stddef.h>
 
@@ -35,6 +36,8 @@
  * Qwen3-0.6B Q4_K_M shape: pp4 102 vs 77 t/s with the dots; pp6 98 vs 86, pp7 121 vs 104 with the GEMM),
  * which is what speculative verification batches (2..5 tokens) run. */
 enum { KQ_ROWS = MM_STRIP_ROWS, KQ_TOK = MM_STRIP_TOK, KQ_MIN_TOKENS = 6 };
+/* the block forms: Q4_K / Q5_K (scales and mins), Q6_K (16 scales, offset 32), IQ4_XS (8 scales, offset 128) */
+enum kq_form { KQ_K4, KQ_Q6, KQ_IQ4 };
 
 struct kq_block {
     uint8_t q[QK_K / 4][64];
@@ -48,7 +51,7 @@ struct kq_job {
     size_t w_row, x_row;
     int64_t nb;           /* blocks per row */
     struct kq_block *scratch; /* per worker: nb blocks, twice for SwiGLU */
-    int q6;               /* Q6_K's integer sums; Q4_K and Q5_K share the others */
+    enum kq_form form;
     void (*pack)(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out);
 };
 
@@ -160,17 +163,49 @@ KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t 
     }
 }
 
+/* IQ4_XS qs byte 16j+l holds element 32j+l (low nibble) and 32j+16+l (high): the dword at 16j+4u is group 8j+u
+ * (low) and 8j+4+u (high), each nibble through the codebook + 128. Scale j: low nibble j of scales_l, bits 2j..2j+1
+ * of scales_h as bits 4-5, minus 32. */
+KQ_AVX512 static void kq_pack_iq4_xs(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i kv = _mm512_broadcast_i32x4(
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl), _mm_set1_epi8((char)128)));
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = w + i * (int64_t)sizeof(block_iq4_xs);
+        struct kq_block *o = &out[i];
+        for (int j = 0; j < 8; j++)
+            for (int u = 0; u < 4; u++) {
+                __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_iq4_xs, qs) + 16 * j + 4 * u, 1);
+                _mm512_storeu_si512(o->q[8 * j + u], _mm512_shuffle_epi8(kv, _mm512_and_si512(v, m4)));
+                _mm512_storeu_si512(o->q[8 * j + 4 + u], _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi32(v, 4), m4)));
+            }
+        const __m512i dh = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1); /* d | scales_h << 16 */
+        const __m512i sl = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_iq4_xs, scales_l), 1);
+        for (int j = 0; j < 8; j++) {
+            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF));
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * j), _mm512_set1_epi32(3));
+            const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+            _mm512_storeu_si512(o->sc[j], ls);
+            _mm512_storeu_si512(o->mn[j], _mm512_or_si512(_mm512_and_si512(ls, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(ls, 16)));
+        }
+        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)));
+        _mm512_storeu_ps(o->dmin, _mm512_setzero_ps());
+    }
+}
+
 KQ_AVX512 static inline __m512i kq_bcast(const void *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
 }
 
-/* out[t][r] = the dot of strip row r with token t (x + t·x_row), nt <= KQ_TOK tokens; nt and q6 are
+/* out[t][r] = the dot of strip row r with token t (x + t·x_row), nt <= KQ_TOK tokens; nt and form are
  * constants in every caller. The unroll pragmas keep the per-token accumulators in registers (without
  * them GCC -O2 keeps s[] and sumi[] in memory and the kernel runs at a third of the speed). */
-KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const char *x, size_t x_row, int nt, int q6,
-                                 float out[KQ_TOK][KQ_ROWS]) {
+KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const char *x, size_t x_row, int nt,
+                                 enum kq_form form, float out[KQ_TOK][KQ_ROWS]) {
+    const int q6 = form == KQ_Q6;
     const int n_sub = q6 ? 16 : 8, gps = q6 ? 4 : 8; /* sub-blocks per block, groups of 4 per sub-block */
     const __m512i zero = _mm512_setzero_si512();
     __m512 acc[KQ_TOK];
@@ -199,8 +234,9 @@ KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const c
                 c = _mm512_add_epi32(c, _mm512_madd_epi16(_mm512_loadu_si512(o->mn[k]), kq_bcast(y[t]->bsums + 2 * k)));
             const __m512 dy = _mm512_set1_ps(y[t]->d);
             __m512 v;
-            if (q6) {
-                v = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[t], _mm512_slli_epi32(c, 5))));
+            if (form != KQ_K4) { /* the offset: Q6_K 32, IQ4_XS 128 */
+                const __m512i off = _mm512_slli_epi32(c, q6 ? 5 : 7);
+                v = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[t], off)));
             } else {
                 v = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi[t])),
                                   _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(c)));
@@ -213,12 +249,13 @@ KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const c
 
 #define KQ_TILE_CASE(n)                                                                                           \
     case n:                                                                                                        \
-        if (q6) kq_tile(blk, nb, x, x_row, n, 1, out);                                                             \
-        else kq_tile(blk, nb, x, x_row, n, 0, out);                                                                \
+        if (form == KQ_Q6) kq_tile(blk, nb, x, x_row, n, KQ_Q6, out);                                              \
+        else if (form == KQ_IQ4) kq_tile(blk, nb, x, x_row, n, KQ_IQ4, out);                                       \
+        else kq_tile(blk, nb, x, x_row, n, KQ_K4, out);                                                            \
         break;
 
-KQ_AVX512 static void kq_tile_n(const struct kq_block *blk, int64_t nb, const char *x, size_t x_row, int nt, int q6,
-                                float out[KQ_TOK][KQ_ROWS]) {
+KQ_AVX512 static void kq_tile_n(const struct kq_block *blk, int64_t nb, const char *x, size_t x_row, int nt,
+                                enum kq_form form, float out[KQ_TOK][KQ_ROWS]) {
     switch (nt) {
         KQ_TILE_CASE(1)
         KQ_TILE_CASE(2)
@@ -247,15 +284,17 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             const int nt = (int)(a->n_tokens - tb < KQ_TOK ? a->n_tokens - tb : KQ_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
             float g[KQ_TOK][KQ_ROWS], u[KQ_TOK][KQ_ROWS];
-            kq_tile_n(s1, j->nb, x, j->x_row, nt, j->q6, g);
-            if (swiglu) kq_tile_n(s2, j->nb, x, j->x_row, nt, j->q6, u);
+            kq_tile_n(s1, j->nb, x, j->x_row, nt, j->form, g);
+            if (swiglu) kq_tile_n(s2, j->nb, x, j->x_row, nt, j->form, u);
             mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
 }
 
 int cpu_mm_kq_takes(const struct mm_args *a) {
-    if (a->type != INFER_TYPE_Q4_K && a->type != INFER_TYPE_Q5_K && a->type != INFER_TYPE_Q6_K) return 0;
+    if (a->type != INFER_TYPE_Q4_K && a->type != INFER_TYPE_Q5_K && a->type != INFER_TYPE_Q6_K &&
+        a->type != INFER_TYPE_IQ4_XS)
+        return 0;
     if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
     if (!cpu_isa_has(CPU_ISA_AVX512) || a->n_tokens < KQ_MIN_TOKENS) return 0;
     /* the gathers index rows with int32 byte offsets */
@@ -267,9 +306,14 @@ infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p) {
     const size_t per = (size_t)nb * (a->epilogue == MMV_SWIGLU ? 2 : 1);
     char *raw = xmalloc(sizeof(struct kq_block) * per * (size_t)pool_threads(p) + 64);
     if (!raw) return INFER_OOM("cpu_mm_kq scratch");
-    struct kq_job j = {a, quant_row_bytes(a->type, a->n_in), cpu_act_row_bytes(a->type, a->n_in), nb,
-                       (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64)), a->type == INFER_TYPE_Q6_K,
-                       a->type == INFER_TYPE_Q4_K ? kq_pack_q4_k : a->type == INFER_TYPE_Q5_K ? kq_pack_q5_k : kq_pack_q6_k};
+    struct kq_job j = {.a = a, .w_row = quant_row_bytes(a->type, a->n_in), .x_row = cpu_act_row_bytes(a->type, a->n_in),
+                       .nb = nb, .scratch = (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64))};
+    switch (a->type) {
+    case INFER_TYPE_Q4_K: j.form = KQ_K4, j.pack = kq_pack_q4_k; break;
+    case INFER_TYPE_Q5_K: j.form = KQ_K4, j.pack = kq_pack_q5_k; break;
+    case INFER_TYPE_Q6_K: j.form = KQ_Q6, j.pack = kq_pack_q6_k; break;
+    default: j.form = KQ_IQ4, j.pack = kq_pack_iq4_xs; break;
+    }
     pool_for(p, a->n_out, KQ_ROWS, kq_rows, &j);
     xfree(raw);
     return INFER_OK;

@@ -1,4 +1,4 @@
-/* mm_kq: the AVX-512 VNNI prefill GEMM for K-quant weights (mm_kq.c), called by cpu_mm. */
+/* mm_kq: the AVX-512 VNNI prefill GEMM for Q4_K, Q5_K, Q6_K and IQ4_XS weights (mm_kq.c), called by cpu_mm. */
 #ifndef INFER_CPU_MM_KQ_H
 #define INFER_CPU_MM_KQ_H
 

@@ -71,28 +71,10 @@ static void unpack_q3_K(const void *w, int64_t i, struct iq_block *u) {
     u->fm = 0.0f;
 }
 
-/* IQ4_XS: v = the codebook value of the nibble (low nibbles values 0-15 of each 32, high 16-31), ls = the 6-bit
- * scale of its 32 values minus 32, f = d: as dot_iq4_xs computes it. */
-static void unpack_iq4_xs(const void *w, int64_t i, struct iq_block *u) {
-    const block_iq4_xs *b = (const block_iq4_xs *)w + i;
-    for (int ib = 0; ib < 8; ib++) {
-        const uint8_t *q = b->qs + 16 * ib;
-        for (int j = 0; j < 16; j++) {
-            u->v[32 * ib + j] = blocks_kvalues_iq4nl[q[j] & 0xF];
-            u->v[32 * ib + 16 + j] = blocks_kvalues_iq4nl[q[j] >> 4];
-        }
-    }
-    for (int g = 0; g < 32; g++) u->ls[g] = blocks_iq4_xs_scale(b, g / 4) - 32;
-    memset(u->m, 0, sizeof u->m);
-    u->f = blocks_f16_to_f32(b->d);
-    u->fm = 0.0f;
-}
-
 cpu_iq_unpack_fn cpu_iq_unpacker(int32_t type) {
     switch (type) {
     case INFER_TYPE_Q2_K: return unpack_q2_K;
     case INFER_TYPE_Q3_K: return unpack_q3_K;
-    case INFER_TYPE_IQ4_XS: return unpack_iq4_xs;
 #define IQ_UNPACKER(T, t) case INFER_TYPE_##T: return unpack_##t;
         BLOCKS_IQ_TYPES(IQ_UNPACKER)
 #undef IQ_UNPACKER

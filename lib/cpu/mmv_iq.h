@@ -32,7 +32,7 @@ struct iq_block {
 };
 /* Unpacks block i of a row. */
 typedef void (*cpu_iq_unpack_fn)(const void *w, int64_t i, struct iq_block *u);
-/* The unpacker of a lattice or ternary type, Q2_K, Q3_K or IQ4_XS; NULL for any other type. */
+/* The unpacker of a lattice or ternary type, Q2_K or Q3_K; NULL for any other type. */
 cpu_iq_unpack_fn cpu_iq_unpacker(int32_t type);
 
 #endif
