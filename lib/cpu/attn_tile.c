@@ -88,13 +88,7 @@ AT_AVX512 static void at_transpose16(__m512 r[16]) {
     }
 }
 
-/* ---- tile form: item = (KV head, tile of 16 rows), row = token * group + head within the group ---- */
-
-struct at_tile_job {
-    const struct attn_args *a;
-    int group;
-    int64_t n_rows, n_tiles; /* rows per KV head, tiles per KV head */
-};
+/* ---- scratch (per worker) and the job ---- */
 
 struct at_tile_scratch {
     float qt[AT_MAX_DIM][AT_ROWS]; /* the tile's scaled queries, transposed */
@@ -102,7 +96,29 @@ struct at_tile_scratch {
     float kf[AT_KEYS][AT_MAX_DIM], vf[AT_KEYS][AT_MAX_DIM];
 };
 
-AT_AVX512 static void at_tile(const struct at_tile_job *jb, int g, int64_t tile, struct at_tile_scratch *sc) {
+struct at_decode_scratch {
+    float kt[AT_MAX_DIM][AT_KEYS]; /* the block's keys, transposed */
+    float vf[AT_KEYS][AT_MAX_DIM];
+    float q[AT_MAX_GROUP][AT_MAX_DIM], o[AT_MAX_GROUP][AT_MAX_DIM];
+    float m[AT_MAX_GROUP], l[AT_MAX_GROUP];
+};
+
+/* 64 KiB a worker, on the heap (not every caller's thread has the stack for it) */
+union at_scratch {
+    struct at_tile_scratch tile;
+    struct at_decode_scratch decode;
+};
+
+struct at_job {
+    const struct attn_args *a;
+    int group;
+    int64_t n_rows, n_tiles;  /* rows per KV head, tiles per KV head */
+    union at_scratch *scratch; /* one per worker */
+};
+
+/* ---- tile form: item = (KV head, tile of 16 rows), row = token * group + head within the group ---- */
+
+AT_AVX512 static void at_tile(const struct at_job *jb, int g, int64_t tile, struct at_tile_scratch *sc) {
     const struct attn_args *a = jb->a;
     const int d = a->head_dim;
     int32_t last[AT_ROWS], max_last = 0;
@@ -166,25 +182,16 @@ AT_AVX512 static void at_tile(const struct at_tile_job *jb, int g, int64_t tile,
 /* Items in the order first, last, second, second last, ...: the pool's contiguous halves then hold tiles of
  * equal total length (a causal tile's cost grows with its position). */
 AT_AVX512 static void at_tile_items(void *ctx, int64_t i0, int64_t i1, int ith) {
-    (void)ith;
-    const struct at_tile_job *jb = ctx;
-    struct at_tile_scratch sc __attribute__((aligned(64)));
+    const struct at_job *jb = ctx;
     for (int64_t it = i0; it < i1; it++) {
         const int g = (int)(it % jb->a->n_head_kv);
         const int64_t z = it / jb->a->n_head_kv;
         const int64_t tile = z % 2 ? jb->n_tiles - 1 - z / 2 : z / 2;
-        at_tile(jb, g, tile, &sc);
+        at_tile(jb, g, tile, &jb->scratch[ith].tile);
     }
 }
 
 /* ---- decode form: item = (token, KV head), the group's heads one after another per block ---- */
-
-struct at_decode_scratch {
-    float kt[AT_MAX_DIM][AT_KEYS]; /* the block's keys, transposed */
-    float vf[AT_KEYS][AT_MAX_DIM];
-    float q[AT_MAX_GROUP][AT_MAX_DIM], o[AT_MAX_GROUP][AT_MAX_DIM];
-    float m[AT_MAX_GROUP], l[AT_MAX_GROUP];
-};
 
 AT_AVX512 static void at_decode(const struct attn_args *a, int group, int64_t t, int g, struct at_decode_scratch *sc) {
     const int d = a->head_dim;
@@ -241,10 +248,9 @@ AT_AVX512 static void at_decode(const struct attn_args *a, int group, int64_t t,
 }
 
 AT_AVX512 static void at_decode_items(void *ctx, int64_t i0, int64_t i1, int ith) {
-    (void)ith;
-    const struct at_tile_job *jb = ctx;
-    struct at_decode_scratch sc __attribute__((aligned(64)));
-    for (int64_t it = i0; it < i1; it++) at_decode(jb->a, jb->group, it / jb->a->n_head_kv, (int)(it % jb->a->n_head_kv), &sc);
+    const struct at_job *jb = ctx;
+    for (int64_t it = i0; it < i1; it++)
+        at_decode(jb->a, jb->group, it / jb->a->n_head_kv, (int)(it % jb->a->n_head_kv), &jb->scratch[ith].decode);
 }
 
 int cpu_attn_tile_takes(const struct attn_args *a) {
@@ -252,12 +258,17 @@ int cpu_attn_tile_takes(const struct attn_args *a) {
            a->n_head / a->n_head_kv <= AT_MAX_GROUP && cpu_isa_has(CPU_ISA_AVX512);
 }
 
-void cpu_attn_tile(const struct attn_args *a, struct pool *p) {
+infer_status cpu_attn_tile(const struct attn_args *a, struct pool *p) {
     const int group = a->n_head / a->n_head_kv;
     const int64_t n_rows = (int64_t)a->n_tokens * group;
-    struct at_tile_job jb = {.a = a, .group = group, .n_rows = n_rows, .n_tiles = (n_rows + AT_ROWS - 1) / AT_ROWS};
+    char *raw = xmalloc(sizeof(union at_scratch) * (size_t)pool_threads(p) + 64);
+    if (!raw) return INFER_OOM("cpu_attn_tile scratch");
+    struct at_job jb = {.a = a, .group = group, .n_rows = n_rows, .n_tiles = (n_rows + AT_ROWS - 1) / AT_ROWS,
+                        .scratch = (union at_scratch *)(raw + (64 - (uintptr_t)raw % 64))};
     if (n_rows >= AT_MIN_ROWS) pool_for(p, jb.n_tiles * a->n_head_kv, 1, at_tile_items, &jb);
     else pool_for(p, (int64_t)a->n_tokens * a->n_head_kv, 1, at_decode_items, &jb);
+    xfree(raw);
+    return INFER_OK;
 }
 
 #else /* not x86-64: attn.c's loop serves */
@@ -265,8 +276,9 @@ int cpu_attn_tile_takes(const struct attn_args *a) {
     (void)a;
     return 0;
 }
-void cpu_attn_tile(const struct attn_args *a, struct pool *p) {
+infer_status cpu_attn_tile(const struct attn_args *a, struct pool *p) {
     (void)a;
     (void)p;
+    return infer_fail(INFER_E_UNSUPPORTED, "cpu_attn_tile: no AVX-512 form on this architecture");
 }
 #endif

@@ -7,7 +7,8 @@
 /* Whether cpu_attn_tile computes this call: F16 cells, head_dim a multiple of 16 up to 256, at most 16 query heads
  * per KV head, a CPU with AVX-512. a is already validated by cpu_attn. */
 int cpu_attn_tile_takes(const struct attn_args *a);
-/* out = attention, every row the same bits whatever the batch (prefill tiles and the decode form agree). */
-void cpu_attn_tile(const struct attn_args *a, struct pool *p);
+/* out = attention, every row the same bits whatever the batch (prefill tiles and the decode form agree); fails
+ * only when its scratch (64 KiB a thread) cannot be allocated. */
+infer_status cpu_attn_tile(const struct attn_args *a, struct pool *p);
 
 #endif
