@@ -55,12 +55,6 @@ struct kq_job {
     void (*pack)(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out);
 };
 
-/* dword offsets of the 16 rows: gathers read one 4-byte piece of each row's block at once */
-KQ_AVX512 static inline __m512i kq_row_index(size_t w_row) {
-    return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                              _mm512_set1_epi32((int)w_row));
-}
-
 /* d, dmin, scales and mins of 16 rows' Q4_K / Q5_K blocks (the same header layout): mmv.c's
  * mmv_k_unpack on 16 lanes, from three gathered dwords of the 12 packed scale bytes. */
 KQ_AVX512 static void kq_head_k4(const char *b, __m512i idx, __mmask16 live, struct kq_block *o) {
@@ -88,7 +82,7 @@ KQ_AVX512 static void kq_head_k4(const char *b, __m512i idx, __mmask16 live, str
  * group 16p+u (low) and 16p+8+u (high). Rows >= nr come out zero. */
 KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
     for (int64_t i = 0; i < nb; i++) {
         const char *b = w + i * (int64_t)sizeof(block_q4_K);
         struct kq_block *o = &out[i];
@@ -105,7 +99,7 @@ KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t 
 /* Q5_K: as Q4_K, plus bit 2p (low nibbles) or 2p+1 (high) of qh[l] as bit 4; qh's dword 4u serves both. */
 KQ_AVX512 static void kq_pack_q5_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     const __m512i zero = _mm512_setzero_si512();
     for (int64_t i = 0; i < nb; i++) {
         const char *b = w + i * (int64_t)sizeof(block_q5_K);
@@ -128,7 +122,7 @@ KQ_AVX512 static void kq_pack_q5_k(const char *w, size_t w_row, int nr, int64_t 
  * for k >= 2, plus bits 2k..2k+1 of qh[32h+l] as bits 4-5; group 32h+8k+u for l = 4u..4u+3. */
 KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     const __m512i zero = _mm512_setzero_si512();
     for (int64_t i = 0; i < nb; i++) {
         const char *b = w + i * (int64_t)sizeof(block_q6_K);
@@ -168,9 +162,8 @@ KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t 
  * of scales_h as bits 4-5, minus 32. */
 KQ_AVX512 static void kq_pack_iq4_xs(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const __m512i idx = kq_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
-    const __m512i kv = _mm512_broadcast_i32x4(
-        _mm_add_epi8(_mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl), _mm_set1_epi8((char)128)));
+    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i kv = mm_strip_codebook_u8(blocks_kvalues_iq4nl);
     for (int64_t i = 0; i < nb; i++) {
         const char *b = w + i * (int64_t)sizeof(block_iq4_xs);
         struct kq_block *o = &out[i];

@@ -102,12 +102,9 @@ Q32_AVX512 static inline __m512i q32_bit4(__m512i qh, int g) {
 Q32_AVX512 static void q32_pack(const struct q32_kind *k, const char *w, size_t w_row, int nr, int64_t nb,
                                 struct q32_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32((int)w_row));
+    const __m512i idx = mm_strip_row_index(w_row);
     const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), k80 = _mm512_set1_epi8((char)0x80);
-    const __m512i kv = k->kv ? _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)k->kv),
-                                                                    _mm_set1_epi8((char)128)))
-                             : zero;
+    const __m512i kv = k->kv ? mm_strip_codebook_u8(k->kv) : zero;
     for (int64_t i = 0; i < nb; i++) {
         const char *b = w + i * (int64_t)k->bs;
         struct q32_block *o = &out[i];

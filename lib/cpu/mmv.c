@@ -283,6 +283,13 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
 #ifdef MMV_X86
 #define MMV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+MMV_AVX2 static inline int32_t mmv_hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
 MMV_AVX2 static inline float mmv_hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -488,10 +495,7 @@ MMV_AVX2 static float dot_iq4_xs_avx2(int64_t n, const void *w, const void *x) {
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)mmv_iq4_xs_scale(&a[i], ib))));
         }
         /* the scalar dot's f32 step per block: every level (and mm_kq's GEMM) gives the same bits */
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-        s += (_cvtsh_ss(a[i].d) * b[i].d) * (float)_mm_cvtsi128_si32(h);
+        s += (_cvtsh_ss(a[i].d) * b[i].d) * (float)mmv_hsum_i32(sumi);
     }
     return s;
 }
