@@ -52,17 +52,18 @@ AT_AVX512 static inline __m512 at_exp(__m512 x) {
     return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(y, n));
 }
 
-/* keys j0..j0+15 of KV head g as f32 rows (zeros past the cache) */
+/* values i..i+15 of KV head g's cell `key` as f32 (zeros past the cache) */
+AT_AVX512 static inline __m512 at_cell16(const struct attn_args *a, const uint16_t *cells, int g, int32_t key, int i) {
+    if (key >= a->n_kv) return _mm512_setzero_ps();
+    const uint16_t *src = cells + (int64_t)key * a->kv_stride + (int64_t)g * a->head_dim + i;
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
+}
+
+/* keys j0..j0+15 of KV head g as f32 rows */
 AT_AVX512 static void at_widen(const struct attn_args *a, const uint16_t *cells, int g, int32_t j0,
                                float out[AT_KEYS][AT_MAX_DIM]) {
-    const int d = a->head_dim;
-    for (int j = 0; j < AT_KEYS; j++) {
-        const int32_t key = j0 + j;
-        const uint16_t *src = cells + (int64_t)key * a->kv_stride + (int64_t)g * d;
-        for (int i = 0; i < d; i += 16)
-            _mm512_storeu_ps(out[j] + i, key < a->n_kv ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i)))
-                                                       : _mm512_setzero_ps());
-    }
+    for (int j = 0; j < AT_KEYS; j++)
+        for (int i = 0; i < a->head_dim; i += 16) _mm512_storeu_ps(out[j] + i, at_cell16(a, cells, g, j0 + j, i));
 }
 
 /* r[c] = column c of the 16 x 16 block of rows r: pairs interleaved, then 4-row groups, then 128-bit lanes */
@@ -207,11 +208,7 @@ AT_AVX512 static void at_decode(const struct attn_args *a, int group, int64_t t,
     for (int32_t j0 = 0; j0 <= last; j0 += AT_KEYS) {
         for (int i0 = 0; i0 < d; i0 += 16) {
             __m512 r[16];
-            for (int j = 0; j < AT_KEYS; j++) {
-                const int32_t key = j0 + j;
-                const uint16_t *src = kc + (int64_t)key * a->kv_stride + (int64_t)g * d + i0;
-                r[j] = key < a->n_kv ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src)) : _mm512_setzero_ps();
-            }
+            for (int j = 0; j < AT_KEYS; j++) r[j] = at_cell16(a, kc, g, j0 + j, i0);
             at_transpose16(r);
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(sc->kt[i0 + i], r[i]);
         }
