@@ -52,6 +52,7 @@
 
 #include "backend.h"
 #include "cpu/cpu.h"
+#include "cpu/mm_r16.h"
 #include "device.h"
 #include "ops_cuda.h"
 #include "peer.h"

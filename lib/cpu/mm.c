@@ -14,11 +14,13 @@
  * 2..5-token verification batches keep the dots.
  * The lattice and ternary types (IQ1/IQ2/IQ3, TQ) from 3 tokens and Q2_K / Q3_K from 6 on AVX-512 VNNI go to
  * mm_iq.c's GEMM (the same results bit for bit: one exact integer per block, the dots' f32 steps).
+ * Matrices repacked at load (type | CPU_R16, mm_r16.c) go to cpu_mm_r16 (the same results again).
  */
 #include "cpu.h"
 #include "mm_iq.h"
 #include "mm_kq.h"
 #include "mm_q32.h"
+#include "mm_r16.h"
 #include "quant.h"
 
 enum { MM_ROWS = 16, MM_TOKENS = 8 };
@@ -67,6 +69,7 @@ static void mm_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
 }
 
 infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
+    if (cpu_r16_is(a->type)) return cpu_mm_r16(a, p);
     cpu_vec_dot_fn dot = cpu_vec_dot(a->type, a->variant);
     if (!dot) return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm: weight type %d has no CPU dot product", a->type);
     size_t x_row = cpu_act_row_bytes(a->type, a->n_in);

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "mm_kq.h"
+#include "mm_r16.h"
 #include "quant.h"
 
 #if defined(__x86_64__)
@@ -29,6 +30,13 @@
 
 #define KQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define KQ_INLINE static inline __attribute__((always_inline))
+
+/* Dword `off` (a byte offset in the block, a multiple of 4) of 16 rows' blocks: a gather from the file's rows
+ * (idx, live: mm_strip_row_index, the rows present), or with r16 one load from a strip block of mm_r16.c. */
+KQ_AVX512 KQ_INLINE __m512i kq_fetch(const char *b, int r16, __m512i idx, __mmask16 live, size_t off) {
+    if (r16) return _mm512_loadu_si512((const void *)(b + 16 * off));
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, b + off, 1);
+}
 
 /* KQ_MIN_TOKENS: packing a strip costs about two tokens of row-by-row dots. On one matrix in cache the GEMM
  * wins from 4 tokens (4 tokens 0.27 vs 0.34 ms, 8 tokens 0.34 vs 0.68 ms, Q4_K 1024 x 3072, one thread), but
@@ -50,20 +58,22 @@ struct kq_job {
     const struct mm_args *a;
     size_t w_row, x_row;
     int64_t nb;           /* blocks per row */
+    int r16;              /* the weights are mm_r16.c strips */
+    size_t strip_bytes;   /* r16: bytes per strip of 16 rows */
     struct kq_block *scratch; /* per worker: nb blocks, twice for SwiGLU */
     enum kq_form form;
-    void (*pack)(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out);
+    void (*pack)(const char *w, size_t w_row, int nr, int64_t nb, size_t bstride, int r16, struct kq_block *out);
 };
 
 /* d, dmin, scales and mins of 16 rows' Q4_K / Q5_K blocks (the same header layout): mmv.c's
  * mmv_k_unpack on 16 lanes, from three gathered dwords of the 12 packed scale bytes. */
-KQ_AVX512 static void kq_head_k4(const char *b, __m512i idx, __mmask16 live, struct kq_block *o) {
-    const __m512i zero = _mm512_setzero_si512(), ff = _mm512_set1_epi32(0xff);
+KQ_AVX512 static void kq_head_k4(const char *b, int r16, __m512i idx, __mmask16 live, struct kq_block *o) {
+    const __m512i ff = _mm512_set1_epi32(0xff);
     const __m512i c3f = _mm512_set1_epi8(0x3f), c0f = _mm512_set1_epi8(0x0f), c03 = _mm512_set1_epi8(3);
-    __m512i dd = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1); /* d | dmin << 16 */
-    __m512i u0 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 4, 1);
-    __m512i u1 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 8, 1);
-    __m512i u2 = _mm512_mask_i32gather_epi32(zero, live, idx, b + 12, 1);
+    __m512i dd = kq_fetch(b, r16, idx, live, 0); /* d | dmin << 16 */
+    __m512i u0 = kq_fetch(b, r16, idx, live, 4);
+    __m512i u1 = kq_fetch(b, r16, idx, live, 8);
+    __m512i u2 = kq_fetch(b, r16, idx, live, 12);
     __m512i sc[2] = {_mm512_and_si512(u0, c3f), _mm512_or_si512(_mm512_and_si512(u2, c0f),
                                                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), c03), 4))};
     __m512i mn[2] = {_mm512_and_si512(u1, c3f),
@@ -80,59 +90,60 @@ KQ_AVX512 static void kq_head_k4(const char *b, __m512i idx, __mmask16 live, str
 
 /* Q4_K qs byte 32p+l holds element 64p+l (low nibble) and 64p+32+l (high): the dword at 32p+4u is
  * group 16p+u (low) and 16p+8+u (high). Rows >= nr come out zero. */
-KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+KQ_AVX512 static void kq_pack_q4_k(const char *w, size_t w_row, int nr, int64_t nb, size_t bstride, int r16,
+                                struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F);
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = w + i * (int64_t)sizeof(block_q4_K);
+        const char *b = w + i * (int64_t)bstride;
         struct kq_block *o = &out[i];
         for (int p = 0; p < 4; p++)
             for (int u = 0; u < 8; u++) {
-                __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q4_K, qs) + 32 * p + 4 * u, 1);
+                __m512i v = kq_fetch(b, r16, idx, live, offsetof(block_q4_K, qs) + 32 * p + 4 * u);
                 _mm512_storeu_si512(o->q[16 * p + u], _mm512_and_si512(v, m4));
                 _mm512_storeu_si512(o->q[16 * p + 8 + u], _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
             }
-        kq_head_k4(b, idx, live, o);
+        kq_head_k4(b, r16, idx, live, o);
     }
 }
 
 /* Q5_K: as Q4_K, plus bit 2p (low nibbles) or 2p+1 (high) of qh[l] as bit 4; qh's dword 4u serves both. */
-KQ_AVX512 static void kq_pack_q5_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+KQ_AVX512 static void kq_pack_q5_k(const char *w, size_t w_row, int nr, int64_t nb, size_t bstride, int r16,
+                                struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
     const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
-    const __m512i zero = _mm512_setzero_si512();
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = w + i * (int64_t)sizeof(block_q5_K);
+        const char *b = w + i * (int64_t)bstride;
         struct kq_block *o = &out[i];
         for (int u = 0; u < 8; u++) {
-            __m512i h = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q5_K, qh) + 4 * u, 1);
+            __m512i h = kq_fetch(b, r16, idx, live, offsetof(block_q5_K, qh) + 4 * u);
             for (int p = 0; p < 4; p++) {
-                __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q5_K, qs) + 32 * p + 4 * u, 1);
+                __m512i v = kq_fetch(b, r16, idx, live, offsetof(block_q5_K, qs) + 32 * p + 4 * u);
                 __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2 * p), one), 4);
                 __m512i h1 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2 * p + 1), one), 4);
                 _mm512_storeu_si512(o->q[16 * p + u], _mm512_or_si512(_mm512_and_si512(v, m4), h0));
                 _mm512_storeu_si512(o->q[16 * p + 8 + u], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 4), m4), h1));
             }
         }
-        kq_head_k4(b, idx, live, o);
+        kq_head_k4(b, r16, idx, live, o);
     }
 }
 
 /* Q6_K element 128h+32k+l: ql[64h+l] (k 0, 2) or ql[64h+32+l] (k 1, 3), low nibble for k < 2, high
  * for k >= 2, plus bits 2k..2k+1 of qh[32h+l] as bits 4-5; group 32h+8k+u for l = 4u..4u+3. */
-KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t nb, size_t bstride, int r16,
+                                struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
     const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    const __m512i zero = _mm512_setzero_si512();
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = w + i * (int64_t)sizeof(block_q6_K);
+        const char *b = w + i * (int64_t)bstride;
         struct kq_block *o = &out[i];
         for (int h = 0; h < 2; h++)
             for (int u = 0; u < 8; u++) {
-                const char *ql = b + offsetof(block_q6_K, ql) + 64 * h + 4 * u;
-                __m512i l0 = _mm512_mask_i32gather_epi32(zero, live, idx, ql, 1);
-                __m512i l1 = _mm512_mask_i32gather_epi32(zero, live, idx, ql + 32, 1);
-                __m512i hb = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, qh) + 32 * h + 4 * u, 1);
+                const size_t ql = offsetof(block_q6_K, ql) + 64 * h + 4 * u;
+                __m512i l0 = kq_fetch(b, r16, idx, live, ql);
+                __m512i l1 = kq_fetch(b, r16, idx, live, ql + 32);
+                __m512i hb = kq_fetch(b, r16, idx, live, offsetof(block_q6_K, qh) + 32 * h + 4 * u);
                 __m512i lo[4] = {_mm512_and_si512(l0, m4), _mm512_and_si512(l1, m4),
                                  _mm512_and_si512(_mm512_srli_epi32(l0, 4), m4),
                                  _mm512_and_si512(_mm512_srli_epi32(l1, 4), m4)};
@@ -143,7 +154,7 @@ KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t 
             }
         /* the 16 signed scales from four gathered dwords, d from the dword ending the block */
         for (int q = 0; q < 4; q++) {
-            __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, scales) + 4 * q, 1);
+            __m512i v = kq_fetch(b, r16, idx, live, offsetof(block_q6_K, scales) + 4 * q);
             for (int e = 0; e < 4; e++)
                 _mm512_storeu_si512(o->sc[4 * q + e], _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * e), 24));
         }
@@ -151,8 +162,10 @@ KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t 
             __m512i lo = _mm512_and_si512(_mm512_loadu_si512(o->sc[2 * k]), _mm512_set1_epi32(0xffff));
             _mm512_storeu_si512(o->mn[k], _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_loadu_si512(o->sc[2 * k + 1]), 16)));
         }
-        __m512i dd = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_q6_K, d) - 2, 1);
-        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        /* d: the high half of the dword ending the block, or a strip block's dword 52 (low half, zero padded) */
+        __m512i dd = r16 ? kq_fetch(b, r16, idx, live, offsetof(block_q6_K, d))
+                         : _mm512_srli_epi32(kq_fetch(b, r16, idx, live, offsetof(block_q6_K, d) - 2), 16);
+        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
         _mm512_storeu_ps(o->dmin, _mm512_setzero_ps());
     }
 }
@@ -160,21 +173,22 @@ KQ_AVX512 static void kq_pack_q6_k(const char *w, size_t w_row, int nr, int64_t 
 /* IQ4_XS qs byte 16j+l holds element 32j+l (low nibble) and 32j+16+l (high): the dword at 16j+4u is group 8j+u
  * (low) and 8j+4+u (high), each nibble through the codebook + 128. Scale j: low nibble j of scales_l, bits 2j..2j+1
  * of scales_h as bits 4-5, minus 32. */
-KQ_AVX512 static void kq_pack_iq4_xs(const char *w, size_t w_row, int nr, int64_t nb, struct kq_block *out) {
+KQ_AVX512 static void kq_pack_iq4_xs(const char *w, size_t w_row, int nr, int64_t nb, size_t bstride, int r16,
+                                struct kq_block *out) {
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i idx = mm_strip_row_index(w_row), m4 = _mm512_set1_epi8(0x0F);
     const __m512i kv = mm_strip_codebook_u8(blocks_kvalues_iq4nl);
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = w + i * (int64_t)sizeof(block_iq4_xs);
+        const char *b = w + i * (int64_t)bstride;
         struct kq_block *o = &out[i];
         for (int j = 0; j < 8; j++)
             for (int u = 0; u < 4; u++) {
-                __m512i v = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_iq4_xs, qs) + 16 * j + 4 * u, 1);
+                __m512i v = kq_fetch(b, r16, idx, live, offsetof(block_iq4_xs, qs) + 16 * j + 4 * u);
                 _mm512_storeu_si512(o->q[8 * j + u], _mm512_shuffle_epi8(kv, _mm512_and_si512(v, m4)));
                 _mm512_storeu_si512(o->q[8 * j + 4 + u], _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi32(v, 4), m4)));
             }
-        const __m512i dh = _mm512_mask_i32gather_epi32(zero, live, idx, b, 1); /* d | scales_h << 16 */
-        const __m512i sl = _mm512_mask_i32gather_epi32(zero, live, idx, b + offsetof(block_iq4_xs, scales_l), 1);
+        const __m512i dh = kq_fetch(b, r16, idx, live, 0); /* d | scales_h << 16 */
+        const __m512i sl = kq_fetch(b, r16, idx, live, offsetof(block_iq4_xs, scales_l));
         for (int j = 0; j < 8; j++) {
             const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF));
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * j), _mm512_set1_epi32(3));
@@ -270,9 +284,11 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     struct kq_block *s1 = j->scratch + (size_t)ith * (size_t)j->nb * (swiglu ? 2 : 1), *s2 = s1 + j->nb;
     for (int64_t rb = r0; rb < r1; rb += KQ_ROWS) {
         const int nr = (int)(r1 - rb < KQ_ROWS ? r1 - rb : KQ_ROWS);
-        const char *w = (const char *)a->w + rb * j->w_row;
-        j->pack(w, j->w_row, nr, j->nb, s1);
-        if (swiglu) j->pack((const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
+        /* a strip's first row; its blocks one row apart, or with r16 one strip block apart */
+        const size_t at = j->r16 ? (size_t)(rb / KQ_ROWS) * j->strip_bytes : (size_t)rb * j->w_row;
+        const size_t bstride = j->r16 ? j->strip_bytes / (size_t)j->nb : quant_row_bytes(cpu_r16_base(a->type), QK_K);
+        j->pack((const char *)a->w + at, j->w_row, nr, j->nb, bstride, j->r16, s1);
+        if (swiglu) j->pack((const char *)a->w2 + at, j->w_row, nr, j->nb, bstride, j->r16, s2);
         for (int64_t tb = 0; tb < a->n_tokens; tb += KQ_TOK) {
             const int nt = (int)(a->n_tokens - tb < KQ_TOK ? a->n_tokens - tb : KQ_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
@@ -299,9 +315,11 @@ infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p) {
     const size_t per = (size_t)nb * (a->epilogue == MMV_SWIGLU ? 2 : 1);
     char *raw = xmalloc(sizeof(struct kq_block) * per * (size_t)pool_threads(p) + 64);
     if (!raw) return INFER_OOM("cpu_mm_kq scratch");
-    struct kq_job j = {.a = a, .w_row = quant_row_bytes(a->type, a->n_in), .x_row = cpu_act_row_bytes(a->type, a->n_in),
-                       .nb = nb, .scratch = (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64))};
-    switch (a->type) {
+    const int32_t type = cpu_r16_base(a->type);
+    struct kq_job j = {.a = a, .w_row = quant_row_bytes(type, a->n_in), .x_row = cpu_act_row_bytes(type, a->n_in),
+                       .nb = nb, .r16 = cpu_r16_is(a->type), .strip_bytes = cpu_r16_bytes(type, a->n_in, KQ_ROWS),
+                       .scratch = (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64))};
+    switch (type) {
     case INFER_TYPE_Q4_K: j.form = KQ_K4, j.pack = kq_pack_q4_k; break;
     case INFER_TYPE_Q5_K: j.form = KQ_K4, j.pack = kq_pack_q5_k; break;
     case INFER_TYPE_Q6_K: j.form = KQ_Q6, j.pack = kq_pack_q6_k; break;

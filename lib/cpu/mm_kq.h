@@ -7,7 +7,8 @@
 /* Whether cpu_mm_kq computes this call: its weight type, this CPU's (or the variant's) ISA level, the
  * token count where repacking pays. Every element equals what cpu_mm's row-by-row dots give. */
 int cpu_mm_kq_takes(const struct mm_args *a);
-/* y = epilogue(W x) for a call cpu_mm_kq_takes; a is already validated by cpu_mm. */
+/* y = epilogue(W x) for a call cpu_mm_kq_takes, or for mm_r16.c's strips (a->type | CPU_R16, more than 8 tokens,
+ * AVX-512 VNNI); a is already validated by cpu_mm / cpu_mm_r16. */
 infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p);
 
 #endif

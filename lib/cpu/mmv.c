@@ -24,6 +24,7 @@
 
 #include "cpu.h"
 #include "mmv_iq.h"
+#include "mm_r16.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define MMV_X86 1
@@ -1394,12 +1395,12 @@ cpu_vec_dot_xn_fn cpu_vec_dot_xn(int32_t weight_type, int variant) {
 }
 
 int32_t mmv_act_type_cpu(int32_t weight_type) {
-    const struct mmv_type *t = mmv_find(weight_type);
+    const struct mmv_type *t = mmv_find(cpu_r16_base(weight_type)); /* a repacked matrix: its file type's */
     return t ? t->act_type : -1;
 }
 
 size_t cpu_act_row_bytes(int32_t weight_type, int64_t n) {
-    const struct mmv_type *t = mmv_find(weight_type);
+    const struct mmv_type *t = mmv_find(cpu_r16_base(weight_type));
     if (!t || n % t->blck) return 0;
     if (t->act_type == INFER_TYPE_Q8_0) return (size_t)(n / QK8_0) * sizeof(block_q8_0);
     if (t->act_type == INFER_TYPE_Q8_1) return (size_t)(n / QK8_0) * sizeof(block_q8_1);

@@ -1,0 +1,379 @@
+/* mm_r16: Q4_K, Q5_K, Q6_K and IQ4_XS matrices repacked once at load into strips of 16 rows, and the AVX-512 VNNI
+ * matrix x 1..8 tokens that reads them (decode, speculative verification).
+ *
+ * Why: the row-by-row dots of mmv.c spend most of their instructions on horizontal sums and per-row scale
+ * handling; one core does about 0.8x of llama.cpp's repacked decode. With 16 rows interleaved, vpdpbusd of one
+ * 64-byte load against a token's 4 activation bytes broadcast gives the 16 rows' partial sums in the 16 int32
+ * lanes, and every later step (sub-block scales, mins, the f32 block step) is one lane-wise vector op for 16 rows.
+ *
+ * Layout: strip s holds rows 16s..16s+15 (zero rows past n_out); per 256-value block i, D vectors of 64 bytes
+ * (D = the block's size in dwords, rounded up): vector o, lane r = dword o of row 16s+r's block i. So the
+ * repacked matrix is the file's size (Q6_K's 210-byte blocks: 2 bytes more each), a row comes back with 16-byte
+ * strides (cpu_r16_row), and a gather of dword o of 16 rows (mm_kq.c's packers) becomes one load.
+ *
+ * Math: per (row, token) the same exact integer sums and the same f32 block steps, in the same order, as the
+ * scalar dots of mmv.c and the GEMM of mm_kq.c, so a repacked matrix gives the file's results bit for bit at any
+ * batch size (test-ops checks it). Batches of more than 8 tokens go to mm_kq.c's GEMM, whose packers read strips.
+ */
+#include <string.h>
+
+#include "mm_kq.h"
+#include "mm_r16.h"
+#include "quant.h"
+
+/* dwords per block in the strip layout */
+static int r16_block_dwords(int32_t type) {
+    switch (type) {
+    case INFER_TYPE_Q4_K: return (int)(sizeof(block_q4_K) / 4);
+    case INFER_TYPE_Q5_K: return (int)(sizeof(block_q5_K) / 4);
+    case INFER_TYPE_Q6_K: return (int)((sizeof(block_q6_K) + 3) / 4);
+    case INFER_TYPE_IQ4_XS: return (int)(sizeof(block_iq4_xs) / 4);
+    default: return 0;
+    }
+}
+
+size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out) {
+    const int d = r16_block_dwords(type);
+    if (!d || n_in <= 0 || n_in % QK_K || n_out <= 0) return 0;
+    const int64_t strips = (n_out + CPU_R16_ROWS - 1) / CPU_R16_ROWS;
+    return (size_t)strips * (size_t)(n_in / QK_K) * (size_t)d * 64;
+}
+
+void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst) {
+    const int d = r16_block_dwords(type);
+    const int64_t nb = n_in / QK_K;
+    const size_t bb = quant_row_bytes(type, QK_K), row = quant_row_bytes(type, n_in), sb = (size_t)d * 64;
+    memset(dst, 0, cpu_r16_bytes(type, n_in, n_out));
+    for (int64_t r = 0; r < n_out; r++) {
+        const char *in = (const char *)src + r * (int64_t)row;
+        char *strip = (char *)dst + (r / CPU_R16_ROWS) * nb * (int64_t)sb + 4 * (r % CPU_R16_ROWS);
+        for (int64_t i = 0; i < nb; i++) {
+            uint8_t blk[64 * 4] = {0}; /* one block, zero-padded to whole dwords */
+            memcpy(blk, in + i * (int64_t)bb, bb);
+            for (int o = 0; o < d; o++) memcpy(strip + i * (int64_t)sb + 64 * o, blk + 4 * o, 4);
+        }
+    }
+}
+
+void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void *dst) {
+    const int d = r16_block_dwords(type);
+    const int64_t nb = n_in / QK_K;
+    const size_t bb = quant_row_bytes(type, QK_K), sb = (size_t)d * 64;
+    const char *strip = (const char *)r16 + (row / CPU_R16_ROWS) * nb * (int64_t)sb + 4 * (row % CPU_R16_ROWS);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t blk[64 * 4];
+        for (int o = 0; o < d; o++) memcpy(blk + 4 * o, strip + i * (int64_t)sb + 64 * o, 4);
+        memcpy((char *)dst + i * (int64_t)bb, blk, bb);
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "mm_strip.h"
+
+#define R16_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define R16_INLINE static inline __attribute__((always_inline))
+/* tokens per sweep of a strip: their accumulators stay in registers (Q6_K keeps six per token) */
+enum { R16_TOK = 4 };
+
+int cpu_r16_takes(int32_t type, int64_t n_in) {
+    return r16_block_dwords(type) && n_in > 0 && n_in % QK_K == 0 && cpu_isa_has(CPU_ISA_AVX512);
+}
+
+/* vector o of a strip block */
+R16_AVX512 R16_INLINE __m512i r16_v(const char *b, int o) { return _mm512_loadu_si512((const void *)(b + 64 * o)); }
+
+/* 4 activation bytes (group g of a Q8_K block) in every lane */
+R16_AVX512 R16_INLINE __m512i r16_x4(const block_q8_K *y, int g) {
+    int32_t v;
+    memcpy(&v, y->qs + 4 * g, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* a pshufb control: the dword pattern `base` (byte indices 0..3, 0x80 for zero) for every dword of a 128-bit lane */
+R16_AVX512 R16_INLINE __m512i r16_pick(uint32_t base) {
+    const int q = 0x04040404;
+    return _mm512_add_epi32(_mm512_set1_epi32((int)base), _mm512_set_epi32(3 * q, 2 * q, q, 0, 3 * q, 2 * q, q, 0, 3 * q,
+                                                                            2 * q, q, 0, 3 * q, 2 * q, q, 0));
+}
+
+/* int32 lanes of byte k of each dword */
+R16_AVX512 R16_INLINE __m512i r16_byte(__m512i v, int k) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * k), _mm512_set1_epi32(0xff));
+}
+
+/* The f32 block step of Q4_K / Q5_K (mmv.c's scalar order): acc += (d·dy)·sumi - (dmin·dy)·summ. dd: d | dmin << 16. */
+R16_AVX512 R16_INLINE __m512 r16_step_k4(__m512 acc, __m512i dd, float dy, __m512i sumi, __m512i summ) {
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    const __m512 vy = _mm512_set1_ps(dy);
+    return _mm512_add_ps(acc, _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(d, vy), _mm512_cvtepi32_ps(sumi)),
+                                            _mm512_mul_ps(_mm512_mul_ps(dmin, vy), _mm512_cvtepi32_ps(summ))));
+}
+
+/* Q6_K / IQ4_XS: acc += (d·dy)·(sumi - off), d the low f16 of each lane of dd */
+R16_AVX512 R16_INLINE __m512 r16_step_off(__m512 acc, __m512i dd, float dy, __m512i sumi, __m512i off) {
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(dy)),
+                                            _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, off))));
+}
+
+/* Σ_j m_j·(bsums[2j] + bsums[2j+1]) per lane: mp[k] holds the int16 pair (m_2k, m_2k+1) of each row, bs the
+ * activation's 8 sub-block sums as int16 pairs (bs_2k, bs_2k+1) in dwords k. */
+R16_AVX512 R16_INLINE __m512i r16_mins(const __m512i mp[4], const int32_t bs[4]) {
+    __m512i c = _mm512_madd_epi16(mp[0], _mm512_set1_epi32(bs[0]));
+    for (int k = 1; k < 4; k++) c = _mm512_add_epi32(c, _mm512_madd_epi16(mp[k], _mm512_set1_epi32(bs[k])));
+    return c;
+}
+
+/* the 32-value sub-block sums of a Q8_K block as int16 pairs: bs[k] = (bsums[4k] + bsums[4k+1], bsums[4k+2] + bsums[4k+3]) */
+R16_AVX512 R16_INLINE void r16_bs_pairs(const block_q8_K *y, int32_t bs[4]) {
+    const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
+    const __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)); /* |sums| <= 32·127 */
+    _mm_storeu_si128((__m128i *)bs, p);
+}
+
+/* Q4_K (q5 0) and Q5_K (q5 1): out[t][r] = dot of strip row r with token t, nt <= R16_TOK. Block: dword 0 d | dmin,
+ * 1..3 the packed scales and mins, Q5_K 4..11 qh, then qs (32 dwords): qs dword 8p+u = elements 64p+4u.. (low
+ * nibbles, sub-block 2p) and 64p+32+4u.. (high, sub-block 2p+1). */
+R16_AVX512 R16_INLINE void r16_tile_k4(const char *strip, int64_t nb, const char *x, size_t x_row, int nt, int q5,
+                                       float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int nd = q5 ? 44 : 36, qs0 = q5 ? 12 : 4;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i c3f = _mm512_set1_epi8(0x3f), c03 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    /* pshufb picking bytes (2k, 2k+1) of each dword as two int16 */
+    const __m512i pick[2] = {r16_pick(0x80018000u), r16_pick(0x80038002u)};
+    __m512 acc[R16_TOK];
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = strip + i * 64 * nd;
+        const block_q8_K *y[R16_TOK];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        /* mmv_k_unpack in lanes: bytes 0..3 of sc[0] are scales 0..3, of sc[1] scales 4..7; mn likewise */
+        const __m512i u0 = r16_v(b, 1), u1 = r16_v(b, 2), u2 = r16_v(b, 3);
+        const __m512i sc[2] = {_mm512_and_si512(u0, c3f),
+                               _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), c03), 4))};
+        const __m512i mn[2] = {_mm512_and_si512(u1, c3f),
+                               _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), c03), 4))};
+        __m512i sumi[R16_TOK];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        for (int p = 0; p < 4; p++) {
+            __m512i slo[R16_TOK], shi[R16_TOK];
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) slo[t] = shi[t] = zero;
+            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
+                const __m512i v = r16_v(b, qs0 + 8 * p + u);
+                __m512i lo = _mm512_and_si512(v, m4), hi;
+                if (q5) { /* bit 2p of qh byte l is bit 4 of the low nibble's value, bit 2p+1 the high one's */
+                    const __m512i h = _mm512_srli_epi32(r16_v(b, 4 + u), 2 * p);
+                    lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(h, one), 4));
+                    hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 4), m4),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 1), one), 4));
+                } else { /* the high nibble in place: 16 times the value, divided out below exactly */
+                    hi = _mm512_andnot_si512(m4, v);
+                }
+                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                    slo[t] = _mm512_dpbusd_epi32(slo[t], lo, r16_x4(y[t], 16 * p + u));
+                    shi[t] = _mm512_dpbusd_epi32(shi[t], hi, r16_x4(y[t], 16 * p + 8 + u));
+                }
+            }
+            const __m512i s0 = r16_byte(sc[p / 2], 2 * (p % 2)), s1 = r16_byte(sc[p / 2], 2 * (p % 2) + 1);
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                const __m512i h = q5 ? shi[t] : _mm512_srai_epi32(shi[t], 4);
+                sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], s0), _mm512_mullo_epi32(h, s1)));
+            }
+        }
+        const __m512i mp[4] = {_mm512_shuffle_epi8(mn[0], pick[0]), _mm512_shuffle_epi8(mn[0], pick[1]),
+                               _mm512_shuffle_epi8(mn[1], pick[0]), _mm512_shuffle_epi8(mn[1], pick[1])};
+        const __m512i dd = r16_v(b, 0);
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+            int32_t bs[4];
+            r16_bs_pairs(y[t], bs);
+            acc[t] = r16_step_k4(acc[t], dd, y[t]->d, sumi[t], r16_mins(mp, bs));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
+/* Q6_K: block dwords 0..31 ql, 32..47 qh, 48..51 the 16 signed scales, 52 d. For (h, u) the ql dwords 16h+u and
+ * 16h+8+u and the qh dword 32+8h+u make groups 32h+8k+u (k 0..3): elements 128h+32k+4u.., sub-block 8h+2k+u/4. */
+R16_AVX512 R16_INLINE void r16_tile_q6(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
+                                       float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    enum { ND = 53 };
+    const __m512i m4 = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
+    /* pshufb putting bytes (2k, 2k+1) of each dword into the high halves of two int16 (then >> 8: sign-extended) */
+    const __m512i pick[2] = {r16_pick(0x01800080u), r16_pick(0x03800280u)};
+    __m512 acc[R16_TOK];
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = strip + i * 64 * ND;
+        const block_q8_K *y[R16_TOK];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        __m512i sumi[R16_TOK];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        for (int h = 0; h < 2; h++)
+            for (int half = 0; half < 2; half++) {
+                __m512i s[4][R16_TOK];
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) s[k][t] = zero;
+                _Pragma("GCC unroll 4") for (int uu = 0; uu < 4; uu++) {
+                    const int u = 4 * half + uu;
+                    const __m512i l0 = r16_v(b, 16 * h + u), l1 = r16_v(b, 16 * h + 8 + u), hb = r16_v(b, 32 + 8 * h + u);
+                    /* bits 2k..2k+1 of the qh byte as bits 4-5 */
+                    const __m512i q[4] = {
+                        _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi32(hb, 4), c30)),
+                        _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi32(hb, 2), c30)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l0, 4), m4), _mm512_and_si512(hb, c30)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l1, 4), m4),
+                                        _mm512_and_si512(_mm512_srli_epi32(hb, 2), c30))};
+                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+                        s[k][t] = _mm512_dpbusd_epi32(s[k][t], q[k], r16_x4(y[t], 32 * h + 8 * k + u));
+                }
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                    const int j = 8 * h + 2 * k + half; /* sub-block: signed scale byte j%4 of dword 48 + j/4 */
+                    const __m512i scj = _mm512_srai_epi32(_mm512_slli_epi32(r16_v(b, 48 + j / 4), 24 - 8 * (j % 4)), 24);
+                    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+                        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[k][t], scj));
+                }
+            }
+        /* the -32 offset: Σ_j sc_j·bsums_j, the pairs (sc_2k, sc_2k+1) against (bsums[2k], bsums[2k+1]) */
+        __m512i sp[8];
+        for (int k = 0; k < 8; k++)
+            sp[k] = _mm512_srai_epi16(_mm512_shuffle_epi8(r16_v(b, 48 + k / 2), pick[k % 2]), 8);
+        const __m512i dd = r16_v(b, 52);
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+            __m512i c = zero;
+            for (int k = 0; k < 8; k++) {
+                int32_t pr;
+                memcpy(&pr, y[t]->bsums + 2 * k, 4);
+                c = _mm512_add_epi32(c, _mm512_madd_epi16(sp[k], _mm512_set1_epi32(pr)));
+            }
+            acc[t] = r16_step_off(acc[t], dd, y[t]->d, sumi[t], _mm512_slli_epi32(c, 5));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
+/* IQ4_XS: block dword 0 d | scales_h << 16, 1 scales_l, 2..33 qs: qs dword 4j+u = elements 32j+4u.. (low nibbles)
+ * and 32j+16+4u.. (high), both sub-block j, each through the codebook + 128 (the -128 through the bsums). */
+R16_AVX512 R16_INLINE void r16_tile_iq4(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
+                                        float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    enum { ND = 34 };
+    const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i kv = mm_strip_codebook_u8(blocks_kvalues_iq4nl);
+    __m512 acc[R16_TOK];
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = strip + i * 64 * ND;
+        const block_q8_K *y[R16_TOK];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        const __m512i dh = r16_v(b, 0), sl = r16_v(b, 1);
+        __m512i sumi[R16_TOK], c[R16_TOK];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) sumi[t] = c[t] = zero;
+        for (int j = 0; j < 8; j++) {
+            __m512i s[R16_TOK];
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) s[t] = zero;
+            _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) {
+                const __m512i v = r16_v(b, 2 + 4 * j + u);
+                const __m512i lo = _mm512_shuffle_epi8(kv, _mm512_and_si512(v, m4));
+                const __m512i hi = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
+                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                    s[t] = _mm512_dpbusd_epi32(s[t], lo, r16_x4(y[t], 8 * j + u));
+                    s[t] = _mm512_dpbusd_epi32(s[t], hi, r16_x4(y[t], 8 * j + 4 + u));
+                }
+            }
+            /* the 6-bit scale - 32: low nibble j of scales_l, bits 2j..2j+1 of scales_h as bits 4-5 */
+            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF));
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * j), _mm512_set1_epi32(3));
+            const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+            const __m512i lp = _mm512_or_si512(_mm512_and_si512(ls, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(ls, 16));
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+                int32_t pr;
+                memcpy(&pr, y[t]->bsums + 2 * j, 4);
+                sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[t], ls));
+                c[t] = _mm512_add_epi32(c[t], _mm512_madd_epi16(lp, _mm512_set1_epi32(pr)));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+            acc[t] = r16_step_off(acc[t], dh, y[t]->d, sumi[t], _mm512_slli_epi32(c[t], 7));
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
+#define R16_TILE_CASE(n)                                                                                          \
+    case n:                                                                                                        \
+        if (type == INFER_TYPE_Q4_K) r16_tile_k4(strip, nb, x, x_row, n, 0, out);                                  \
+        else if (type == INFER_TYPE_Q5_K) r16_tile_k4(strip, nb, x, x_row, n, 1, out);                             \
+        else if (type == INFER_TYPE_Q6_K) r16_tile_q6(strip, nb, x, x_row, n, out);                                \
+        else r16_tile_iq4(strip, nb, x, x_row, n, out);                                                            \
+        break;
+
+R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
+                                float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    switch (nt) {
+        R16_TILE_CASE(1)
+        R16_TILE_CASE(2)
+        R16_TILE_CASE(3)
+        R16_TILE_CASE(4)
+    default:
+        break;
+    }
+}
+
+struct r16_job {
+    const struct mm_args *a;
+    int32_t type; /* the file type */
+    int64_t nb;
+    size_t strip_bytes, x_row;
+};
+
+static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const struct r16_job *j = ctx;
+    const struct mm_args *a = j->a;
+    for (int64_t rb = r0; rb < r1; rb += CPU_R16_ROWS) {
+        const int nr = (int)(r1 - rb < CPU_R16_ROWS ? r1 - rb : CPU_R16_ROWS);
+        const size_t at = (size_t)(rb / CPU_R16_ROWS) * j->strip_bytes;
+        for (int64_t tb = 0; tb < a->n_tokens; tb += R16_TOK) {
+            const int nt = (int)(a->n_tokens - tb < R16_TOK ? a->n_tokens - tb : R16_TOK);
+            const char *x = (const char *)a->xq + tb * j->x_row;
+            float g[MM_STRIP_TOK][MM_STRIP_ROWS], u[MM_STRIP_TOK][MM_STRIP_ROWS];
+            r16_tile(j->type, (const char *)a->w + at, j->nb, x, j->x_row, nt, g);
+            if (a->epilogue == MMV_SWIGLU) r16_tile(j->type, (const char *)a->w2 + at, j->nb, x, j->x_row, nt, u);
+            mm_strip_out(a, tb, nt, rb, nr, g, u);
+        }
+    }
+}
+
+infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
+    const int32_t type = cpu_r16_base(a->type);
+    if (!cpu_r16_is(a->type) || !r16_block_dwords(type))
+        return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: type id %d is no repacked type", a->type);
+    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512)
+        return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: repacked %s runs at the AVX-512 VNNI level only",
+                          quant_type(type)->name);
+    if (!cpu_r16_takes(type, a->n_in) || a->n_out <= 0 || a->n_tokens < 1)
+        return infer_fail(INFER_E_ARG, "cpu_mm_r16: repacked %s, n_in %lld n_out %lld n_tokens %lld: this CPU lacks "
+                          "AVX-512 VNNI, or the shape is not whole blocks", quant_type(type)->name, (long long)a->n_in,
+                          (long long)a->n_out, (long long)a->n_tokens);
+    if (!a->w || !a->y || !a->xq || (a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add) ||
+        a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
+        return infer_fail(INFER_E_ARG, "cpu_mm_r16: missing pointer or bad epilogue %d", a->epilogue);
+    if (a->n_tokens > CPU_R16_MAX_TOKENS) return cpu_mm_kq(a, p);
+    struct r16_job j = {.a = a, .type = type, .nb = a->n_in / QK_K,
+                        .strip_bytes = cpu_r16_bytes(type, a->n_in, CPU_R16_ROWS),
+                        .x_row = cpu_act_row_bytes(type, a->n_in)};
+    pool_for(p, a->n_out, CPU_R16_ROWS, r16_rows, &j);
+    return INFER_OK;
+}
+
+#else /* not x86-64: nothing is repacked */
+int cpu_r16_takes(int32_t type, int64_t n_in) {
+    (void)type, (void)n_in;
+    return 0;
+}
+infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
+    (void)p;
+    return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: type id %d: no repacked kernels on this architecture", a->type);
+}
+#endif
