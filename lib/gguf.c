@@ -484,6 +484,14 @@ void gguf_close(struct gguf_file *f) {
     xfree(f);
 }
 
+void gguf_drop_pages(const struct gguf_file *f, const struct gguf_tensor *t) {
+    if (t->split < 0 || t->split >= f->n_splits || !f->maps[t->split].mapped) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t)t->data + page - 1) / page * page, hi = ((uintptr_t)t->data + t->nbytes) / page * page;
+    /* a read-only private file mapping: the pages are clean, so a later read faults them back in from the file */
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static const struct gguf_kv *find_kv(const struct gguf_kv *kv, int64_t n, const char *key) {
     for (int64_t i = 0; i < n; i++)
         if (strcmp(kv[i].key, key) == 0) return &kv[i];

@@ -77,6 +77,9 @@ infer_status gguf_open(const char *path, struct gguf_file **out);
  * messages. Used by the fuzzer and the malformed-file corpus. */
 infer_status gguf_open_memory(const void *data, size_t size, const char *name, struct gguf_file **out);
 void gguf_close(struct gguf_file *f); /* NULL is a no-op */
+/* Releases the memory of t's whole pages in a file mapping (its data stays readable: it is read from the file
+ * again if touched); a no-op for a file held in memory (gguf_open_memory). */
+void gguf_drop_pages(const struct gguf_file *f, const struct gguf_tensor *t);
 
 const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name);

@@ -239,6 +239,7 @@ INFER_API infer_status infer_model_load(const char *path, const infer_model_para
     TRY(infer_progress(&p, 0.1f));
     if (p.check_tensors) TRY(infer_check_tensors(m, &p));
     if (p.n_gpu_layers != 0 || p.split_mode == INFER_SPLIT_TENSOR) TRY(infer_offload(m, &p));
+    if (!p.no_repack) TRY(model_repack(m));
     TRY(infer_progress(&p, 1.0f));
     *out = m;
     return INFER_OK;

@@ -365,6 +365,7 @@ fail:
 void model_free(struct infer_model *m) {
     if (!m) return;
     model_upload_free(m);
+    model_repack_free(m);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);
     xfree(m->layers);

@@ -70,6 +70,12 @@ struct infer_model {
     int32_t tp_n;
     struct infer_model *tp_view[INFER_MAX_DEVICES]; /* owned by the model; a view owns nothing */
     int32_t tp_world, tp_rank0; /* the group's ranks, and gpu[0]'s rank (processes on several hosts: each its own) */
+    /* matrices the CPU computes, repacked at load (model_repack.c): one buffer (owned) and the copies of their
+     * descriptors (owned, type | CPU_R16, data in it) that the host's layers and the head point at */
+    void *repacked;
+    struct gguf_tensor *repacked_tensors;
+    int64_t n_repacked;
+    uint64_t repacked_bytes;
 };
 
 /* Binds f (taken: freed on failure too) into a model. Gives *out. */
@@ -115,6 +121,12 @@ infer_status model_upload(struct infer_model *m, const struct model_homes *h, mo
                           const infer_model_params *p, float lo, float hi);
 /* Frees a device's backend, buffer and table (a model_gpu not yet in a model, or one of a model's). */
 void model_gpu_free(struct model_gpu *g);
+/* Repacks the matrices the host computes (the layers whose home is the host, the head when it is there) into the CPU
+ * backend's faster layout where it has one (mm_r16.c), points those layers and the head at the copies and releases
+ * the file's pages of the originals. Nothing to repack: INFER_OK, nothing changes; on failure nothing changes. */
+infer_status model_repack(struct infer_model *m);
+/* Frees what model_repack made (model_free calls it). */
+void model_repack_free(struct infer_model *m);
 /* Frees what model_upload placed (model_free calls it). */
 void model_upload_free(struct infer_model *m);
 /* Tensor parallelism over the n CUDA devices devs (rank order): every trunk layer's shards (tp.h) uploaded to its

@@ -288,6 +288,10 @@ int args_parse(struct args *a, int argc, char **argv, int bench) {
             a->verbose_prompt = 1;
             continue;
         }
+        if (!strcmp(f, "--no-repack")) {
+            a->no_repack = 1;
+            continue;
+        }
         if (!bench && !strcmp(f, "--dry-run")) {
             a->dry_run = 1;
             continue;

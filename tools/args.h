@@ -36,6 +36,7 @@ struct args {
                                                library's tensor_overrides); llm-bench: the sets of ot_set */
     size_t ot_len;                          /* bytes of ot in use */
     int32_t fit;                            /* --fit on|off (1): the automatic fit of -ngl auto */
+    int32_t no_repack;                      /* --no-repack: the CPU computes the weights as stored */
     int32_t n_seq;                          /* -np N: sequences the context holds (0: the library's 1) */
     int dry_run;                            /* --dry-run: print the placement plan and exit */
     int32_t n_dry_mem;                      /* --dry-run-mem 12G[,24G]: the devices' free memory to plan for */

@@ -85,6 +85,8 @@ static int usage(int to_err) {
             "                the devices, -ts) or tensor (tensor parallelism over NCCL on every device, or those\n"
             "                -ts gives a share; needs -ngl 99)\n"
             "  -ts A/B/...   with -sm layer, each device's share of the GPU layers (default: by free memory)\n"
+            "  --no-repack   compute the CPU's weights as stored (default: repacked at load where this CPU has a\n"
+            "                faster layout: Q4_K, Q5_K, Q6_K, IQ4_XS on AVX-512 VNNI)\n"
             "Every combination of -ngl, --n-cpu-moe, -sm and -ot runs. Rows give the bytes moved over the bus per\n"
             "token (bus KB/token; csv, json: bus_bytes_per_token).\n");
     return to_err ? 2 : 0;
@@ -500,6 +502,7 @@ int main(int argc, char **argv) {
             mp.main_gpu = a.main_gpu;
             mp.n_cpu_moe = n_cpu_moe;
             mp.tensor_overrides = ot;
+            mp.no_repack = a.no_repack;
             mp.split_mode = sm == ARGS_SM_LAYER    ? INFER_SPLIT_LAYER
                             : sm == ARGS_SM_TENSOR ? INFER_SPLIT_TENSOR
                                                    : INFER_SPLIT_NONE;

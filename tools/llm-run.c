@@ -78,6 +78,8 @@ static int usage(const char *tool, int to_err) {
             "                        context (-c), else (MoE) as few leading layers' experts as needed on the host\n"
             "                        (expert offload), else (dense) as many trailing layers as fit (a layer\n"
             "                        split); off: everything on the GPU\n"
+            "  --no-repack           compute the CPU's weights as stored (default: Q4_K, Q5_K, Q6_K and IQ4_XS\n"
+            "                        matrices are repacked at load for AVX-512 VNNI, same size, same results)\n"
             "  --dry-run             print the placement plan (what lives where, MiB per device: weights, KV,\n"
             "                        state, scratch, overhead; KV bytes per token; the context that would fit) and\n"
             "                        exit without loading weights; no prompt needed\n"
@@ -240,6 +242,7 @@ int main(int argc, char **argv) {
     mp.n_cpu_moe = a.n_cpu_moe;
     mp.tensor_overrides = a.ot_len ? a.ot : NULL;
     mp.fit = a.fit;
+    mp.no_repack = a.no_repack;
     mp.fit_ctx = &cp;
     mp.tp_world = a.tp_world, mp.tp_rank0 = a.tp_rank0, mp.tp_id = a.tp_id;
     if (a.dry_run) return dry_run(&a, &mp, &cp);

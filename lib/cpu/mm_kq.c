@@ -32,9 +32,10 @@
 #define KQ_INLINE static inline __attribute__((always_inline))
 
 /* Dword `off` (a byte offset in the block, a multiple of 4) of 16 rows' blocks: a gather from the file's rows
- * (idx, live: mm_strip_row_index, the rows present), or with r16 one load from a strip block of mm_r16.c. */
+ * (idx, live: mm_strip_row_index, the rows present), or with r16 (the type id; 0: none) one load from a strip block
+ * of mm_r16.c. */
 KQ_AVX512 KQ_INLINE __m512i kq_fetch(const char *b, int r16, __m512i idx, __mmask16 live, size_t off) {
-    if (r16) return _mm512_loadu_si512((const void *)(b + 16 * off));
+    if (r16) return _mm512_loadu_si512((const void *)(b + 64 * cpu_r16_pos(r16, (int)(off / 4))));
     return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, b + off, 1);
 }
 
@@ -287,8 +288,9 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
         /* a strip's first row; its blocks one row apart, or with r16 one strip block apart */
         const size_t at = j->r16 ? (size_t)(rb / KQ_ROWS) * j->strip_bytes : (size_t)rb * j->w_row;
         const size_t bstride = j->r16 ? j->strip_bytes / (size_t)j->nb : quant_row_bytes(cpu_r16_base(a->type), QK_K);
-        j->pack((const char *)a->w + at, j->w_row, nr, j->nb, bstride, j->r16, s1);
-        if (swiglu) j->pack((const char *)a->w2 + at, j->w_row, nr, j->nb, bstride, j->r16, s2);
+        const int r16 = j->r16 ? cpu_r16_base(a->type) : 0;
+        j->pack((const char *)a->w + at, j->w_row, nr, j->nb, bstride, r16, s1);
+        if (swiglu) j->pack((const char *)a->w2 + at, j->w_row, nr, j->nb, bstride, r16, s2);
         for (int64_t tb = 0; tb < a->n_tokens; tb += KQ_TOK) {
             const int nt = (int)(a->n_tokens - tb < KQ_TOK ? a->n_tokens - tb : KQ_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;

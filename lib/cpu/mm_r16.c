@@ -50,7 +50,7 @@ void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, vo
         for (int64_t i = 0; i < nb; i++) {
             uint8_t blk[64 * 4] = {0}; /* one block, zero-padded to whole dwords */
             memcpy(blk, in + i * (int64_t)bb, bb);
-            for (int o = 0; o < d; o++) memcpy(strip + i * (int64_t)sb + 64 * o, blk + 4 * o, 4);
+            for (int o = 0; o < d; o++) memcpy(strip + i * (int64_t)sb + 64 * cpu_r16_pos(type, o), blk + 4 * o, 4);
         }
     }
 }
@@ -62,7 +62,7 @@ void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void 
     const char *strip = (const char *)r16 + (row / CPU_R16_ROWS) * nb * (int64_t)sb + 4 * (row % CPU_R16_ROWS);
     for (int64_t i = 0; i < nb; i++) {
         uint8_t blk[64 * 4];
-        for (int o = 0; o < d; o++) memcpy(blk + 4 * o, strip + i * (int64_t)sb + 64 * o, 4);
+        for (int o = 0; o < d; o++) memcpy(blk + 4 * o, strip + i * (int64_t)sb + 64 * cpu_r16_pos(type, o), 4);
         memcpy((char *)dst + i * (int64_t)bb, blk, bb);
     }
 }
@@ -74,15 +74,17 @@ void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void 
 
 #define R16_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define R16_INLINE static inline __attribute__((always_inline))
-/* tokens per sweep of a strip: their accumulators stay in registers (Q6_K keeps six per token) */
-enum { R16_TOK = 4 };
+/* tokens per sweep of a strip: 2 x 8 sums per token stay in registers; more tokens sweep the strip again (from cache) */
+enum { R16_TOK = 2 };
 
 int cpu_r16_takes(int32_t type, int64_t n_in) {
     return r16_block_dwords(type) && n_in > 0 && n_in % QK_K == 0 && cpu_isa_has(CPU_ISA_AVX512);
 }
 
-/* vector o of a strip block */
-R16_AVX512 R16_INLINE __m512i r16_v(const char *b, int o) { return _mm512_loadu_si512((const void *)(b + 64 * o)); }
+/* dword d of a strip block's 16 rows (cpu_r16_pos: d's place in the order the kernels read) */
+R16_AVX512 R16_INLINE __m512i r16_v(const char *b, int32_t type, int d) {
+    return _mm512_loadu_si512((const void *)(b + 64 * cpu_r16_pos(type, d)));
+}
 
 /* 4 activation bytes (group g of a Q8_K block) in every lane */
 R16_AVX512 R16_INLINE __m512i r16_x4(const block_q8_K *y, int g) {
@@ -134,116 +136,124 @@ R16_AVX512 R16_INLINE void r16_bs_pairs(const block_q8_K *y, int32_t bs[4]) {
     _mm_storeu_si128((__m128i *)bs, p);
 }
 
-/* Q4_K (q5 0) and Q5_K (q5 1): out[t][r] = dot of strip row r with token t, nt <= R16_TOK. Block: dword 0 d | dmin,
+/* Q4_K (q5 0) and Q5_K (q5 1): out[t][r] = dot of strip row r with token t, nt <= R16_TOK. Block dwords: 0 d | dmin,
  * 1..3 the packed scales and mins, Q5_K 4..11 qh, then qs (32 dwords): qs dword 8p+u = elements 64p+4u.. (low
- * nibbles, sub-block 2p) and 64p+32+4u.. (high, sub-block 2p+1). */
+ * nibbles, sub-block 2p) and 64p+32+4u.. (high, sub-block 2p+1). The four p at once: 8 independent sums per token,
+ * as vpdpbusd's latency needs. */
 R16_AVX512 R16_INLINE void r16_tile_k4(const char *strip, int64_t nb, const char *x, size_t x_row, int nt, int q5,
                                        float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int32_t type = q5 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
     const int nd = q5 ? 44 : 36, qs0 = q5 ? 12 : 4;
     const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
     const __m512i c3f = _mm512_set1_epi8(0x3f), c03 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
     /* pshufb picking bytes (2k, 2k+1) of each dword as two int16 */
     const __m512i pick[2] = {r16_pick(0x80018000u), r16_pick(0x80038002u)};
     __m512 acc[R16_TOK];
-    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const char *b = strip + i * 64 * nd;
         const block_q8_K *y[R16_TOK];
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
         /* mmv_k_unpack in lanes: bytes 0..3 of sc[0] are scales 0..3, of sc[1] scales 4..7; mn likewise */
-        const __m512i u0 = r16_v(b, 1), u1 = r16_v(b, 2), u2 = r16_v(b, 3);
+        const __m512i dd = r16_v(b, type, 0), u0 = r16_v(b, type, 1), u1 = r16_v(b, type, 2), u2 = r16_v(b, type, 3);
         const __m512i sc[2] = {_mm512_and_si512(u0, c3f),
                                _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), c03), 4))};
         const __m512i mn[2] = {_mm512_and_si512(u1, c3f),
                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
                                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), c03), 4))};
-        __m512i sumi[R16_TOK];
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) sumi[t] = zero;
-        for (int p = 0; p < 4; p++) {
-            __m512i slo[R16_TOK], shi[R16_TOK];
-            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) slo[t] = shi[t] = zero;
-            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
-                const __m512i v = r16_v(b, qs0 + 8 * p + u);
+        __m512i slo[4][R16_TOK], shi[4][R16_TOK];
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+            slo[p][t] = shi[p][t] = zero;
+        _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
+            const __m512i qh = q5 ? r16_v(b, type, 4 + u) : zero;
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                const __m512i v = r16_v(b, type, qs0 + 8 * p + u);
                 __m512i lo = _mm512_and_si512(v, m4), hi;
                 if (q5) { /* bit 2p of qh byte l is bit 4 of the low nibble's value, bit 2p+1 the high one's */
-                    const __m512i h = _mm512_srli_epi32(r16_v(b, 4 + u), 2 * p);
+                    const __m512i h = _mm512_srli_epi32(qh, 2 * p);
                     lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(h, one), 4));
                     hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 4), m4),
                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 1), one), 4));
                 } else { /* the high nibble in place: 16 times the value, divided out below exactly */
                     hi = _mm512_andnot_si512(m4, v);
                 }
-                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
-                    slo[t] = _mm512_dpbusd_epi32(slo[t], lo, r16_x4(y[t], 16 * p + u));
-                    shi[t] = _mm512_dpbusd_epi32(shi[t], hi, r16_x4(y[t], 16 * p + 8 + u));
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+                    slo[p][t] = _mm512_dpbusd_epi32(slo[p][t], lo, r16_x4(y[t], 16 * p + u));
+                    shi[p][t] = _mm512_dpbusd_epi32(shi[p][t], hi, r16_x4(y[t], 16 * p + 8 + u));
                 }
             }
+        }
+        __m512i sumi[R16_TOK];
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             const __m512i s0 = r16_byte(sc[p / 2], 2 * (p % 2)), s1 = r16_byte(sc[p / 2], 2 * (p % 2) + 1);
-            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
-                const __m512i h = q5 ? shi[t] : _mm512_srai_epi32(shi[t], 4);
-                sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], s0), _mm512_mullo_epi32(h, s1)));
+            _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+                const __m512i h = q5 ? shi[p][t] : _mm512_srai_epi32(shi[p][t], 4);
+                sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[p][t], s0), _mm512_mullo_epi32(h, s1)));
             }
         }
         const __m512i mp[4] = {_mm512_shuffle_epi8(mn[0], pick[0]), _mm512_shuffle_epi8(mn[0], pick[1]),
                                _mm512_shuffle_epi8(mn[1], pick[0]), _mm512_shuffle_epi8(mn[1], pick[1])};
-        const __m512i dd = r16_v(b, 0);
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
             int32_t bs[4];
             r16_bs_pairs(y[t], bs);
             acc[t] = r16_step_k4(acc[t], dd, y[t]->d, sumi[t], r16_mins(mp, bs));
         }
     }
-    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
 /* Q6_K: block dwords 0..31 ql, 32..47 qh, 48..51 the 16 signed scales, 52 d. For (h, u) the ql dwords 16h+u and
- * 16h+8+u and the qh dword 32+8h+u make groups 32h+8k+u (k 0..3): elements 128h+32k+4u.., sub-block 8h+2k+u/4. */
+ * 16h+8+u and the qh dword 32+8h+u make groups 32h+8k+u (k 0..3): elements 128h+32k+4u.., sub-block 8h+2k+u/4.
+ * u and u+4 at once: 8 independent sums per token. */
 R16_AVX512 R16_INLINE void r16_tile_q6(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
                                        float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int32_t type = INFER_TYPE_Q6_K;
     enum { ND = 53 };
     const __m512i m4 = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
     /* pshufb putting bytes (2k, 2k+1) of each dword into the high halves of two int16 (then >> 8: sign-extended) */
     const __m512i pick[2] = {r16_pick(0x01800080u), r16_pick(0x03800280u)};
     __m512 acc[R16_TOK];
-    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const char *b = strip + i * 64 * ND;
         const block_q8_K *y[R16_TOK];
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        const __m512i scv[4] = {r16_v(b, type, 48), r16_v(b, type, 49), r16_v(b, type, 50), r16_v(b, type, 51)};
+        const __m512i dd = r16_v(b, type, 52);
         __m512i sumi[R16_TOK];
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) sumi[t] = zero;
-        for (int h = 0; h < 2; h++)
-            for (int half = 0; half < 2; half++) {
-                __m512i s[4][R16_TOK];
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) s[k][t] = zero;
-                _Pragma("GCC unroll 4") for (int uu = 0; uu < 4; uu++) {
-                    const int u = 4 * half + uu;
-                    const __m512i l0 = r16_v(b, 16 * h + u), l1 = r16_v(b, 16 * h + 8 + u), hb = r16_v(b, 32 + 8 * h + u);
-                    /* bits 2k..2k+1 of the qh byte as bits 4-5 */
-                    const __m512i q[4] = {
-                        _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi32(hb, 4), c30)),
-                        _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi32(hb, 2), c30)),
-                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l0, 4), m4), _mm512_and_si512(hb, c30)),
-                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l1, 4), m4),
-                                        _mm512_and_si512(_mm512_srli_epi32(hb, 2), c30))};
-                    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
-                        s[k][t] = _mm512_dpbusd_epi32(s[k][t], q[k], r16_x4(y[t], 32 * h + 8 * k + u));
-                }
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-                    const int j = 8 * h + 2 * k + half; /* sub-block: signed scale byte j%4 of dword 48 + j/4 */
-                    const __m512i scj = _mm512_srai_epi32(_mm512_slli_epi32(r16_v(b, 48 + j / 4), 24 - 8 * (j % 4)), 24);
-                    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
-                        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[k][t], scj));
-                }
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __m512i s[2][4][R16_TOK];
+            _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[e][k][t] = zero;
+            _Pragma("GCC unroll 4") for (int uu = 0; uu < 4; uu++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                const int u = 4 * e + uu;
+                const __m512i l0 = r16_v(b, type, 16 * h + u), l1 = r16_v(b, type, 16 * h + 8 + u);
+                const __m512i hb = r16_v(b, type, 32 + 8 * h + u);
+                /* bits 2k..2k+1 of the qh byte as bits 4-5 */
+                const __m512i q[4] = {
+                    _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi32(hb, 4), c30)),
+                    _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi32(hb, 2), c30)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l0, 4), m4), _mm512_and_si512(hb, c30)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(l1, 4), m4),
+                                    _mm512_and_si512(_mm512_srli_epi32(hb, 2), c30))};
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                    s[e][k][t] = _mm512_dpbusd_epi32(s[e][k][t], q[k], r16_x4(y[t], 32 * h + 8 * k + u));
             }
+            _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const int j = 8 * h + 2 * k + e; /* sub-block: signed scale byte j%4 of dword 48 + j/4 */
+                const __m512i scj = _mm512_srai_epi32(_mm512_slli_epi32(scv[j / 4], 24 - 8 * (j % 4)), 24);
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[e][k][t], scj));
+            }
+        }
         /* the -32 offset: Σ_j sc_j·bsums_j, the pairs (sc_2k, sc_2k+1) against (bsums[2k], bsums[2k+1]) */
         __m512i sp[8];
-        for (int k = 0; k < 8; k++)
-            sp[k] = _mm512_srai_epi16(_mm512_shuffle_epi8(r16_v(b, 48 + k / 2), pick[k % 2]), 8);
-        const __m512i dd = r16_v(b, 52);
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) sp[k] = _mm512_srai_epi16(_mm512_shuffle_epi8(scv[k / 2], pick[k % 2]), 8);
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
             __m512i c = zero;
-            for (int k = 0; k < 8; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                 int32_t pr;
                 memcpy(&pr, y[t]->bsums + 2 * k, 4);
                 c = _mm512_add_epi32(c, _mm512_madd_epi16(sp[k], _mm512_set1_epi32(pr)));
@@ -251,53 +261,60 @@ R16_AVX512 R16_INLINE void r16_tile_q6(const char *strip, int64_t nb, const char
             acc[t] = r16_step_off(acc[t], dd, y[t]->d, sumi[t], _mm512_slli_epi32(c, 5));
         }
     }
-    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
 /* IQ4_XS: block dword 0 d | scales_h << 16, 1 scales_l, 2..33 qs: qs dword 4j+u = elements 32j+4u.. (low nibbles)
- * and 32j+16+4u.. (high), both sub-block j, each through the codebook + 128 (the -128 through the bsums). */
+ * and 32j+16+4u.. (high), both sub-block j, each through the codebook + 128 (the -128 through the bsums). Four
+ * sub-blocks at once, low and high nibbles apart: 8 independent sums per token. */
 R16_AVX512 R16_INLINE void r16_tile_iq4(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
                                         float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int32_t type = INFER_TYPE_IQ4_XS;
     enum { ND = 34 };
     const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
     const __m512i kv = mm_strip_codebook_u8(blocks_kvalues_iq4nl);
     __m512 acc[R16_TOK];
-    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const char *b = strip + i * 64 * ND;
         const block_q8_K *y[R16_TOK];
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
-        const __m512i dh = r16_v(b, 0), sl = r16_v(b, 1);
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        const __m512i dh = r16_v(b, type, 0), sl = r16_v(b, type, 1);
         __m512i sumi[R16_TOK], c[R16_TOK];
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) sumi[t] = c[t] = zero;
-        for (int j = 0; j < 8; j++) {
-            __m512i s[R16_TOK];
-            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) s[t] = zero;
-            _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) {
-                const __m512i v = r16_v(b, 2 + 4 * j + u);
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = c[t] = zero;
+        _Pragma("GCC unroll 2") for (int j0 = 0; j0 < 8; j0 += 4) {
+            __m512i slo[4][R16_TOK], shi[4][R16_TOK];
+            _Pragma("GCC unroll 4") for (int e = 0; e < 4; e++) _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                slo[e][t] = shi[e][t] = zero;
+            _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) _Pragma("GCC unroll 4") for (int e = 0; e < 4; e++) {
+                const int j = j0 + e;
+                const __m512i v = r16_v(b, type, 2 + 4 * j + u);
                 const __m512i lo = _mm512_shuffle_epi8(kv, _mm512_and_si512(v, m4));
                 const __m512i hi = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
-                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
-                    s[t] = _mm512_dpbusd_epi32(s[t], lo, r16_x4(y[t], 8 * j + u));
-                    s[t] = _mm512_dpbusd_epi32(s[t], hi, r16_x4(y[t], 8 * j + 4 + u));
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+                    slo[e][t] = _mm512_dpbusd_epi32(slo[e][t], lo, r16_x4(y[t], 8 * j + u));
+                    shi[e][t] = _mm512_dpbusd_epi32(shi[e][t], hi, r16_x4(y[t], 8 * j + 4 + u));
                 }
             }
-            /* the 6-bit scale - 32: low nibble j of scales_l, bits 2j..2j+1 of scales_h as bits 4-5 */
-            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF));
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * j), _mm512_set1_epi32(3));
-            const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-            const __m512i lp = _mm512_or_si512(_mm512_and_si512(ls, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(ls, 16));
-            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
-                int32_t pr;
-                memcpy(&pr, y[t]->bsums + 2 * j, 4);
-                sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[t], ls));
-                c[t] = _mm512_add_epi32(c[t], _mm512_madd_epi16(lp, _mm512_set1_epi32(pr)));
+            _Pragma("GCC unroll 4") for (int e = 0; e < 4; e++) {
+                const int j = j0 + e;
+                /* the 6-bit scale - 32: low nibble j of scales_l, bits 2j..2j+1 of scales_h as bits 4-5 */
+                const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF));
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * j), _mm512_set1_epi32(3));
+                const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+                const __m512i lp = _mm512_or_si512(_mm512_and_si512(ls, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(ls, 16));
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+                    int32_t pr;
+                    memcpy(&pr, y[t]->bsums + 2 * j, 4);
+                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(_mm512_add_epi32(slo[e][t], shi[e][t]), ls));
+                    c[t] = _mm512_add_epi32(c[t], _mm512_madd_epi16(lp, _mm512_set1_epi32(pr)));
+                }
             }
         }
-        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
             acc[t] = r16_step_off(acc[t], dh, y[t]->d, sumi[t], _mm512_slli_epi32(c[t], 7));
     }
-    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
 #define R16_TILE_CASE(n)                                                                                          \
@@ -313,8 +330,6 @@ R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, con
     switch (nt) {
         R16_TILE_CASE(1)
         R16_TILE_CASE(2)
-        R16_TILE_CASE(3)
-        R16_TILE_CASE(4)
     default:
         break;
     }

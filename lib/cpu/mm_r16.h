@@ -11,6 +11,26 @@ enum { CPU_R16 = 0x100, CPU_R16_ROWS = 16, CPU_R16_MAX_TOKENS = 8 /* more go to 
 static inline int cpu_r16_is(int32_t type) { return (type & CPU_R16) != 0; }
 static inline int32_t cpu_r16_base(int32_t type) { return type & ~(int32_t)CPU_R16; }
 
+/* The vector of a strip block (mm_r16.c) holding dword d of its 16 rows' blocks: the order the kernels read them in,
+ * so that a strip streams from memory front to back (read out of order, a block streams at half the speed on Zen 4).
+ * Q4_K: d, dmin | scales, then qs dword 8p+u at 4u+p; Q5_K: likewise with qh dword u before qs dwords 8p+u; Q6_K:
+ * scales and d first, then per half h, u = 0..3 and u + 4 in turn, the ql dwords 16h+u, 16h+8+u and the qh dword
+ * 32+8h+u; IQ4_XS: d | scales_h, scales_l, then qs dword 4j+u at 16(j/4) + 4u + j%4. */
+static inline int cpu_r16_pos(int32_t type, int d) {
+    switch (type) {
+    case INFER_TYPE_Q4_K: return d < 4 ? d : 4 + 4 * ((d - 4) % 8) + (d - 4) / 8;
+    case INFER_TYPE_Q5_K: return d < 4 ? d : d < 12 ? 4 + 5 * (d - 4) : 5 + 5 * ((d - 12) % 8) + (d - 12) / 8;
+    case INFER_TYPE_Q6_K: {
+        if (d >= 48) return d - 48;
+        const int h = d < 32 ? d / 16 : (d - 32) / 8, u = d < 32 ? d % 8 : (d - 32) % 8;
+        const int which = d < 32 ? (d % 16) / 8 : 2; /* ql low half, ql high half, qh */
+        return 5 + 24 * h + 6 * (u % 4) + 3 * (u / 4) + which;
+    }
+    case INFER_TYPE_IQ4_XS: return d < 2 ? d : 2 + 16 * ((d - 2) / 16) + 4 * ((d - 2) % 4) + ((d - 2) / 4) % 4;
+    default: return d;
+    }
+}
+
 /* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: Q4_K, Q5_K,
  * Q6_K and IQ4_XS on AVX-512 VNNI. */
 int cpu_r16_takes(int32_t type, int64_t n_in);

@@ -1,0 +1,183 @@
+/* test-repack: load-time repacking (lib/model_repack.c, lib/cpu/mm_r16.c) as a user meets it.
+ *
+ * Each model is loaded twice, repacked (the default) and as stored (no_repack), and both run the same batches: a
+ * 20-token prompt with every row's logits (more than 8 tokens: mm_kq.c's GEMM reading strips), three single tokens
+ * (the strips' one-token product), a 3-token batch (two sweeps of the strips) and, with an MTP layer, the MTP
+ * head's drafts through infer_spec_step. The logits must agree bit for bit (the repacked kernels add the same exact
+ * integers and take the same f32 steps as the dots). On a CPU with AVX-512 VNNI the model must have repacked
+ * exactly the matrices the host multiplies of the repacked types: every 2-D Q4_K / Q5_K / Q6_K / IQ4_XS tensor
+ * except the token tables (counted here from the file's names, not by model_repack's slot list); elsewhere nothing,
+ * and the count check is a SKIP.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tools/synth.h"
+#include "cpu/cpu.h"
+#include "model.h"
+#include "t.h"
+
+/* What the test expects repacked: 2-D, a repacked type, whole 256-value blocks, not a token table (the tied head
+ * is the token table: it is repacked as the head). */
+static int64_t expected_repacked(const struct infer_model *m) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const struct gguf_tensor *t = &m->gguf->tensors[i];
+        const int typed = t->type == INFER_TYPE_Q4_K || t->type == INFER_TYPE_Q5_K || t->type == INFER_TYPE_Q6_K ||
+                          t->type == INFER_TYPE_IQ4_XS;
+        const int table = strstr(t->name, "token_embd") || strstr(t->name, "embed_tokens");
+        if (typed && t->ne[2] == 1 && t->ne[0] % 256 == 0 && !strstr(t->name, "_exps") && (!table || (m->tied && !strcmp(t->name, "token_embd.weight"))))
+            n++;
+    }
+    return n;
+}
+
+/* logits of every asked row of the batch, appended to out (n_vocab floats each) */
+static int run_batch(infer_ctx *c, const int32_t *tok, int32_t n, int all, float *out, int32_t n_vocab) {
+    int8_t ask[32];
+    for (int32_t i = 0; i < n; i++) ask[i] = (int8_t)(all || i == n - 1);
+    infer_batch b = {.n_tokens = n, .token = tok, .logits = ask};
+    if (infer_decode(c, &b) != INFER_OK) return -1;
+    int rows = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!ask[i]) continue;
+        const float *l = infer_logits(c, i);
+        if (!l) return -1;
+        memcpy(out + (size_t)rows * (size_t)n_vocab, l, sizeof(float) * (size_t)n_vocab);
+        rows++;
+    }
+    return rows;
+}
+
+/* The logits of the whole script on a model loaded with no_repack; *rows: how many vectors. NULL on failure. */
+static float *run_script(const char *path, int no_repack, int64_t *n_repacked, int64_t *expected, int *rows) {
+    infer_model_params mp = infer_model_params_default();
+    mp.no_repack = no_repack;
+    infer_model *m = NULL;
+    if (infer_model_load(path, &mp, &m) != INFER_OK) return NULL;
+    *n_repacked = m->n_repacked;
+    *expected = expected_repacked(m);
+    const int32_t nv = infer_vocab_size(m);
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = 128;
+    cp.n_threads = 2;
+    infer_ctx *c = NULL;
+    float *out = malloc(sizeof(float) * (size_t)nv * 40);
+    int r = 0, k;
+    if (!out || infer_ctx_create(m, &cp, &c) != INFER_OK) goto fail;
+    int32_t prompt[20], one, three[3];
+    for (int i = 0; i < 20; i++) prompt[i] = (7 * i + 3) % nv;
+    if ((k = run_batch(c, prompt, 20, 1, out, nv)) < 0) goto fail;
+    r += k;
+    for (int i = 0; i < 3; i++) {
+        one = (11 * i + 5) % nv;
+        if ((k = run_batch(c, &one, 1, 1, out + (size_t)r * (size_t)nv, nv)) < 0) goto fail;
+        r += k;
+    }
+    for (int i = 0; i < 3; i++) three[i] = (13 * i + 2) % nv;
+    if ((k = run_batch(c, three, 3, 1, out + (size_t)r * (size_t)nv, nv)) < 0) goto fail;
+    r += k;
+    *rows = r;
+    infer_ctx_free(c);
+    infer_model_free(m);
+    return out;
+fail:
+    T_CHECK(0, "%s (no_repack %d): %s", path, no_repack, infer_last_error());
+    free(out);
+    infer_ctx_free(c);
+    infer_model_free(m);
+    return NULL;
+}
+
+/* With an MTP layer: greedy speculative decoding gives the same tokens and acceptance either way. */
+static void check_mtp(const char *path) {
+    int32_t toks[2][24];
+    int32_t n[2] = {0, 0};
+    for (int nr = 0; nr < 2; nr++) {
+        infer_model_params mp = infer_model_params_default();
+        mp.no_repack = nr;
+        infer_model *m = NULL;
+        infer_ctx *c = NULL;
+        infer_ctx_params cp = infer_ctx_params_default();
+        cp.n_ctx = 128;
+        cp.n_threads = 2;
+        cp.n_draft = 3;
+        T_CHECK(infer_model_load(path, &mp, &m) == INFER_OK && infer_ctx_create(m, &cp, &c) == INFER_OK, "mtp load: %s",
+                infer_last_error());
+        infer_sampler_params sp = infer_sampler_params_default();
+        sp.temp = 0; /* greedy */
+        infer_sampler *s = NULL;
+        if (!c || infer_sampler_create(&sp, infer_vocab_size(m), &s) != INFER_OK) {
+            infer_ctx_free(c);
+            infer_model_free(m);
+            return;
+        }
+        int32_t prompt[6] = {3, 9, 27, 81, 243, 100};
+        infer_batch b = {.n_tokens = 6, .token = prompt};
+        T_CHECK(infer_decode(c, &b) == INFER_OK, "mtp prompt: %s", infer_last_error());
+        int32_t last = 0;
+        const float *l = infer_logits(c, -1);
+        for (int32_t v = 1; l && v < infer_vocab_size(m); v++)
+            if (l[v] > l[last]) last = v;
+        while (n[nr] < 20) {
+            int32_t out[INFER_MAX_DRAFT + 1];
+            int32_t got = 0;
+            if (infer_spec_step(c, s, 0, last, out, INFER_MAX_DRAFT + 1, &got) != INFER_OK || got < 1) break;
+            for (int32_t i = 0; i < got && n[nr] < 24; i++) toks[nr][n[nr]++] = out[i];
+            last = out[got - 1];
+        }
+        infer_sampler_free(s);
+        infer_ctx_free(c);
+        infer_model_free(m);
+    }
+    T_CHECK(n[0] >= 20 && n[0] == n[1] && !memcmp(toks[0], toks[1], sizeof(int32_t) * (size_t)n[0]),
+            "%s: MTP greedy streams differ repacked / as stored (%d, %d tokens)", path, n[0], n[1]);
+}
+
+static void check(const char *dir, const char *arch, const char *ftype, int random_blocks, int tied, int mtp) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, arch, ftype);
+    struct synth_params sp;
+    T_CHECK(synth_params_default(arch, &sp) == INFER_OK, "defaults %s", arch);
+    sp.ftype = ftype;
+    sp.random_blocks = random_blocks;
+    sp.tied = tied;
+    sp.mtp = mtp;
+    sp.seed = 7;
+    T_CHECK(synth_write(&sp, path) == INFER_OK, "synth %s: %s", path, infer_last_error());
+    int64_t nr[2], ex[2];
+    int rows[2] = {0, 0};
+    float *a = run_script(path, 0, &nr[0], &ex[0], &rows[0]);
+    float *b = run_script(path, 1, &nr[1], &ex[1], &rows[1]);
+    if (a && b) {
+        const size_t n = (size_t)rows[0] * (size_t)sp.n_vocab;
+        size_t at = n;
+        for (size_t i = 0; i < n && at == n; i++)
+            if (memcmp(&a[i], &b[i], sizeof(float))) at = i;
+        T_CHECK(rows[0] == 26 && rows[0] == rows[1] && at == n, "%s: logits repacked vs as stored differ at %zu of %zu "
+                "(%.9g vs %.9g)", path, at, n, at < n ? a[at] : 0.0, at < n ? b[at] : 0.0);
+        T_CHECK(nr[1] == 0, "%s: no_repack still repacked %lld matrices", path, (long long)nr[1]);
+        if (cpu_isa_has(CPU_ISA_AVX512))
+            T_CHECK(nr[0] == ex[0] && ex[0] > 0, "%s: %lld matrices repacked, expected %lld", path, (long long)nr[0],
+                    (long long)ex[0]);
+        else
+            T_CHECK(nr[0] == 0, "%s: %lld matrices repacked without AVX-512 VNNI", path, (long long)nr[0]);
+    }
+    free(a);
+    free(b);
+    if (mtp) check_mtp(path);
+    unlink(path);
+}
+
+int main(void) {
+    char dir[] = "/tmp/test-repack-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    if (!cpu_isa_has(CPU_ISA_AVX512)) T_SKIP("this CPU (or INFER_CPU_ISA) lacks AVX-512 VNNI: nothing is repacked");
+    check(dir, "qwen3", "Q4_K_M", 0, 1, 0);    /* Q4_K and Q6_K, the head tied to the token table */
+    check(dir, "llama", "Q3_K_L", 0, 0, 0);    /* Q5_K (attn_v, ffn_down; Q3_K stays as stored), an own Q6_K head */
+    check(dir, "qwen35", "Q4_K_M", 0, 0, 1);   /* Gated DeltaNet projections, the MTP layer and its drafts */
+    check(dir, "qwen35moe", "IQ4_XS", 1, 0, 0); /* IQ4_XS, the shared expert; routed experts stay as stored */
+    rmdir(dir);
+    return t_done();
+}
