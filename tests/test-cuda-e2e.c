@@ -86,6 +86,7 @@ static const char *synth_file(const char *arch, const char *ftype) {
 static infer_model *load(const char *path, int32_t ngl) {
     infer_model_params p = infer_model_params_default();
     p.n_gpu_layers = ngl;
+    p.no_repack = ngl == 0; /* a host model here is the reference the GPU-like backend runs: the file's layout */
     infer_model *m = NULL;
     if (infer_model_load(path, &p, &m) != INFER_OK) T_CHECK(0, "load %s -ngl %d: %s", path, ngl, infer_last_error());
     return m;

@@ -67,6 +67,7 @@ static const char *synth_file(const char *arch, const char *ftype) { return synt
 static infer_model *load(const char *path, int32_t ngl, int32_t ncm, const char *ot) {
     infer_model_params p = infer_model_params_default();
     p.n_gpu_layers = ngl, p.n_cpu_moe = ncm, p.tensor_overrides = ot;
+    p.no_repack = ngl == 0; /* a host model here is the reference the GPU-like backend runs: the file's layout */
     infer_model *m = NULL;
     if (infer_model_load(path, &p, &m) != INFER_OK)
         T_CHECK(0, "load %s -ngl %d --n-cpu-moe %d -ot %s: %s", path, ngl, ncm, ot ? ot : "-", infer_last_error());

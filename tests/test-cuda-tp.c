@@ -89,9 +89,12 @@ static const char *synth_file(const char *arch, const char *ftype, void (*shape)
     return path;
 }
 
+/* The file's tensors as the shard planner reads them at a tensor-parallel load (which repacks nothing for the CPU). */
 static infer_model *load_host(const char *path) {
     infer_model *m = NULL;
-    if (infer_model_load(path, NULL, &m) != INFER_OK) T_CHECK(0, "load %s: %s", path, infer_last_error());
+    infer_model_params mp = infer_model_params_default();
+    mp.no_repack = 1;
+    if (infer_model_load(path, &mp, &m) != INFER_OK) T_CHECK(0, "load %s: %s", path, infer_last_error());
     return m;
 }
 

@@ -5,8 +5,8 @@
  * (the strips' one-token product), a 3-token batch (two sweeps of the strips) and, with an MTP layer, the MTP
  * head's drafts through infer_spec_step. The logits must agree bit for bit (the repacked kernels add the same exact
  * integers and take the same f32 steps as the dots). On a CPU with AVX-512 VNNI the model must have repacked
- * exactly the matrices the host multiplies of the repacked types: every 2-D Q4_K / Q5_K / Q6_K / IQ4_XS tensor
- * except the token tables (counted here from the file's names, not by model_repack's slot list); elsewhere nothing,
+ * exactly the matrices the host multiplies of the repacked types: every 2-D Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS
+ * tensor except the token tables (counted here from the file's names, not by model_repack's slot list); elsewhere nothing,
  * and the count check is a SKIP.
  */
 #include <stdlib.h>
@@ -18,16 +18,17 @@
 #include "model.h"
 #include "t.h"
 
-/* What the test expects repacked: 2-D, a repacked type, whole 256-value blocks, not a token table (the tied head
- * is the token table: it is repacked as the head). */
+/* What the test expects repacked: 2-D, a repacked type (rows of whole 256-value blocks; Q8_0 rows a multiple of 64
+ * values), not a token table (the tied head is the token table: it is repacked as the head). */
 static int64_t expected_repacked(const struct infer_model *m) {
     int64_t n = 0;
     for (int64_t i = 0; i < m->gguf->n_tensors; i++) {
         const struct gguf_tensor *t = &m->gguf->tensors[i];
-        const int typed = t->type == INFER_TYPE_Q4_K || t->type == INFER_TYPE_Q5_K || t->type == INFER_TYPE_Q6_K ||
-                          t->type == INFER_TYPE_IQ4_XS;
+        const int kq = t->type == INFER_TYPE_Q4_K || t->type == INFER_TYPE_Q5_K || t->type == INFER_TYPE_Q6_K ||
+                       t->type == INFER_TYPE_IQ4_XS;
+        const int typed = (kq && t->ne[0] % 256 == 0) || (t->type == INFER_TYPE_Q8_0 && t->ne[0] % 64 == 0);
         const int table = strstr(t->name, "token_embd") || strstr(t->name, "embed_tokens");
-        if (typed && t->ne[2] == 1 && t->ne[0] % 256 == 0 && !strstr(t->name, "_exps") && (!table || (m->tied && !strcmp(t->name, "token_embd.weight"))))
+        if (typed && t->ne[2] == 1 && !strstr(t->name, "_exps") && (!table || (m->tied && !strcmp(t->name, "token_embd.weight"))))
             n++;
     }
     return n;
@@ -175,6 +176,7 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     if (!cpu_isa_has(CPU_ISA_AVX512)) T_SKIP("this CPU (or INFER_CPU_ISA) lacks AVX-512 VNNI: nothing is repacked");
     check(dir, "qwen3", "Q4_K_M", 0, 1, 0);    /* Q4_K and Q6_K, the head tied to the token table */
+    check(dir, "qwen3", "Q8_0", 0, 0, 0);      /* Q8_0 */
     check(dir, "llama", "Q3_K_L", 0, 0, 0);    /* Q5_K (attn_v, ffn_down; Q3_K stays as stored), an own Q6_K head */
     check(dir, "qwen35", "Q4_K_M", 0, 0, 1);   /* Gated DeltaNet projections, the MTP layer and its drafts */
     check(dir, "qwen35moe", "IQ4_XS", 1, 0, 0); /* IQ4_XS, the shared expert; routed experts stay as stored */

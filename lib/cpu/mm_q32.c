@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "mm_q32.h"
+#include "mm_r16.h"
 #include "quant.h"
 
 #if defined(__x86_64__)
@@ -84,6 +85,7 @@ struct q32_job {
     const struct q32_kind *k;
     size_t w_row, x_row;
     int64_t nb;                 /* blocks per row */
+    size_t strip_bytes;         /* Q8_0 repacked at load (mm_r16.c): bytes per strip of 16 rows; 0: the file's rows */
     struct q32_block *scratch;  /* per worker: nb blocks, twice for SwiGLU */
     struct q32_act *act;        /* n_tokens x nb */
 };
@@ -138,6 +140,20 @@ Q32_AVX512 static void q32_pack(const struct q32_kind *k, const char *w, size_t 
             _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
         }
         _mm512_storeu_ps(o->m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
+    }
+}
+
+/* The same blocks from a Q8_0 strip of mm_r16.c (units of two blocks: the d's in vector 0, qs dword g of block e
+ * + 128 in vector 1 + 2g + e): loads instead of gathers. */
+Q32_AVX512 static void q32_pack_r16(const char *strip, int64_t nb, struct q32_block *out) {
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = strip + (i / 2) * 64 * 17;
+        const int e = (int)(i % 2);
+        struct q32_block *o = &out[i];
+        for (int g = 0; g < Q32_GROUPS; g++)
+            _mm512_storeu_si512(o->q[g], _mm512_loadu_si512((const void *)(b + 64 * (1 + 2 * g + e))));
+        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32 * e))));
+        _mm512_storeu_ps(o->m, _mm512_setzero_ps());
     }
 }
 
@@ -236,8 +252,14 @@ static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     struct q32_block *s1 = j->scratch + (size_t)ith * (size_t)j->nb * (swiglu ? 2 : 1), *s2 = s1 + j->nb;
     for (int64_t rb = r0; rb < r1; rb += Q32_ROWS) {
         const int nr = (int)(r1 - rb < Q32_ROWS ? r1 - rb : Q32_ROWS);
-        q32_pack(j->k, (const char *)a->w + rb * j->w_row, j->w_row, nr, j->nb, s1);
-        if (swiglu) q32_pack(j->k, (const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
+        if (j->strip_bytes) {
+            const size_t at = (size_t)(rb / Q32_ROWS) * j->strip_bytes;
+            q32_pack_r16((const char *)a->w + at, j->nb, s1);
+            if (swiglu) q32_pack_r16((const char *)a->w2 + at, j->nb, s2);
+        } else {
+            q32_pack(j->k, (const char *)a->w + rb * j->w_row, j->w_row, nr, j->nb, s1);
+            if (swiglu) q32_pack(j->k, (const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
+        }
         for (int64_t tb = 0; tb < a->n_tokens; tb += Q32_TOK) {
             const int nt = (int)(a->n_tokens - tb < Q32_TOK ? a->n_tokens - tb : Q32_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
@@ -265,8 +287,10 @@ infer_status cpu_mm_q32(const struct mm_args *a, struct pool *p) {
     char *raw = xmalloc(strips + sizeof(struct q32_act) * (size_t)nb * (size_t)a->n_tokens + 64);
     if (!raw) return INFER_OOM("cpu_mm_q32 scratch");
     struct q32_block *scratch = (struct q32_block *)(raw + (64 - (uintptr_t)raw % 64));
-    struct q32_job j = {.a = a, .k = q32_kind_of(a->type), .w_row = quant_row_bytes(a->type, a->n_in),
-                        .x_row = cpu_act_row_bytes(a->type, a->n_in), .nb = nb, .scratch = scratch,
+    const int32_t type = cpu_r16_base(a->type);
+    struct q32_job j = {.a = a, .k = q32_kind_of(type), .w_row = quant_row_bytes(type, a->n_in),
+                        .x_row = cpu_act_row_bytes(type, a->n_in), .nb = nb, .scratch = scratch,
+                        .strip_bytes = cpu_r16_is(a->type) ? cpu_r16_bytes(type, a->n_in, Q32_ROWS) : 0,
                         .act = (struct q32_act *)((char *)scratch + strips)};
     pool_for(p, a->n_tokens, 1, q32_act_rows, &j);
     pool_for(p, a->n_out, Q32_ROWS, q32_rows, &j);

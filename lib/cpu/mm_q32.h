@@ -8,7 +8,8 @@
  * the variant's) ISA level, the token count where repacking pays. Every element equals what cpu_mm's
  * row-by-row dots give (and the scalar reference dot) bit for bit. */
 int cpu_mm_q32_takes(const struct mm_args *a);
-/* y = epilogue(W x) for a call cpu_mm_q32_takes; a is already validated by cpu_mm. */
+/* y = epilogue(W x) for a call cpu_mm_q32_takes, or for mm_r16.c's Q8_0 strips (a->type | CPU_R16, more than 8
+ * tokens, AVX-512 VNNI); a is already validated by cpu_mm / cpu_mm_r16. */
 infer_status cpu_mm_q32(const struct mm_args *a, struct pool *p);
 
 #endif

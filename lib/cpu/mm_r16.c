@@ -1,27 +1,32 @@
-/* mm_r16: Q4_K, Q5_K, Q6_K and IQ4_XS matrices repacked once at load into strips of 16 rows, and the AVX-512 VNNI
- * matrix x 1..8 tokens that reads them (decode, speculative verification).
+/* mm_r16: Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS matrices repacked once at load into strips of 16 rows, and the AVX-512
+ * VNNI matrix x 1..8 tokens that reads them (decode, speculative verification).
  *
  * Why: the row-by-row dots of mmv.c spend most of their instructions on horizontal sums and per-row scale
- * handling; one core does about 0.8x of llama.cpp's repacked decode. With 16 rows interleaved, vpdpbusd of one
+ * handling; one core did about 0.8x of llama.cpp's repacked decode. With 16 rows interleaved, vpdpbusd of one
  * 64-byte load against a token's 4 activation bytes broadcast gives the 16 rows' partial sums in the 16 int32
  * lanes, and every later step (sub-block scales, mins, the f32 block step) is one lane-wise vector op for 16 rows.
  *
- * Layout: strip s holds rows 16s..16s+15 (zero rows past n_out); per 256-value block i, D vectors of 64 bytes
- * (D = the block's size in dwords, rounded up): vector o, lane r = dword o of row 16s+r's block i. So the
- * repacked matrix is the file's size (Q6_K's 210-byte blocks: 2 bytes more each), a row comes back with 16-byte
- * strides (cpu_r16_row), and a gather of dword o of 16 rows (mm_kq.c's packers) becomes one load.
+ * Layout: strip s holds rows 16s..16s+15 (zero rows past n_out); per unit (a 256-value block; Q8_0: two 32-value
+ * blocks) some vectors of 64 bytes, lane r (4 bytes) belonging to row 16s+r. For the 256-value types vector
+ * cpu_r16_pos(d) holds dword d of each row's block, so a gather of dword d of 16 rows (mm_kq.c's packers) becomes
+ * one load; Q8_0's unit is the 16 rows' d's and then their quants + 128 (r16_unit_copy). The vectors go in the
+ * order the kernels read them: a strip streams front to back (read out of order, a block streamed at half the
+ * speed on Zen 4). The repacked matrix is the file's size (Q6_K's 210-byte blocks: 2 bytes more each), and a row
+ * comes back byte for byte (cpu_r16_row).
  *
  * Math: per (row, token) the same exact integer sums and the same f32 block steps, in the same order, as the
- * scalar dots of mmv.c and the GEMM of mm_kq.c, so a repacked matrix gives the file's results bit for bit at any
- * batch size (test-ops checks it). Batches of more than 8 tokens go to mm_kq.c's GEMM, whose packers read strips.
+ * scalar dots of mmv.c and the GEMMs of mm_kq.c / mm_q32.c, so a repacked matrix gives the file's results bit for
+ * bit at any batch size (test-ops, test-repack check it). Batches of more than 8 tokens go to those GEMMs, whose
+ * packers read strips.
  */
 #include <string.h>
 
 #include "mm_kq.h"
+#include "mm_q32.h"
 #include "mm_r16.h"
 #include "quant.h"
 
-/* dwords per block in the strip layout */
+/* dwords per block in the strip layout of the 256-value types; 0 for another type */
 static int r16_block_dwords(int32_t type) {
     switch (type) {
     case INFER_TYPE_Q4_K: return (int)(sizeof(block_q4_K) / 4);
@@ -32,39 +37,69 @@ static int r16_block_dwords(int32_t type) {
     }
 }
 
+/* A strip's unit: one block of the 256-value types (r16_block_dwords vectors), or for Q8_0 two blocks (64 values)
+ * in 17 vectors: vector 0 the 16 rows' d of the first block (bytes 0..31, f16 lane r at byte 2r) and of the second
+ * (bytes 32..63), then vector 1 + 2g + e the dword g of block e's qs + 128 (xor 0x80: vpdpbusd's unsigned operand;
+ * the activation's block sum takes the 128 back). */
+enum { R16_Q8_VECS = 17 };
+static int r16_unit_values(int32_t type) { return type == INFER_TYPE_Q8_0 ? 2 * QK8_0 : QK_K; }
+static int r16_unit_vectors(int32_t type) {
+    return type == INFER_TYPE_Q8_0 ? R16_Q8_VECS : r16_block_dwords(type);
+}
+
 size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out) {
-    const int d = r16_block_dwords(type);
-    if (!d || n_in <= 0 || n_in % QK_K || n_out <= 0) return 0;
+    const int v = r16_unit_vectors(type), uv = r16_unit_values(type);
+    if (!v || n_in <= 0 || n_in % uv || n_out <= 0) return 0;
     const int64_t strips = (n_out + CPU_R16_ROWS - 1) / CPU_R16_ROWS;
-    return (size_t)strips * (size_t)(n_in / QK_K) * (size_t)d * 64;
+    return (size_t)strips * (size_t)(n_in / uv) * (size_t)v * 64;
+}
+
+/* Copies one row's unit i between the file's layout (row) and a strip's (strip: the strip's unit i, lane r):
+ * to_strip 1 packs, 0 unpacks. */
+static void r16_unit_copy(int32_t type, char *row, char *strip, int r, int64_t i, int to_strip) {
+    if (type == INFER_TYPE_Q8_0) {
+        for (int e = 0; e < 2; e++) {
+            char *blk = row + (2 * i + e) * (int64_t)sizeof(block_q8_0);
+            char *d = strip + 32 * e + 2 * r;
+            memcpy(to_strip ? d : blk, to_strip ? blk : d, 2);
+            for (int g = 0; g < QK8_0 / 4; g++) {
+                uint8_t *q = (uint8_t *)strip + 64 * (1 + 2 * g + e) + 4 * r, *f = (uint8_t *)blk + 2 + 4 * g;
+                for (int k = 0; k < 4; k++) {
+                    if (to_strip) q[k] = f[k] ^ 0x80;
+                    else f[k] = q[k] ^ 0x80;
+                }
+            }
+        }
+        return;
+    }
+    const int nd = r16_block_dwords(type);
+    const size_t bb = quant_row_bytes(type, QK_K);
+    uint8_t blk[64 * 4] = {0}; /* one block, zero-padded to whole dwords */
+    if (to_strip) memcpy(blk, row + i * (int64_t)bb, bb);
+    for (int o = 0; o < nd; o++) {
+        char *v = strip + 64 * cpu_r16_pos(type, o) + 4 * r;
+        memcpy(to_strip ? v : (char *)blk + 4 * o, to_strip ? (char *)blk + 4 * o : v, 4);
+    }
+    if (!to_strip) memcpy(row + i * (int64_t)bb, blk, bb);
 }
 
 void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst) {
-    const int d = r16_block_dwords(type);
-    const int64_t nb = n_in / QK_K;
-    const size_t bb = quant_row_bytes(type, QK_K), row = quant_row_bytes(type, n_in), sb = (size_t)d * 64;
+    const int64_t nu = n_in / r16_unit_values(type);
+    const size_t row = quant_row_bytes(type, n_in), ub = (size_t)r16_unit_vectors(type) * 64;
     memset(dst, 0, cpu_r16_bytes(type, n_in, n_out));
     for (int64_t r = 0; r < n_out; r++) {
-        const char *in = (const char *)src + r * (int64_t)row;
-        char *strip = (char *)dst + (r / CPU_R16_ROWS) * nb * (int64_t)sb + 4 * (r % CPU_R16_ROWS);
-        for (int64_t i = 0; i < nb; i++) {
-            uint8_t blk[64 * 4] = {0}; /* one block, zero-padded to whole dwords */
-            memcpy(blk, in + i * (int64_t)bb, bb);
-            for (int o = 0; o < d; o++) memcpy(strip + i * (int64_t)sb + 64 * cpu_r16_pos(type, o), blk + 4 * o, 4);
-        }
+        char *strip = (char *)dst + (r / CPU_R16_ROWS) * nu * (int64_t)ub;
+        for (int64_t i = 0; i < nu; i++)
+            r16_unit_copy(type, (char *)src + r * (int64_t)row, strip + i * (int64_t)ub, (int)(r % CPU_R16_ROWS), i, 1);
     }
 }
 
 void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void *dst) {
-    const int d = r16_block_dwords(type);
-    const int64_t nb = n_in / QK_K;
-    const size_t bb = quant_row_bytes(type, QK_K), sb = (size_t)d * 64;
-    const char *strip = (const char *)r16 + (row / CPU_R16_ROWS) * nb * (int64_t)sb + 4 * (row % CPU_R16_ROWS);
-    for (int64_t i = 0; i < nb; i++) {
-        uint8_t blk[64 * 4];
-        for (int o = 0; o < d; o++) memcpy(blk + 4 * o, strip + i * (int64_t)sb + 64 * cpu_r16_pos(type, o), 4);
-        memcpy((char *)dst + i * (int64_t)bb, blk, bb);
-    }
+    const int64_t nu = n_in / r16_unit_values(type);
+    const size_t ub = (size_t)r16_unit_vectors(type) * 64;
+    char *strip = (char *)r16 + (row / CPU_R16_ROWS) * nu * (int64_t)ub;
+    for (int64_t i = 0; i < nu; i++)
+        r16_unit_copy(type, dst, strip + i * (int64_t)ub, (int)(row % CPU_R16_ROWS), i, 0);
 }
 
 #if defined(__x86_64__)
@@ -78,7 +113,7 @@ void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void 
 enum { R16_TOK = 2 };
 
 int cpu_r16_takes(int32_t type, int64_t n_in) {
-    return r16_block_dwords(type) && n_in > 0 && n_in % QK_K == 0 && cpu_isa_has(CPU_ISA_AVX512);
+    return r16_unit_vectors(type) && n_in > 0 && n_in % r16_unit_values(type) == 0 && cpu_isa_has(CPU_ISA_AVX512);
 }
 
 /* dword d of a strip block's 16 rows (cpu_r16_pos: d's place in the order the kernels read) */
@@ -317,16 +352,59 @@ R16_AVX512 R16_INLINE void r16_tile_iq4(const char *strip, int64_t nb, const cha
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
+/* one Q8_0 activation block: its d, and 128 times the sum of its quants (the offset the strips' weights carry) */
+struct r16_act {
+    float d;
+    int32_t c;
+};
+
+/* Q8_0 (units of two blocks, r16_unit_copy): out[t][r] = dot of strip row r with token t, nt <= R16_TOK, act the
+ * tokens' block table (nb32 blocks per token). Per block the exact integer sum, then mmv.c's blk_q8_0 step,
+ * sumi·(d·dy), in block order. Two blocks x two halves of the groups: 4 independent sums per token. */
+R16_AVX512 R16_INLINE void r16_tile_q8(const char *strip, int64_t nb32, const char *x, size_t x_row,
+                                       const struct r16_act *act, int nt, float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc[R16_TOK];
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb32; i += 2) {
+        const char *b = strip + (i / 2) * 64 * R16_Q8_VECS;
+        __m512i s[2][2][R16_TOK];
+        _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[e][h][t] = zero;
+        _Pragma("GCC unroll 8") for (int g = 0; g < QK8_0 / 4; g++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+            const __m512i w = _mm512_loadu_si512((const void *)(b + 64 * (1 + 2 * g + e)));
+            _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+                const block_q8_0 *y = (const block_q8_0 *)(x + t * x_row) + i + e;
+                int32_t v;
+                memcpy(&v, y->qs + 4 * g, 4);
+                s[e][g % 2][t] = _mm512_dpbusd_epi32(s[e][g % 2][t], w, _mm512_set1_epi32(v));
+            }
+        }
+        const __m512i dv = _mm512_loadu_si512((const void *)b);
+        _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+            const __m512 d = _mm512_cvtph_ps(e ? _mm512_extracti64x4_epi64(dv, 1) : _mm512_castsi512_si256(dv));
+            _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+                const struct r16_act *ya = &act[t * nb32 + i + e];
+                const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(s[e][0][t], s[e][1][t]), _mm512_set1_epi32(ya->c));
+                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, _mm512_set1_ps(ya->d))));
+            }
+        }
+    }
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
 #define R16_TILE_CASE(n)                                                                                          \
     case n:                                                                                                        \
-        if (type == INFER_TYPE_Q4_K) r16_tile_k4(strip, nb, x, x_row, n, 0, out);                                  \
+        if (type == INFER_TYPE_Q8_0) r16_tile_q8(strip, nb, x, x_row, act, n, out);                                \
+        else if (type == INFER_TYPE_Q4_K) r16_tile_k4(strip, nb, x, x_row, n, 0, out);                             \
         else if (type == INFER_TYPE_Q5_K) r16_tile_k4(strip, nb, x, x_row, n, 1, out);                             \
         else if (type == INFER_TYPE_Q6_K) r16_tile_q6(strip, nb, x, x_row, n, out);                                \
         else r16_tile_iq4(strip, nb, x, x_row, n, out);                                                            \
         break;
 
-R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
-                                float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+/* nb: blocks per row (Q8_0: of 32 values, else of 256); act: Q8_0's activation table at the first token */
+R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row,
+                                const struct r16_act *act, int nt, float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
     switch (nt) {
         R16_TILE_CASE(1)
         R16_TILE_CASE(2)
@@ -338,9 +416,21 @@ R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, con
 struct r16_job {
     const struct mm_args *a;
     int32_t type; /* the file type */
-    int64_t nb;
+    int64_t nb;   /* blocks per row */
     size_t strip_bytes, x_row;
+    struct r16_act *act; /* Q8_0: n_tokens x nb */
 };
+
+/* Q8_0's activation table: per token and block its d and 128·Σq */
+static void r16_act_fill(const struct mm_args *a, int64_t nb, size_t x_row, struct r16_act *act) {
+    for (int64_t t = 0; t < a->n_tokens; t++)
+        for (int64_t i = 0; i < nb; i++) {
+            const block_q8_0 *y = (const block_q8_0 *)((const char *)a->xq + t * (int64_t)x_row) + i;
+            int32_t sum = 0;
+            for (int e = 0; e < QK8_0; e++) sum += y->qs[e];
+            act[t * nb + i] = (struct r16_act){.d = blocks_f16_to_f32(y->d), .c = 128 * sum};
+        }
+}
 
 static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     (void)ith;
@@ -353,8 +443,9 @@ static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             const int nt = (int)(a->n_tokens - tb < R16_TOK ? a->n_tokens - tb : R16_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
             float g[MM_STRIP_TOK][MM_STRIP_ROWS], u[MM_STRIP_TOK][MM_STRIP_ROWS];
-            r16_tile(j->type, (const char *)a->w + at, j->nb, x, j->x_row, nt, g);
-            if (a->epilogue == MMV_SWIGLU) r16_tile(j->type, (const char *)a->w2 + at, j->nb, x, j->x_row, nt, u);
+            const struct r16_act *ya = j->act ? j->act + tb * j->nb : NULL;
+            r16_tile(j->type, (const char *)a->w + at, j->nb, x, j->x_row, ya, nt, g);
+            if (a->epilogue == MMV_SWIGLU) r16_tile(j->type, (const char *)a->w2 + at, j->nb, x, j->x_row, ya, nt, u);
             mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
@@ -362,7 +453,7 @@ static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
 
 infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
     const int32_t type = cpu_r16_base(a->type);
-    if (!cpu_r16_is(a->type) || !r16_block_dwords(type))
+    if (!cpu_r16_is(a->type) || !r16_unit_vectors(type))
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: type id %d is no repacked type", a->type);
     if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512)
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: repacked %s runs at the AVX-512 VNNI level only",
@@ -374,11 +465,18 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
     if (!a->w || !a->y || !a->xq || (a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add) ||
         a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
         return infer_fail(INFER_E_ARG, "cpu_mm_r16: missing pointer or bad epilogue %d", a->epilogue);
-    if (a->n_tokens > CPU_R16_MAX_TOKENS) return cpu_mm_kq(a, p);
-    struct r16_job j = {.a = a, .type = type, .nb = a->n_in / QK_K,
+    if (a->n_tokens > CPU_R16_MAX_TOKENS) return type == INFER_TYPE_Q8_0 ? cpu_mm_q32(a, p) : cpu_mm_kq(a, p);
+    const int q8 = type == INFER_TYPE_Q8_0;
+    struct r16_job j = {.a = a, .type = type, .nb = a->n_in / (q8 ? QK8_0 : QK_K),
                         .strip_bytes = cpu_r16_bytes(type, a->n_in, CPU_R16_ROWS),
                         .x_row = cpu_act_row_bytes(type, a->n_in)};
+    if (q8) {
+        j.act = xmalloc(sizeof(struct r16_act) * (size_t)j.nb * (size_t)a->n_tokens);
+        if (!j.act) return INFER_OOM("cpu_mm_r16's activation table");
+        r16_act_fill(a, j.nb, j.x_row, j.act);
+    }
     pool_for(p, a->n_out, CPU_R16_ROWS, r16_rows, &j);
+    xfree(j.act);
     return INFER_OK;
 }
 

@@ -31,10 +31,11 @@ static inline int cpu_r16_pos(int32_t type, int d) {
     }
 }
 
-/* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: Q4_K, Q5_K,
- * Q6_K and IQ4_XS on AVX-512 VNNI. */
+/* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: Q8_0 (n_in a
+ * multiple of 64), Q4_K, Q5_K, Q6_K and IQ4_XS on AVX-512 VNNI. */
 int cpu_r16_takes(int32_t type, int64_t n_in);
-/* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q6_K: 2 bytes more per block). */
+/* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q6_K: 2 bytes more per block, the
+ * others the file's size). */
 size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out);
 /* dst (cpu_r16_bytes, any alignment) = the repacked form of src's n_out rows. */
 void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst);
