@@ -99,6 +99,7 @@ infer_status model_repack(struct infer_model *m) {
         c->data = buf + at;
         c->nbytes = cpu_r16_bytes(t->type, t->ne[0], t->ne[1]);
         cpu_r16_pack(t->type, t->data, t->ne[0], t->ne[1], buf + at);
+        gguf_drop_pages(f, t); /* at once: the resident peak stays near the model's size plus one tensor */
         at += repack_size(t);
     }
     m->repacked = raw;
@@ -106,8 +107,6 @@ infer_status model_repack(struct infer_model *m) {
     m->n_repacked = p.n;
     m->repacked_bytes = p.bytes;
     repack_each(m, repack_point, &p);
-    for (int64_t i = 0; i < f->n_tensors; i++)
-        if (p.copy[i] >= 0) gguf_drop_pages(f, &f->tensors[i]);
     xfree(p.copy);
     return INFER_OK;
 }

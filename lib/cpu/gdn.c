@@ -25,6 +25,14 @@
  */
 #include "cpu.h"
 
+/* The loops are plain C the compiler vectorises; on AVX-512 machines they are compiled a second time for it
+ * (gdn_head_avx512; 1.2x on a Qwen3.5-0.8B prefill, Zen 4). The sums keep their order (eight explicit partial
+ * sums, no contraction under -std=c11), so both copies give the same bits. */
+#define GDN_INLINE static inline __attribute__((always_inline))
+#if defined(__x86_64__)
+#define GDN_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma")))
+#endif
+
 enum { GDN_MAX_D = 256, GDN_CHUNK = 64 };
 /* GDN_AUTO runs chunked from this many tokens on. Measured here (AMD EPYC, shared, 512 tokens, 16 heads,
  * d_state 128, best of 3, 1 thread): recurrent 144 ms, chunked 141-185 ms (2 threads: 145 / 144 ms). The
@@ -42,7 +50,7 @@ static inline int64_t gdn_ab_idx(const struct gdn_args *a, int j) {
 }
 
 /* beta and g (the log decay) of token t, head j. */
-static inline void gdn_gates(const struct gdn_args *a, int64_t t, int j, float *beta, float *g) {
+GDN_INLINE void gdn_gates(const struct gdn_args *a, int64_t t, int j, float *beta, float *g) {
     int64_t o = t * a->ab_stride + gdn_ab_idx(a, j);
     float x = a->a[o] + a->dt_bias[j];
     float sp = x > 20.0f ? x : logf(1.0f + expf(x));
@@ -50,7 +58,7 @@ static inline void gdn_gates(const struct gdn_args *a, int64_t t, int j, float *
     *g = sp * a->ssm_a[j];
 }
 
-static inline void gdn_l2(const float *x, float *y, int n, float eps) {
+GDN_INLINE void gdn_l2(const float *x, float *y, int n, float eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
     const float mean = (float)(ss / n), sc = 1.0f / sqrtf(mean + eps / (float)n), sn = 1.0f / sqrtf((float)n);
@@ -58,7 +66,7 @@ static inline void gdn_l2(const float *x, float *y, int n, float eps) {
 }
 
 /* Eight partial sums (the compiler turns them into vector lanes; one running sum stays scalar). */
-static inline float gdn_dot(const float *x, const float *y, int n) {
+GDN_INLINE float gdn_dot(const float *x, const float *y, int n) {
     float p[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -67,14 +75,14 @@ static inline float gdn_dot(const float *x, const float *y, int n) {
     return s + ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
-static inline void gdn_snap(const struct gdn_args *a, int64_t t, int j, const float *S) {
+GDN_INLINE void gdn_snap(const struct gdn_args *a, int64_t t, int j, const float *S) {
     if (!a->snap || t < a->snap_from) return;
     size_t dd = (size_t)a->d_state * (size_t)a->d_state;
     memcpy(a->snap + ((a->snap_pos0 + t) % a->snap_ring) * a->snap_stride + (size_t)j * dd, S, sizeof(float) * dd);
 }
 
 /* Tokens [t0, t1) of head j, token by token, on the state block S. */
-static void gdn_recurrent(const struct gdn_args *a, int j, int64_t t0, int64_t t1, float *S) {
+GDN_INLINE void gdn_recurrent(const struct gdn_args *a, int j, int64_t t0, int64_t t1, float *S) {
     int D = a->d_state, kh = gdn_khead(a, j);
     float q[GDN_MAX_D], k[GDN_MAX_D], scale = 1.0f / sqrtf((float)D);
     for (int64_t t = t0; t < t1; t++) {
@@ -114,7 +122,7 @@ static void gdn_scratch_at(struct gdn_scratch *w, float *base, int D) {
 
 
 /* Tokens [t0, t0 + L) of head j, L <= GDN_CHUNK, as one chunk on the state block S. */
-static void gdn_chunk(const struct gdn_args *a, int j, int64_t t0, int L, float *S, struct gdn_scratch *w) {
+GDN_INLINE void gdn_chunk(const struct gdn_args *a, int j, int64_t t0, int L, float *S, struct gdn_scratch *w) {
     int D = a->d_state, kh = gdn_khead(a, j);
     double gam[GDN_CHUNK], acc = 0;
     for (int t = 0; t < L; t++) {
@@ -176,7 +184,26 @@ struct gdn_job {
     const struct gdn_args *a;
     float *scratch; /* gdn_scratch_floats(d_state) per worker */
     int chunked;
+    int avx512;     /* run gdn_head_avx512 */
 };
+
+/* Head j: chunks up to token cut, then token by token. */
+GDN_INLINE void gdn_head(const struct gdn_args *a, int j, int64_t cut, float *S, struct gdn_scratch *w) {
+    for (int64_t t = 0; t < cut; t += GDN_CHUNK) gdn_chunk(a, j, t, (int)(cut - t < GDN_CHUNK ? cut - t : GDN_CHUNK), S, w);
+    gdn_recurrent(a, j, cut, a->n_tokens, S);
+}
+
+static void gdn_head_base(const struct gdn_args *a, int j, int64_t cut, float *S, struct gdn_scratch *w) {
+    gdn_head(a, j, cut, S, w);
+}
+
+#if defined(__x86_64__)
+GDN_AVX512 static void gdn_head_avx512(const struct gdn_args *a, int j, int64_t cut, float *S, struct gdn_scratch *w) {
+    gdn_head(a, j, cut, S, w);
+}
+#else
+#define gdn_head_avx512 gdn_head_base
+#endif
 
 static void gdn_heads(void *ctx, int64_t j0, int64_t j1, int ith) {
     const struct gdn_job *job = ctx;
@@ -188,8 +215,8 @@ static void gdn_heads(void *ctx, int64_t j0, int64_t j1, int ith) {
     if (job->chunked) gdn_scratch_at(&w, job->scratch + (size_t)ith * gdn_scratch_floats(a->d_state), a->d_state);
     for (int64_t j = j0; j < j1; j++) {
         float *S = a->state + (size_t)j * dd;
-        for (int64_t t = 0; t < cut; t += GDN_CHUNK) gdn_chunk(a, (int)j, t, (int)(cut - t < GDN_CHUNK ? cut - t : GDN_CHUNK), S, &w);
-        gdn_recurrent(a, (int)j, cut, a->n_tokens, S);
+        if (job->avx512) gdn_head_avx512(a, (int)j, cut, S, &w);
+        else gdn_head_base(a, (int)j, cut, S, &w);
     }
 }
 
@@ -211,7 +238,8 @@ infer_status cpu_gdn(const struct gdn_args *a, struct pool *p) {
                           "stride >= n_vhead*d_state^2", a->snap_ring, a->snap_pos0, (long long)a->snap_stride);
     if (a->variant < GDN_AUTO || a->variant > GDN_CHUNKED)
         return infer_fail(INFER_E_ARG, "cpu_gdn: variant %d: expected GDN_AUTO, GDN_RECURRENT or GDN_CHUNKED", a->variant);
-    struct gdn_job job = {a, NULL, a->variant == GDN_CHUNKED || (a->variant == GDN_AUTO && a->n_tokens >= GDN_AUTO_CHUNKED)};
+    struct gdn_job job = {a, NULL, a->variant == GDN_CHUNKED || (a->variant == GDN_AUTO && a->n_tokens >= GDN_AUTO_CHUNKED),
+                          cpu_isa_has(CPU_ISA_AVX512)};
     if (job.chunked) {
         job.scratch = xmalloc(sizeof(float) * gdn_scratch_floats(a->d_state) * (size_t)pool_threads(p));
         if (!job.scratch) return INFER_OOM("gdn chunk scratch");

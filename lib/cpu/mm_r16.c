@@ -9,7 +9,7 @@
  * Layout: strip s holds rows 16s..16s+15 (zero rows past n_out); per unit (a 256-value block; Q8_0: two 32-value
  * blocks) some vectors of 64 bytes, lane r (4 bytes) belonging to row 16s+r. For the 256-value types vector
  * cpu_r16_pos(d) holds dword d of each row's block, so a gather of dword d of 16 rows (mm_kq.c's packers) becomes
- * one load; Q8_0's unit is the 16 rows' d's and then their quants + 128 (r16_unit_copy). The vectors go in the
+ * one load; Q8_0's unit is the 16 rows' d's and then their quants + 128 (r16_pack_unit). The vectors go in the
  * order the kernels read them: a strip streams front to back (read out of order, a block streamed at half the
  * speed on Zen 4). The repacked matrix is the file's size (Q6_K's 210-byte blocks: 2 bytes more each), and a row
  * comes back byte for byte (cpu_r16_row).
@@ -54,33 +54,38 @@ size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out) {
     return (size_t)strips * (size_t)(n_in / uv) * (size_t)v * 64;
 }
 
-/* Copies one row's unit i between the file's layout (row) and a strip's (strip: the strip's unit i, lane r):
- * to_strip 1 packs, 0 unpacks. */
-static void r16_unit_copy(int32_t type, char *row, char *strip, int r, int64_t i, int to_strip) {
+/* Row r%16's unit i (row: the row in the file's layout) into its lane of the strip's unit. */
+static void r16_pack_unit(int32_t type, const char *row, char *unit, int r, int64_t i) {
     if (type == INFER_TYPE_Q8_0) {
         for (int e = 0; e < 2; e++) {
-            char *blk = row + (2 * i + e) * (int64_t)sizeof(block_q8_0);
-            char *d = strip + 32 * e + 2 * r;
-            memcpy(to_strip ? d : blk, to_strip ? blk : d, 2);
-            for (int g = 0; g < QK8_0 / 4; g++) {
-                uint8_t *q = (uint8_t *)strip + 64 * (1 + 2 * g + e) + 4 * r, *f = (uint8_t *)blk + 2 + 4 * g;
-                for (int k = 0; k < 4; k++) {
-                    if (to_strip) q[k] = f[k] ^ 0x80;
-                    else f[k] = q[k] ^ 0x80;
-                }
-            }
+            const block_q8_0 *b = (const block_q8_0 *)row + 2 * i + e;
+            memcpy(unit + 32 * e + 2 * r, &b->d, 2);
+            for (int g = 0; g < QK8_0 / 4; g++)
+                for (int k = 0; k < 4; k++) unit[64 * (1 + 2 * g + e) + 4 * r + k] = (char)(b->qs[4 * g + k] ^ 0x80);
         }
         return;
     }
-    const int nd = r16_block_dwords(type);
     const size_t bb = quant_row_bytes(type, QK_K);
     uint8_t blk[64 * 4] = {0}; /* one block, zero-padded to whole dwords */
-    if (to_strip) memcpy(blk, row + i * (int64_t)bb, bb);
-    for (int o = 0; o < nd; o++) {
-        char *v = strip + 64 * cpu_r16_pos(type, o) + 4 * r;
-        memcpy(to_strip ? v : (char *)blk + 4 * o, to_strip ? (char *)blk + 4 * o : v, 4);
+    memcpy(blk, row + i * (int64_t)bb, bb);
+    for (int o = 0; o < r16_block_dwords(type); o++) memcpy(unit + 64 * cpu_r16_pos(type, o) + 4 * r, blk + 4 * o, 4);
+}
+
+/* The inverse: lane r%16 of the strip's unit i back into the row's unit i. */
+static void r16_unpack_unit(int32_t type, const char *unit, char *row, int r, int64_t i) {
+    if (type == INFER_TYPE_Q8_0) {
+        for (int e = 0; e < 2; e++) {
+            block_q8_0 *b = (block_q8_0 *)row + 2 * i + e;
+            memcpy(&b->d, unit + 32 * e + 2 * r, 2);
+            for (int g = 0; g < QK8_0 / 4; g++)
+                for (int k = 0; k < 4; k++) b->qs[4 * g + k] = (int8_t)(unit[64 * (1 + 2 * g + e) + 4 * r + k] ^ 0x80);
+        }
+        return;
     }
-    if (!to_strip) memcpy(row + i * (int64_t)bb, blk, bb);
+    const size_t bb = quant_row_bytes(type, QK_K);
+    uint8_t blk[64 * 4];
+    for (int o = 0; o < r16_block_dwords(type); o++) memcpy(blk + 4 * o, unit + 64 * cpu_r16_pos(type, o) + 4 * r, 4);
+    memcpy(row + i * (int64_t)bb, blk, bb);
 }
 
 void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst) {
@@ -90,16 +95,16 @@ void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, vo
     for (int64_t r = 0; r < n_out; r++) {
         char *strip = (char *)dst + (r / CPU_R16_ROWS) * nu * (int64_t)ub;
         for (int64_t i = 0; i < nu; i++)
-            r16_unit_copy(type, (char *)src + r * (int64_t)row, strip + i * (int64_t)ub, (int)(r % CPU_R16_ROWS), i, 1);
+            r16_pack_unit(type, (const char *)src + r * (int64_t)row, strip + i * (int64_t)ub, (int)(r % CPU_R16_ROWS), i);
     }
 }
 
 void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void *dst) {
     const int64_t nu = n_in / r16_unit_values(type);
     const size_t ub = (size_t)r16_unit_vectors(type) * 64;
-    char *strip = (char *)r16 + (row / CPU_R16_ROWS) * nu * (int64_t)ub;
+    const char *strip = (const char *)r16 + (row / CPU_R16_ROWS) * nu * (int64_t)ub;
     for (int64_t i = 0; i < nu; i++)
-        r16_unit_copy(type, dst, strip + i * (int64_t)ub, (int)(row % CPU_R16_ROWS), i, 0);
+        r16_unpack_unit(type, strip + i * (int64_t)ub, dst, (int)(row % CPU_R16_ROWS), i);
 }
 
 #if defined(__x86_64__)
@@ -358,7 +363,7 @@ struct r16_act {
     int32_t c;
 };
 
-/* Q8_0 (units of two blocks, r16_unit_copy): out[t][r] = dot of strip row r with token t, nt <= R16_TOK, act the
+/* Q8_0 (units of two blocks, r16_pack_unit): out[t][r] = dot of strip row r with token t, nt <= R16_TOK, act the
  * tokens' block table (nb32 blocks per token). Per block the exact integer sum, then mmv.c's blk_q8_0 step,
  * sumi·(d·dy), in block order. Two blocks x two halves of the groups: 4 independent sums per token. */
 R16_AVX512 R16_INLINE void r16_tile_q8(const char *strip, int64_t nb32, const char *x, size_t x_row,
