@@ -573,6 +573,29 @@ static void test_ngl(const char *build, const char *model, char *out, size_t cap
     snprintf(tool, sizeof tool, "%s/llm-gguf", build);
 }
 
+/* --no-repack in llm-run and llm-bench: documented, and the weights as stored give the same greedy tokens as the
+ * repacked ones (the library's equality is test-repack's; this is the flag reaching it). */
+static void test_no_repack(const char *build, const char *dir, char *out, size_t cap) {
+    char args[2048], path[512], with[4096];
+    snprintf(path, sizeof path, "%s/repack.gguf", dir);
+    snprintf(tool, sizeof tool, "%s/llm-gguf", build);
+    snprintf(args, sizeof args, "synth --arch qwen3 --type Q4_K_M -o %s", path);
+    T_CHECK(run(args, out, cap) == 0, "synth a Q4_K_M model: %s", out);
+    snprintf(tool, sizeof tool, "%s/llm-run", build);
+    snprintf(args, sizeof args, "-m %s --ids 1,2,3 -n 8 --temp 0 --print-ids", path);
+    const int rc = run_io(args, with, sizeof with, 0, NULL);
+    snprintf(args, sizeof args, "-m %s --ids 1,2,3 -n 8 --temp 0 --print-ids --no-repack", path);
+    T_CHECK(rc == 0 && run_io(args, out, cap, 0, NULL) == 0 && strlen(out) > 8 && !strcmp(out, with),
+            "llm-run --no-repack: the same greedy ids (%s vs %s)", with, out);
+    T_CHECK(run("--help", out, cap) == 0 && strstr(out, "--no-repack"), "llm-run --help documents --no-repack");
+    snprintf(tool, sizeof tool, "%s/llm-bench", build);
+    snprintf(args, sizeof args, "-m %s -p 8 -n 2 -r 1 -t 1 --no-repack -o csv", path);
+    T_CHECK(run(args, out, cap) == 0 && strstr(out, ",CPU,"), "llm-bench --no-repack runs: %s", out);
+    T_CHECK(run("--help", out, cap) == 0 && strstr(out, "--no-repack"), "llm-bench --help documents --no-repack");
+    snprintf(tool, sizeof tool, "%s/llm-gguf", build);
+    unlink(path);
+}
+
 /* The type rules' view of a file without MTP layers: block count, n_head / n_head_kv, experts, tied. */
 static struct ftype_model file_model(const struct gguf_file *f) {
     struct ftype_model m = {0, 1, 0, gguf_find_tensor(f, "output.weight") == NULL,
@@ -913,6 +936,7 @@ int main(void) {
     test_iq_file_types(out, sizeof out);
     test_tokenize(model, hostile, out, sizeof out);
     test_ngl(b ? b : "build", model, out, sizeof out);
+    test_no_repack(b ? b : "build", dir, out, sizeof out);
     test_error_line(b ? b : "build", out, sizeof out);
 
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
