@@ -54,21 +54,37 @@ size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out) {
     return (size_t)strips * (size_t)(n_in / uv) * (size_t)v * 64;
 }
 
-/* Row r%16's unit i (row: the row in the file's layout) into its lane of the strip's unit. */
-static void r16_pack_unit(int32_t type, const char *row, char *unit, int r, int64_t i) {
+/* Unit i of a strip's 16 rows (rows[r]: row r in the file's layout, NULL past n_out: zero lanes), one vector after
+ * the other so that every line is written whole. */
+static void r16_pack_unit(int32_t type, const char *const rows[CPU_R16_ROWS], char *unit, int64_t i) {
     if (type == INFER_TYPE_Q8_0) {
-        for (int e = 0; e < 2; e++) {
-            const block_q8_0 *b = (const block_q8_0 *)row + 2 * i + e;
-            memcpy(unit + 32 * e + 2 * r, &b->d, 2);
-            for (int g = 0; g < QK8_0 / 4; g++)
-                for (int k = 0; k < 4; k++) unit[64 * (1 + 2 * g + e) + 4 * r + k] = (char)(b->qs[4 * g + k] ^ 0x80);
-        }
+        for (int e = 0; e < 2; e++)
+            for (int r = 0; r < CPU_R16_ROWS; r++) {
+                uint16_t d = 0;
+                if (rows[r]) memcpy(&d, &((const block_q8_0 *)rows[r] + 2 * i + e)->d, 2);
+                memcpy(unit + 32 * e + 2 * r, &d, 2);
+            }
+        for (int g = 0; g < QK8_0 / 4; g++)
+            for (int e = 0; e < 2; e++)
+                for (int r = 0; r < CPU_R16_ROWS; r++) {
+                    uint32_t q = 0;
+                    if (rows[r]) memcpy(&q, ((const block_q8_0 *)rows[r] + 2 * i + e)->qs + 4 * g, 4);
+                    q ^= 0x80808080u;
+                    memcpy(unit + 64 * (1 + 2 * g + e) + 4 * r, &q, 4);
+                }
         return;
     }
-    const size_t bb = quant_row_bytes(type, QK_K);
-    uint8_t blk[64 * 4] = {0}; /* one block, zero-padded to whole dwords */
-    memcpy(blk, row + i * (int64_t)bb, bb);
-    for (int o = 0; o < r16_block_dwords(type); o++) memcpy(unit + 64 * cpu_r16_pos(type, o) + 4 * r, blk + 4 * o, 4);
+    const int bb = (int)quant_row_bytes(type, QK_K);
+    for (int o = 0; o < r16_block_dwords(type); o++) {
+        const int whole = 4 * o + 4 <= bb; /* else Q6_K's last dword: 2 bytes and 2 of padding */
+        char *v = unit + 64 * cpu_r16_pos(type, o);
+        for (int r = 0; r < CPU_R16_ROWS; r++) {
+            uint32_t w = 0;
+            if (rows[r] && whole) memcpy(&w, rows[r] + i * bb + 4 * o, 4);
+            else if (rows[r]) memcpy(&w, rows[r] + i * bb + 4 * o, 2);
+            memcpy(v + 4 * r, &w, 4);
+        }
+    }
 }
 
 /* The inverse: lane r%16 of the strip's unit i back into the row's unit i. */
@@ -91,11 +107,12 @@ static void r16_unpack_unit(int32_t type, const char *unit, char *row, int r, in
 void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst) {
     const int64_t nu = n_in / r16_unit_values(type);
     const size_t row = quant_row_bytes(type, n_in), ub = (size_t)r16_unit_vectors(type) * 64;
-    memset(dst, 0, cpu_r16_bytes(type, n_in, n_out));
-    for (int64_t r = 0; r < n_out; r++) {
-        char *strip = (char *)dst + (r / CPU_R16_ROWS) * nu * (int64_t)ub;
-        for (int64_t i = 0; i < nu; i++)
-            r16_pack_unit(type, (const char *)src + r * (int64_t)row, strip + i * (int64_t)ub, (int)(r % CPU_R16_ROWS), i);
+    for (int64_t s = 0; s * CPU_R16_ROWS < n_out; s++) {
+        const char *rows[CPU_R16_ROWS];
+        for (int r = 0; r < CPU_R16_ROWS; r++)
+            rows[r] = s * CPU_R16_ROWS + r < n_out ? (const char *)src + (s * CPU_R16_ROWS + r) * (int64_t)row : NULL;
+        char *strip = (char *)dst + s * nu * (int64_t)ub;
+        for (int64_t i = 0; i < nu; i++) r16_pack_unit(type, rows, strip + i * (int64_t)ub, i);
     }
 }
 
