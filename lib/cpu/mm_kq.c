@@ -1,8 +1,9 @@
 /* mm_kq: the prefill GEMM for Q4_K, Q5_K, Q6_K and IQ4_XS weights x Q8_K activations on AVX-512 VNNI.
  *
  * Why: cpu_mm's row-by-row dots unpack every weight block once per token, which for a long prompt is
- * most of the prefill time. Here each worker repacks a strip of KQ_ROWS = 16 weight rows once per call
- * into its own scratch (the weights are mmap'd and never rewritten), then sweeps all tokens over it,
+ * most of the prefill time. Here each worker unpacks a strip of KQ_ROWS = 16 weight rows once per call
+ * into its own scratch (from the file's rows by gathers, or by plain loads from the strips mm_r16.c repacked
+ * them into at load), then sweeps all tokens over it,
  * KQ_TOK at a time. vpdpbusd of one repacked vector with a token's 4 activation bytes broadcast gives
  * the 16 rows' partial sums in the 16 int32 lanes: no horizontal sums, lane r is y[t][r0 + r].
  *
