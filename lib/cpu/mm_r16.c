@@ -150,6 +150,13 @@ R16_AVX512 R16_INLINE __m512i r16_x4(const block_q8_K *y, int g) {
     return _mm512_set1_epi32(v);
 }
 
+/* Strip block i (nd vectors) and the nt tokens' Q8_K block i. */
+R16_AVX512 R16_INLINE const char *r16_block(const char *strip, int nd, int64_t i, const char *x, size_t x_row, int nt,
+                                            const block_q8_K *y[R16_TOK]) {
+    for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+    return strip + i * 64 * nd;
+}
+
 /* a pshufb control: the dword pattern `base` (byte indices 0..3, 0x80 for zero) for every dword of a 128-bit lane */
 R16_AVX512 R16_INLINE __m512i r16_pick(uint32_t base) {
     const int q = 0x04040404;
@@ -200,7 +207,7 @@ R16_AVX512 R16_INLINE void r16_bs_pairs(const block_q8_K *y, int32_t bs[4]) {
 R16_AVX512 R16_INLINE void r16_tile_k4(const char *strip, int64_t nb, const char *x, size_t x_row, int nt, int q5,
                                        float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
     const int32_t type = q5 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
-    const int nd = q5 ? 44 : 36, qs0 = q5 ? 12 : 4;
+    const int nd = r16_block_dwords(type), qs0 = q5 ? 12 : 4;
     const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
     const __m512i c3f = _mm512_set1_epi8(0x3f), c03 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
     /* pshufb picking bytes (2k, 2k+1) of each dword as two int16 */
@@ -208,9 +215,8 @@ R16_AVX512 R16_INLINE void r16_tile_k4(const char *strip, int64_t nb, const char
     __m512 acc[R16_TOK];
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = strip + i * 64 * nd;
         const block_q8_K *y[R16_TOK];
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        const char *b = r16_block(strip, nd, i, x, x_row, nt, y);
         /* mmv_k_unpack in lanes: bytes 0..3 of sc[0] are scales 0..3, of sc[1] scales 4..7; mn likewise */
         const __m512i dd = r16_v(b, type, 0), u0 = r16_v(b, type, 1), u1 = r16_v(b, type, 2), u2 = r16_v(b, type, 3);
         const __m512i sc[2] = {_mm512_and_si512(u0, c3f),
@@ -266,16 +272,14 @@ R16_AVX512 R16_INLINE void r16_tile_k4(const char *strip, int64_t nb, const char
 R16_AVX512 R16_INLINE void r16_tile_q6(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
                                        float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
     const int32_t type = INFER_TYPE_Q6_K;
-    enum { ND = 53 };
     const __m512i m4 = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
     /* pshufb putting bytes (2k, 2k+1) of each dword into the high halves of two int16 (then >> 8: sign-extended) */
     const __m512i pick[2] = {r16_pick(0x01800080u), r16_pick(0x03800280u)};
     __m512 acc[R16_TOK];
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = strip + i * 64 * ND;
         const block_q8_K *y[R16_TOK];
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        const char *b = r16_block(strip, r16_block_dwords(type), i, x, x_row, nt, y);
         const __m512i scv[4] = {r16_v(b, type, 48), r16_v(b, type, 49), r16_v(b, type, 50), r16_v(b, type, 51)};
         const __m512i dd = r16_v(b, type, 52);
         __m512i sumi[R16_TOK];
@@ -327,15 +331,13 @@ R16_AVX512 R16_INLINE void r16_tile_q6(const char *strip, int64_t nb, const char
 R16_AVX512 R16_INLINE void r16_tile_iq4(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
                                         float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
     const int32_t type = INFER_TYPE_IQ4_XS;
-    enum { ND = 34 };
     const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
     const __m512i kv = mm_strip_codebook_u8(blocks_kvalues_iq4nl);
     __m512 acc[R16_TOK];
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = strip + i * 64 * ND;
         const block_q8_K *y[R16_TOK];
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        const char *b = r16_block(strip, r16_block_dwords(type), i, x, x_row, nt, y);
         const __m512i dh = r16_v(b, type, 0), sl = r16_v(b, type, 1);
         __m512i sumi[R16_TOK], c[R16_TOK];
         _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = c[t] = zero;
