@@ -19,7 +19,7 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* n_out rows of random blocks whose f16 scales (d, and dmin where there is one) are 2^-7 */
+/* n_out rows of random blocks whose f16 scales (d, and dmin or m where there is one) are 2^-7 (MXFP4: 2^-1) */
 static void *weights(int32_t type, int64_t n_in, int64_t n_out) {
     const size_t row = quant_row_bytes(type, n_in), bb = quant_row_bytes(type, quant_type(type)->blck);
     unsigned char *w = malloc(row * (size_t)n_out);
@@ -27,12 +27,18 @@ static void *weights(int32_t type, int64_t n_in, int64_t n_out) {
     unsigned s = 1;
     for (size_t i = 0; i < row * (size_t)n_out; i++) w[i] = (unsigned char)((s = s * 1103515245u + 12345u) >> 16);
     const int scale_at = type == INFER_TYPE_Q6_K ? 208 : 0;
-    const int n_scales = type == INFER_TYPE_Q4_K || type == INFER_TYPE_Q5_K ? 2 : 1;
-    for (size_t b = 0; b < row * (size_t)n_out / bb; b++)
+    const int n_scales = type == INFER_TYPE_Q4_K || type == INFER_TYPE_Q5_K || type == INFER_TYPE_Q4_1 ||
+                                 type == INFER_TYPE_Q5_1 ? 2 : 1;
+    for (size_t b = 0; b < row * (size_t)n_out / bb; b++) {
+        if (type == INFER_TYPE_MXFP4) { /* one E8M0 byte */
+            w[b * bb] = 127;
+            continue;
+        }
         for (int k = 0; k < n_scales; k++) {
             w[b * bb + (size_t)scale_at + 2 * (size_t)k] = 0x00;
             w[b * bb + (size_t)scale_at + 2 * (size_t)k + 1] = 0x20; /* 2^-7 */
         }
+    }
     return w;
 }
 
@@ -88,7 +94,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-o")) n_out = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
     }
-    const int32_t types[] = {INFER_TYPE_Q8_0, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K, INFER_TYPE_IQ4_XS};
+    const int32_t types[] = {INFER_TYPE_Q8_0, INFER_TYPE_Q4_0,  INFER_TYPE_Q4_1, INFER_TYPE_Q5_0,  INFER_TYPE_Q5_1,
+                             INFER_TYPE_IQ4_NL, INFER_TYPE_MXFP4, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K,
+                             INFER_TYPE_IQ4_XS};
     printf("CPU ISA: %s; one thread, one token\n\n", cpu_isa());
     printf("| type | matrix | as stored | repacked | speed-up | packing | same bits |\n|---|---|---|---|---|---|---|\n");
     int bad = 0;

@@ -11,7 +11,7 @@
  * signed bytes, so signed weights are stored with an offset that the activations' block sums take back:
  * Q4_0 q (w = q - 8), Q5_0 q (w = q - 16), Q8_0 q + 128, IQ4_NL / MXFP4 kvalue + 128 (MXFP4's d: its E8M0
  * exponent as blocks_e8m0_half); Q4_1 / Q5_1 codes are
- * unsigned already and their min pairs with the Q8_1 block's s. A per-call table (struct q32_act) holds
+ * unsigned already and their min pairs with the Q8_1 block's s. A per-call table (struct mm_q32_act) holds
  * each token block's d and its offset · Σq_x (Q8_0 activations) or s (Q8_1).
  *
  * Math: per block the exact integer sum, then the scalar reference of mmv.c step for step (its blk_*
@@ -39,15 +39,6 @@ enum { Q32_ROWS = MM_STRIP_ROWS, Q32_TOK = MM_STRIP_TOK, Q32_MIN_TOKENS = 6, Q32
 struct q32_block {
     uint8_t q[Q32_GROUPS][64];
     float d[Q32_ROWS], m[Q32_ROWS];
-};
-
-/* one activation block: its d, and off·Σq (Q8_0) or s (Q8_1) */
-struct q32_act {
-    float d;
-    union {
-        int32_t c;
-        float s;
-    };
 };
 
 /* where a type keeps its fields (byte offsets in a block); qh < 0: no fifth bit */
@@ -85,9 +76,9 @@ struct q32_job {
     const struct q32_kind *k;
     size_t w_row, x_row;
     int64_t nb;                 /* blocks per row */
-    size_t strip_bytes;         /* Q8_0 repacked at load (mm_r16.c): bytes per strip of 16 rows; 0: the file's rows */
+    size_t strip_bytes;         /* repacked at load (mm_r16.c): bytes per strip of 16 rows; 0: the file's rows */
     struct q32_block *scratch;  /* per worker: nb blocks, twice for SwiGLU */
-    struct q32_act *act;        /* n_tokens x nb */
+    struct mm_q32_act *act;        /* n_tokens x nb */
 };
 
 /* bit 4 of the codes of group g (elements 4g..4g+3) from 16 rows' qh words: the 4 bits spread to the
@@ -143,29 +134,41 @@ Q32_AVX512 static void q32_pack(const struct q32_kind *k, const char *w, size_t 
     }
 }
 
-/* The same blocks from a Q8_0 strip of mm_r16.c (units of two blocks: the d's in vector 0, qs dword g of block e
- * + 128 in vector 1 + 2g + e): loads instead of gathers. */
-Q32_AVX512 static void q32_pack_r16(const char *strip, int64_t nb, struct q32_block *out) {
+/* The same blocks from a strip of mm_r16.c (units of two blocks, mm_r16.h's cpu_r16_q32_* layout): loads instead of
+ * gathers. */
+Q32_AVX512 static void q32_pack_r16(int32_t type, const char *strip, int64_t nb, struct q32_block *out) {
+    const size_t unit = 64 * (size_t)cpu_r16_q32_vectors(type);
+    const __m512i kv = mm_strip_q32_book(type);
     for (int64_t i = 0; i < nb; i++) {
-        const char *b = strip + (i / 2) * 64 * 17;
+        const char *b = strip + (i / 2) * (int64_t)unit;
         const int e = (int)(i % 2);
         struct q32_block *o = &out[i];
-        for (int g = 0; g < Q32_GROUPS; g++)
-            _mm512_storeu_si512(o->q[g], _mm512_loadu_si512((const void *)(b + 64 * (1 + 2 * g + e))));
-        _mm512_storeu_ps(o->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32 * e))));
-        _mm512_storeu_ps(o->m, _mm512_setzero_ps());
+        if (type == INFER_TYPE_Q8_0) {
+            for (int g = 0; g < Q32_GROUPS; g++)
+                _mm512_storeu_si512(o->q[g], _mm512_loadu_si512((const void *)(b + 64 * (cpu_r16_q32_qs(type) + 2 * g + e))));
+        } else {
+            for (int u = 0; u < Q32_GROUPS / 2; u++) {
+                __m512i lo, hi;
+                mm_strip_q32_nibbles(type, b, e, u, kv, &lo, &hi);
+                _mm512_storeu_si512(o->q[u], lo);
+                _mm512_storeu_si512(o->q[u + Q32_GROUPS / 2], hi);
+            }
+        }
+        __m512 d, m;
+        mm_strip_q32_scales(type, b, e, &d, &m);
+        _mm512_storeu_ps(o->d, d);
+        _mm512_storeu_ps(o->m, m);
     }
 }
 
-/* the activation table for tokens t0..t1: per block d and off·Σq (Q8_0) or s (Q8_1) */
-static void q32_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
-    (void)ith;
-    const struct q32_job *j = ctx;
+void mm_q32_act_fill(int32_t type, const void *xq, size_t x_row, int64_t nb, int64_t t0, int64_t t1,
+                     struct mm_q32_act *act) {
+    const struct q32_kind *k = q32_kind_of(type);
     for (int64_t t = t0; t < t1; t++) {
-        const char *x = (const char *)j->a->xq + t * j->x_row;
-        struct q32_act *o = j->act + t * j->nb;
-        for (int64_t i = 0; i < j->nb; i++) {
-            if (j->k->has_min) {
+        const char *x = (const char *)xq + t * (int64_t)x_row;
+        struct mm_q32_act *o = act + t * nb;
+        for (int64_t i = 0; i < nb; i++) {
+            if (k->has_min) {
                 const block_q8_1 *y = (const block_q8_1 *)x + i;
                 o[i].d = blocks_f16_to_f32(y->d);
                 o[i].s = blocks_f16_to_f32(y->s);
@@ -175,9 +178,16 @@ static void q32_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
             int32_t sum = 0;
             for (int e = 0; e < QK8_0; e++) sum += y->qs[e];
             o[i].d = blocks_f16_to_f32(y->d);
-            o[i].c = j->k->off * sum;
+            o[i].c = k->off * sum;
         }
     }
+}
+
+/* the activation table for tokens t0..t1 */
+static void q32_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    const struct q32_job *j = ctx;
+    mm_q32_act_fill(j->k->type, j->a->xq, j->x_row, j->nb, t0, t1, j->act);
 }
 
 Q32_AVX512 static inline __m512i q32_bcast(const void *p) {
@@ -190,7 +200,7 @@ Q32_AVX512 static inline __m512i q32_bcast(const void *p) {
  * tokens; nt and q81 (Q8_1 activations, the min term) are constants in every caller, and the unroll
  * pragmas keep the per-token accumulators in registers (as in mm_kq.c). */
 Q32_AVX512 Q32_INLINE void q32_tile(const struct q32_block *blk, int64_t nb, const char *x, size_t x_row,
-                                    const struct q32_act *act, int nt, int q81, float out[Q32_TOK][Q32_ROWS]) {
+                                    const struct mm_q32_act *act, int nt, int q81, float out[Q32_TOK][Q32_ROWS]) {
     const size_t bs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0);
     const size_t hdr = q81 ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
     const __m512i zero = _mm512_setzero_si512();
@@ -208,7 +218,7 @@ Q32_AVX512 Q32_INLINE void q32_tile(const struct q32_block *blk, int64_t nb, con
         }
         const __m512 d = _mm512_loadu_ps(o->d);
         _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
-            const struct q32_act *ya = &act[t * nb + i];
+            const struct mm_q32_act *ya = &act[t * nb + i];
             const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(ya->d));
             __m512 v;
             if (q81) {
@@ -230,7 +240,7 @@ Q32_AVX512 Q32_INLINE void q32_tile(const struct q32_block *blk, int64_t nb, con
         break;
 
 Q32_AVX512 static void q32_tile_n(const struct q32_block *blk, int64_t nb, const char *x, size_t x_row,
-                                  const struct q32_act *act, int nt, int q81, float out[Q32_TOK][Q32_ROWS]) {
+                                  const struct mm_q32_act *act, int nt, int q81, float out[Q32_TOK][Q32_ROWS]) {
     switch (nt) {
         Q32_TILE_CASE(1)
         Q32_TILE_CASE(2)
@@ -254,8 +264,8 @@ static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
         const int nr = (int)(r1 - rb < Q32_ROWS ? r1 - rb : Q32_ROWS);
         if (j->strip_bytes) {
             const size_t at = (size_t)(rb / Q32_ROWS) * j->strip_bytes;
-            q32_pack_r16((const char *)a->w + at, j->nb, s1);
-            if (swiglu) q32_pack_r16((const char *)a->w2 + at, j->nb, s2);
+            q32_pack_r16(j->k->type, (const char *)a->w + at, j->nb, s1);
+            if (swiglu) q32_pack_r16(j->k->type, (const char *)a->w2 + at, j->nb, s2);
         } else {
             q32_pack(j->k, (const char *)a->w + rb * j->w_row, j->w_row, nr, j->nb, s1);
             if (swiglu) q32_pack(j->k, (const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
@@ -263,7 +273,7 @@ static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
         for (int64_t tb = 0; tb < a->n_tokens; tb += Q32_TOK) {
             const int nt = (int)(a->n_tokens - tb < Q32_TOK ? a->n_tokens - tb : Q32_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
-            const struct q32_act *ya = j->act + tb * j->nb;
+            const struct mm_q32_act *ya = j->act + tb * j->nb;
             float g[Q32_TOK][Q32_ROWS], u[Q32_TOK][Q32_ROWS];
             q32_tile_n(s1, j->nb, x, j->x_row, ya, nt, q81, g);
             if (swiglu) q32_tile_n(s2, j->nb, x, j->x_row, ya, nt, q81, u);
@@ -284,14 +294,14 @@ infer_status cpu_mm_q32(const struct mm_args *a, struct pool *p) {
     const int64_t nb = a->n_in / QK8_0;
     const size_t per = (size_t)nb * (a->epilogue == MMV_SWIGLU ? 2 : 1);
     const size_t strips = sizeof(struct q32_block) * per * (size_t)pool_threads(p);
-    char *raw = xmalloc(strips + sizeof(struct q32_act) * (size_t)nb * (size_t)a->n_tokens + 64);
+    char *raw = xmalloc(strips + sizeof(struct mm_q32_act) * (size_t)nb * (size_t)a->n_tokens + 64);
     if (!raw) return INFER_OOM("cpu_mm_q32 scratch");
     struct q32_block *scratch = (struct q32_block *)(raw + (64 - (uintptr_t)raw % 64));
     const int32_t type = cpu_r16_base(a->type);
     struct q32_job j = {.a = a, .k = q32_kind_of(type), .w_row = quant_row_bytes(type, a->n_in),
                         .x_row = cpu_act_row_bytes(type, a->n_in), .nb = nb, .scratch = scratch,
                         .strip_bytes = cpu_r16_is(a->type) ? cpu_r16_bytes(type, a->n_in, Q32_ROWS) : 0,
-                        .act = (struct q32_act *)((char *)scratch + strips)};
+                        .act = (struct mm_q32_act *)((char *)scratch + strips)};
     pool_for(p, a->n_tokens, 1, q32_act_rows, &j);
     pool_for(p, a->n_out, Q32_ROWS, q32_rows, &j);
     xfree(raw);

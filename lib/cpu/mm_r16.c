@@ -19,6 +19,7 @@
  * bit at any batch size (test-ops, test-repack check it). Batches of more than 8 tokens go to those GEMMs, whose
  * packers read strips.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "mm_kq.h"
@@ -37,14 +38,79 @@ static int r16_block_dwords(int32_t type) {
     }
 }
 
-/* A strip's unit: one block of the 256-value types (r16_block_dwords vectors), or for Q8_0 two blocks (64 values)
- * in 17 vectors: vector 0 the 16 rows' d of the first block (bytes 0..31, f16 lane r at byte 2r) and of the second
- * (bytes 32..63), then vector 1 + 2g + e the dword g of block e's qs + 128 (xor 0x80: vpdpbusd's unsigned operand;
- * the activation's block sum takes the 128 back). */
-enum { R16_Q8_VECS = 17 };
-static int r16_unit_values(int32_t type) { return type == INFER_TYPE_Q8_0 ? 2 * QK8_0 : QK_K; }
+/* A strip's unit: one block of the 256-value types (r16_block_dwords vectors), or two blocks (64 values) of the
+ * 32-value types (mm_r16.h's cpu_r16_q32_* layout; Q8_0's + 128 is taken back by the activation's block sum). */
+static int r16_unit_values(int32_t type) { return cpu_r16_q32(type) ? 2 * QK8_0 : QK_K; }
 static int r16_unit_vectors(int32_t type) {
-    return type == INFER_TYPE_Q8_0 ? R16_Q8_VECS : r16_block_dwords(type);
+    return cpu_r16_q32(type) ? cpu_r16_q32_vectors(type) : r16_block_dwords(type);
+}
+
+/* Where a 32-value type keeps its fields in a block: the header (d; d, m; MXFP4's exponent) and its size, qh, qs. */
+struct r16_q32_fields {
+    size_t bs, hdr, qh, qs;
+};
+static struct r16_q32_fields r16_q32_fields_of(int32_t type) {
+    switch (type) {
+    case INFER_TYPE_Q8_0: return (struct r16_q32_fields){.bs = sizeof(block_q8_0), .hdr = 2, .qs = offsetof(block_q8_0, qs)};
+    case INFER_TYPE_Q4_0: return (struct r16_q32_fields){.bs = sizeof(block_q4_0), .hdr = 2, .qs = offsetof(block_q4_0, qs)};
+    case INFER_TYPE_Q4_1: return (struct r16_q32_fields){.bs = sizeof(block_q4_1), .hdr = 4, .qs = offsetof(block_q4_1, qs)};
+    case INFER_TYPE_Q5_0:
+        return (struct r16_q32_fields){.bs = sizeof(block_q5_0), .hdr = 2, .qh = offsetof(block_q5_0, qh),
+                                       .qs = offsetof(block_q5_0, qs)};
+    case INFER_TYPE_Q5_1:
+        return (struct r16_q32_fields){.bs = sizeof(block_q5_1), .hdr = 4, .qh = offsetof(block_q5_1, qh),
+                                       .qs = offsetof(block_q5_1, qs)};
+    case INFER_TYPE_IQ4_NL:
+        return (struct r16_q32_fields){.bs = sizeof(block_iq4_nl), .hdr = 2, .qs = offsetof(block_iq4_nl, qs)};
+    default: return (struct r16_q32_fields){.bs = sizeof(block_mxfp4), .hdr = 1, .qs = offsetof(block_mxfp4, qs)};
+    }
+}
+
+/* The header's place for block e, lane r: 4 bytes in vector e (Q4_1 / Q5_1), else 2 bytes in vector 0. */
+static size_t r16_q32_hdr_at(const struct r16_q32_fields *f, int e, int r) {
+    return f->hdr == 4 ? (size_t)(64 * e + 4 * r) : (size_t)(32 * e + 2 * r);
+}
+
+/* Unit i (two blocks) of a 32-value type: vector by vector, each written whole (rows[r] NULL: zero lanes). */
+static void r16_pack_q32(int32_t type, const char *const rows[CPU_R16_ROWS], char *unit, int64_t i) {
+    const struct r16_q32_fields f = r16_q32_fields_of(type);
+    const int qh0 = cpu_r16_q32_qh(type), qs0 = cpu_r16_q32_qs(type), flip = type == INFER_TYPE_Q8_0;
+    memset(unit, 0, 64 * (size_t)qh0); /* MXFP4's exponents fill half of each 2-byte place */
+    for (int e = 0; e < 2; e++)
+        for (int r = 0; r < CPU_R16_ROWS; r++)
+            if (rows[r]) memcpy(unit + r16_q32_hdr_at(&f, e, r), rows[r] + (2 * i + e) * (int64_t)f.bs, f.hdr);
+    for (int e = 0; cpu_r16_q32_q5(type) && e < 2; e++)
+        for (int r = 0; r < CPU_R16_ROWS; r++) {
+            uint32_t q = 0;
+            if (rows[r]) memcpy(&q, rows[r] + (2 * i + e) * (int64_t)f.bs + f.qh, 4);
+            memcpy(unit + 64 * (qh0 + e) + 4 * r, &q, 4);
+        }
+    for (int g = 0; g < cpu_r16_q32_dwords(type); g++)
+        for (int e = 0; e < 2; e++)
+            for (int r = 0; r < CPU_R16_ROWS; r++) {
+                uint32_t q = 0;
+                if (rows[r]) memcpy(&q, rows[r] + (2 * i + e) * (int64_t)f.bs + f.qs + 4 * g, 4);
+                if (flip) q ^= 0x80808080u;
+                memcpy(unit + 64 * (qs0 + 2 * g + e) + 4 * r, &q, 4);
+            }
+}
+
+/* The inverse: lane r of the unit back into blocks 2i, 2i + 1 of the row. */
+static void r16_unpack_q32(int32_t type, const char *unit, char *row, int r, int64_t i) {
+    const struct r16_q32_fields f = r16_q32_fields_of(type);
+    const int qh0 = cpu_r16_q32_qh(type), qs0 = cpu_r16_q32_qs(type);
+    const uint32_t flip = type == INFER_TYPE_Q8_0 ? 0x80808080u : 0;
+    for (int e = 0; e < 2; e++) {
+        char *b = row + (2 * i + e) * (int64_t)f.bs;
+        memcpy(b, unit + r16_q32_hdr_at(&f, e, r), f.hdr);
+        if (cpu_r16_q32_q5(type)) memcpy(b + f.qh, unit + 64 * (qh0 + e) + 4 * r, 4);
+        for (int g = 0; g < cpu_r16_q32_dwords(type); g++) {
+            uint32_t q;
+            memcpy(&q, unit + 64 * (qs0 + 2 * g + e) + 4 * r, 4);
+            q ^= flip;
+            memcpy(b + f.qs + 4 * g, &q, 4);
+        }
+    }
 }
 
 size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out) {
@@ -57,21 +123,8 @@ size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out) {
 /* Unit i of a strip's 16 rows (rows[r]: row r in the file's layout, NULL past n_out: zero lanes), one vector after
  * the other so that every line is written whole. */
 static void r16_pack_unit(int32_t type, const char *const rows[CPU_R16_ROWS], char *unit, int64_t i) {
-    if (type == INFER_TYPE_Q8_0) {
-        for (int e = 0; e < 2; e++)
-            for (int r = 0; r < CPU_R16_ROWS; r++) {
-                uint16_t d = 0;
-                if (rows[r]) memcpy(&d, &((const block_q8_0 *)rows[r] + 2 * i + e)->d, 2);
-                memcpy(unit + 32 * e + 2 * r, &d, 2);
-            }
-        for (int g = 0; g < QK8_0 / 4; g++)
-            for (int e = 0; e < 2; e++)
-                for (int r = 0; r < CPU_R16_ROWS; r++) {
-                    uint32_t q = 0;
-                    if (rows[r]) memcpy(&q, ((const block_q8_0 *)rows[r] + 2 * i + e)->qs + 4 * g, 4);
-                    q ^= 0x80808080u;
-                    memcpy(unit + 64 * (1 + 2 * g + e) + 4 * r, &q, 4);
-                }
+    if (cpu_r16_q32(type)) {
+        r16_pack_q32(type, rows, unit, i);
         return;
     }
     const int bb = (int)quant_row_bytes(type, QK_K);
@@ -89,13 +142,8 @@ static void r16_pack_unit(int32_t type, const char *const rows[CPU_R16_ROWS], ch
 
 /* The inverse: lane r%16 of the strip's unit i back into the row's unit i. */
 static void r16_unpack_unit(int32_t type, const char *unit, char *row, int r, int64_t i) {
-    if (type == INFER_TYPE_Q8_0) {
-        for (int e = 0; e < 2; e++) {
-            block_q8_0 *b = (block_q8_0 *)row + 2 * i + e;
-            memcpy(&b->d, unit + 32 * e + 2 * r, 2);
-            for (int g = 0; g < QK8_0 / 4; g++)
-                for (int k = 0; k < 4; k++) b->qs[4 * g + k] = (int8_t)(unit[64 * (1 + 2 * g + e) + 4 * r + k] ^ 0x80);
-        }
+    if (cpu_r16_q32(type)) {
+        r16_unpack_q32(type, unit, row, r, i);
         return;
     }
     const size_t bb = quant_row_bytes(type, QK_K);
@@ -376,59 +424,103 @@ R16_AVX512 R16_INLINE void r16_tile_iq4(const char *strip, int64_t nb, const cha
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
-/* one Q8_0 activation block: its d, and 128 times the sum of its quants (the offset the strips' weights carry) */
-struct r16_act {
-    float d;
-    int32_t c;
-};
+/* 4 activation bytes at p in every lane */
+R16_AVX512 R16_INLINE __m512i r16_x4b(const char *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
 
-/* Q8_0 (units of two blocks, r16_pack_unit): out[t][r] = dot of strip row r with token t, nt <= R16_TOK, act the
- * tokens' block table (nb32 blocks per token). Per block the exact integer sum, then mmv.c's blk_q8_0 step,
- * sumi·(d·dy), in block order. Two blocks x two halves of the groups: 4 independent sums per token. */
-R16_AVX512 R16_INLINE void r16_tile_q8(const char *strip, int64_t nb32, const char *x, size_t x_row,
-                                       const struct r16_act *act, int nt, float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
-    const __m512i zero = _mm512_setzero_si512();
+/* A 32-value type (units of two blocks, mm_r16.h's layout): out[t][r] = dot of strip row r with token t, nt <=
+ * R16_TOK, act the tokens' block table (nb32 blocks a token). Per block the exact integer sum, then mmv.c's block
+ * term (blk_q8_0 and kin: sumi·(d·dy); Q4_1 / Q5_1: (d·dy)·sumi + m·s), in block order. Two blocks x the low and
+ * high halves of a block's elements x two alternating chains: 8 independent sums per token. */
+R16_AVX512 R16_INLINE void r16_tile_q32(int32_t type, const char *strip, int64_t nb32, const char *x, size_t x_row,
+                                        const struct mm_q32_act *act, int nt, float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int mins = cpu_r16_q32_min(type), qs0 = cpu_r16_q32_qs(type);
+    const size_t unit = 64 * (size_t)cpu_r16_q32_vectors(type);
+    const size_t xbs = mins ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t xqs = mins ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
+    const __m512i zero = _mm512_setzero_si512(), kv = mm_strip_q32_book(type);
     __m512 acc[R16_TOK];
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb32; i += 2) {
-        const char *b = strip + (i / 2) * 64 * R16_Q8_VECS;
-        __m512i s[2][2][R16_TOK];
+        const char *b = strip + (i / 2) * (int64_t)unit;
+        const char *y[R16_TOK][2]; /* token t's activation quants of block i + e */
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)
+            y[t][e] = x + t * x_row + (i + e) * (int64_t)xbs + xqs;
+        __m512i s[2][2][2][R16_TOK]; /* block e, half h (elements 0..15, 16..31), chain */
         _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-            _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[e][h][t] = zero;
-        _Pragma("GCC unroll 8") for (int g = 0; g < QK8_0 / 4; g++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
-            const __m512i w = _mm512_loadu_si512((const void *)(b + 64 * (1 + 2 * g + e)));
-            _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
-                const block_q8_0 *y = (const block_q8_0 *)(x + t * x_row) + i + e;
-                int32_t v;
-                memcpy(&v, y->qs + 4 * g, 4);
-                s[e][g % 2][t] = _mm512_dpbusd_epi32(s[e][g % 2][t], w, _mm512_set1_epi32(v));
+            _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                s[e][h][c][t] = zero;
+        if (type == INFER_TYPE_Q8_0) { /* the codes whole, in the order stored: dword g of block e at qs0 + 2g + e */
+            _Pragma("GCC unroll 8") for (int g = 0; g < QK8_0 / 4; g++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                const __m512i w = _mm512_loadu_si512((const void *)(b + 64 * (qs0 + 2 * g + e)));
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                    s[e][g / 4][g % 2][t] = _mm512_dpbusd_epi32(s[e][g / 4][g % 2][t], w, r16_x4b(y[t][e] + 4 * g));
+            }
+        } else {
+            _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                __m512i lo, hi;
+                mm_strip_q32_nibbles(type, b, e, u, kv, &lo, &hi);
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+                    s[e][0][u % 2][t] = _mm512_dpbusd_epi32(s[e][0][u % 2][t], lo, r16_x4b(y[t][e] + 4 * u));
+                    s[e][1][u % 2][t] = _mm512_dpbusd_epi32(s[e][1][u % 2][t], hi, r16_x4b(y[t][e] + 16 + 4 * u));
+                }
             }
         }
-        const __m512i dv = _mm512_loadu_si512((const void *)b);
         _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
-            const __m512 d = _mm512_cvtph_ps(e ? _mm512_extracti64x4_epi64(dv, 1) : _mm512_castsi512_si256(dv));
+            __m512 d, m;
+            mm_strip_q32_scales(type, b, e, &d, &m);
             _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
-                const struct r16_act *ya = &act[t * nb32 + i + e];
-                const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(s[e][0][t], s[e][1][t]), _mm512_set1_epi32(ya->c));
-                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, _mm512_set1_ps(ya->d))));
+                const struct mm_q32_act *ya = &act[t * nb32 + i + e];
+                const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(s[e][0][0][t], s[e][0][1][t]),
+                                                      _mm512_add_epi32(s[e][1][0][t], s[e][1][1][t]));
+                const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(ya->d));
+                __m512 v;
+                if (mins)
+                    v = _mm512_add_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi)), _mm512_mul_ps(m, _mm512_set1_ps(ya->s)));
+                else
+                    v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, _mm512_set1_epi32(ya->c))), dd);
+                acc[t] = _mm512_add_ps(acc[t], v);
             }
         }
     }
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
+#define R16_TILE_Q32(t, n)                                                                                        \
+    case t:                                                                                                        \
+        r16_tile_q32(t, strip, nb, x, x_row, act, n, out);                                                         \
+        break;
 #define R16_TILE_CASE(n)                                                                                          \
     case n:                                                                                                        \
-        if (type == INFER_TYPE_Q8_0) r16_tile_q8(strip, nb, x, x_row, act, n, out);                                \
-        else if (type == INFER_TYPE_Q4_K) r16_tile_k4(strip, nb, x, x_row, n, 0, out);                             \
-        else if (type == INFER_TYPE_Q5_K) r16_tile_k4(strip, nb, x, x_row, n, 1, out);                             \
-        else if (type == INFER_TYPE_Q6_K) r16_tile_q6(strip, nb, x, x_row, n, out);                                \
-        else r16_tile_iq4(strip, nb, x, x_row, n, out);                                                            \
+        switch (type) {                                                                                            \
+            R16_TILE_Q32(INFER_TYPE_Q8_0, n)                                                                       \
+            R16_TILE_Q32(INFER_TYPE_Q4_0, n)                                                                       \
+            R16_TILE_Q32(INFER_TYPE_Q4_1, n)                                                                       \
+            R16_TILE_Q32(INFER_TYPE_Q5_0, n)                                                                       \
+            R16_TILE_Q32(INFER_TYPE_Q5_1, n)                                                                       \
+            R16_TILE_Q32(INFER_TYPE_IQ4_NL, n)                                                                     \
+            R16_TILE_Q32(INFER_TYPE_MXFP4, n)                                                                      \
+        case INFER_TYPE_Q4_K:                                                                                      \
+            r16_tile_k4(strip, nb, x, x_row, n, 0, out);                                                           \
+            break;                                                                                                 \
+        case INFER_TYPE_Q5_K:                                                                                      \
+            r16_tile_k4(strip, nb, x, x_row, n, 1, out);                                                           \
+            break;                                                                                                 \
+        case INFER_TYPE_Q6_K:                                                                                      \
+            r16_tile_q6(strip, nb, x, x_row, n, out);                                                              \
+            break;                                                                                                 \
+        default:                                                                                                   \
+            r16_tile_iq4(strip, nb, x, x_row, n, out);                                                             \
+            break;                                                                                                 \
+        }                                                                                                          \
         break;
-
-/* nb: blocks per row (Q8_0: of 32 values, else of 256); act: Q8_0's activation table at the first token */
+/* nb: blocks per row (of 32 values for the 32-value types, else of 256); act: their activation table at the first
+ * token */
 R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row,
-                                const struct r16_act *act, int nt, float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+                                const struct mm_q32_act *act, int nt, float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
     switch (nt) {
         R16_TILE_CASE(1)
         R16_TILE_CASE(2)
@@ -442,19 +534,8 @@ struct r16_job {
     int32_t type; /* the file type */
     int64_t nb;   /* blocks per row */
     size_t strip_bytes, x_row;
-    struct r16_act *act; /* Q8_0: n_tokens x nb */
+    struct mm_q32_act *act; /* the 32-value types: n_tokens x nb (mm_q32_act_fill) */
 };
-
-/* Q8_0's activation table: per token and block its d and 128·Σq */
-static void r16_act_fill(const struct mm_args *a, int64_t nb, size_t x_row, struct r16_act *act) {
-    for (int64_t t = 0; t < a->n_tokens; t++)
-        for (int64_t i = 0; i < nb; i++) {
-            const block_q8_0 *y = (const block_q8_0 *)((const char *)a->xq + t * (int64_t)x_row) + i;
-            int32_t sum = 0;
-            for (int e = 0; e < QK8_0; e++) sum += y->qs[e];
-            act[t * nb + i] = (struct r16_act){.d = blocks_f16_to_f32(y->d), .c = 128 * sum};
-        }
-}
 
 static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     (void)ith;
@@ -467,7 +548,7 @@ static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             const int nt = (int)(a->n_tokens - tb < R16_TOK ? a->n_tokens - tb : R16_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
             float g[MM_STRIP_TOK][MM_STRIP_ROWS], u[MM_STRIP_TOK][MM_STRIP_ROWS];
-            const struct r16_act *ya = j->act ? j->act + tb * j->nb : NULL;
+            const struct mm_q32_act *ya = j->act ? j->act + tb * j->nb : NULL;
             r16_tile(j->type, (const char *)a->w + at, j->nb, x, j->x_row, ya, nt, g);
             if (a->epilogue == MMV_SWIGLU) r16_tile(j->type, (const char *)a->w2 + at, j->nb, x, j->x_row, ya, nt, u);
             mm_strip_out(a, tb, nt, rb, nr, g, u);
@@ -489,15 +570,15 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
     if (!a->w || !a->y || !a->xq || (a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add) ||
         a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
         return infer_fail(INFER_E_ARG, "cpu_mm_r16: missing pointer or bad epilogue %d", a->epilogue);
-    if (a->n_tokens > CPU_R16_MAX_TOKENS) return type == INFER_TYPE_Q8_0 ? cpu_mm_q32(a, p) : cpu_mm_kq(a, p);
-    const int q8 = type == INFER_TYPE_Q8_0;
-    struct r16_job j = {.a = a, .type = type, .nb = a->n_in / (q8 ? QK8_0 : QK_K),
+    const int q32 = cpu_r16_q32(type);
+    if (a->n_tokens > CPU_R16_MAX_TOKENS) return q32 ? cpu_mm_q32(a, p) : cpu_mm_kq(a, p);
+    struct r16_job j = {.a = a, .type = type, .nb = a->n_in / (q32 ? QK8_0 : QK_K),
                         .strip_bytes = cpu_r16_bytes(type, a->n_in, CPU_R16_ROWS),
                         .x_row = cpu_act_row_bytes(type, a->n_in)};
-    if (q8) {
-        j.act = xmalloc(sizeof(struct r16_act) * (size_t)j.nb * (size_t)a->n_tokens);
+    if (q32) {
+        j.act = xmalloc(sizeof(struct mm_q32_act) * (size_t)j.nb * (size_t)a->n_tokens);
         if (!j.act) return INFER_OOM("cpu_mm_r16's activation table");
-        r16_act_fill(a, j.nb, j.x_row, j.act);
+        mm_q32_act_fill(type, a->xq, j.x_row, j.nb, 0, a->n_tokens, j.act);
     }
     pool_for(p, a->n_out, CPU_R16_ROWS, r16_rows, &j);
     xfree(j.act);

@@ -31,17 +31,34 @@ static inline int cpu_r16_pos(int32_t type, int d) {
     }
 }
 
-/* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: Q8_0 (n_in a
- * multiple of 64), Q4_K, Q5_K, Q6_K and IQ4_XS on AVX-512 VNNI. */
+/* The 32-value types' unit: two blocks (64 values) of the 16 rows. First the header: Q4_1 / Q5_1 vector e holds block
+ * e's d | m << 16 in lane r; the others one vector, bytes 32e + 2r block e's d (MXFP4: its exponent byte, then 0).
+ * Then Q5_0 / Q5_1's qh, vector e block e's 32 bits; then vector 2g + e holds qs dword g of block e: Q8_0 its 8
+ * dwords, each byte + 128 (vpdpbusd's unsigned operand), the 4-bit types their 4 dwords as stored. */
+static inline int cpu_r16_q32(int32_t type) {
+    return type == INFER_TYPE_Q8_0 || type == INFER_TYPE_Q4_0 || type == INFER_TYPE_Q4_1 || type == INFER_TYPE_Q5_0 ||
+           type == INFER_TYPE_Q5_1 || type == INFER_TYPE_IQ4_NL || type == INFER_TYPE_MXFP4;
+}
+static inline int cpu_r16_q32_min(int32_t type) { return type == INFER_TYPE_Q4_1 || type == INFER_TYPE_Q5_1; }
+static inline int cpu_r16_q32_q5(int32_t type) { return type == INFER_TYPE_Q5_0 || type == INFER_TYPE_Q5_1; }
+/* the first qh vector, the first qs vector, the qs dwords per block, the vectors per unit */
+static inline int cpu_r16_q32_qh(int32_t type) { return 1 + cpu_r16_q32_min(type); }
+static inline int cpu_r16_q32_qs(int32_t type) { return cpu_r16_q32_qh(type) + 2 * cpu_r16_q32_q5(type); }
+static inline int cpu_r16_q32_dwords(int32_t type) { return type == INFER_TYPE_Q8_0 ? 8 : 4; }
+static inline int cpu_r16_q32_vectors(int32_t type) { return cpu_r16_q32_qs(type) + 2 * cpu_r16_q32_dwords(type); }
+
+/* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: the 32-value
+ * types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (n_in a multiple of 64), Q4_K, Q5_K, Q6_K and IQ4_XS on AVX-512
+ * VNNI. */
 int cpu_r16_takes(int32_t type, int64_t n_in);
-/* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q6_K: 2 bytes more per block, the
- * others the file's size). */
+/* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q6_K: 2 bytes more per block, MXFP4
+ * 1 more, the others the file's size). */
 size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out);
 /* dst (cpu_r16_bytes, any alignment) = the repacked form of src's n_out rows. */
 void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst);
 /* Row `row` of a repacked matrix back in the file's layout (quant_row_bytes bytes into dst). */
 void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void *dst);
-/* y = epilogue(W x) for a repacked W (a->type | CPU_R16): 1..8 tokens here, more through mm_kq.c's GEMM. */
+/* y = epilogue(W x) for a repacked W (a->type | CPU_R16): 1..8 tokens here, more through mm_kq.c's or mm_q32.c's GEMM. */
 infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p);
 
 #endif

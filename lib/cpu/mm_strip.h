@@ -8,10 +8,12 @@
 #include <immintrin.h>
 
 #include "cpu.h"
+#include "mm_r16.h"
+#include "quant.h"
 
 enum { MM_STRIP_ROWS = 16, MM_STRIP_TOK = 8 };
 
-#define MM_STRIP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+#define MM_STRIP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
 /* dword offsets of a strip's 16 rows w_row bytes apart: one gather reads a 4-byte piece of each row's block */
 MM_STRIP_AVX512 static inline __m512i mm_strip_row_index(size_t w_row) {
@@ -22,6 +24,62 @@ MM_STRIP_AVX512 static inline __m512i mm_strip_row_index(size_t w_row) {
 /* a 16-entry codebook + 128 as unsigned bytes in every 128-bit lane, for shuffle_epi8 of 4-bit codes */
 MM_STRIP_AVX512 static inline __m512i mm_strip_codebook_u8(const int8_t *kv) {
     return _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)kv), _mm_set1_epi8((char)128)));
+}
+
+/* A 32-value type's strip unit (mm_r16.h's layout, vectors from u): the unsigned codes of block e's elements 4g..4g+3
+ * for g = u (lo) and g = u + 4 (hi) in the 16 lanes, as mm_q32.c's GEMM and mm_r16.c's kernels multiply them: the
+ * nibbles, Q5_0 / Q5_1's fifth bit from qh (its 4 bits of a group spread to bit 4 of 4 bytes by one table lookup),
+ * IQ4_NL / MXFP4 through their codebook + 128 (kv). Not Q8_0, whose codes are stored whole. */
+MM_STRIP_AVX512 static inline void mm_strip_q32_nibbles(int32_t type, const char *unit, int e, int u, __m512i kv,
+                                                         __m512i *lo, __m512i *hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i w = _mm512_loadu_si512((const void *)(unit + 64 * (cpu_r16_q32_qs(type) + 2 * u + e)));
+    *lo = _mm512_and_si512(w, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi32(w, 4), m4);
+    if (cpu_r16_q32_q5(type)) {
+        /* spread[n]: bit k of n at bit 4 of byte k */
+        const __m512i spread = _mm512_set_epi32(0x10101010, 0x10101000, 0x10100010, 0x10100000, 0x10001010, 0x10001000,
+                                                0x10000010, 0x10000000, 0x00101010, 0x00101000, 0x00100010, 0x00100000,
+                                                0x00001010, 0x00001000, 0x00000010, 0x00000000);
+        const __m512i nib = _mm512_set1_epi32(0xF);
+        const __m512i qh = _mm512_loadu_si512((const void *)(unit + 64 * (cpu_r16_q32_qh(type) + e)));
+        *lo = _mm512_or_si512(*lo, _mm512_permutexvar_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, 4 * u), nib), spread));
+        *hi = _mm512_or_si512(*hi, _mm512_permutexvar_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, 4 * u + 16), nib),
+                                                            spread));
+    }
+    if (type == INFER_TYPE_IQ4_NL || type == INFER_TYPE_MXFP4) {
+        *lo = _mm512_shuffle_epi8(kv, *lo);
+        *hi = _mm512_shuffle_epi8(kv, *hi);
+    }
+}
+
+/* The codebook + 128 of a 32-value type with one (IQ4_NL, MXFP4), else zero. */
+MM_STRIP_AVX512 static inline __m512i mm_strip_q32_book(int32_t type) {
+    if (type == INFER_TYPE_IQ4_NL) return mm_strip_codebook_u8(blocks_kvalues_iq4nl);
+    if (type == INFER_TYPE_MXFP4) return mm_strip_codebook_u8(blocks_kvalues_mxfp4);
+    return _mm512_setzero_si512();
+}
+
+/* A 32-value strip unit's block e scales of the 16 rows as f32: d (MXFP4: blocks_e8m0_half of its exponent) and
+ * Q4_1 / Q5_1's m (else zero). */
+MM_STRIP_AVX512 static inline void mm_strip_q32_scales(int32_t type, const char *unit, int e, __m512 *d, __m512 *m) {
+    if (cpu_r16_q32_min(type)) {
+        const __m512i dm = _mm512_loadu_si512((const void *)(unit + 64 * e));
+        *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+        *m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+        return;
+    }
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(unit + 32 * e));
+    *m = _mm512_setzero_ps();
+    if (type != INFER_TYPE_MXFP4) {
+        *d = _mm512_cvtph_ps(h);
+        return;
+    }
+    /* 2^(e-128): exponent bits e - 1, or for e = 0, 1 the subnormals 2^-128, 2^-127 */
+    const __m512i x = _mm512_cvtepu16_epi32(h);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(x, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), x);
+    *d = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(x, _mm512_set1_epi32(2)), normal, sub));
 }
 
 /* The tile's nt tokens (from tb) into y's rows rb..rb+nr: g, or silu(g)·u (MMV_SWIGLU), plus add (MMV_ADD);
