@@ -14,9 +14,12 @@
  * 2..5-token verification batches keep the dots.
  * The lattice and ternary types (IQ1/IQ2/IQ3, TQ) from 3 tokens and Q2_K / Q3_K from 6 on AVX-512 VNNI go to
  * mm_iq.c's GEMM (the same results bit for bit: one exact integer per block, the dots' f32 steps).
+ * F32 / F16 / BF16 batches of 2 tokens or more on AVX-512 go to mm_f.c's GEMM (the same results bit for bit: the
+ * dot's accumulators and reduction per element).
  * Matrices repacked at load (type | CPU_R16, mm_r16.c) go to cpu_mm_r16 (the same results again).
  */
 #include "cpu.h"
+#include "mm_f.h"
 #include "mm_iq.h"
 #include "mm_kq.h"
 #include "mm_q32.h"
@@ -88,6 +91,7 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
     if (cpu_mm_kq_takes(a) && !(xn && a->n_tokens <= MM_TOKENS)) return cpu_mm_kq(a, p);
     if (cpu_mm_q32_takes(a)) return cpu_mm_q32(a, p);
     if (cpu_mm_iq_takes(a)) return cpu_mm_iq(a, p);
+    if (cpu_mm_f_takes(a)) return cpu_mm_f(a, p);
     struct mm_job j = {a, dot, xn, w_row, x_row, quantised ? a->xq : (const void *)a->x};
     pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
     return INFER_OK;

@@ -1,0 +1,165 @@
+/* mm_f: the prefill GEMM for float weights (F32, F16, BF16) on AVX-512, the twin of mm_kq.c / mm_q32.c for the
+ * quantised types.
+ *
+ * Why: cpu_mm's row-by-row dots convert a row's weights and round the token's activations once per (row, token);
+ * a 512-token prompt converted every F16 / BF16 weight 512 times. Here the activations are rounded once per call,
+ * and a register tile of MF_ROWS rows x MF_TOK tokens converts each weight vector once for MF_TOK tokens.
+ *
+ * Layout: the file's rows as they are. A float row already is what this GEMM reads (16 contiguous values per
+ * vector), so nothing is repacked at load: a repacked copy could only widen F16 / BF16 to f32, twice the memory.
+ *
+ * Math: each (row, token) keeps the two 16-lane accumulators of mmv.c's AVX-512 dot (elements 32i + j and
+ * 32i + 16 + j in lane j), fed by the same fused multiply-adds in the same order, and ends in the same reduction
+ * (the two added, then _mm512_reduce_add_ps, then + 0.0f for the dot's empty tail), so every element equals the dot
+ * bit for bit and batching never changes a result (test-ops checks it). Rows of a length that is no multiple of 32
+ * (the dot's AVX2 tail) keep the dots.
+ */
+#include <string.h>
+
+#include "mm_f.h"
+#include "quant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define MF_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define MF_INLINE static inline __attribute__((always_inline))
+
+/* A tile: 4 rows x 3 tokens x 2 accumulators = 24 of the 32 vector registers. MF_CHUNK_BYTES: the rounded
+ * activations one sweep over the rows reuses, about half of a Zen 4 / Sapphire Rapids L2. */
+enum { MF_ROWS = 4, MF_TOK = 3, MF_CHUNK_BYTES = 512 * 1024 };
+
+struct mf_job {
+    const struct mm_args *a;
+    const float *xr; /* n_tokens x n_in activations rounded as the dot rounds them */
+    size_t w_row;    /* bytes per weight row */
+    int64_t chunk;   /* tokens per sweep over the rows */
+};
+
+/* 16 weights of row w from element i as f32 */
+MF_AVX512 MF_INLINE __m512 mf_load(int32_t type, const char *w, int64_t i) {
+    if (type == INFER_TYPE_F32) return _mm512_loadu_ps((const float *)w + i);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (type == INFER_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* out[t][r] = dot(row r, token t) for nr <= MF_ROWS rows and nt <= MF_TOK tokens (constants in every caller) */
+MF_AVX512 MF_INLINE void mf_tile(int32_t type, const char *w, size_t w_row, int nr, const float *x, int64_t n_in,
+                                 int nt, float out[MF_TOK][MF_ROWS]) {
+    __m512 acc[MF_ROWS][MF_TOK][2];
+    _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) _Pragma("GCC unroll 3") for (int t = 0; t < nt; t++)
+        acc[r][t][0] = acc[r][t][1] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_in; i += 32) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {
+            const __m512 w0 = mf_load(type, w + r * w_row, i), w1 = mf_load(type, w + r * w_row, i + 16);
+            _Pragma("GCC unroll 3") for (int t = 0; t < nt; t++) {
+                acc[r][t][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + t * n_in + i), acc[r][t][0]);
+                acc[r][t][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + t * n_in + i + 16), acc[r][t][1]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) _Pragma("GCC unroll 3") for (int t = 0; t < nt; t++)
+        out[t][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][t][0], acc[r][t][1])) + 0.0f;
+}
+
+#define MF_TILE_CASE(t, r, n)                                                                                      \
+    case (r) * 8 + (n):                                                                                            \
+        mf_tile(t, w, w_row, r, x, n_in, n, out);                                                                  \
+        break;
+#define MF_TILE_ROWS(t, r) MF_TILE_CASE(t, r, 1) MF_TILE_CASE(t, r, 2) MF_TILE_CASE(t, r, 3)
+#define MF_TILE_TYPE(t)                                                                                            \
+    case t:                                                                                                        \
+        switch (nr * 8 + nt) {                                                                                     \
+            MF_TILE_ROWS(t, 1)                                                                                     \
+            MF_TILE_ROWS(t, 2)                                                                                     \
+            MF_TILE_ROWS(t, 3)                                                                                     \
+            MF_TILE_ROWS(t, 4)                                                                                     \
+        default:                                                                                                   \
+            break;                                                                                                 \
+        }                                                                                                          \
+        break;
+
+MF_AVX512 static void mf_tile_n(int32_t type, const char *w, size_t w_row, int nr, const float *x, int64_t n_in, int nt,
+                                float out[MF_TOK][MF_ROWS]) {
+    switch (type) {
+        MF_TILE_TYPE(INFER_TYPE_F32)
+        MF_TILE_TYPE(INFER_TYPE_F16)
+        MF_TILE_TYPE(INFER_TYPE_BF16)
+    default:
+        break;
+    }
+}
+
+/* y's rows r0..r1 for every token: the tokens chunk by chunk, each chunk swept over the rows MF_ROWS at a time */
+static void mf_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const struct mf_job *j = ctx;
+    const struct mm_args *a = j->a;
+    for (int64_t c0 = 0; c0 < a->n_tokens; c0 += j->chunk) {
+        const int64_t c1 = c0 + j->chunk < a->n_tokens ? c0 + j->chunk : a->n_tokens;
+        for (int64_t rb = r0; rb < r1; rb += MF_ROWS) {
+            const int nr = (int)(r1 - rb < MF_ROWS ? r1 - rb : MF_ROWS);
+            for (int64_t tb = c0; tb < c1; tb += MF_TOK) {
+                const int nt = (int)(c1 - tb < MF_TOK ? c1 - tb : MF_TOK);
+                const float *x = j->xr + tb * a->n_in;
+                float g[MF_TOK][MF_ROWS], u[MF_TOK][MF_ROWS];
+                mf_tile_n(a->type, (const char *)a->w + rb * (int64_t)j->w_row, j->w_row, nr, x, a->n_in, nt, g);
+                if (a->epilogue == MMV_SWIGLU)
+                    mf_tile_n(a->type, (const char *)a->w2 + rb * (int64_t)j->w_row, j->w_row, nr, x, a->n_in, nt, u);
+                for (int t = 0; t < nt; t++)
+                    for (int r = 0; r < nr; r++) { /* mm.c's epilogue, step for step */
+                        const int64_t at = (tb + t) * a->n_out + rb + r;
+                        float s = g[t][r];
+                        if (a->epilogue == MMV_SWIGLU) s = cpu_silu(s) * u[t][r];
+                        if (a->epilogue == MMV_ADD) s += a->add[at];
+                        a->y[at] = s;
+                    }
+            }
+        }
+    }
+}
+
+/* the activations of tokens t0..t1 rounded as the dot rounds them: F16 to f16 and BF16 to bf16 (round to nearest
+ * even, as its vector forms), F32 as they are */
+static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    const struct mf_job *j = ctx;
+    const struct mm_args *a = j->a;
+    float *xr = (float *)j->xr;
+    for (int64_t i = t0 * a->n_in; i < t1 * a->n_in; i++) {
+        const float v = a->x[i];
+        if (a->type == INFER_TYPE_F16) xr[i] = blocks_f16_to_f32(blocks_f32_to_f16(v));
+        else if (a->type == INFER_TYPE_BF16) xr[i] = blocks_bf16_to_f32(blocks_f32_to_bf16(v));
+        else xr[i] = v;
+    }
+}
+
+int cpu_mm_f_takes(const struct mm_args *a) {
+    const int32_t t = a->type;
+    if (t != INFER_TYPE_F32 && t != INFER_TYPE_F16 && t != INFER_TYPE_BF16) return 0;
+    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
+    return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= 2 && a->n_in % 32 == 0;
+}
+
+infer_status cpu_mm_f(const struct mm_args *a, struct pool *p) {
+    float *xr = xmalloc(sizeof(float) * (size_t)a->n_in * (size_t)a->n_tokens);
+    if (!xr) return INFER_OOM("cpu_mm_f's activations");
+    int64_t chunk = MF_CHUNK_BYTES / (a->n_in * (int64_t)sizeof(float)) / MF_TOK * MF_TOK;
+    struct mf_job j = {.a = a, .xr = xr, .w_row = quant_row_bytes(a->type, a->n_in), .chunk = chunk > MF_TOK ? chunk : MF_TOK};
+    pool_for(p, a->n_tokens, 1, mf_round_rows, &j);
+    pool_for(p, a->n_out, MF_ROWS, mf_rows, &j);
+    xfree(xr);
+    return INFER_OK;
+}
+
+#else /* not x86-64: the dot loop of cpu_mm serves */
+int cpu_mm_f_takes(const struct mm_args *a) {
+    (void)a;
+    return 0;
+}
+infer_status cpu_mm_f(const struct mm_args *a, struct pool *p) {
+    (void)p;
+    return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_f: weight type %d: no GEMM on this architecture", a->type);
+}
+#endif
