@@ -2,8 +2,9 @@
  * quantised types.
  *
  * Why: cpu_mm's row-by-row dots convert a row's weights and round the token's activations once per (row, token);
- * a 512-token prompt converted every F16 / BF16 weight 512 times. Here the activations are rounded once per call,
- * and a register tile of MF_ROWS rows x MF_TOK tokens converts each weight vector once for MF_TOK tokens.
+ * a 512-token prompt converted every F16 / BF16 weight 512 times, and decode rounded the token once per row. Here
+ * the activations are rounded once per call, and a register tile of MF_ROWS rows x MF_TOK tokens converts each
+ * weight vector once for MF_TOK tokens. Decode (one token) takes the same path.
  *
  * Layout: the file's rows as they are. A float row already is what this GEMM reads (16 contiguous values per
  * vector), so nothing is repacked at load: a repacked copy could only widen F16 / BF16 to f32, twice the memory.
@@ -120,18 +121,25 @@ static void mf_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     }
 }
 
-/* the activations of tokens t0..t1 rounded as the dot rounds them: F16 to f16 and BF16 to bf16 (round to nearest
- * even, as its vector forms), F32 as they are */
-static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
+/* the activations of tokens t0..t1 rounded as the AVX-512 dot rounds them (the same instructions as mmv.c's): F16
+ * to f16 (cvtps_ph, to nearest even), BF16 to bf16 (mmv_round_bf16_512's integer rounding), F32 as they are */
+MF_AVX512 static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     (void)ith;
     const struct mf_job *j = ctx;
     const struct mm_args *a = j->a;
     float *xr = (float *)j->xr;
-    for (int64_t i = t0 * a->n_in; i < t1 * a->n_in; i++) {
-        const float v = a->x[i];
-        if (a->type == INFER_TYPE_F16) xr[i] = blocks_f16_to_f32(blocks_f32_to_f16(v));
-        else if (a->type == INFER_TYPE_BF16) xr[i] = blocks_bf16_to_f32(blocks_f32_to_bf16(v));
-        else xr[i] = v;
+    for (int64_t i = t0 * a->n_in; i < t1 * a->n_in; i += 16) {
+        const __m512 v = _mm512_loadu_ps(a->x + i);
+        __m512 r = v;
+        if (a->type == INFER_TYPE_F16) {
+            r = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        } else if (a->type == INFER_TYPE_BF16) {
+            const __m512i u = _mm512_castps_si512(v);
+            const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+            const __m512i up = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+            r = _mm512_castsi512_ps(_mm512_and_si512(up, _mm512_set1_epi32((int)0xffff0000u)));
+        }
+        _mm512_storeu_ps(xr + i, r);
     }
 }
 
@@ -139,7 +147,7 @@ int cpu_mm_f_takes(const struct mm_args *a) {
     const int32_t t = a->type;
     if (t != INFER_TYPE_F32 && t != INFER_TYPE_F16 && t != INFER_TYPE_BF16) return 0;
     if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
-    return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= 2 && a->n_in % 32 == 0;
+    return cpu_isa_has(CPU_ISA_AVX512) && a->n_in % 32 == 0;
 }
 
 infer_status cpu_mm_f(const struct mm_args *a, struct pool *p) {
