@@ -180,7 +180,7 @@ static const struct tcase tops_cases[] = {
     {"mm", "iq4_xs", {1024, 45, 40}, {MMV_SWIGLU}, -8, 8, 0, 0, .cols = ONLY_CPU},
     {"mm", "q4_K,q8_0,q6_K", {1024, 70, 64}, {MMV_ADD}, -1, 1, 0, 0},
     {"mm", "f16,q4_K,q6_K", {4096, 130, 70}, {MMV_PLAIN}, -2, 2, 0, 0}, /* a real row length */
-    /* the float GEMM (lib/cpu/mm_f.c, AVX-512, any token count): 4-row x 3-token tiles with tails, token chunks (rows of
+    /* the float GEMM (lib/cpu/mm_f.c, AVX-512, from 2 tokens): 4-row x 3-token tiles with tails, token chunks (rows of
      * 8192 values: 15 tokens a chunk), every epilogue, rows of 80 values (no multiple of 32: still the dots) */
     {"mm", "f32,f16,bf16", {96, 7, 2}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", "f32,f16,bf16", {8192, 6, 40}, {MMV_ADD}, -1, 1, 0, 0, .flags = MM_T_ALIAS, .cols = ONLY_CPU},

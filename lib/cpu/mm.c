@@ -14,7 +14,7 @@
  * 2..5-token verification batches keep the dots.
  * The lattice and ternary types (IQ1/IQ2/IQ3, TQ) from 3 tokens and Q2_K / Q3_K from 6 on AVX-512 VNNI go to
  * mm_iq.c's GEMM (the same results bit for bit: one exact integer per block, the dots' f32 steps).
- * F32 / F16 / BF16 weights on AVX-512 (decode too) go to mm_f.c's GEMM (the same results bit for bit: the
+ * F32 / F16 / BF16 batches of 2 tokens or more on AVX-512 go to mm_f.c's GEMM (the same results bit for bit: the
  * dot's accumulators and reduction per element).
  * Matrices repacked at load (type | CPU_R16, mm_r16.c) go to cpu_mm_r16 (the same results again).
  */

@@ -4,7 +4,7 @@
 
 #include "cpu.h"
 
-/* Whether cpu_mm_f computes this call: F32, F16 or BF16 weights, rows a multiple of 32 values, any token count,
+/* Whether cpu_mm_f computes this call: F32, F16 or BF16 weights, rows a multiple of 32 values, 2 tokens or more,
  * this CPU's (or the variant's) AVX-512 level. Every element equals what cpu_mm's row-by-row dots give bit for bit. */
 int cpu_mm_f_takes(const struct mm_args *a);
 /* y = epilogue(W x) for a call cpu_mm_f_takes; a is already validated by cpu_mm. */
