@@ -26,9 +26,9 @@ static void *weights(int32_t type, int64_t n_in, int64_t n_out) {
     if (!w) return NULL;
     unsigned s = 1;
     for (size_t i = 0; i < row * (size_t)n_out; i++) w[i] = (unsigned char)((s = s * 1103515245u + 12345u) >> 16);
-    const int scale_at = type == INFER_TYPE_Q6_K ? 208 : 0;
+    const int scale_at = type == INFER_TYPE_Q6_K ? 208 : type == INFER_TYPE_Q2_K ? 80 : type == INFER_TYPE_Q3_K ? 108 : 0;
     const int n_scales = type == INFER_TYPE_Q4_K || type == INFER_TYPE_Q5_K || type == INFER_TYPE_Q4_1 ||
-                                 type == INFER_TYPE_Q5_1 ? 2 : 1;
+                                 type == INFER_TYPE_Q5_1 || type == INFER_TYPE_Q2_K ? 2 : 1;
     for (size_t b = 0; b < row * (size_t)n_out / bb; b++) {
         if (type == INFER_TYPE_MXFP4) { /* one E8M0 byte */
             w[b * bb] = 127;
@@ -95,8 +95,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
     }
     const int32_t types[] = {INFER_TYPE_Q8_0, INFER_TYPE_Q4_0,  INFER_TYPE_Q4_1, INFER_TYPE_Q5_0,  INFER_TYPE_Q5_1,
-                             INFER_TYPE_IQ4_NL, INFER_TYPE_MXFP4, INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K,
-                             INFER_TYPE_IQ4_XS};
+                             INFER_TYPE_IQ4_NL, INFER_TYPE_MXFP4, INFER_TYPE_Q2_K, INFER_TYPE_Q3_K, INFER_TYPE_Q4_K,
+                             INFER_TYPE_Q5_K, INFER_TYPE_Q6_K, INFER_TYPE_IQ4_XS};
     printf("CPU ISA: %s; one thread, one token\n\n", cpu_isa());
     printf("| type | matrix | as stored | repacked | speed-up | packing | same bits |\n|---|---|---|---|---|---|---|\n");
     int bad = 0;

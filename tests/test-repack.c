@@ -1,14 +1,14 @@
 /* test-repack: load-time repacking (lib/model_repack.c, lib/cpu/mm_r16.c) as a user meets it.
  *
  * Each model is loaded twice, repacked (the default) and as stored (no_repack), and both run the same batches: a
- * 20-token prompt with every row's logits (more than 8 tokens: mm_kq.c's GEMM reading strips), three single tokens
- * (the strips' one-token product), a 3-token batch (two sweeps of the strips) and, with an MTP layer, the MTP
- * head's drafts through infer_spec_step. The logits must agree bit for bit (the repacked kernels add the same exact
- * integers and take the same f32 steps as the dots). On a CPU with AVX-512 VNNI the model must have repacked
- * exactly the matrices the host multiplies of the repacked types: every 2-D Q4_K / Q5_K / Q6_K / IQ4_XS tensor and
- * every 2-D tensor of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) whose rows are whole pairs of
- * blocks, except the token tables (counted here from the file's names, not by model_repack's slot list); elsewhere nothing,
- * and the count check is a SKIP.
+ * 20-token prompt with every row's logits (more than 8 tokens: the GEMMs of mm_kq.c, mm_q32.c, mm_iq.c reading
+ * strips), three single tokens (the strips' one-token product), a 3-token batch (two sweeps of the strips) and,
+ * with an MTP layer, the MTP head's drafts through infer_spec_step. The logits must agree bit for bit (the repacked
+ * kernels add the same exact integers and take the same f32 steps as the dots). On a CPU with AVX-512 VNNI the
+ * model must have repacked exactly the matrices the host multiplies of the repacked types: every 2-D Q2_K / Q3_K /
+ * Q4_K / Q5_K / Q6_K / IQ4_XS tensor and every 2-D tensor of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+ * MXFP4) whose rows are whole pairs of blocks, except the token tables (counted here from the file's names, not by
+ * model_repack's slot list); elsewhere nothing, and the count check is a SKIP.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +25,8 @@ static int64_t expected_repacked(const struct infer_model *m) {
     int64_t n = 0;
     for (int64_t i = 0; i < m->gguf->n_tensors; i++) {
         const struct gguf_tensor *t = &m->gguf->tensors[i];
-        const int kq = t->type == INFER_TYPE_Q4_K || t->type == INFER_TYPE_Q5_K || t->type == INFER_TYPE_Q6_K ||
-                       t->type == INFER_TYPE_IQ4_XS;
+        const int kq = t->type == INFER_TYPE_Q2_K || t->type == INFER_TYPE_Q3_K || t->type == INFER_TYPE_Q4_K ||
+                       t->type == INFER_TYPE_Q5_K || t->type == INFER_TYPE_Q6_K || t->type == INFER_TYPE_IQ4_XS;
         const int q32 = t->type == INFER_TYPE_Q8_0 || t->type == INFER_TYPE_Q4_0 || t->type == INFER_TYPE_Q4_1 ||
                         t->type == INFER_TYPE_Q5_0 || t->type == INFER_TYPE_Q5_1 || t->type == INFER_TYPE_IQ4_NL ||
                         t->type == INFER_TYPE_MXFP4;
@@ -181,7 +181,8 @@ int main(void) {
     if (!cpu_isa_has(CPU_ISA_AVX512)) T_SKIP("this CPU (or INFER_CPU_ISA) lacks AVX-512 VNNI: nothing is repacked");
     check(dir, "qwen3", "Q4_K_M", 0, 1, 0);    /* Q4_K and Q6_K, the head tied to the token table */
     check(dir, "qwen3", "Q8_0", 0, 0, 0);      /* Q8_0 */
-    check(dir, "llama", "Q3_K_L", 0, 0, 0);    /* Q5_K (attn_v, ffn_down; Q3_K stays as stored), an own Q6_K head */
+    check(dir, "llama", "Q3_K_L", 0, 0, 0);    /* Q3_K, Q5_K (attn_v, ffn_down), an own Q6_K head */
+    check(dir, "qwen35", "Q2_K", 0, 0, 0);     /* Q2_K (and Q3_K, Q4_K where llama-quantize's rules put them) */
     check(dir, "qwen35", "Q4_K_M", 0, 0, 1);   /* Gated DeltaNet projections, the MTP layer and its drafts */
     check(dir, "qwen35moe", "IQ4_XS", 1, 0, 0); /* IQ4_XS, the shared expert; routed experts stay as stored */
     check(dir, "qwen3", "Q4_0", 0, 0, 0);      /* Q4_0 (and Q4_1, Q6_K where llama-quantize's rules put them) */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "mm_iq.h"
+#include "mm_r16.h"
 #include "mmv_iq.h"
 #include "quant.h"
 
@@ -46,7 +47,9 @@ struct iq_job {
     const struct mm_args *a;
     cpu_iq_unpack_fn unpack;
     int has_min;              /* Q2_K */
+    int32_t r16;              /* the file type when repacked at load (mm_r16.c), else 0 */
     size_t w_row, x_row;
+    size_t strip_bytes;       /* repacked: bytes per strip of 16 rows */
     int64_t nb;               /* blocks per row */
     struct iq_strip *scratch; /* per worker: nb blocks, twice for SwiGLU */
     int32_t *x16;             /* n_tokens x n_in / 2: the codes as int16 pairs */
@@ -59,9 +62,12 @@ static inline const int32_t *iq_bsums(const struct iq_job *j, int64_t t, int64_t
     return (const int32_t *)(const void *)x[i].bsums;
 }
 
-/* nr rows of w (the rest zero) into nb repacked blocks. */
-static void iq_pack(cpu_iq_unpack_fn unpack, const char *w, size_t w_row, int nr, int64_t nb, struct iq_strip *out) {
+/* nr rows of w (the rest zero) into nb repacked blocks; r16 (Q2_K / Q3_K repacked at load, mm_r16.c): w is their
+ * strip, each row's block read back through cpu_r16_unit. */
+static void iq_pack(cpu_iq_unpack_fn unpack, int32_t r16, const char *w, size_t w_row, int nr, int64_t nb,
+                    struct iq_strip *out) {
     struct iq_block u;
+    char blk[sizeof(block_q3_K) + 2];
     for (int64_t i = 0; i < nb; i++) {
         struct iq_strip *o = &out[i];
         for (int r = 0; r < IQ_ROWS; r++) {
@@ -71,7 +77,12 @@ static void iq_pack(cpu_iq_unpack_fn unpack, const char *w, size_t w_row, int nr
                 o->f[r] = o->fm[r] = 0.0f;
                 continue;
             }
-            unpack(w + (size_t)r * w_row, i, &u);
+            if (r16) {
+                cpu_r16_unit(r16, w, i, r, blk);
+                unpack(blk, 0, &u);
+            } else {
+                unpack(w + (size_t)r * w_row, i, &u);
+            }
             for (int p = 0; p < IQ_PAIRS; p++) {
                 const int ls = u.ls[p / 4];
                 o->w[p][r][0] = (int16_t)(ls * u.v[2 * p]);
@@ -163,8 +174,9 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     struct iq_strip *s1 = j->scratch + (size_t)ith * (size_t)j->nb * (swiglu ? 2 : 1), *s2 = s1 + j->nb;
     for (int64_t rb = r0; rb < r1; rb += IQ_ROWS) {
         const int nr = (int)(r1 - rb < IQ_ROWS ? r1 - rb : IQ_ROWS);
-        iq_pack(j->unpack, (const char *)a->w + rb * j->w_row, j->w_row, nr, j->nb, s1);
-        if (swiglu) iq_pack(j->unpack, (const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
+        const size_t at = j->r16 ? (size_t)(rb / IQ_ROWS) * j->strip_bytes : (size_t)rb * j->w_row;
+        iq_pack(j->unpack, j->r16, (const char *)a->w + at, j->w_row, nr, j->nb, s1);
+        if (swiglu) iq_pack(j->unpack, j->r16, (const char *)a->w2 + at, j->w_row, nr, j->nb, s2);
         for (int64_t tb = 0; tb < a->n_tokens; tb += IQ_TOK) {
             const int nt = (int)(a->n_tokens - tb < IQ_TOK ? a->n_tokens - tb : IQ_TOK);
             const int32_t *x = j->x16 + tb * j->nb * IQ_PAIRS;
@@ -195,8 +207,11 @@ infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
     char *raw = xmalloc(strips + xb + sizeof(float) * (size_t)nb * (size_t)a->n_tokens + 64);
     if (!raw) return INFER_OOM("cpu_mm_iq scratch");
     struct iq_strip *scratch = (struct iq_strip *)(raw + (64 - (uintptr_t)raw % 64));
-    struct iq_job j = {.a = a, .unpack = cpu_iq_unpacker(a->type), .has_min = a->type == INFER_TYPE_Q2_K, .w_row = quant_row_bytes(a->type, a->n_in),
-                       .x_row = cpu_act_row_bytes(a->type, a->n_in), .nb = nb, .scratch = scratch,
+    const int32_t type = cpu_r16_base(a->type);
+    struct iq_job j = {.a = a, .unpack = cpu_iq_unpacker(type), .has_min = type == INFER_TYPE_Q2_K,
+                       .r16 = cpu_r16_is(a->type) ? type : 0, .w_row = quant_row_bytes(type, a->n_in),
+                       .strip_bytes = cpu_r16_is(a->type) ? cpu_r16_bytes(type, a->n_in, IQ_ROWS) : 0,
+                       .x_row = cpu_act_row_bytes(type, a->n_in), .nb = nb, .scratch = scratch,
                        .x16 = (int32_t *)((char *)scratch + strips)};
     j.dx = (float *)((char *)j.x16 + xb);
     pool_for(p, a->n_tokens, 1, iq_act_rows, &j);

@@ -8,7 +8,8 @@
  * weights (3 tokens or more), Q2_K or Q3_K (6 or more), this CPU's (or the variant's) ISA level. Every element equals what cpu_mm's
  * row-by-row dots give (and the scalar reference dot) bit for bit. */
 int cpu_mm_iq_takes(const struct mm_args *a);
-/* y = epilogue(W x) for a call cpu_mm_iq_takes; a is already validated by cpu_mm. */
+/* y = epilogue(W x) for a call cpu_mm_iq_takes, or for Q2_K / Q3_K strips of mm_r16.c (a->type | CPU_R16, more than 8
+ * tokens, AVX-512 VNNI); a is already validated by cpu_mm / cpu_mm_r16. */
 infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p);
 
 #endif

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "mm_iq.h"
 #include "mm_kq.h"
 #include "mm_q32.h"
 #include "mm_r16.h"
@@ -30,6 +31,8 @@
 /* dwords per block in the strip layout of the 256-value types; 0 for another type */
 static int r16_block_dwords(int32_t type) {
     switch (type) {
+    case INFER_TYPE_Q2_K: return (int)(sizeof(block_q2_K) / 4);
+    case INFER_TYPE_Q3_K: return (int)((sizeof(block_q3_K) + 3) / 4);
     case INFER_TYPE_Q4_K: return (int)(sizeof(block_q4_K) / 4);
     case INFER_TYPE_Q5_K: return (int)(sizeof(block_q5_K) / 4);
     case INFER_TYPE_Q6_K: return (int)((sizeof(block_q6_K) + 3) / 4);
@@ -95,13 +98,13 @@ static void r16_pack_q32(int32_t type, const char *const rows[CPU_R16_ROWS], cha
             }
 }
 
-/* The inverse: lane r of the unit back into blocks 2i, 2i + 1 of the row. */
-static void r16_unpack_q32(int32_t type, const char *unit, char *row, int r, int64_t i) {
+/* The inverse: lane r of the unit back into its two blocks (dst). */
+static void r16_unpack_q32(int32_t type, const char *unit, char *dst, int r) {
     const struct r16_q32_fields f = r16_q32_fields_of(type);
     const int qh0 = cpu_r16_q32_qh(type), qs0 = cpu_r16_q32_qs(type);
     const uint32_t flip = type == INFER_TYPE_Q8_0 ? 0x80808080u : 0;
     for (int e = 0; e < 2; e++) {
-        char *b = row + (2 * i + e) * (int64_t)f.bs;
+        char *b = dst + e * (int64_t)f.bs;
         memcpy(b, unit + r16_q32_hdr_at(&f, e, r), f.hdr);
         if (cpu_r16_q32_q5(type)) memcpy(b + f.qh, unit + 64 * (qh0 + e) + 4 * r, 4);
         for (int g = 0; g < cpu_r16_q32_dwords(type); g++) {
@@ -140,16 +143,16 @@ static void r16_pack_unit(int32_t type, const char *const rows[CPU_R16_ROWS], ch
     }
 }
 
-/* The inverse: lane r%16 of the strip's unit i back into the row's unit i. */
-static void r16_unpack_unit(int32_t type, const char *unit, char *row, int r, int64_t i) {
+/* The inverse: lane r of a strip's unit back into the file's layout (dst). */
+static void r16_unpack_unit(int32_t type, const char *unit, char *dst, int r) {
     if (cpu_r16_q32(type)) {
-        r16_unpack_q32(type, unit, row, r, i);
+        r16_unpack_q32(type, unit, dst, r);
         return;
     }
     const size_t bb = quant_row_bytes(type, QK_K);
     uint8_t blk[64 * 4];
     for (int o = 0; o < r16_block_dwords(type); o++) memcpy(blk + 4 * o, unit + 64 * cpu_r16_pos(type, o) + 4 * r, 4);
-    memcpy(row + i * (int64_t)bb, blk, bb);
+    memcpy(dst, blk, bb);
 }
 
 void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst) {
@@ -166,10 +169,14 @@ void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, vo
 
 void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void *dst) {
     const int64_t nu = n_in / r16_unit_values(type);
-    const size_t ub = (size_t)r16_unit_vectors(type) * 64;
+    const size_t ub = (size_t)r16_unit_vectors(type) * 64, rb = quant_row_bytes(type, r16_unit_values(type));
     const char *strip = (const char *)r16 + (row / CPU_R16_ROWS) * nu * (int64_t)ub;
     for (int64_t i = 0; i < nu; i++)
-        r16_unpack_unit(type, strip + i * (int64_t)ub, dst, (int)(row % CPU_R16_ROWS), i);
+        r16_unpack_unit(type, strip + i * (int64_t)ub, (char *)dst + i * (int64_t)rb, (int)(row % CPU_R16_ROWS));
+}
+
+void cpu_r16_unit(int32_t type, const void *strip, int64_t i, int r, void *dst) {
+    r16_unpack_unit(type, (const char *)strip + i * 64 * (int64_t)r16_unit_vectors(type), dst, r);
 }
 
 #if defined(__x86_64__)
@@ -424,6 +431,119 @@ R16_AVX512 R16_INLINE void r16_tile_iq4(const char *strip, int64_t nb, const cha
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
+/* Q2_K: block dwords 0..3 the 16 scale bytes (low nibble scale, high nibble min of sub-block j = byte j), 4..19 qs,
+ * 20 d | dmin. qs dword 8h+u (h the half) holds in bits 2k of its bytes the elements 128h + 32k + 4u.., of
+ * sub-block 8h + 2k + u/4. Per half 4 shifts x 2 sub-blocks: 8 independent sums per token. */
+R16_AVX512 R16_INLINE void r16_tile_q2(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
+                                       float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int32_t type = INFER_TYPE_Q2_K;
+    const __m512i m3 = _mm512_set1_epi8(3), zero = _mm512_setzero_si512();
+    const __m512i pick[2] = {r16_pick(0x80018000u), r16_pick(0x80038002u)};
+    __m512 acc[R16_TOK];
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_K *y[R16_TOK];
+        const char *b = r16_block(strip, r16_block_dwords(type), i, x, x_row, nt, y);
+        const __m512i dd = r16_v(b, type, 20);
+        const __m512i sc[4] = {r16_v(b, type, 0), r16_v(b, type, 1), r16_v(b, type, 2), r16_v(b, type, 3)};
+        __m512i sumi[R16_TOK];
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __m512i s[4][2][R16_TOK];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[k][e][t] = zero;
+            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
+                const __m512i v = r16_v(b, type, 4 + 8 * h + u);
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                    const __m512i q = _mm512_and_si512(_mm512_srli_epi32(v, 2 * k), m3);
+                    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                        s[k][u / 4][t] = _mm512_dpbusd_epi32(s[k][u / 4][t], q, r16_x4(y[t], 32 * h + 8 * k + u));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                const int j = 8 * h + 2 * k + e;
+                const __m512i scj = _mm512_and_si512(r16_byte(sc[j / 4], j % 4), _mm512_set1_epi32(0xF));
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[k][e][t], scj));
+            }
+        }
+        /* the mins (high nibbles) as int16 pairs (m_2k, m_2k+1) against the bsums pairs */
+        __m512i mp[8];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+            mp[k] = _mm512_and_si512(_mm512_srli_epi16(_mm512_shuffle_epi8(sc[k / 2], pick[k % 2]), 4), _mm512_set1_epi16(0xF));
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+            __m512i summ = zero;
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                int32_t pr;
+                memcpy(&pr, y[t]->bsums + 2 * k, 4);
+                summ = _mm512_add_epi32(summ, _mm512_madd_epi16(mp[k], _mm512_set1_epi32(pr)));
+            }
+            acc[t] = r16_step_k4(acc[t], dd, y[t]->d, sumi[t], summ);
+        }
+    }
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
+/* Q3_K: block dwords 0..7 hmask, 8..23 qs (as Q2_K's), 24..26 the packed scales, 27 d. Element 128h + 32k + l has
+ * its third bit in bit 4h + k of hmask byte l; the code (q | h << 2) is the value + 4, the 4 taken back through the
+ * bsums. Sub-block scales: blocks_q3_K_scale in lanes. */
+R16_AVX512 R16_INLINE void r16_tile_q3(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
+                                       float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int32_t type = INFER_TYPE_Q3_K;
+    const __m512i m3 = _mm512_set1_epi8(3), c4 = _mm512_set1_epi8(4), zero = _mm512_setzero_si512();
+    __m512 acc[R16_TOK];
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_K *y[R16_TOK];
+        const char *b = r16_block(strip, r16_block_dwords(type), i, x, x_row, nt, y);
+        const __m512i dd = r16_v(b, type, 27);
+        const __m512i sv[3] = {r16_v(b, type, 24), r16_v(b, type, 25), r16_v(b, type, 26)};
+        __m512i scl[16]; /* the signed 6-bit scales as int32 lanes */
+        _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
+            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(r16_byte(sv[(j % 8) / 4], j % 4), 4 * (j / 8)),
+                                                _mm512_set1_epi32(0xF));
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(r16_byte(sv[2], j % 4), 2 * (j / 4)), _mm512_set1_epi32(3));
+            scl[j] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+        }
+        __m512i sumi[R16_TOK];
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __m512i s[4][2][R16_TOK];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[k][e][t] = zero;
+            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
+                const __m512i hm = r16_v(b, type, u), v = r16_v(b, type, 8 + 8 * h + u);
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                    const int g = 4 * h + k; /* hmask bit g to bit 2 of each byte */
+                    const __m512i hb = _mm512_and_si512(g >= 2 ? _mm512_srli_epi32(hm, g - 2) : _mm512_slli_epi32(hm, 2 - g), c4);
+                    const __m512i q = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 2 * k), m3), hb);
+                    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                        s[k][u / 4][t] = _mm512_dpbusd_epi32(s[k][u / 4][t], q, r16_x4(y[t], 32 * h + 8 * k + u));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                const int j = 8 * h + 2 * k + e;
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[k][e][t], scl[j]));
+            }
+        }
+        /* the + 4: 4 Σ_j sc_j·bsums_j, the scales as int16 pairs (sc_2k, sc_2k+1) against the bsums pairs */
+        __m512i sp[8];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+            sp[k] = _mm512_or_si512(_mm512_and_si512(scl[2 * k], _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(scl[2 * k + 1], 16));
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+            __m512i c = zero;
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                int32_t pr;
+                memcpy(&pr, y[t]->bsums + 2 * k, 4);
+                c = _mm512_add_epi32(c, _mm512_madd_epi16(sp[k], _mm512_set1_epi32(pr)));
+            }
+            acc[t] = r16_step_off(acc[t], dd, y[t]->d, sumi[t], _mm512_slli_epi32(c, 2));
+        }
+    }
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
 /* 4 activation bytes at p in every lane */
 R16_AVX512 R16_INLINE __m512i r16_x4b(const char *p) {
     int32_t v;
@@ -503,6 +623,12 @@ R16_AVX512 R16_INLINE void r16_tile_q32(int32_t type, const char *strip, int64_t
             R16_TILE_Q32(INFER_TYPE_Q5_1, n)                                                                       \
             R16_TILE_Q32(INFER_TYPE_IQ4_NL, n)                                                                     \
             R16_TILE_Q32(INFER_TYPE_MXFP4, n)                                                                      \
+        case INFER_TYPE_Q2_K:                                                                                      \
+            r16_tile_q2(strip, nb, x, x_row, n, out);                                                              \
+            break;                                                                                                 \
+        case INFER_TYPE_Q3_K:                                                                                      \
+            r16_tile_q3(strip, nb, x, x_row, n, out);                                                              \
+            break;                                                                                                 \
         case INFER_TYPE_Q4_K:                                                                                      \
             r16_tile_k4(strip, nb, x, x_row, n, 0, out);                                                           \
             break;                                                                                                 \
@@ -571,7 +697,10 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
         a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
         return infer_fail(INFER_E_ARG, "cpu_mm_r16: missing pointer or bad epilogue %d", a->epilogue);
     const int q32 = cpu_r16_q32(type);
-    if (a->n_tokens > CPU_R16_MAX_TOKENS) return q32 ? cpu_mm_q32(a, p) : cpu_mm_kq(a, p);
+    if (a->n_tokens > CPU_R16_MAX_TOKENS) {
+        if (q32) return cpu_mm_q32(a, p);
+        return type == INFER_TYPE_Q2_K || type == INFER_TYPE_Q3_K ? cpu_mm_iq(a, p) : cpu_mm_kq(a, p);
+    }
     struct r16_job j = {.a = a, .type = type, .nb = a->n_in / (q32 ? QK8_0 : QK_K),
                         .strip_bytes = cpu_r16_bytes(type, a->n_in, CPU_R16_ROWS),
                         .x_row = cpu_act_row_bytes(type, a->n_in)};

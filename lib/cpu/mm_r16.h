@@ -15,9 +15,13 @@ static inline int32_t cpu_r16_base(int32_t type) { return type & ~(int32_t)CPU_R
  * so that a strip streams from memory front to back (read out of order, a block streams at half the speed on Zen 4).
  * Q4_K: d, dmin | scales, then qs dword 8p+u at 4u+p; Q5_K: likewise with qh dword u before qs dwords 8p+u; Q6_K:
  * scales and d first, then per half h, u = 0..3 and u + 4 in turn, the ql dwords 16h+u, 16h+8+u and the qh dword
- * 32+8h+u; IQ4_XS: d | scales_h, scales_l, then qs dword 4j+u at 16(j/4) + 4u + j%4. */
+ * 32+8h+u; IQ4_XS: d | scales_h, scales_l, then qs dword 4j+u at 16(j/4) + 4u + j%4; Q2_K: d | dmin, then the
+ * scales and qs as stored; Q3_K: d, the scales, hmask dword u and qs dword 8+u in turn, then qs 16..23 (the second
+ * half reads hmask again, from cache). */
 static inline int cpu_r16_pos(int32_t type, int d) {
     switch (type) {
+    case INFER_TYPE_Q2_K: return (d + 1) % 21;
+    case INFER_TYPE_Q3_K: return d == 27 ? 0 : d >= 24 ? d - 23 : d < 8 ? 4 + 2 * d : d < 16 ? 5 + 2 * (d - 8) : d + 4;
     case INFER_TYPE_Q4_K: return d < 4 ? d : 4 + 4 * ((d - 4) % 8) + (d - 4) / 8;
     case INFER_TYPE_Q5_K: return d < 4 ? d : d < 12 ? 4 + 5 * (d - 4) : 5 + 5 * ((d - 12) % 8) + (d - 12) / 8;
     case INFER_TYPE_Q6_K: {
@@ -48,17 +52,21 @@ static inline int cpu_r16_q32_dwords(int32_t type) { return type == INFER_TYPE_Q
 static inline int cpu_r16_q32_vectors(int32_t type) { return cpu_r16_q32_qs(type) + 2 * cpu_r16_q32_dwords(type); }
 
 /* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: the 32-value
- * types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (n_in a multiple of 64), Q4_K, Q5_K, Q6_K and IQ4_XS on AVX-512
- * VNNI. */
+ * types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (n_in a multiple of 64), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
+ * on AVX-512 VNNI. */
 int cpu_r16_takes(int32_t type, int64_t n_in);
-/* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q6_K: 2 bytes more per block, MXFP4
- * 1 more, the others the file's size). */
+/* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q3_K, Q6_K: 2 bytes more per block,
+ * MXFP4 1 more, the others the file's size). */
 size_t cpu_r16_bytes(int32_t type, int64_t n_in, int64_t n_out);
 /* dst (cpu_r16_bytes, any alignment) = the repacked form of src's n_out rows. */
 void cpu_r16_pack(int32_t type, const void *src, int64_t n_in, int64_t n_out, void *dst);
 /* Row `row` of a repacked matrix back in the file's layout (quant_row_bytes bytes into dst). */
 void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void *dst);
-/* y = epilogue(W x) for a repacked W (a->type | CPU_R16): 1..8 tokens here, more through mm_kq.c's or mm_q32.c's GEMM. */
+/* Unit i (a 256-value block; the 32-value types: two blocks) of row r (0..15) of one strip back in the file's
+ * layout into dst: the GEMMs that unpack rows block by block (mm_iq.c) read strips through it. */
+void cpu_r16_unit(int32_t type, const void *strip, int64_t i, int r, void *dst);
+/* y = epilogue(W x) for a repacked W (a->type | CPU_R16): 1..8 tokens here, more through the GEMMs of mm_kq.c,
+ * mm_q32.c or mm_iq.c (Q2_K, Q3_K). */
 infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p);
 
 #endif
