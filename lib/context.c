@@ -463,6 +463,7 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     if (!c || !b) return infer_fail(INFER_E_ARG, "infer_decode: %s is NULL", c ? "batch" : "context");
     c->n_tokens = 0; /* logits of the previous batch are gone whatever happens */
     forward_head_stage(c)->logits_ready = 0;
+    c->tp_head_pending = 0;
     c->spec_kept = 0;
     TRY(ctx_validate(c, b, &n_out));
     TRY(tp_send(c, TP_MSG_DECODE, b, 0, 0, 0));
@@ -487,6 +488,7 @@ const float *infer_logits(const infer_ctx *c, int32_t i) {
      * logically unchanged (hence the non-const head stage) */
     infer_ctx *h = forward_head_stage(c);
     if (!h->on_device) return h->logits + (size_t)c->out_row[i] * n_vocab;
+    if (c->tp_head_pending && forward_tp_gather(c->tp[0]) != INFER_OK) return NULL; /* reduced on first need */
     if (!h->logits_ready) {
         if (h->be->ops->download(h->be, h->logits_host, h->logits, (size_t)c->n_out * n_vocab * sizeof(float)) !=
             INFER_OK)

@@ -123,6 +123,10 @@ struct infer_ctx {
      * of its part of the reduce into rank 0's logits */
     int64_t head_v0, head_rows;
     float *head_part, *head_sum;
+    /* (the public context of a group of several ranks in this process) the last batch's rows of logits still in
+     * the ranks' head_part, not yet reduced into rank 0's logits (forward_tp_gather: on first need, so that a greedy
+     * infer_sample never moves the vocabulary), and the reduces run so far (the tests) */
+    int32_t tp_head_pending, tp_gathers;
     /* a group over several processes (the model's tp_world > tp_n; tp_serve.c; else NULL): the public context's
      * message to the other processes (rank 0's batches and sequence edits), in host memory and in each local rank's
      * device memory */
@@ -206,6 +210,8 @@ enum { TP_MSG_HEADER = 8 };
 static inline size_t tp_msg_ints(int32_t n_batch) { return TP_MSG_HEADER + 3 * (size_t)n_batch; }
 /* The pass of a tensor-parallel group (forward_tp.c), over tokens already validated into c (its rank 0). */
 infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out);
+/* The pending rows of logits (tp_head_pending) reduced into rank 0's logits; nothing when none are pending. */
+infer_status forward_tp_gather(struct infer_ctx *c);
 /* The FFN block of layer il (dense, MoE, MoE + shared expert), residual included. */
 infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 

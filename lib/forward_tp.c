@@ -6,7 +6,9 @@
  * rank 0's last product adds the residual, the others' write their partial sum into x) and one all-reduce of x
  * adds them up, leaving the same bits on every rank (so the next block's norms and routing agree everywhere). Each
  * rank computes the logits of its vocabulary rows of the head, and one reduce per CTX_TP_HEAD_ROWS outputs gathers
- * them into rank 0's logits. NCCL needs a thread driving several devices to queue each collective on all of them in one
+ * them into rank 0's logits: with every rank in this process on first need (infer_logits, a sampler that needs the
+ * whole row), so that greedy sampling (sampler.c) compares one candidate per rank instead of moving the vocabulary;
+ * with followers in other processes at once (they run the reduce in step with rank 0's batches). NCCL needs a thread driving several devices to queue each collective on all of them in one
  * group, so the ranks' ops are queued block by block, in rank order, between the all-reduces. With the group over
  * several processes (hosts), each runs this pass for its own ranks, the others following rank 0's batches
  * (tp_serve.c). No CUDA graphs yet: every op is launched each step.
@@ -26,16 +28,29 @@ static infer_status forward_tp_allreduce(struct infer_ctx *c, int32_t n_tokens) 
     return backend_cuda_allreduce(bes, bufs, c->tp_n, (size_t)n_tokens * (size_t)c->m->hp.n_embd);
 }
 
-/* The logits of the n_out asked rows into rank 0's: the whole head there when the group is one rank; else each
- * rank's rows into its head_part, then, CTX_TP_HEAD_ROWS outputs at a time, each rank places its logits at its
- * columns of zeroed full rows (rank 0: its logits) and a reduce sums them into rank 0's. Every other column is a zero,
- * so each logit arrives exactly as its rank computed it. */
+/* The logits of the n_out asked rows: the whole head on rank 0 when the group is one rank; else each rank's rows
+ * into its head_part, gathered now (followers in other processes) or when first needed (forward_tp_gather). */
 static infer_status forward_tp_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
     if (c->head_rows == 0) return c->tp_rank == 0 ? forward_head(c, n_tokens, n_out) : INFER_OK;
     if (n_out == 0) return INFER_OK;
-    const int64_t V = c->m->hp.n_vocab;
     for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_head_to(c->tp[r], n_tokens, n_out, c->tp[r]->head_part));
+    c->tp_head_pending = n_out;
+    if (c->tp_msg_host) TRY(forward_tp_gather(c));
+fail:
+    return st;
+}
+
+/* CTX_TP_HEAD_ROWS outputs at a time, each rank places its logits at its columns of zeroed full rows (rank 0: its
+ * logits) and a reduce sums them into rank 0's. Every other column is a zero, so each logit arrives exactly as its
+ * rank computed it. */
+infer_status forward_tp_gather(struct infer_ctx *c) {
+    infer_status st = INFER_OK;
+    const int32_t n_out = c->tp_head_pending;
+    if (n_out <= 0) return INFER_OK;
+    c->tp_head_pending = 0;
+    c->tp_gathers++;
+    const int64_t V = c->m->hp.n_vocab;
     for (int32_t t0 = 0; t0 < n_out; t0 += CTX_TP_HEAD_ROWS) {
         const int32_t nt = n_out - t0 < CTX_TP_HEAD_ROWS ? n_out - t0 : CTX_TP_HEAD_ROWS;
         struct infer_backend *bes[INFER_MAX_DEVICES];

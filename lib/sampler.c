@@ -330,6 +330,69 @@ static infer_status sampler_ctx_buf(infer_ctx *c, const infer_sampler *s, size_t
     return st;
 }
 
+/* Greedy sampling over a tensor-parallel group whose logits are not gathered yet (forward_tp.c): each rank's sample
+ * op takes the argmax of its own vocabulary rows (the window's penalties of those rows), and the best of the ranks'
+ * picks is the token, ties to the lowest id as in the whole row (the ranks hold ascending rows): an int and a float
+ * per rank cross the bus instead of the row. *pick stays SAMPLE_REFUSED when a rank's backend cannot. */
+static infer_status sample_tp_greedy(infer_ctx *c, infer_sampler *s, int32_t row, int32_t *pick) {
+    infer_status st = INFER_OK;
+    const int32_t n_pen = sampler_penalty_pairs(s, s->pairs);
+    int32_t *loc = xmalloc((size_t)(n_pen > 0 ? n_pen : 1) * 2 * sizeof *loc);
+    if (!loc) return INFER_OOM("infer_sample: a rank's penalty pairs");
+    float best = 0.0f;
+    int32_t best_id = -1, refused = 0;
+    for (int32_t r = 0; r < c->tp_n && !refused; r++) {
+        infer_ctx *k = c->tp[r];
+        const int64_t v0 = k->head_v0, rows = k->head_rows;
+        int32_t n_loc = 0;
+        for (int32_t j = 0; j < n_pen; j++)
+            if (s->pairs[2 * j] >= v0 && s->pairs[2 * j] < v0 + rows) {
+                loc[2 * n_loc] = s->pairs[2 * j] - (int32_t)v0;
+                loc[2 * n_loc + 1] = s->pairs[2 * j + 1];
+                n_loc++;
+            }
+        size_t pen_off, scr_off;
+        TRY(sampler_ctx_buf(k, s, &pen_off, &scr_off));
+        char *b = k->sample_buf;
+        if (n_loc) TRY(k->be->ops->upload(k->be, b + pen_off, loc, (size_t)n_loc * 2 * sizeof(int32_t)));
+        const float *l = k->head_part + (size_t)row * (size_t)rows;
+        const struct sample_args a = {.logits = l, .stride = rows, .n_rows = 1, .n_vocab = (int32_t)rows,
+                                      .pen = n_loc ? (const int32_t *)(b + pen_off) : NULL, .n_pen = n_loc,
+                                      .repeat_penalty = s->p.repeat_penalty, .frequency_penalty = s->p.frequency_penalty,
+                                      .presence_penalty = s->p.presence_penalty, .top_k = s->p.top_k,
+                                      .top_p = s->p.top_p, .min_p = s->p.min_p, .temp = s->p.temp, .u = NULL,
+                                      .out = (int32_t *)(b + 8), .scratch = b + scr_off};
+        st = k->be->ops->sample ? k->be->ops->sample(k->be, &a) : INFER_E_UNSUPPORTED;
+        if (st == INFER_E_UNSUPPORTED) {
+            st = INFER_OK;
+            refused = 1;
+            break;
+        }
+        TRY(st);
+        int32_t p = SAMPLE_REFUSED;
+        float v = 0.0f;
+        TRY(k->be->ops->download(k->be, &p, b + 8, sizeof p));
+        if (p < 0 || p >= rows) {
+            refused = 1;
+            break;
+        }
+        TRY(k->be->ops->download(k->be, &v, l + p, sizeof v));
+        /* the value the rank's op compared: NaN as -inf, then its penalty */
+        v = isnan(v) ? -INFINITY : v;
+        const int32_t seen = n_pen ? s->count[v0 + p] : 0;
+        if (seen > 0) v = sample_penalise(v, seen, s->p.repeat_penalty, s->p.frequency_penalty, s->p.presence_penalty);
+        if (best_id < 0 || v > best) {
+            best = v;
+            best_id = (int32_t)v0 + p;
+        }
+        c->bus_bytes += sizeof p + sizeof v;
+    }
+    if (!refused) *pick = best_id;
+fail:
+    xfree(loc);
+    return st;
+}
+
 infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *token) {
     infer_status st = INFER_OK;
     if (token) *token = -1;
@@ -344,7 +407,9 @@ infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *to
     const double u = sampler_is_greedy(s) ? 0.0 : sampler_uniform(s);
     int32_t pick = SAMPLE_REFUSED;
     infer_ctx *h = forward_head_stage(c); /* where the logits are */
-    if (h->be->ops->sample) {
+    if (c->tp_head_pending && sampler_is_greedy(s)) TRY(sample_tp_greedy(c, s, c->out_row[t], &pick));
+    if (pick == SAMPLE_REFUSED && c->tp_head_pending) TRY(forward_tp_gather(c)); /* the whole row, on rank 0 */
+    if (pick == SAMPLE_REFUSED && h->be->ops->sample) {
         size_t pen_off, scr_off;
         TRY(sampler_ctx_buf(h, s, &pen_off, &scr_off));
         char *b = h->sample_buf;

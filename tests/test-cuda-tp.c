@@ -24,6 +24,8 @@
  *   - (emulator) a load with -ngl auto (the plan's fit over the group) and a context hold on each device exactly the
  *     plan's bytes for it (qwen35moe over 2, qwen3moe over devices 1 and 2 of 4, llama over 4 with replicated KV
  *     heads), nothing outside the group, the load's ranks on the plan's devices;
+ *   - greedy infer_sample with a repeat penalty picks one device's tokens without gathering the vocabulary (each
+ *     rank's argmax of its rows compared), and infer_logits afterwards gathers the row once;
  *   - MTP drafting under -sm tensor is refused (the head is on a GPU, as with one device).
  */
 #include <signal.h>
@@ -270,6 +272,29 @@ static int greedy(infer_ctx *c, int32_t n_vocab, int32_t *out) {
     return 1;
 }
 
+/* Greedy tokens through infer_sample with a repeat penalty over N_GREEDY steps; *gathers: the head reduces the context
+ * ran meanwhile (-1 for a context that is no group). */
+static int sampled(infer_ctx *c, int32_t *out, int *gathers) {
+    infer_sampler_params sp = infer_sampler_params_default();
+    sp.temp = 0;
+    sp.repeat_penalty = 1.5f;
+    sp.penalty_last_n = 16;
+    infer_sampler *s = NULL;
+    if (infer_sampler_create(&sp, infer_vocab_size(c->m), &s) != INFER_OK) return 0;
+    const int32_t prompt[4] = {7, 3, 11, 5};
+    infer_batch b = {4, prompt, NULL, NULL, NULL};
+    int ok = infer_decode(c, &b) == INFER_OK;
+    const int g0 = c->tp_gathers;
+    for (int i = 0; ok && i < N_GREEDY; i++) {
+        ok = infer_sample(c, s, -1, &out[i]) == INFER_OK;
+        infer_batch d = {1, &out[i], NULL, NULL, NULL};
+        ok = ok && infer_decode(c, &d) == INFER_OK;
+    }
+    *gathers = c->tp_n > 1 ? c->tp_gathers - g0 : -1;
+    infer_sampler_free(s);
+    return ok;
+}
+
 /* The head cut at vocabulary rows: rank r of n holds rows V*r/n .. V*(r+1)/n - 1 (worked here, not by tp.c), a tied
  * head's rows on rank 0 being those rows of its whole token table, and its context computes them. */
 static void check_head_rows(const infer_model *a, const infer_ctx *ca, const char *what) {
@@ -321,6 +346,19 @@ static void check_same(const char *arch, const char *ftype, int32_t n_dev, void 
         for (int32_t r = 0; ca && r < n_dev; r++) ok &= ca->tp[r]->kv->row == a->tp_view[r]->hp.n_head_kv * a->hp.head_dim;
         T_CHECK(ok, "%s: each rank's K/V rows are its own heads'", what);
         if (ca && n_dev > 1) check_head_rows(a, ca, what);
+        /* greedy sampling over the group compares one pick per rank: no reduce of the vocabulary, the tokens one
+         * device's (penalties mapped to each rank's rows); asked for afterwards, the logits are gathered once */
+        infer_ctx_free(ca), infer_ctx_free(cb);
+        ca = make_ctx(a, 0), cb = make_ctx(b, 0);
+        int gathers = 0, unused = 0;
+        T_CHECK(ca && cb && sampled(ca, ga, &gathers) && sampled(cb, gb, &unused) && !memcmp(ga, gb, sizeof ga),
+                "%s: infer_sample's greedy tokens with a repeat penalty equal to one device's", what);
+        if (ca && n_dev > 1) {
+            T_CHECK(gathers == 0, "%s: greedy sampling reduced the vocabulary %d times, expected none", what, gathers);
+            const int before = ca->tp_gathers;
+            T_CHECK(infer_logits(ca, -1) && infer_logits(ca, -1) && ca->tp_gathers == before + 1,
+                    "%s: infer_logits after sampling gathers the row once (%d)", what, ca->tp_gathers - before);
+        }
     }
     pair_stats_free(&s);
     infer_ctx_free(ca), infer_ctx_free(cb), infer_model_free(a), infer_model_free(b);
