@@ -32,7 +32,7 @@ enum { MF_ROWS = 4, MF_TOK = 3, MF_CHUNK_BYTES = 512 * 1024 };
 
 struct mf_job {
     const struct mm_args *a;
-    const float *xr; /* n_tokens x n_in activations rounded as the dot rounds them */
+    const float *xr; /* n_tokens x n_in activations rounded as the dot rounds them (F32: a->x itself) */
     size_t w_row;    /* bytes per weight row */
     int64_t chunk;   /* tokens per sweep over the rows */
 };
@@ -125,7 +125,7 @@ static void mf_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
 }
 
 /* the activations of tokens t0..t1 rounded as the AVX-512 dot rounds them (the same instructions as mmv.c's): F16
- * to f16 (cvtps_ph, to nearest even), BF16 to bf16 (mmv_round_bf16_512's integer rounding), F32 as they are */
+ * to f16 (cvtps_ph, to nearest even), BF16 to bf16 (mmv_round_bf16_512's integer rounding) */
 MF_AVX512 static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     (void)ith;
     const struct mf_job *j = ctx;
@@ -133,10 +133,10 @@ MF_AVX512 static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) 
     float *xr = (float *)j->xr;
     for (int64_t i = t0 * a->n_in; i < t1 * a->n_in; i += 16) {
         const __m512 v = _mm512_loadu_ps(a->x + i);
-        __m512 r = v;
+        __m512 r;
         if (a->type == INFER_TYPE_F16) {
             r = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        } else if (a->type == INFER_TYPE_BF16) {
+        } else {
             const __m512i u = _mm512_castps_si512(v);
             const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
             const __m512i up = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
@@ -156,11 +156,13 @@ int cpu_mm_f_takes(const struct mm_args *a) {
 }
 
 infer_status cpu_mm_f(const struct mm_args *a, struct pool *p) {
-    float *xr = xmalloc(sizeof(float) * (size_t)a->n_in * (size_t)a->n_tokens);
-    if (!xr) return INFER_OOM("cpu_mm_f's activations");
+    const int f32 = a->type == INFER_TYPE_F32; /* its activations are used as they are */
+    float *xr = f32 ? NULL : xmalloc(sizeof(float) * (size_t)a->n_in * (size_t)a->n_tokens);
+    if (!f32 && !xr) return INFER_OOM("cpu_mm_f's activations");
     int64_t chunk = MF_CHUNK_BYTES / (a->n_in * (int64_t)sizeof(float)) / MF_TOK * MF_TOK;
-    struct mf_job j = {.a = a, .xr = xr, .w_row = quant_row_bytes(a->type, a->n_in), .chunk = chunk > MF_TOK ? chunk : MF_TOK};
-    pool_for(p, a->n_tokens, 1, mf_round_rows, &j);
+    struct mf_job j = {.a = a, .xr = f32 ? a->x : xr, .w_row = quant_row_bytes(a->type, a->n_in),
+                       .chunk = chunk > MF_TOK ? chunk : MF_TOK};
+    if (!f32) pool_for(p, a->n_tokens, 1, mf_round_rows, &j);
     pool_for(p, a->n_out, MF_ROWS, mf_rows, &j);
     xfree(xr);
     return INFER_OK;
