@@ -78,7 +78,7 @@ struct q32_job {
     int64_t nb;                 /* blocks per row */
     size_t strip_bytes;         /* repacked at load (mm_r16.c): bytes per strip of 16 rows; 0: the file's rows */
     struct q32_block *scratch;  /* per worker: nb blocks, twice for SwiGLU */
-    struct mm_q32_act *act;        /* n_tokens x nb */
+    struct mm_q32_act *act;     /* n_tokens x nb */
 };
 
 /* bit 4 of the codes of group g (elements 4g..4g+3) from 16 rows' qh words: the 4 bits spread to the

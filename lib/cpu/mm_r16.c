@@ -1,23 +1,25 @@
-/* mm_r16: Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS matrices repacked once at load into strips of 16 rows, and the AVX-512
- * VNNI matrix x 1..8 tokens that reads them (decode, speculative verification).
+/* mm_r16: matrices repacked once at load into strips of 16 rows (the 32-value types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * IQ4_NL, MXFP4, and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), and the AVX-512 VNNI matrix x 1..8 tokens that reads
+ * them (decode, speculative verification).
  *
  * Why: the row-by-row dots of mmv.c spend most of their instructions on horizontal sums and per-row scale
  * handling; one core did about 0.8x of llama.cpp's repacked decode. With 16 rows interleaved, vpdpbusd of one
  * 64-byte load against a token's 4 activation bytes broadcast gives the 16 rows' partial sums in the 16 int32
  * lanes, and every later step (sub-block scales, mins, the f32 block step) is one lane-wise vector op for 16 rows.
  *
- * Layout: strip s holds rows 16s..16s+15 (zero rows past n_out); per unit (a 256-value block; Q8_0: two 32-value
- * blocks) some vectors of 64 bytes, lane r (4 bytes) belonging to row 16s+r. For the 256-value types vector
+ * Layout: strip s holds rows 16s..16s+15 (zero rows past n_out); per unit (a 256-value block; the 32-value types:
+ * two blocks) some vectors of 64 bytes, lane r (4 bytes) belonging to row 16s+r. For the 256-value types vector
  * cpu_r16_pos(d) holds dword d of each row's block, so a gather of dword d of 16 rows (mm_kq.c's packers) becomes
- * one load; Q8_0's unit is the 16 rows' d's and then their quants + 128 (r16_pack_unit). The vectors go in the
- * order the kernels read them: a strip streams front to back (read out of order, a block streamed at half the
- * speed on Zen 4). The repacked matrix is the file's size (Q6_K's 210-byte blocks: 2 bytes more each), and a row
- * comes back byte for byte (cpu_r16_row).
+ * one load; a 32-value unit is its header (the d's, Q4_1 / Q5_1's d | m), Q5's qh, then the qs dwords (Q8_0's + 128:
+ * mm_r16.h). The vectors go in the order the kernels read them: a strip streams front to back (read out of order, a
+ * block streamed at half the speed on Zen 4; Q3_K's hmask interleaved with its qs: 9.0 -> 14.7 GB/s). The repacked
+ * matrix is the file's size (Q3_K's and Q6_K's blocks: 2 bytes more each, MXFP4's: 1), and a row comes back byte
+ * for byte (cpu_r16_row).
  *
  * Math: per (row, token) the same exact integer sums and the same f32 block steps, in the same order, as the
- * scalar dots of mmv.c and the GEMMs of mm_kq.c / mm_q32.c, so a repacked matrix gives the file's results bit for
- * bit at any batch size (test-ops, test-repack check it). Batches of more than 8 tokens go to those GEMMs, whose
- * packers read strips.
+ * scalar dots of mmv.c and the GEMMs of mm_kq.c / mm_q32.c / mm_iq.c, so a repacked matrix gives the file's results
+ * bit for bit at any batch size (test-ops, test-repack check it). Batches of more than 8 tokens go to those GEMMs,
+ * whose packers read strips.
  */
 #include <stddef.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* mm_strip: what the two strip GEMMs (mm_kq.c for K-quants and IQ4_XS, mm_q32.c for the 32-value types) share: the
- * tile of MM_STRIP_TOK tokens x MM_STRIP_ROWS weight rows one vpdpbusd sweep yields, its epilogue into y, and the
- * packers' row index and codebook table.
+/* mm_strip: what the strip GEMMs (mm_kq.c for K-quants and IQ4_XS, mm_q32.c for the 32-value types, mm_iq.c) and
+ * the load-time strips (mm_r16.c) share: the tile of MM_STRIP_TOK tokens x MM_STRIP_ROWS weight rows one vpdpbusd
+ * sweep yields, its epilogue into y, the packers' row index and codebook table, and the codes and scales of a
+ * 32-value strip unit.
  * Included by x86-64 code only. */
 #ifndef INFER_CPU_MM_STRIP_H
 #define INFER_CPU_MM_STRIP_H
