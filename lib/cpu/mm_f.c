@@ -23,6 +23,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "mm_strip.h"
+
 #define MF_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #define MF_INLINE static inline __attribute__((always_inline))
 
@@ -40,9 +42,8 @@ struct mf_job {
 /* 16 weights of row w from element i as f32 */
 MF_AVX512 MF_INLINE __m512 mf_load(int32_t type, const char *w, int64_t i) {
     if (type == INFER_TYPE_F32) return _mm512_loadu_ps((const float *)w + i);
-    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
-    if (type == INFER_TYPE_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    if (type == INFER_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i)));
+    return mm_strip_load_bf16((const uint16_t *)w + i);
 }
 
 /* out[t][r] = dot(row r, token t) for nr <= MF_ROWS rows and nt <= MF_TOK tokens (constants in every caller) */
@@ -124,8 +125,8 @@ static void mf_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     }
 }
 
-/* the activations of tokens t0..t1 rounded as the AVX-512 dot rounds them (the same instructions as mmv.c's): F16
- * to f16 (cvtps_ph, to nearest even), BF16 to bf16 (mmv_round_bf16_512's integer rounding) */
+/* the activations of tokens t0..t1 rounded as the AVX-512 dot rounds them: F16 to f16 (cvtps_ph, to nearest even),
+ * BF16 to bf16 (mm_strip_round_bf16, the dot's own) */
 MF_AVX512 static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     (void)ith;
     const struct mf_job *j = ctx;
@@ -133,15 +134,8 @@ MF_AVX512 static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) 
     float *xr = (float *)j->xr;
     for (int64_t i = t0 * a->n_in; i < t1 * a->n_in; i += 16) {
         const __m512 v = _mm512_loadu_ps(a->x + i);
-        __m512 r;
-        if (a->type == INFER_TYPE_F16) {
-            r = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        } else {
-            const __m512i u = _mm512_castps_si512(v);
-            const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-            const __m512i up = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-            r = _mm512_castsi512_ps(_mm512_and_si512(up, _mm512_set1_epi32((int)0xffff0000u)));
-        }
+        const __m512 r = a->type == INFER_TYPE_F16 ? _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT))
+                                                   : mm_strip_round_bf16(v);
         _mm512_storeu_ps(xr + i, r);
     }
 }

@@ -190,12 +190,6 @@ static void q32_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     mm_q32_act_fill(j->k->type, j->a->xq, j->x_row, j->nb, t0, t1, j->act);
 }
 
-Q32_AVX512 static inline __m512i q32_bcast(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* out[t][r] = the dot of strip row r with token t (x + t·x_row, its table act + t·nb), nt <= Q32_TOK
  * tokens; nt and q81 (Q8_1 activations, the min term) are constants in every caller, and the unroll
  * pragmas keep the per-token accumulators in registers (as in mm_kq.c). */
@@ -214,7 +208,7 @@ Q32_AVX512 Q32_INLINE void q32_tile(const struct q32_block *blk, int64_t nb, con
         _Pragma("GCC unroll 8") for (int g = 0; g < Q32_GROUPS; g++) {
             const __m512i wv = _mm512_loadu_si512(o->q[g]);
             _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
-                s[t] = _mm512_dpbusd_epi32(s[t], wv, q32_bcast(y + t * x_row + 4 * g));
+                s[t] = _mm512_dpbusd_epi32(s[t], wv, mm_strip_x4(y + t * x_row + 4 * g));
         }
         const __m512 d = _mm512_loadu_ps(o->d);
         _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {

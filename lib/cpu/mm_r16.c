@@ -201,11 +201,7 @@ R16_AVX512 R16_INLINE __m512i r16_v(const char *b, int32_t type, int d) {
 }
 
 /* 4 activation bytes (group g of a Q8_K block) in every lane */
-R16_AVX512 R16_INLINE __m512i r16_x4(const block_q8_K *y, int g) {
-    int32_t v;
-    memcpy(&v, y->qs + 4 * g, 4);
-    return _mm512_set1_epi32(v);
-}
+R16_AVX512 R16_INLINE __m512i r16_x4(const block_q8_K *y, int g) { return mm_strip_x4(y->qs + 4 * g); }
 
 /* Strip block i (nd vectors) and the nt tokens' Q8_K block i. */
 R16_AVX512 R16_INLINE const char *r16_block(const char *strip, int nd, int64_t i, const char *x, size_t x_row, int nt,
@@ -323,6 +319,90 @@ R16_AVX512 R16_INLINE void r16_tile_k4(const char *strip, int64_t nb, const char
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
+/* Σ_k p_k · (bsums[2k], bsums[2k+1]) per lane: p holds a row's eight int16 pairs of per-sub-block factors, y a token's
+ * Q8_K block (its sixteen 16-value sums) */
+R16_AVX512 R16_INLINE __m512i r16_bsums_dot(const __m512i p[8], const block_q8_K *y) {
+    __m512i c = _mm512_setzero_si512();
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        int32_t pr;
+        memcpy(&pr, y->bsums + 2 * k, 4);
+        c = _mm512_add_epi32(c, _mm512_madd_epi16(p[k], _mm512_set1_epi32(pr)));
+    }
+    return c;
+}
+
+/* Q2_K (q3 0) and Q3_K (q3 1). Q2_K block dwords: 0..3 the 16 scale bytes (low nibble the scale, high nibble the
+ * min of sub-block j = byte j), 4..19 qs, 20 d | dmin. Q3_K: 0..7 hmask, 8..23 qs, 24..26 the packed scales, 27 d.
+ * qs dword 8h+u (h the half) holds in bits 2k of its bytes the elements 128h + 32k + 4u.., of sub-block 8h + 2k +
+ * u/4; a Q3_K element 128h + 32k + l has its third bit in bit 4h + k of hmask byte l, and its code (q | h << 2) is
+ * the value + 4, the 4 taken back through the bsums (Q2_K's mins likewise). Per half 4 shifts x 2 sub-blocks: 8
+ * independent sums per token. */
+R16_AVX512 R16_INLINE void r16_tile_q23(int q3, const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
+                                        float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    const int32_t type = q3 ? INFER_TYPE_Q3_K : INFER_TYPE_Q2_K;
+    const int qs0 = q3 ? 8 : 4;
+    const __m512i m3 = _mm512_set1_epi8(3), c4 = _mm512_set1_epi8(4), zero = _mm512_setzero_si512();
+    const __m512i nib = _mm512_set1_epi32(0xF);
+    /* pshufb picking bytes (2k, 2k+1) of each dword as two int16: Q2_K's min pairs */
+    const __m512i pick[2] = {r16_pick(0x80018000u), r16_pick(0x80038002u)};
+    __m512 acc[R16_TOK];
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_K *y[R16_TOK];
+        const char *b = r16_block(strip, r16_block_dwords(type), i, x, x_row, nt, y);
+        const __m512i dd = r16_v(b, type, q3 ? 27 : 20);
+        /* the sub-block scales as int32 lanes: Q2_K's low nibbles; Q3_K's signed 6 bits (blocks_q3_K_scale) */
+        const __m512i sv[4] = {r16_v(b, type, q3 ? 24 : 0), r16_v(b, type, q3 ? 25 : 1), r16_v(b, type, q3 ? 26 : 2),
+                               q3 ? zero : r16_v(b, type, 3)};
+        __m512i scl[16];
+        _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
+            if (!q3) {
+                scl[j] = _mm512_and_si512(r16_byte(sv[j / 4], j % 4), nib);
+                continue;
+            }
+            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(r16_byte(sv[(j % 8) / 4], j % 4), 4 * (j / 8)), nib);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(r16_byte(sv[2], j % 4), 2 * (j / 4)), _mm512_set1_epi32(3));
+            scl[j] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+        }
+        __m512i sumi[R16_TOK];
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = zero;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __m512i s[4][2][R16_TOK];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[k][e][t] = zero;
+            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
+                const __m512i hm = q3 ? r16_v(b, type, u) : zero, v = r16_v(b, type, qs0 + 8 * h + u);
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                    __m512i q = _mm512_and_si512(_mm512_srli_epi32(v, 2 * k), m3);
+                    if (q3) { /* hmask bit g to bit 2 of each byte */
+                        const int g = 4 * h + k;
+                        q = _mm512_or_si512(q, _mm512_and_si512(g >= 2 ? _mm512_srli_epi32(hm, g - 2)
+                                                                       : _mm512_slli_epi32(hm, 2 - g), c4));
+                    }
+                    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                        s[k][u / 4][t] = _mm512_dpbusd_epi32(s[k][u / 4][t], q, r16_x4(y[t], 32 * h + 8 * k + u));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+                const int j = 8 * h + 2 * k + e;
+                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[k][e][t], scl[j]));
+            }
+        }
+        /* per sub-block pair the int16 factors of the bsums: Q2_K its mins (high nibbles), Q3_K its scales (x 4) */
+        __m512i sp[8];
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+            sp[k] = q3 ? _mm512_or_si512(_mm512_and_si512(scl[2 * k], _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(scl[2 * k + 1], 16))
+                       : _mm512_and_si512(_mm512_srli_epi16(_mm512_shuffle_epi8(sv[k / 2], pick[k % 2]), 4), _mm512_set1_epi16(0xF));
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
+            const __m512i c = r16_bsums_dot(sp, y[t]);
+            acc[t] = q3 ? r16_step_off(acc[t], dd, y[t]->d, sumi[t], _mm512_slli_epi32(c, 2))
+                        : r16_step_k4(acc[t], dd, y[t]->d, sumi[t], c);
+        }
+    }
+    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
 /* Q6_K: block dwords 0..31 ql, 32..47 qh, 48..51 the 16 signed scales, 52 d. For (h, u) the ql dwords 16h+u and
  * 16h+8+u and the qh dword 32+8h+u make groups 32h+8k+u (k 0..3): elements 128h+32k+4u.., sub-block 8h+2k+u/4.
  * u and u+4 at once: 8 independent sums per token. */
@@ -369,15 +449,8 @@ R16_AVX512 R16_INLINE void r16_tile_q6(const char *strip, int64_t nb, const char
         /* the -32 offset: Σ_j sc_j·bsums_j, the pairs (sc_2k, sc_2k+1) against (bsums[2k], bsums[2k+1]) */
         __m512i sp[8];
         _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) sp[k] = _mm512_srai_epi16(_mm512_shuffle_epi8(scv[k / 2], pick[k % 2]), 8);
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
-            __m512i c = zero;
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-                int32_t pr;
-                memcpy(&pr, y[t]->bsums + 2 * k, 4);
-                c = _mm512_add_epi32(c, _mm512_madd_epi16(sp[k], _mm512_set1_epi32(pr)));
-            }
-            acc[t] = r16_step_off(acc[t], dd, y[t]->d, sumi[t], _mm512_slli_epi32(c, 5));
-        }
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
+            acc[t] = r16_step_off(acc[t], dd, y[t]->d, sumi[t], _mm512_slli_epi32(r16_bsums_dot(sp, y[t]), 5));
     }
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
@@ -433,126 +506,6 @@ R16_AVX512 R16_INLINE void r16_tile_iq4(const char *strip, int64_t nb, const cha
     _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
 
-/* Q2_K: block dwords 0..3 the 16 scale bytes (low nibble scale, high nibble min of sub-block j = byte j), 4..19 qs,
- * 20 d | dmin. qs dword 8h+u (h the half) holds in bits 2k of its bytes the elements 128h + 32k + 4u.., of
- * sub-block 8h + 2k + u/4. Per half 4 shifts x 2 sub-blocks: 8 independent sums per token. */
-R16_AVX512 R16_INLINE void r16_tile_q2(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
-                                       float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
-    const int32_t type = INFER_TYPE_Q2_K;
-    const __m512i m3 = _mm512_set1_epi8(3), zero = _mm512_setzero_si512();
-    const __m512i pick[2] = {r16_pick(0x80018000u), r16_pick(0x80038002u)};
-    __m512 acc[R16_TOK];
-    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const block_q8_K *y[R16_TOK];
-        const char *b = r16_block(strip, r16_block_dwords(type), i, x, x_row, nt, y);
-        const __m512i dd = r16_v(b, type, 20);
-        const __m512i sc[4] = {r16_v(b, type, 0), r16_v(b, type, 1), r16_v(b, type, 2), r16_v(b, type, 3)};
-        __m512i sumi[R16_TOK];
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = zero;
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-            __m512i s[4][2][R16_TOK];
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)
-                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[k][e][t] = zero;
-            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
-                const __m512i v = r16_v(b, type, 4 + 8 * h + u);
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-                    const __m512i q = _mm512_and_si512(_mm512_srli_epi32(v, 2 * k), m3);
-                    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
-                        s[k][u / 4][t] = _mm512_dpbusd_epi32(s[k][u / 4][t], q, r16_x4(y[t], 32 * h + 8 * k + u));
-                }
-            }
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
-                const int j = 8 * h + 2 * k + e;
-                const __m512i scj = _mm512_and_si512(r16_byte(sc[j / 4], j % 4), _mm512_set1_epi32(0xF));
-                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
-                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[k][e][t], scj));
-            }
-        }
-        /* the mins (high nibbles) as int16 pairs (m_2k, m_2k+1) against the bsums pairs */
-        __m512i mp[8];
-        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-            mp[k] = _mm512_and_si512(_mm512_srli_epi16(_mm512_shuffle_epi8(sc[k / 2], pick[k % 2]), 4), _mm512_set1_epi16(0xF));
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
-            __m512i summ = zero;
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-                int32_t pr;
-                memcpy(&pr, y[t]->bsums + 2 * k, 4);
-                summ = _mm512_add_epi32(summ, _mm512_madd_epi16(mp[k], _mm512_set1_epi32(pr)));
-            }
-            acc[t] = r16_step_k4(acc[t], dd, y[t]->d, sumi[t], summ);
-        }
-    }
-    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
-}
-
-/* Q3_K: block dwords 0..7 hmask, 8..23 qs (as Q2_K's), 24..26 the packed scales, 27 d. Element 128h + 32k + l has
- * its third bit in bit 4h + k of hmask byte l; the code (q | h << 2) is the value + 4, the 4 taken back through the
- * bsums. Sub-block scales: blocks_q3_K_scale in lanes. */
-R16_AVX512 R16_INLINE void r16_tile_q3(const char *strip, int64_t nb, const char *x, size_t x_row, int nt,
-                                       float out[MM_STRIP_TOK][MM_STRIP_ROWS]) {
-    const int32_t type = INFER_TYPE_Q3_K;
-    const __m512i m3 = _mm512_set1_epi8(3), c4 = _mm512_set1_epi8(4), zero = _mm512_setzero_si512();
-    __m512 acc[R16_TOK];
-    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const block_q8_K *y[R16_TOK];
-        const char *b = r16_block(strip, r16_block_dwords(type), i, x, x_row, nt, y);
-        const __m512i dd = r16_v(b, type, 27);
-        const __m512i sv[3] = {r16_v(b, type, 24), r16_v(b, type, 25), r16_v(b, type, 26)};
-        __m512i scl[16]; /* the signed 6-bit scales as int32 lanes */
-        _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
-            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(r16_byte(sv[(j % 8) / 4], j % 4), 4 * (j / 8)),
-                                                _mm512_set1_epi32(0xF));
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(r16_byte(sv[2], j % 4), 2 * (j / 4)), _mm512_set1_epi32(3));
-            scl[j] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-        }
-        __m512i sumi[R16_TOK];
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) sumi[t] = zero;
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-            __m512i s[4][2][R16_TOK];
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)
-                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) s[k][e][t] = zero;
-            _Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
-                const __m512i hm = r16_v(b, type, u), v = r16_v(b, type, 8 + 8 * h + u);
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-                    const int g = 4 * h + k; /* hmask bit g to bit 2 of each byte */
-                    const __m512i hb = _mm512_and_si512(g >= 2 ? _mm512_srli_epi32(hm, g - 2) : _mm512_slli_epi32(hm, 2 - g), c4);
-                    const __m512i q = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 2 * k), m3), hb);
-                    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
-                        s[k][u / 4][t] = _mm512_dpbusd_epi32(s[k][u / 4][t], q, r16_x4(y[t], 32 * h + 8 * k + u));
-                }
-            }
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
-                const int j = 8 * h + 2 * k + e;
-                _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
-                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[k][e][t], scl[j]));
-            }
-        }
-        /* the + 4: 4 Σ_j sc_j·bsums_j, the scales as int16 pairs (sc_2k, sc_2k+1) against the bsums pairs */
-        __m512i sp[8];
-        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-            sp[k] = _mm512_or_si512(_mm512_and_si512(scl[2 * k], _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(scl[2 * k + 1], 16));
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
-            __m512i c = zero;
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-                int32_t pr;
-                memcpy(&pr, y[t]->bsums + 2 * k, 4);
-                c = _mm512_add_epi32(c, _mm512_madd_epi16(sp[k], _mm512_set1_epi32(pr)));
-            }
-            acc[t] = r16_step_off(acc[t], dd, y[t]->d, sumi[t], _mm512_slli_epi32(c, 2));
-        }
-    }
-    _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
-}
-
-/* 4 activation bytes at p in every lane */
-R16_AVX512 R16_INLINE __m512i r16_x4b(const char *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* A 32-value type (units of two blocks, mm_r16.h's layout): out[t][r] = dot of strip row r with token t, nt <=
  * R16_TOK, act the tokens' block table (nb32 blocks a token). Per block the exact integer sum, then mmv.c's block
  * term (blk_q8_0 and kin: sumi·(d·dy); Q4_1 / Q5_1: (d·dy)·sumi + m·s), in block order. Two blocks x the low and
@@ -579,15 +532,15 @@ R16_AVX512 R16_INLINE void r16_tile_q32(int32_t type, const char *strip, int64_t
             _Pragma("GCC unroll 8") for (int g = 0; g < QK8_0 / 4; g++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
                 const __m512i w = _mm512_loadu_si512((const void *)(b + 64 * (qs0 + 2 * g + e)));
                 _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++)
-                    s[e][g / 4][g % 2][t] = _mm512_dpbusd_epi32(s[e][g / 4][g % 2][t], w, r16_x4b(y[t][e] + 4 * g));
+                    s[e][g / 4][g % 2][t] = _mm512_dpbusd_epi32(s[e][g / 4][g % 2][t], w, mm_strip_x4(y[t][e] + 4 * g));
             }
         } else {
             _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
                 __m512i lo, hi;
                 mm_strip_q32_nibbles(type, b, e, u, kv, &lo, &hi);
                 _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
-                    s[e][0][u % 2][t] = _mm512_dpbusd_epi32(s[e][0][u % 2][t], lo, r16_x4b(y[t][e] + 4 * u));
-                    s[e][1][u % 2][t] = _mm512_dpbusd_epi32(s[e][1][u % 2][t], hi, r16_x4b(y[t][e] + 16 + 4 * u));
+                    s[e][0][u % 2][t] = _mm512_dpbusd_epi32(s[e][0][u % 2][t], lo, mm_strip_x4(y[t][e] + 4 * u));
+                    s[e][1][u % 2][t] = _mm512_dpbusd_epi32(s[e][1][u % 2][t], hi, mm_strip_x4(y[t][e] + 16 + 4 * u));
                 }
             }
         }
@@ -626,10 +579,10 @@ R16_AVX512 R16_INLINE void r16_tile_q32(int32_t type, const char *strip, int64_t
             R16_TILE_Q32(INFER_TYPE_IQ4_NL, n)                                                                     \
             R16_TILE_Q32(INFER_TYPE_MXFP4, n)                                                                      \
         case INFER_TYPE_Q2_K:                                                                                      \
-            r16_tile_q2(strip, nb, x, x_row, n, out);                                                              \
+            r16_tile_q23(0, strip, nb, x, x_row, n, out);                                                              \
             break;                                                                                                 \
         case INFER_TYPE_Q3_K:                                                                                      \
-            r16_tile_q3(strip, nb, x, x_row, n, out);                                                              \
+            r16_tile_q23(1, strip, nb, x, x_row, n, out);                                                              \
             break;                                                                                                 \
         case INFER_TYPE_Q4_K:                                                                                      \
             r16_tile_k4(strip, nb, x, x_row, n, 0, out);                                                           \

@@ -1,12 +1,13 @@
 /* mm_strip: what the strip GEMMs (mm_kq.c for K-quants and IQ4_XS, mm_q32.c for the 32-value types, mm_iq.c) and
  * the load-time strips (mm_r16.c) share: the tile of MM_STRIP_TOK tokens x MM_STRIP_ROWS weight rows one vpdpbusd
- * sweep yields, its epilogue into y, the packers' row index and codebook table, and the codes and scales of a
- * 32-value strip unit.
+ * sweep yields, its epilogue into y, a token's 4 codes broadcast, the packers' row index and codebook table, and the
+ * codes and scales of a 32-value strip unit; and the bf16 load and rounding of mmv.c's dot and mm_f.c's GEMM.
  * Included by x86-64 code only. */
 #ifndef INFER_CPU_MM_STRIP_H
 #define INFER_CPU_MM_STRIP_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "mm_r16.h"
@@ -15,6 +16,26 @@
 enum { MM_STRIP_ROWS = 16, MM_STRIP_TOK = 8 };
 
 #define MM_STRIP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+/* the 4 bytes at p (a token's 4 activation codes) in every dword lane, vpdpbusd's signed operand */
+MM_STRIP_AVX512 static inline __m512i mm_strip_x4(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* 16 bf16 values as f32 */
+MM_STRIP_AVX512 static inline __m512 mm_strip_load_bf16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+/* f32 rounded to bf16 (to nearest, ties to even, as ggml's conversion for every non-NaN value) and back */
+MM_STRIP_AVX512 static inline __m512 mm_strip_round_bf16(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
 
 /* dword offsets of a strip's 16 rows w_row bytes apart: one gather reads a 4-byte piece of each row's block */
 MM_STRIP_AVX512 static inline __m512i mm_strip_row_index(size_t w_row) {

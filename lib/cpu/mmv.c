@@ -29,6 +29,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #define MMV_X86 1
 #include <immintrin.h>
+
+#include "mm_strip.h"
 #endif
 
 
@@ -747,26 +749,15 @@ MMV_AVX512 static float dot_f16_avx512(int64_t n, const void *w, const void *x) 
     return s + (i < n ? dot_f16_avx2(n - i, a + i, b + i) : 0.0f);
 }
 
-/* as mmv_round_bf16 / mmv_load_bf16, 16 lanes */
-MMV_AVX512 static inline __m512 mmv_round_bf16_512(__m512 x) {
-    __m512i u = _mm512_castps_si512(x);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
-}
-
-MMV_AVX512 static inline __m512 mmv_load_bf16_512(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-
 MMV_AVX512 static float dot_bf16_avx512(int64_t n, const void *w, const void *x) {
     const uint16_t *a = w;
     const float *b = x;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(mmv_load_bf16_512(a + i), mmv_round_bf16_512(_mm512_loadu_ps(b + i)), acc0);
-        acc1 = _mm512_fmadd_ps(mmv_load_bf16_512(a + i + 16), mmv_round_bf16_512(_mm512_loadu_ps(b + i + 16)), acc1);
+        /* mmv_round_bf16 / mmv_load_bf16 in 16 lanes (mm_strip.h: mm_f.c's GEMM rounds and loads the same way) */
+        acc0 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i), mm_strip_round_bf16(_mm512_loadu_ps(b + i)), acc0);
+        acc1 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i + 16), mm_strip_round_bf16(_mm512_loadu_ps(b + i + 16)), acc1);
     }
     float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
     return s + (i < n ? dot_bf16_avx2(n - i, a + i, b + i) : 0.0f);
