@@ -330,6 +330,17 @@ static infer_status sampler_ctx_buf(infer_ctx *c, const infer_sampler *s, size_t
     return st;
 }
 
+/* The sample op's arguments for one row l of n logits: s's chain, its penalty pairs pen (n_pen, in b's memory), and
+ * infer_sample's buffer b (sampler_ctx_buf): u at 0, the token at 8, the scratch at scr_off. */
+static struct sample_args sampler_op_args(const infer_sampler *s, const float *l, int32_t n, const int32_t *pen,
+                                          int32_t n_pen, char *b, size_t scr_off) {
+    return (struct sample_args){.logits = l, .stride = n, .n_rows = 1, .n_vocab = n, .pen = n_pen ? pen : NULL,
+                                .n_pen = n_pen, .repeat_penalty = s->p.repeat_penalty,
+                                .frequency_penalty = s->p.frequency_penalty, .presence_penalty = s->p.presence_penalty,
+                                .top_k = s->p.top_k, .top_p = s->p.top_p, .min_p = s->p.min_p, .temp = s->p.temp,
+                                .u = (const double *)b, .out = (int32_t *)(b + 8), .scratch = b + scr_off};
+}
+
 /* Greedy sampling over a tensor-parallel group whose logits are not gathered yet (forward_tp.c): each rank's sample
  * op takes the argmax of its own vocabulary rows (the window's penalties of those rows), and the best of the ranks'
  * picks is the token, ties to the lowest id as in the whole row (the ranks hold ascending rows): an int and a float
@@ -356,12 +367,7 @@ static infer_status sample_tp_greedy(infer_ctx *c, infer_sampler *s, int32_t row
         char *b = k->sample_buf;
         if (n_loc) TRY(k->be->ops->upload(k->be, b + pen_off, loc, (size_t)n_loc * 2 * sizeof(int32_t)));
         const float *l = k->head_part + (size_t)row * (size_t)rows;
-        const struct sample_args a = {.logits = l, .stride = rows, .n_rows = 1, .n_vocab = (int32_t)rows,
-                                      .pen = n_loc ? (const int32_t *)(b + pen_off) : NULL, .n_pen = n_loc,
-                                      .repeat_penalty = s->p.repeat_penalty, .frequency_penalty = s->p.frequency_penalty,
-                                      .presence_penalty = s->p.presence_penalty, .top_k = s->p.top_k,
-                                      .top_p = s->p.top_p, .min_p = s->p.min_p, .temp = s->p.temp, .u = NULL,
-                                      .out = (int32_t *)(b + 8), .scratch = b + scr_off};
+        const struct sample_args a = sampler_op_args(s, l, (int32_t)rows, (const int32_t *)(b + pen_off), n_loc, b, scr_off);
         st = k->be->ops->sample ? k->be->ops->sample(k->be, &a) : INFER_E_UNSUPPORTED;
         if (st == INFER_E_UNSUPPORTED) {
             st = INFER_OK;
@@ -416,10 +422,8 @@ infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *to
         const int32_t n_pen = sampler_penalty_pairs(s, s->pairs);
         TRY(h->be->ops->upload(h->be, b, &u, sizeof u));
         if (n_pen) TRY(h->be->ops->upload(h->be, b + pen_off, s->pairs, (size_t)n_pen * 2 * sizeof(int32_t)));
-        const struct sample_args a = {h->logits + (size_t)c->out_row[t] * (size_t)n_vocab, n_vocab, 1, n_vocab,
-                                      n_pen ? (const int32_t *)(b + pen_off) : NULL, n_pen, s->p.repeat_penalty,
-                                      s->p.frequency_penalty, s->p.presence_penalty, s->p.top_k, s->p.top_p,
-                                      s->p.min_p, s->p.temp, (const double *)b, (int32_t *)(b + 8), b + scr_off};
+        const struct sample_args a = sampler_op_args(s, h->logits + (size_t)c->out_row[t] * (size_t)n_vocab, n_vocab,
+                                                     (const int32_t *)(b + pen_off), n_pen, b, scr_off);
         st = h->be->ops->sample(h->be, &a);
         if (st == INFER_OK) TRY(h->be->ops->download(h->be, &pick, b + 8, sizeof pick));
         else if (st != INFER_E_UNSUPPORTED) goto fail;
