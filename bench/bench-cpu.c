@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
     free(dst);
     printf("cpu %s, memcpy %.1f GB/s (read+write), mmv %lldx%lld, 1 token, weights %s\n", cpu_isa(), copy_gbs,
            (long long)n_in, (long long)n_out, hot ? "hot in cache" : "streamed from DRAM");
-    static const char *level_names[CPU_ISA_N] = {"best", "scalar", "avx2", "avx512"};
+    static const char *level_names[CPU_ISA_N] = {"best", "scalar", "avx2", "avx512", "amx"};
     int levels[CPU_ISA_N], n_levels = 0;
     levels[n_levels++] = CPU_ISA_BEST;
     for (int l = CPU_ISA_SCALAR; all_levels && l < CPU_ISA_N; l++)

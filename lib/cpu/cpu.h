@@ -48,18 +48,22 @@ infer_status cpu_sample(const struct sample_args *a, struct pool *p);
  * the kernel cpu_mmv uses, exposed for the tests. variant is an enum cpu_isa_level: CPU_ISA_BEST = the
  * highest this CPU runs, else exactly that level (a type without a kernel of its own at that level gets
  * the next lower one); NULL when the CPU (or INFER_CPU_ISA) does not allow the level. */
-enum cpu_isa_level { CPU_ISA_BEST, CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_N };
+/* CPU_ISA_AMX: AVX-512 VNNI plus AMX-INT8 tiles for the prefill GEMMs (lib/cpu/amx.h; its dots are AVX-512's). */
+enum cpu_isa_level { CPU_ISA_BEST, CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_AMX, CPU_ISA_N };
 typedef float (*cpu_vec_dot_fn)(int64_t n, const void *w, const void *x);
 cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant);
 /* The dots of one weight row with n_tok (2..8) activation rows x_stride bytes apart, each bit-identical to
  * cpu_vec_dot(weight_type, variant); NULL where that level has no multi-token kernel for the type. */
 typedef void (*cpu_vec_dot_xn_fn)(int64_t n, const void *w, const void *x, size_t x_stride, int n_tok, float *out);
 cpu_vec_dot_xn_fn cpu_vec_dot_xn(int32_t weight_type, int variant);
-/* Whether this CPU (capped by INFER_CPU_ISA=scalar|avx2) runs the level's kernels. */
+/* Whether a matmul of ISA variant v may take the AVX-512 VNNI GEMMs and strips (BEST, AVX512 or AMX). */
+static inline int cpu_isa_avx512_variant(int v) { return v == CPU_ISA_BEST || v == CPU_ISA_AVX512 || v == CPU_ISA_AMX; }
+/* Whether this CPU (capped by INFER_CPU_ISA=scalar|avx2|avx512) runs the level's kernels. */
 int cpu_isa_has(int level);
 /* Bytes of one activation row of n elements for a weight type (the mmv_act_type_cpu blocks, or f32). */
 size_t cpu_act_row_bytes(int32_t weight_type, int64_t n);
-/* "avx512vnni", "avx2" or "scalar": what variant 0 picks (INFER_CPU_ISA / INFER_CPU_SCALAR=1 cap it). */
+/* "amx", "amx (emulated)", "avx512vnni", "avx2" or "scalar": what variant 0 picks (INFER_CPU_ISA / INFER_CPU_SCALAR=1
+ * cap it; INFER_CPU_AMX=off|emu, amx.h). */
 const char *cpu_isa(void);
 
 /* Block layouts (block_<t>), QK4_0 / QK8_0 / QK_K and the f16/bf16 conversions come from

@@ -143,7 +143,7 @@ MF_AVX512 static void mf_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) 
 int cpu_mm_f_takes(const struct mm_args *a) {
     const int32_t t = a->type;
     if (t != INFER_TYPE_F32 && t != INFER_TYPE_F16 && t != INFER_TYPE_BF16) return 0;
-    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
+    if (!cpu_isa_avx512_variant(a->variant)) return 0;
     /* one token keeps the dots: this call's second pool hand-off (the rounding) cost more than rounding the token
      * once per row saves (Qwen3-0.6B F16 decode, Zen 4: 18-19 vs 22-28 t/s) */
     return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= 2 && a->n_in % 32 == 0;

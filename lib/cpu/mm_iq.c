@@ -194,7 +194,7 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
 
 int cpu_mm_iq_takes(const struct mm_args *a) {
     if (!cpu_iq_unpacker(a->type)) return 0;
-    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
+    if (!cpu_isa_avx512_variant(a->variant)) return 0;
     const int k = a->type == INFER_TYPE_Q2_K || a->type == INFER_TYPE_Q3_K;
     return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= (k ? 6 : IQ_MIN_TOKENS);
 }

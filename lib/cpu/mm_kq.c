@@ -17,6 +17,9 @@
  * s += (d·dy)·sumi - (dmin·dy)·summ for Q4_K/Q5_K, s += (d·dy)·(sumi - 32·c) for Q6_K, (d·dy)·(sumi - 128·c)
  * for IQ4_XS, the same f32 operations in the same order), so every element is bit-identical to the dots cpu_mm
  * uses otherwise (test-ops checks mm against mmv). Other types, ISA levels and short batches keep the dot loop.
+ *
+ * AMX (amx.h): on a CPU with AMX-INT8 tiles, whole groups of 16 tokens take kq_tile_amx, one TDPBSUD per sub-block
+ * (the same exact integers as the vpdpbusd chain) and kq_step's f32 steps as kq_tile, so the same bits.
  */
 #include <stddef.h>
 
@@ -27,6 +30,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "amx.h"
 #include "mm_strip.h"
 
 #define KQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -64,6 +68,7 @@ struct kq_job {
     size_t strip_bytes;   /* r16: bytes per strip of 16 rows */
     struct kq_block *scratch; /* per worker: nb blocks, twice for SwiGLU */
     enum kq_form form;
+    int amx; /* the AMX tiles' mode (amx.h), AMX_NONE: AVX-512 only */
     void (*pack)(const char *w, size_t w_row, int nr, int64_t nb, size_t bstride, int r16, struct kq_block *out);
 };
 
@@ -209,6 +214,21 @@ KQ_AVX512 static inline __m512i kq_bcast(const void *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* A block's term of the 16 rows for one token (its Q8_K block y), from the exact integers sumi = sum over sub-blocks
+ * of scale x integer dot: the scalar reference's f32 steps (the offset or min through the bsums) */
+KQ_AVX512 KQ_INLINE __m512 kq_step(const struct kq_block *o, const block_q8_K *y, __m512i sumi, enum kq_form form) {
+    const __m512 d = _mm512_loadu_ps(o->d), dy = _mm512_set1_ps(y->d);
+    __m512i c = _mm512_setzero_si512();
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+        c = _mm512_add_epi32(c, _mm512_madd_epi16(_mm512_loadu_si512(o->mn[k]), kq_bcast(y->bsums + 2 * k)));
+    if (form != KQ_K4) { /* the offset: Q6_K 32, IQ4_XS 128 */
+        const __m512i off = _mm512_slli_epi32(c, form == KQ_Q6 ? 5 : 7);
+        return _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, off)));
+    }
+    return _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi)),
+                         _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(o->dmin), dy), _mm512_cvtepi32_ps(c)));
+}
+
 /* out[t][r] = the dot of strip row r with token t (x + t·x_row), nt <= KQ_TOK tokens; nt and form are
  * constants in every caller. The unroll pragmas keep the per-token accumulators in registers (without
  * them GCC -O2 keeps s[] and sumi[] in memory and the kernel runs at a third of the speed). */
@@ -236,22 +256,7 @@ KQ_AVX512 KQ_INLINE void kq_tile(const struct kq_block *blk, int64_t nb, const c
             __m512i sc = _mm512_loadu_si512(o->sc[j]);
             _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[t], sc));
         }
-        const __m512 d = _mm512_loadu_ps(o->d), dmin = _mm512_loadu_ps(o->dmin);
-        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
-            __m512i c = zero;
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
-                c = _mm512_add_epi32(c, _mm512_madd_epi16(_mm512_loadu_si512(o->mn[k]), kq_bcast(y[t]->bsums + 2 * k)));
-            const __m512 dy = _mm512_set1_ps(y[t]->d);
-            __m512 v;
-            if (form != KQ_K4) { /* the offset: Q6_K 32, IQ4_XS 128 */
-                const __m512i off = _mm512_slli_epi32(c, q6 ? 5 : 7);
-                v = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[t], off)));
-            } else {
-                v = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi[t])),
-                                  _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(c)));
-            }
-            acc[t] = _mm512_add_ps(acc[t], v);
-        }
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) acc[t] = _mm512_add_ps(acc[t], kq_step(o, y[t], sumi[t], form));
     }
     _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
@@ -279,11 +284,58 @@ KQ_AVX512 static void kq_tile_n(const struct kq_block *blk, int64_t nb, const ch
     }
 }
 
+/* kq_tile for AMX_TOK = 16 tokens through AMX tiles (amx.h, mode AMX_HW or AMX_EMU): per sub-block (32 values, Q6_K
+ * 16) one TDPBSUD of the tokens' activation bytes (the A tile, rows x_row apart) with the sub-block's unpacked vectors
+ * (the B tile) gives kq_tile's exact integers s[t] in a C tile, four sub-blocks a round in tmm0..3; the scales and
+ * kq_step as there, so the same bits. */
+#define KQ_AMX_DP(c, ta, tb, sub)                                                                                  \
+    do {                                                                                                           \
+        AMX_ZERO(mode, c);                                                                                         \
+        AMX_LOAD(mode, ta, y + (sub) * kb, x_row);                                                                 \
+        AMX_LOAD(mode, tb, o->q[(sub) * kb / 4], 64);                                                              \
+        AMX_DPBSUD(mode, c, ta, tb);                                                                               \
+    } while (0)
+
+KQ_AVX512 static void kq_tile_amx(int mode, const struct kq_block *blk, int64_t nb, const char *x, size_t x_row,
+                                  enum kq_form form, float out[AMX_TOK][KQ_ROWS]) {
+    const int n_sub = form == KQ_Q6 ? 16 : 8, kb = QK_K / n_sub; /* sub-blocks per block, values each */
+    int32_t c[4][AMX_TOK][KQ_ROWS] __attribute__((aligned(64)));
+    __m512 acc[AMX_TOK];
+    for (int t = 0; t < AMX_TOK; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const struct kq_block *o = &blk[i];
+        const char *y = x + i * (int64_t)sizeof(block_q8_K) + offsetof(block_q8_K, qs);
+        __m512i sumi[AMX_TOK];
+        for (int t = 0; t < AMX_TOK; t++) sumi[t] = _mm512_setzero_si512();
+        for (int j = 0; j < n_sub; j += 4) {
+            KQ_AMX_DP(0, 4, 5, j);
+            KQ_AMX_DP(1, 6, 7, j + 1);
+            KQ_AMX_DP(2, 4, 5, j + 2);
+            KQ_AMX_DP(3, 6, 7, j + 3);
+            AMX_STORE(mode, 0, c[0], 64);
+            AMX_STORE(mode, 1, c[1], 64);
+            AMX_STORE(mode, 2, c[2], 64);
+            AMX_STORE(mode, 3, c[3], 64);
+            for (int b = 0; b < 4; b++) {
+                const __m512i sc = _mm512_loadu_si512(o->sc[j + b]);
+                for (int t = 0; t < AMX_TOK; t++)
+                    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(_mm512_load_si512(c[b][t]), sc));
+            }
+        }
+        for (int t = 0; t < AMX_TOK; t++) {
+            const block_q8_K *yt = (const block_q8_K *)(x + t * x_row) + i;
+            acc[t] = _mm512_add_ps(acc[t], kq_step(o, yt, sumi[t], form));
+        }
+    }
+    for (int t = 0; t < AMX_TOK; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
 static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     const struct kq_job *j = ctx;
     const struct mm_args *a = j->a;
     const int swiglu = a->epilogue == MMV_SWIGLU;
     struct kq_block *s1 = j->scratch + (size_t)ith * (size_t)j->nb * (swiglu ? 2 : 1), *s2 = s1 + j->nb;
+    if (j->amx) amx_begin(j->amx, j->form == KQ_Q6 ? 16 : 32); /* a sub-block's values */
     for (int64_t rb = r0; rb < r1; rb += KQ_ROWS) {
         const int nr = (int)(r1 - rb < KQ_ROWS ? r1 - rb : KQ_ROWS);
         /* a strip's first row; its blocks one row apart, or with r16 one strip block apart */
@@ -292,7 +344,16 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
         const int r16 = j->r16 ? cpu_r16_base(a->type) : 0;
         j->pack((const char *)a->w + at, j->w_row, nr, j->nb, bstride, r16, s1);
         if (swiglu) j->pack((const char *)a->w2 + at, j->w_row, nr, j->nb, bstride, r16, s2);
-        for (int64_t tb = 0; tb < a->n_tokens; tb += KQ_TOK) {
+        int64_t tb = 0;
+        for (; j->amx && a->n_tokens - tb >= AMX_TOK; tb += AMX_TOK) {
+            const char *x = (const char *)a->xq + tb * j->x_row;
+            float g[AMX_TOK][KQ_ROWS], u[AMX_TOK][KQ_ROWS];
+            kq_tile_amx(j->amx, s1, j->nb, x, j->x_row, j->form, g);
+            if (swiglu) kq_tile_amx(j->amx, s2, j->nb, x, j->x_row, j->form, u);
+            mm_strip_out(a, tb, KQ_TOK, rb, nr, g, u);
+            mm_strip_out(a, tb + KQ_TOK, KQ_TOK, rb, nr, g + KQ_TOK, u + KQ_TOK);
+        }
+        for (; tb < a->n_tokens; tb += KQ_TOK) {
             const int nt = (int)(a->n_tokens - tb < KQ_TOK ? a->n_tokens - tb : KQ_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
             float g[KQ_TOK][KQ_ROWS], u[KQ_TOK][KQ_ROWS];
@@ -301,13 +362,14 @@ static void kq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
+    if (j->amx) amx_end(j->amx);
 }
 
 int cpu_mm_kq_takes(const struct mm_args *a) {
     if (a->type != INFER_TYPE_Q4_K && a->type != INFER_TYPE_Q5_K && a->type != INFER_TYPE_Q6_K &&
         a->type != INFER_TYPE_IQ4_XS)
         return 0;
-    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
+    if (!cpu_isa_avx512_variant(a->variant)) return 0;
     if (!cpu_isa_has(CPU_ISA_AVX512) || a->n_tokens < KQ_MIN_TOKENS) return 0;
     /* the gathers index rows with int32 byte offsets */
     return quant_row_bytes(a->type, a->n_in) * KQ_ROWS < (size_t)INT32_MAX;
@@ -321,7 +383,7 @@ infer_status cpu_mm_kq(const struct mm_args *a, struct pool *p) {
     const int32_t type = cpu_r16_base(a->type);
     struct kq_job j = {.a = a, .w_row = quant_row_bytes(type, a->n_in), .x_row = cpu_act_row_bytes(type, a->n_in),
                        .nb = nb, .r16 = cpu_r16_is(a->type), .strip_bytes = cpu_r16_bytes(type, a->n_in, KQ_ROWS),
-                       .scratch = (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64))};
+                       .scratch = (struct kq_block *)(raw + (64 - (uintptr_t)raw % 64)), .amx = cpu_amx_for(a->variant)};
     switch (type) {
     case INFER_TYPE_Q4_K: j.form = KQ_K4, j.pack = kq_pack_q4_k; break;
     case INFER_TYPE_Q5_K: j.form = KQ_K4, j.pack = kq_pack_q5_k; break;

@@ -18,6 +18,9 @@
  * terms), s += sumi·(d·dy) or s += (d·dy)·sumi + m·s_x in block order, so every element is bit-identical
  * to the scalar dot and to the AVX-512 dots cpu_mm uses otherwise, whatever the thread count or batching
  * (test-ops checks it). Other ISA levels and short batches keep the dots.
+ *
+ * AMX (amx.h): on a CPU with AMX-INT8 tiles, whole groups of 16 tokens take q32_tile_amx, whose one TDPBSUD per block
+ * yields the same exact integers as the vpdpbusd chain; the f32 steps are q32_step's in both, so the same bits.
  */
 #include <stddef.h>
 
@@ -28,6 +31,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "amx.h"
 #include "mm_strip.h"
 
 #define Q32_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -79,6 +83,7 @@ struct q32_job {
     size_t strip_bytes;         /* repacked at load (mm_r16.c): bytes per strip of 16 rows; 0: the file's rows */
     struct q32_block *scratch;  /* per worker: nb blocks, twice for SwiGLU */
     struct mm_q32_act *act;     /* n_tokens x nb */
+    int amx;                    /* the AMX tiles' mode (amx.h), AMX_NONE: AVX-512 only */
 };
 
 /* bit 4 of the codes of group g (elements 4g..4g+3) from 16 rows' qh words: the 4 bits spread to the
@@ -190,6 +195,16 @@ static void q32_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     mm_q32_act_fill(j->k->type, j->a->xq, j->x_row, j->nb, t0, t1, j->act);
 }
 
+/* A block's term of the 16 rows for one token (its table entry ya) from the block's exact integers s: the scalar
+ * reference's f32 step, s += sumi·(d·dy) or (d·dy)·sumi + m·s_x */
+Q32_AVX512 Q32_INLINE __m512 q32_step(const struct q32_block *o, const struct mm_q32_act *ya, __m512i s, int q81) {
+    const __m512 dd = _mm512_mul_ps(_mm512_loadu_ps(o->d), _mm512_set1_ps(ya->d));
+    if (q81)
+        return _mm512_add_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(s)),
+                             _mm512_mul_ps(_mm512_loadu_ps(o->m), _mm512_set1_ps(ya->s)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, _mm512_set1_epi32(ya->c))), dd);
+}
+
 /* out[t][r] = the dot of strip row r with token t (x + t·x_row, its table act + t·nb), nt <= Q32_TOK
  * tokens; nt and q81 (Q8_1 activations, the min term) are constants in every caller, and the unroll
  * pragmas keep the per-token accumulators in registers (as in mm_kq.c). */
@@ -210,19 +225,7 @@ Q32_AVX512 Q32_INLINE void q32_tile(const struct q32_block *blk, int64_t nb, con
             _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++)
                 s[t] = _mm512_dpbusd_epi32(s[t], wv, mm_strip_x4(y + t * x_row + 4 * g));
         }
-        const __m512 d = _mm512_loadu_ps(o->d);
-        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) {
-            const struct mm_q32_act *ya = &act[t * nb + i];
-            const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(ya->d));
-            __m512 v;
-            if (q81) {
-                v = _mm512_add_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(s[t])),
-                                  _mm512_mul_ps(_mm512_loadu_ps(o->m), _mm512_set1_ps(ya->s)));
-            } else {
-                v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s[t], _mm512_set1_epi32(ya->c))), dd);
-            }
-            acc[t] = _mm512_add_ps(acc[t], v);
-        }
+        _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) acc[t] = _mm512_add_ps(acc[t], q32_step(o, &act[t * nb + i], s[t], q81));
     }
     _Pragma("GCC unroll 8") for (int t = 0; t < nt; t++) _mm512_storeu_ps(out[t], acc[t]);
 }
@@ -249,11 +252,51 @@ Q32_AVX512 static void q32_tile_n(const struct q32_block *blk, int64_t nb, const
     }
 }
 
+/* q32_tile for AMX_TOK = 16 tokens through AMX tiles (amx.h, mode AMX_HW or AMX_EMU): per block one TDPBSUD of the
+ * tokens' 32 activation bytes (the A tile, rows x_row apart) with the block's 8 unpacked vectors (the B tile) gives
+ * the exact integers s[t] of q32_tile in a C tile, four blocks a round in tmm0..3; then q32_tile's f32 steps in
+ * block order, so the same bits. */
+#define Q32_AMX_DP(c, ta, tb, b)                                                                                   \
+    do {                                                                                                           \
+        AMX_ZERO(mode, c);                                                                                         \
+        AMX_LOAD(mode, ta, y + (b) * (int64_t)bs, x_row);                                                         \
+        AMX_LOAD(mode, tb, blk[i0 + (b)].q, 64);                                                                   \
+        AMX_DPBSUD(mode, c, ta, tb);                                                                               \
+    } while (0)
+
+Q32_AVX512 static void q32_tile_amx(int mode, const struct q32_block *blk, int64_t nb, const char *x, size_t x_row,
+                                    const struct mm_q32_act *act, int q81, float out[AMX_TOK][Q32_ROWS]) {
+    const size_t bs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t hdr = q81 ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
+    int32_t c[4][AMX_TOK][Q32_ROWS] __attribute__((aligned(64)));
+    __m512 acc[AMX_TOK];
+    for (int t = 0; t < AMX_TOK; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i0 = 0; i0 < nb; i0 += 4) {
+        const int n = nb - i0 < 4 ? (int)(nb - i0) : 4;
+        const char *y = x + i0 * (int64_t)bs + hdr;
+        Q32_AMX_DP(0, 4, 5, 0);
+        if (n > 1) Q32_AMX_DP(1, 6, 7, 1);
+        if (n > 2) Q32_AMX_DP(2, 4, 5, 2);
+        if (n > 3) Q32_AMX_DP(3, 6, 7, 3);
+        AMX_STORE(mode, 0, c[0], 64);
+        if (n > 1) AMX_STORE(mode, 1, c[1], 64);
+        if (n > 2) AMX_STORE(mode, 2, c[2], 64);
+        if (n > 3) AMX_STORE(mode, 3, c[3], 64);
+        for (int b = 0; b < n; b++) {
+            const struct q32_block *o = &blk[i0 + b];
+            for (int t = 0; t < AMX_TOK; t++)
+                acc[t] = _mm512_add_ps(acc[t], q32_step(o, &act[t * nb + i0 + b], _mm512_load_si512(c[b][t]), q81));
+        }
+    }
+    for (int t = 0; t < AMX_TOK; t++) _mm512_storeu_ps(out[t], acc[t]);
+}
+
 static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     const struct q32_job *j = ctx;
     const struct mm_args *a = j->a;
     const int swiglu = a->epilogue == MMV_SWIGLU, q81 = j->k->has_min;
     struct q32_block *s1 = j->scratch + (size_t)ith * (size_t)j->nb * (swiglu ? 2 : 1), *s2 = s1 + j->nb;
+    if (j->amx) amx_begin(j->amx, QK8_0);
     for (int64_t rb = r0; rb < r1; rb += Q32_ROWS) {
         const int nr = (int)(r1 - rb < Q32_ROWS ? r1 - rb : Q32_ROWS);
         if (j->strip_bytes) {
@@ -264,7 +307,17 @@ static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             q32_pack(j->k, (const char *)a->w + rb * j->w_row, j->w_row, nr, j->nb, s1);
             if (swiglu) q32_pack(j->k, (const char *)a->w2 + rb * j->w_row, j->w_row, nr, j->nb, s2);
         }
-        for (int64_t tb = 0; tb < a->n_tokens; tb += Q32_TOK) {
+        int64_t tb = 0;
+        for (; j->amx && a->n_tokens - tb >= AMX_TOK; tb += AMX_TOK) {
+            const char *x = (const char *)a->xq + tb * j->x_row;
+            const struct mm_q32_act *ya = j->act + tb * j->nb;
+            float g[AMX_TOK][Q32_ROWS], u[AMX_TOK][Q32_ROWS];
+            q32_tile_amx(j->amx, s1, j->nb, x, j->x_row, ya, q81, g);
+            if (swiglu) q32_tile_amx(j->amx, s2, j->nb, x, j->x_row, ya, q81, u);
+            mm_strip_out(a, tb, Q32_TOK, rb, nr, g, u);
+            mm_strip_out(a, tb + Q32_TOK, Q32_TOK, rb, nr, g + Q32_TOK, u + Q32_TOK);
+        }
+        for (; tb < a->n_tokens; tb += Q32_TOK) {
             const int nt = (int)(a->n_tokens - tb < Q32_TOK ? a->n_tokens - tb : Q32_TOK);
             const char *x = (const char *)a->xq + tb * j->x_row;
             const struct mm_q32_act *ya = j->act + tb * j->nb;
@@ -274,11 +327,12 @@ static void q32_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
+    if (j->amx) amx_end(j->amx);
 }
 
 int cpu_mm_q32_takes(const struct mm_args *a) {
     if (!q32_kind_of(a->type)) return 0;
-    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512) return 0;
+    if (!cpu_isa_avx512_variant(a->variant)) return 0;
     if (!cpu_isa_has(CPU_ISA_AVX512) || a->n_tokens < Q32_MIN_TOKENS) return 0;
     /* the gathers index rows with int32 byte offsets */
     return quant_row_bytes(a->type, a->n_in) * Q32_ROWS < (size_t)INT32_MAX;
@@ -295,7 +349,7 @@ infer_status cpu_mm_q32(const struct mm_args *a, struct pool *p) {
     struct q32_job j = {.a = a, .k = q32_kind_of(type), .w_row = quant_row_bytes(type, a->n_in),
                         .x_row = cpu_act_row_bytes(type, a->n_in), .nb = nb, .scratch = scratch,
                         .strip_bytes = cpu_r16_is(a->type) ? cpu_r16_bytes(type, a->n_in, Q32_ROWS) : 0,
-                        .act = (struct mm_q32_act *)((char *)scratch + strips)};
+                        .act = (struct mm_q32_act *)((char *)scratch + strips), .amx = cpu_amx_for(a->variant)};
     pool_for(p, a->n_tokens, 1, q32_act_rows, &j);
     pool_for(p, a->n_out, Q32_ROWS, q32_rows, &j);
     xfree(raw);

@@ -641,7 +641,7 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
     const int32_t type = cpu_r16_base(a->type);
     if (!cpu_r16_is(a->type) || !r16_unit_vectors(type))
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: type id %d is no repacked type", a->type);
-    if (a->variant != CPU_ISA_BEST && a->variant != CPU_ISA_AVX512)
+    if (!cpu_isa_avx512_variant(a->variant))
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: repacked %s runs at the AVX-512 VNNI level only",
                           quant_type(type)->name);
     if (!cpu_r16_takes(type, a->n_in) || a->n_out <= 0 || a->n_tokens < 1)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amx.h"
 #include "cpu.h"
 #include "mmv_iq.h"
 #include "mm_r16.h"
@@ -1335,7 +1336,8 @@ static const struct mmv_type *mmv_find(int32_t type) {
 }
 
 /* The highest level this CPU runs, capped by INFER_CPU_ISA=scalar|avx2|avx512 (INFER_CPU_SCALAR=1 is the
- * older spelling of scalar) so tests and benchmarks can force a lower path. */
+ * older spelling of scalar) so tests and benchmarks can force a lower path. AMX above AVX-512 VNNI where
+ * cpu_amx_probe finds the tiles (or emulates them, INFER_CPU_AMX=emu). */
 static int mmv_level(void) {
     static int cached = -1;
     if (cached >= 0) return cached;
@@ -1346,20 +1348,23 @@ static int mmv_level(void) {
         l = CPU_ISA_AVX2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-            l = CPU_ISA_AVX512;
+            l = cpu_amx_probe() != AMX_NONE ? CPU_ISA_AMX : CPU_ISA_AVX512;
     }
 #endif
     const char *e = getenv("INFER_CPU_ISA");
-    int cap = CPU_ISA_AVX512;
+    int cap = CPU_ISA_AMX;
     if (getenv("INFER_CPU_SCALAR") || (e && !strcmp(e, "scalar"))) cap = CPU_ISA_SCALAR;
     else if (e && !strcmp(e, "avx2")) cap = CPU_ISA_AVX2;
+    else if (e && !strcmp(e, "avx512")) cap = CPU_ISA_AVX512;
     cached = l < cap ? l : cap;
     return cached;
 }
 
 const char *cpu_isa(void) {
-    static const char *names[] = {"scalar", "scalar", "avx2", "avx512vnni"};
-    return names[mmv_level()];
+    static const char *names[] = {"scalar", "scalar", "avx2", "avx512vnni", "amx"};
+    const int l = mmv_level();
+    if (l == CPU_ISA_AMX && cpu_amx_probe() == AMX_EMU) return "amx (emulated)";
+    return names[l];
 }
 
 int cpu_isa_has(int level) { return level >= CPU_ISA_SCALAR && level <= mmv_level(); }
@@ -1375,7 +1380,7 @@ cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant) {
 
 cpu_vec_dot_xn_fn cpu_vec_dot_xn(int32_t weight_type, int variant) {
     if (variant < 0 || variant >= CPU_ISA_N || (variant != CPU_ISA_BEST && !cpu_isa_has(variant))) return NULL;
-    if ((variant == CPU_ISA_BEST ? mmv_level() : variant) != CPU_ISA_AVX512) return NULL;
+    if ((variant == CPU_ISA_BEST ? mmv_level() : variant) < CPU_ISA_AVX512) return NULL;
 #ifdef MMV_X86
     if (weight_type == INFER_TYPE_Q4_K) return dot_q4_k_avx512_xn;
     if (weight_type == INFER_TYPE_Q6_K) return dot_q6_k_avx512_xn;
