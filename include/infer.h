@@ -183,11 +183,11 @@ typedef struct {
     const char *tp_id;             /* the group's NCCL unique id, as text: the environment's INFER_TP_ID when set,
                                       else this file, which rank 0's process writes (anew) and the others wait
                                       for (up to INFER_TP_TIMEOUT seconds, default 600). Borrowed for the call */
-    int32_t no_repack;             /* 0 (default): the matrices the CPU computes (the host's layers and head) whose
-                                      type has a faster layout on this CPU (Q4_K, Q5_K, Q6_K, IQ4_XS on AVX-512
-                                      VNNI) are repacked once at load into it, the same size, and the file's
-                                      pages of them released: the same results bit for bit. 1: computed as
-                                      stored (llama.cpp's --no-repack) */
+    int32_t no_repack;             /* 0 (default): the matrices the CPU computes (the host's layers and head, routed
+                                      experts included) whose type has a faster layout on this CPU (the 4- to
+                                      8-bit types on AVX-512 VNNI) are repacked once at load into it, the same
+                                      size, and the file's pages of them released: the same results bit for bit.
+                                      1: computed as stored (llama.cpp's --no-repack) */
 } infer_model_params;
 
 INFER_API infer_model_params infer_model_params_default(void);

@@ -3,9 +3,11 @@
  *
  * Which: every matrix a host layer or a host head multiplies through forward_matmul (attention and Gated DeltaNet
  * projections, the dense FFN, the shared expert, the MTP projection, the LM head) whose type and row length the
- * CPU takes (cpu_r16_takes). Routed experts (3-D) and the token table keep the file's layout: the embedding lookup
- * reads a few rows of the file even when the head is tied to it and repacked. A tensor two slots share is repacked
- * once. The copies of the descriptors carry type | CPU_R16, so only the CPU backend ever sees them.
+ * CPU takes (cpu_r16_takes); and the routed experts (3-D: each expert's matrix its own strips, expert e at
+ * e · cpu_r16_bytes) of the host's layers and of the layers whose experts expert offload keeps on the host, where
+ * their rows are whole strips (moe.c reads them 16 rows at a time). The token table keeps the file's layout: the
+ * embedding lookup reads a few rows of the file even when the head is tied to it and repacked. A tensor two slots
+ * share is repacked once. The copies of the descriptors carry type | CPU_R16, so only the CPU backend ever sees them.
  * Memory: the repacked form is the file's size (Q6_K: 2 bytes more per 210-byte block); the file's pages of the
  * originals are released after the copy (gguf_drop_pages), so the resident total stays about the model's size.
  */
@@ -25,21 +27,36 @@ static const struct gguf_tensor **repack_slot(struct model_layer *L, int k) {
     return k < (int)(sizeof s / sizeof s[0]) ? s[k] : NULL;
 }
 
+/* The routed experts' slots (moe.c's cpu_moe_ffn multiplies them). */
+static const struct gguf_tensor **repack_expert_slot(struct model_layer *L, int k) {
+    const struct gguf_tensor **s[] = {&L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps};
+    return k < (int)(sizeof s / sizeof s[0]) ? s[k] : NULL;
+}
+
 static int repack_wanted(const struct gguf_tensor *t) {
     return t && t->ne[2] == 1 && t->ne[3] == 1 && cpu_r16_takes(t->type, t->ne[0]);
 }
 
+static int repack_expert_wanted(const struct gguf_tensor *t) {
+    return t && t->ne[3] == 1 && t->ne[1] % CPU_R16_ROWS == 0 && cpu_r16_takes(t->type, t->ne[0]);
+}
+
 static int repack_on_host(const struct infer_model *m, int64_t il) { return !m->layer_gpu || m->layer_gpu[il] < 0; }
+static int repack_experts_on_host(const struct infer_model *m, int64_t il) {
+    return repack_on_host(m, il) || m->layers[il].exps_host;
+}
 
 /* Calls fn on every slot to repack (the head's too), with the index of its tensor in the file. */
 static void repack_each(struct infer_model *m, void (*fn)(struct infer_model *m, const struct gguf_tensor **slot,
                                                           int64_t ti, void *ctx), void *ctx) {
     const struct gguf_tensor *base = m->gguf->tensors;
+    const struct gguf_tensor *end = base + m->gguf->n_tensors;
     for (int64_t il = 0; il < m->hp.n_layer_all; il++) {
-        if (!repack_on_host(m, il)) continue;
         const struct gguf_tensor **s;
-        for (int k = 0; (s = repack_slot(&m->layers[il], k)); k++)
-            if (repack_wanted(*s) && *s >= base && *s < base + m->gguf->n_tensors) fn(m, s, *s - base, ctx);
+        for (int k = 0; repack_on_host(m, il) && (s = repack_slot(&m->layers[il], k)); k++)
+            if (repack_wanted(*s) && *s >= base && *s < end) fn(m, s, *s - base, ctx);
+        for (int k = 0; repack_experts_on_host(m, il) && (s = repack_expert_slot(&m->layers[il], k)); k++)
+            if (repack_expert_wanted(*s) && *s >= base && *s < end) fn(m, s, *s - base, ctx);
     }
     if (!m->gpu_head && repack_wanted(m->output) && m->output >= base && m->output < base + m->gguf->n_tensors)
         fn(m, &m->output, m->output - base, ctx);
@@ -51,9 +68,12 @@ struct repack_plan {
     uint64_t bytes;
 };
 
-static uint64_t repack_size(const struct gguf_tensor *t) {
-    return ((uint64_t)cpu_r16_bytes(t->type, t->ne[0], t->ne[1]) + 63) / 64 * 64;
+/* the strips of ne[2] matrices (experts) one after the other */
+static uint64_t repack_bytes(const struct gguf_tensor *t) {
+    return (uint64_t)t->ne[2] * cpu_r16_bytes(t->type, t->ne[0], t->ne[1]);
 }
+
+static uint64_t repack_size(const struct gguf_tensor *t) { return (repack_bytes(t) + 63) / 64 * 64; }
 
 static void repack_count(struct infer_model *m, const struct gguf_tensor **slot, int64_t ti, void *ctx) {
     (void)m;
@@ -97,8 +117,12 @@ infer_status model_repack(struct infer_model *m) {
         *c = *t;
         c->type = t->type | CPU_R16;
         c->data = buf + at;
-        c->nbytes = cpu_r16_bytes(t->type, t->ne[0], t->ne[1]);
-        cpu_r16_pack(t->type, t->data, t->ne[0], t->ne[1], buf + at);
+        c->nbytes = repack_bytes(t);
+        const size_t per_src = (size_t)t->ne[1] * quant_row_bytes(t->type, t->ne[0]);
+        const size_t per_dst = cpu_r16_bytes(t->type, t->ne[0], t->ne[1]);
+        for (int64_t e = 0; e < t->ne[2]; e++)
+            cpu_r16_pack(t->type, (const char *)t->data + (size_t)e * per_src, t->ne[0], t->ne[1],
+                         buf + at + (size_t)e * per_dst);
         gguf_drop_pages(f, t); /* at once: the resident peak stays near the model's size plus one tensor */
         at += repack_size(t);
     }

@@ -114,7 +114,7 @@ done
 
 # AMX's tile kernels on every machine: test-ops' matmuls and test-repack once more with the tiles emulated in C
 # (INFER_CPU_AMX=emu, lib/cpu/amx.h); on a CPU with AMX the runs above used the hardware's.
-run test-ops-amx-emu env INFER_CPU_AMX=emu "$B/tests/test-ops" -b cpu -o mm
+run test-ops-amx-emu env INFER_CPU_AMX=emu "$B/tests/test-ops" -b cpu -o mm,moe_ffn
 run test-repack-amx-emu env INFER_CPU_AMX=emu "$B/tests/test-repack"
 
 # A user's program built against an installed copy through pkg-config.

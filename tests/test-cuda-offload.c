@@ -135,7 +135,8 @@ static void probe_mode(void) {
     printf("%s\n", msg);
 }
 
-/* The offloaded layers' experts have no device copy and are the file's own tensors (the mapping). */
+/* The offloaded layers' experts have no device copy: they are the file's own tensors (the mapping), or where this CPU
+ * repacks them the host's strips (model_repack.c). */
 static int experts_on_host(const infer_model *m, int32_t want_off) {
     int32_t n = 0, ok = m->n_gpu == 1;
     for (int64_t il = m->gpu_layer0; ok && il < m->hp.n_layer; il++) {
@@ -148,8 +149,9 @@ static int experts_on_host(const infer_model *m, int32_t want_off) {
         n++;
         const struct gguf_tensor *t[3] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
         for (int i = 0; i < 3; i++) {
-            const int64_t k = t[i] - m->gguf->tensors;
-            ok &= k >= 0 && k < m->gguf->n_tensors && copies[k].data == NULL;
+            const int64_t k = t[i] - m->gguf->tensors, c = t[i] - m->repacked_tensors;
+            ok &= (k >= 0 && k < m->gguf->n_tensors && copies[k].data == NULL) ||
+                  (m->repacked_tensors && c >= 0 && c < m->n_repacked);
         }
     }
     return ok && n == want_off;

@@ -7,8 +7,10 @@
  * kernels add the same exact integers and take the same f32 steps as the dots). On a CPU with AVX-512 VNNI the
  * model must have repacked exactly the matrices the host multiplies of the repacked types: every 2-D Q2_K / Q3_K /
  * Q4_K / Q5_K / Q6_K / IQ4_XS tensor and every 2-D tensor of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
- * MXFP4) whose rows are whole pairs of blocks, except the token tables (counted here from the file's names, not by
- * model_repack's slot list); elsewhere nothing, and the count check is a SKIP.
+ * MXFP4) whose rows are whole pairs of blocks, except the token tables, and every routed-expert tensor of those types
+ * whose experts are whole strips of 16 rows (counted here from the file's names, not by model_repack's slot list);
+ * elsewhere nothing, and the count check is a SKIP. The MoE files' prompts run the experts' grouped prefill through
+ * strips, their single tokens the strips' one-token product per selected expert.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +21,9 @@
 #include "model.h"
 #include "t.h"
 
-/* What the test expects repacked: 2-D, a repacked type (rows of whole 256-value blocks; the 32-value types' rows a
- * multiple of 64 values), not a token table (the tied head is the token table: it is repacked as the head). */
+/* What the test expects repacked: a repacked type (rows of whole 256-value blocks; the 32-value types' rows a multiple
+ * of 64 values), 2-D and not a token table (the tied head is the token table: it is repacked as the head), or routed
+ * experts of whole strips. */
 static int64_t expected_repacked(const struct infer_model *m) {
     int64_t n = 0;
     for (int64_t i = 0; i < m->gguf->n_tensors; i++) {
@@ -32,8 +35,9 @@ static int64_t expected_repacked(const struct infer_model *m) {
                         t->type == INFER_TYPE_MXFP4;
         const int typed = (kq && t->ne[0] % 256 == 0) || (q32 && t->ne[0] % 64 == 0);
         const int table = strstr(t->name, "token_embd") || strstr(t->name, "embed_tokens");
-        if (typed && t->ne[2] == 1 && !strstr(t->name, "_exps") && (!table || (m->tied && !strcmp(t->name, "token_embd.weight"))))
-            n++;
+        const int experts = strstr(t->name, "_exps") != NULL; /* whole strips of 16 rows per expert */
+        if (typed && experts && t->ne[1] % 16 == 0) n++;
+        if (typed && t->ne[2] == 1 && !experts && (!table || (m->tied && !strcmp(t->name, "token_embd.weight")))) n++;
     }
     return n;
 }
@@ -184,13 +188,14 @@ int main(void) {
     check(dir, "llama", "Q3_K_L", 0, 0, 0);    /* Q3_K, Q5_K (attn_v, ffn_down), an own Q6_K head */
     check(dir, "qwen35", "Q2_K", 0, 0, 0);     /* Q2_K (and Q3_K, Q4_K where llama-quantize's rules put them) */
     check(dir, "qwen35", "Q4_K_M", 0, 0, 1);   /* Gated DeltaNet projections, the MTP layer and its drafts */
-    check(dir, "qwen35moe", "IQ4_XS", 1, 0, 0); /* IQ4_XS, the shared expert; routed experts stay as stored */
+    check(dir, "qwen35moe", "IQ4_XS", 1, 0, 0); /* IQ4_XS, the shared expert, the routed experts */
     check(dir, "qwen3", "Q4_0", 0, 0, 0);      /* Q4_0 (and Q4_1, Q6_K where llama-quantize's rules put them) */
     check(dir, "qwen35", "IQ4_NL", 0, 0, 0);   /* IQ4_NL, Gated DeltaNet */
     check(dir, "llama", "Q5_1", 0, 0, 0);      /* Q5_1 */
     check(dir, "llama", "Q4_1", 0, 0, 0);      /* Q4_1 */
     check(dir, "qwen3", "Q5_0", 0, 0, 0);      /* Q5_0 */
-    check(dir, "qwen35moe", "MXFP4_MOE", 1, 0, 0); /* MXFP4 experts stay as stored; the rest Q8_0 */
+    check(dir, "qwen35moe", "MXFP4_MOE", 1, 0, 0); /* MXFP4 experts; the rest Q8_0 */
+    check(dir, "qwen35moe", "Q4_K_M", 0, 0, 1);    /* Q4_K / Q6_K experts, the MTP layer's experts and its drafts */
     rmdir(dir);
     return t_done();
 }

@@ -357,6 +357,10 @@ infer_status cpu_mm_q32(const struct mm_args *a, struct pool *p) {
 }
 
 #else /* not x86-64: the dot loop of cpu_mm serves */
+void mm_q32_act_fill(int32_t type, const void *xq, size_t x_row, int64_t nb, int64_t t0, int64_t t1,
+                     struct mm_q32_act *act) {
+    (void)type, (void)xq, (void)x_row, (void)nb, (void)t0, (void)t1, (void)act;
+}
 int cpu_mm_q32_takes(const struct mm_args *a) {
     (void)a;
     return 0;

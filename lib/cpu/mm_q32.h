@@ -22,7 +22,7 @@ struct mm_q32_act {
     };
 };
 /* act[t·nb + i] for tokens t0..t1 of xq (x_row bytes a token, nb blocks), the activations of `type`'s weights
- * (x86-64 builds only). */
+ * (elsewhere than x86-64 nothing: no strips to read it). */
 void mm_q32_act_fill(int32_t type, const void *xq, size_t x_row, int64_t nb, int64_t t0, int64_t t1,
                      struct mm_q32_act *act);
 

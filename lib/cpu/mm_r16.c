@@ -610,6 +610,13 @@ R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, con
     }
 }
 
+void cpu_r16_strip_dot(int32_t type, const void *strip, int64_t n_in, const void *xq, const struct mm_q32_act *act,
+                       float out[CPU_R16_ROWS]) {
+    float o[MM_STRIP_TOK][MM_STRIP_ROWS];
+    r16_tile(type, strip, n_in / (cpu_r16_q32(type) ? QK8_0 : QK_K), xq, 0, act, 1, o);
+    memcpy(out, o[0], sizeof o[0]);
+}
+
 struct r16_job {
     const struct mm_args *a;
     int32_t type; /* the file type */
@@ -673,6 +680,11 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
 int cpu_r16_takes(int32_t type, int64_t n_in) {
     (void)type, (void)n_in;
     return 0;
+}
+void cpu_r16_strip_dot(int32_t type, const void *strip, int64_t n_in, const void *xq, const struct mm_q32_act *act,
+                       float out[CPU_R16_ROWS]) {
+    (void)type, (void)strip, (void)n_in, (void)xq, (void)act;
+    memset(out, 0, sizeof(float) * CPU_R16_ROWS);
 }
 infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
     (void)p;

@@ -65,6 +65,12 @@ void cpu_r16_row(int32_t type, const void *r16, int64_t n_in, int64_t row, void 
 /* Unit i (a 256-value block; the 32-value types: two blocks) of row r (0..15) of one strip back in the file's
  * layout into dst: the GEMMs that unpack rows block by block (mm_iq.c) read strips through it. */
 void cpu_r16_unit(int32_t type, const void *strip, int64_t i, int r, void *dst);
+/* out[r] = the dot of row r of one strip (16 rows of a repacked `type` matrix, type the file's) with one token's
+ * activations xq (act: a 32-value type's table from mm_q32_act_fill, else NULL): what cpu_mm gives for those rows, bit
+ * for bit. The routed experts' decode (moe.c) reads its selected experts' strips through it. */
+struct mm_q32_act;
+void cpu_r16_strip_dot(int32_t type, const void *strip, int64_t n_in, const void *xq, const struct mm_q32_act *act,
+                       float out[CPU_R16_ROWS]);
 /* y = epilogue(W x) for a repacked W (a->type | CPU_R16): 1..8 tokens here, more through the GEMMs of mm_kq.c,
  * mm_q32.c or mm_iq.c (Q2_K, Q3_K). */
 infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p);
