@@ -185,7 +185,7 @@ typedef struct {
                                       for (up to INFER_TP_TIMEOUT seconds, default 600). Borrowed for the call */
     int32_t no_repack;             /* 0 (default): the matrices the CPU computes (the host's layers and head, routed
                                       experts included) whose type has a faster layout on this CPU (the 4- to
-                                      8-bit types on AVX-512 VNNI) are repacked once at load into it, the same
+                                      8-bit types on AVX-512 VNNI and AVX2) are repacked once at load into it, the same
                                       size, and the file's pages of them released: the same results bit for bit.
                                       1: computed as stored (llama.cpp's --no-repack) */
 } infer_model_params;

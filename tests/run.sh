@@ -116,6 +116,8 @@ done
 # (INFER_CPU_AMX=emu, lib/cpu/amx.h); on a CPU with AMX the runs above used the hardware's.
 run test-ops-amx-emu env INFER_CPU_AMX=emu "$B/tests/test-ops" -b cpu -o mm,moe_ffn
 run test-repack-amx-emu env INFER_CPU_AMX=emu "$B/tests/test-repack"
+# The AVX2 level's strips (lib/cpu/mm_r16_avx2.c) as an AVX2-only CPU runs a model (test-ops checks their products).
+run test-repack-avx2 env INFER_CPU_ISA=avx2 "$B/tests/test-repack"
 
 # A user's program built against an installed copy through pkg-config.
 [ "$SAN" = 1 ] || run install sh tests/install/check.sh "$B"

@@ -16,7 +16,8 @@
  * mm_iq.c's GEMM (the same results bit for bit: one exact integer per block, the dots' f32 steps).
  * F32 / F16 / BF16 batches of 2 tokens or more on AVX-512 go to mm_f.c's GEMM (the same results bit for bit: the
  * dot's accumulators and reduction per element).
- * Matrices repacked at load (type | CPU_R16, mm_r16.c) go to cpu_mm_r16 (the same results again).
+ * Matrices repacked at load (type | CPU_R16, mm_r16.c) go to cpu_mm_r16 (the same results again; on AVX2 CPUs
+ * mm_r16_avx2.c's kernels, the scalar dots' bits where the AVX2 dots of the file's layout sum in vector lanes).
  * On a CPU with AMX-INT8 (amx.h) the GEMMs of mm_kq.c and mm_q32.c run groups of 16 tokens through tiles (the same
  * results again).
  */

@@ -19,7 +19,8 @@
  * Math: per (row, token) the same exact integer sums and the same f32 block steps, in the same order, as the
  * scalar dots of mmv.c and the GEMMs of mm_kq.c / mm_q32.c / mm_iq.c, so a repacked matrix gives the file's results
  * bit for bit at any batch size (test-ops, test-repack check it). Batches of more than 8 tokens go to those GEMMs,
- * whose packers read strips.
+ * whose packers read strips. A CPU with AVX2 but not AVX-512 VNNI reads the same strips through mm_r16_avx2.c (every
+ * batch size, the same bits).
  */
 #include <stddef.h>
 #include <string.h>
@@ -192,7 +193,13 @@ void cpu_r16_unit(int32_t type, const void *strip, int64_t i, int r, void *dst) 
 enum { R16_TOK = 2 };
 
 int cpu_r16_takes(int32_t type, int64_t n_in) {
-    return r16_unit_vectors(type) && n_in > 0 && n_in % r16_unit_values(type) == 0 && cpu_isa_has(CPU_ISA_AVX512);
+    if (!r16_unit_vectors(type) || n_in <= 0 || n_in % r16_unit_values(type)) return 0;
+    return cpu_isa_has(CPU_ISA_AVX512) || (cpu_isa_has(CPU_ISA_AVX2) && cpu_r16_avx2_has(type));
+}
+
+/* Whether a product of ISA variant v runs mm_r16_avx2.c's kernels: asked for, or AVX2 is this CPU's best level. */
+static int r16_avx2(int variant) {
+    return variant == CPU_ISA_AVX2 || (variant == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512));
 }
 
 /* dword d of a strip block's 16 rows (cpu_r16_pos: d's place in the order the kernels read) */
@@ -613,7 +620,9 @@ R16_AVX512 static void r16_tile(int32_t type, const char *strip, int64_t nb, con
 void cpu_r16_strip_dot(int32_t type, const void *strip, int64_t n_in, const void *xq, const struct mm_q32_act *act,
                        float out[CPU_R16_ROWS]) {
     float o[MM_STRIP_TOK][MM_STRIP_ROWS];
-    r16_tile(type, strip, n_in / (cpu_r16_q32(type) ? QK8_0 : QK_K), xq, 0, act, 1, o);
+    const int64_t nb = n_in / (cpu_r16_q32(type) ? QK8_0 : QK_K);
+    if (r16_avx2(CPU_ISA_BEST)) cpu_r16_tile_avx2(type, strip, nb, xq, 0, act, 1, o);
+    else r16_tile(type, strip, nb, xq, 0, act, 1, o);
     memcpy(out, o[0], sizeof o[0]);
 }
 
@@ -623,7 +632,20 @@ struct r16_job {
     int64_t nb;   /* blocks per row */
     size_t strip_bytes, x_row;
     struct mm_q32_act *act; /* the 32-value types: n_tokens x nb (mm_q32_act_fill) */
+    int avx2;               /* mm_r16_avx2.c's kernels, every batch size */
 };
+
+/* mm_strip_out without AVX-512: the tile's nt tokens into y's rows rb..rb+nr (g, or silu(g)·u, plus add) */
+static void r16_out_avx2(const struct mm_args *a, int64_t tb, int nt, int64_t rb, int nr,
+                         const float g[MM_STRIP_TOK][MM_STRIP_ROWS], const float u[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) {
+            const int64_t at = (tb + t) * a->n_out + rb + r;
+            float v = a->epilogue == MMV_SWIGLU ? cpu_silu(g[t][r]) * u[t][r] : g[t][r];
+            if (a->epilogue == MMV_ADD) v = v + a->add[at];
+            a->y[at] = v;
+        }
+}
 
 static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     (void)ith;
@@ -632,13 +654,21 @@ static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     for (int64_t rb = r0; rb < r1; rb += CPU_R16_ROWS) {
         const int nr = (int)(r1 - rb < CPU_R16_ROWS ? r1 - rb : CPU_R16_ROWS);
         const size_t at = (size_t)(rb / CPU_R16_ROWS) * j->strip_bytes;
-        for (int64_t tb = 0; tb < a->n_tokens; tb += R16_TOK) {
-            const int nt = (int)(a->n_tokens - tb < R16_TOK ? a->n_tokens - tb : R16_TOK);
+        const int step = j->avx2 ? MM_STRIP_TOK : R16_TOK;
+        for (int64_t tb = 0; tb < a->n_tokens; tb += step) {
+            const int nt = (int)(a->n_tokens - tb < step ? a->n_tokens - tb : step);
             const char *x = (const char *)a->xq + tb * j->x_row;
             float g[MM_STRIP_TOK][MM_STRIP_ROWS], u[MM_STRIP_TOK][MM_STRIP_ROWS];
             const struct mm_q32_act *ya = j->act ? j->act + tb * j->nb : NULL;
-            r16_tile(j->type, (const char *)a->w + at, j->nb, x, j->x_row, ya, nt, g);
-            if (a->epilogue == MMV_SWIGLU) r16_tile(j->type, (const char *)a->w2 + at, j->nb, x, j->x_row, ya, nt, u);
+            const char *w = (const char *)a->w + at, *w2 = a->w2 ? (const char *)a->w2 + at : NULL;
+            if (j->avx2) {
+                cpu_r16_tile_avx2(j->type, w, j->nb, x, j->x_row, ya, nt, g);
+                if (a->epilogue == MMV_SWIGLU) cpu_r16_tile_avx2(j->type, w2, j->nb, x, j->x_row, ya, nt, u);
+                r16_out_avx2(a, tb, nt, rb, nr, g, u);
+                continue;
+            }
+            r16_tile(j->type, w, j->nb, x, j->x_row, ya, nt, g);
+            if (a->epilogue == MMV_SWIGLU) r16_tile(j->type, w2, j->nb, x, j->x_row, ya, nt, u);
             mm_strip_out(a, tb, nt, rb, nr, g, u);
         }
     }
@@ -648,9 +678,11 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
     const int32_t type = cpu_r16_base(a->type);
     if (!cpu_r16_is(a->type) || !r16_unit_vectors(type))
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: type id %d is no repacked type", a->type);
-    if (!cpu_isa_avx512_variant(a->variant))
-        return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: repacked %s runs at the AVX-512 VNNI level only",
-                          quant_type(type)->name);
+    const int avx2 = r16_avx2(a->variant);
+    if (avx2 ? !cpu_isa_has(CPU_ISA_AVX2) || !cpu_r16_avx2_has(type)
+             : !cpu_isa_avx512_variant(a->variant) || !cpu_isa_has(CPU_ISA_AVX512))
+        return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: repacked %s has no kernel at ISA variant %d on this CPU",
+                          quant_type(type)->name, a->variant);
     if (!cpu_r16_takes(type, a->n_in) || a->n_out <= 0 || a->n_tokens < 1)
         return infer_fail(INFER_E_ARG, "cpu_mm_r16: repacked %s, n_in %lld n_out %lld n_tokens %lld: this CPU lacks "
                           "AVX-512 VNNI, or the shape is not whole blocks", quant_type(type)->name, (long long)a->n_in,
@@ -659,13 +691,13 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
         a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
         return infer_fail(INFER_E_ARG, "cpu_mm_r16: missing pointer or bad epilogue %d", a->epilogue);
     const int q32 = cpu_r16_q32(type);
-    if (a->n_tokens > CPU_R16_MAX_TOKENS) {
+    if (!avx2 && a->n_tokens > CPU_R16_MAX_TOKENS) {
         if (q32) return cpu_mm_q32(a, p);
         return type == INFER_TYPE_Q2_K || type == INFER_TYPE_Q3_K ? cpu_mm_iq(a, p) : cpu_mm_kq(a, p);
     }
     struct r16_job j = {.a = a, .type = type, .nb = a->n_in / (q32 ? QK8_0 : QK_K),
                         .strip_bytes = cpu_r16_bytes(type, a->n_in, CPU_R16_ROWS),
-                        .x_row = cpu_act_row_bytes(type, a->n_in)};
+                        .x_row = cpu_act_row_bytes(type, a->n_in), .avx2 = avx2};
     if (q32) {
         j.act = xmalloc(sizeof(struct mm_q32_act) * (size_t)j.nb * (size_t)a->n_tokens);
         if (!j.act) return INFER_OOM("cpu_mm_r16's activation table");

@@ -1,4 +1,5 @@
-/* mm_r16: matrices repacked once at load into strips of 16 rows (mm_r16.c), for the AVX-512 VNNI kernels. */
+/* mm_r16: matrices repacked once at load into strips of 16 rows (mm_r16.c), for the AVX-512 VNNI kernels there and the
+ * AVX2 ones of mm_r16_avx2.c. */
 #ifndef INFER_CPU_MM_R16_H
 #define INFER_CPU_MM_R16_H
 
@@ -51,9 +52,11 @@ static inline int cpu_r16_q32_qs(int32_t type) { return cpu_r16_q32_qh(type) + 2
 static inline int cpu_r16_q32_dwords(int32_t type) { return type == INFER_TYPE_Q8_0 ? 8 : 4; }
 static inline int cpu_r16_q32_vectors(int32_t type) { return cpu_r16_q32_qs(type) + 2 * cpu_r16_q32_dwords(type); }
 
+struct mm_q32_act;
+
 /* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: the 32-value
  * types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (n_in a multiple of 64), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
- * on AVX-512 VNNI. */
+ * on AVX-512 VNNI; the same but Q2_K and Q3_K on AVX2 (mm_r16_avx2.c). */
 int cpu_r16_takes(int32_t type, int64_t n_in);
 /* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q3_K, Q6_K: 2 bytes more per block,
  * MXFP4 1 more, the others the file's size). */
@@ -68,9 +71,14 @@ void cpu_r16_unit(int32_t type, const void *strip, int64_t i, int r, void *dst);
 /* out[r] = the dot of row r of one strip (16 rows of a repacked `type` matrix, type the file's) with one token's
  * activations xq (act: a 32-value type's table from mm_q32_act_fill, else NULL): what cpu_mm gives for those rows, bit
  * for bit. The routed experts' decode (moe.c) reads its selected experts' strips through it. */
-struct mm_q32_act;
 void cpu_r16_strip_dot(int32_t type, const void *strip, int64_t n_in, const void *xq, const struct mm_q32_act *act,
                        float out[CPU_R16_ROWS]);
+/* Whether mm_r16_avx2.c has an AVX2 kernel for `type`'s strips (an AVX2 CPU without AVX-512 VNNI repacks those). */
+int cpu_r16_avx2_has(int32_t type);
+/* out[t][r] for nt tokens (x_row bytes apart; act: a 32-value type's table, nb entries a token, else NULL) and the
+ * 16 rows of one strip (nb blocks a row) on AVX2: the same bits as the AVX-512 kernels. */
+void cpu_r16_tile_avx2(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row,
+                       const struct mm_q32_act *act, int nt, float out[][CPU_R16_ROWS]);
 /* y = epilogue(W x) for a repacked W (a->type | CPU_R16): 1..8 tokens here, more through the GEMMs of mm_kq.c,
  * mm_q32.c or mm_iq.c (Q2_K, Q3_K). */
 infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p);

@@ -1,0 +1,358 @@
+/* mm_r16_avx2: the products of mm_r16.c's strips (the same layout, repacked at load) on CPUs with AVX2 but no
+ * AVX-512 VNNI: Q4_K, Q5_K, Q6_K, IQ4_XS and the 32-value types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4.
+ *
+ * Why: on an AVX2 CPU (Zen 2 / Zen 3, Intel before Ice Lake) the row dots of mmv.c spend their time on horizontal
+ * sums and per-row scales, as they did on AVX-512 before the strips. Here a 64-byte strip vector is two halves of
+ * 8 rows each (lane r of half h: row 8h + r); each half is swept with the rows in the 8 int32 lanes, one token at a
+ * time (8 independent sums fill AVX2's 16 registers), and every step after the integer sums is lane-wise.
+ *
+ * Integer dots: vpmaddubsw (unsigned x signed bytes, int16 pair sums) then vpmaddwd by 1. Its pair sums saturate
+ * past 32767, so only codes up to 63 go in unsigned (the K-quants' and 4- / 5-bit types' codes); the types whose
+ * strips hold a code + 128 (Q8_0, IQ4_NL, MXFP4 and IQ4_XS through their codebooks) multiply the signed value
+ * instead (|w| · sign(x, w): at most 2 · 128 · 127; activations are in [-127, 127]), which is exactly the AVX-512
+ * kernels' sum minus their offset term, so that term is not subtracted here.
+ *
+ * Math: per (row, token) the exact integers and the f32 block steps of mm_r16.c's AVX-512 kernels and of the scalar
+ * dots, in the same order, so the same bits (test-ops compares every type's AVX2 strips with the AVX-512 ones and the
+ * file's layout). Batches of any size sweep the strips token by token (the strip's block from cache after the
+ * first token); AVX2 has no strip GEMM.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "mm_q32.h"
+#include "mm_r16.h"
+#include "quant.h"
+
+int cpu_r16_avx2_has(int32_t type) {
+    switch (type) {
+    case INFER_TYPE_Q4_K:
+    case INFER_TYPE_Q5_K:
+    case INFER_TYPE_Q6_K:
+    case INFER_TYPE_IQ4_XS: return 1;
+    default: return cpu_r16_q32(type);
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define A2 __attribute__((target("avx2,fma,f16c")))
+#define A2_INLINE static inline __attribute__((always_inline))
+
+enum { A2_ROWS = 8 };
+
+/* half h of the strip vector holding dword d of a 256-value block's 16 rows */
+A2 A2_INLINE __m256i a2_v(const char *b, int32_t type, int d, int h) {
+    return _mm256_loadu_si256((const __m256i *)(b + 64 * cpu_r16_pos(type, d) + 32 * h));
+}
+
+/* 4 activation bytes in every lane */
+A2 A2_INLINE __m256i a2_x4(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* acc + per lane the 4 products of unsigned codes w (at most 63: the int16 pair sums stay exact) and signed x */
+A2 A2_INLINE __m256i a2_dp(__m256i acc, __m256i w, __m256i x) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
+}
+
+/* the same for signed values w (any int8), x in [-127, 127] */
+A2 A2_INLINE __m256i a2_dp_signed(__m256i acc, __m256i w, __m256i x) {
+    return a2_dp(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+}
+
+/* the low f16 of each dword lane as f32 */
+A2 A2_INLINE __m256 a2_ph(__m256i v) {
+    const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, lo), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+}
+
+/* int32 lanes of byte k of each dword */
+A2 A2_INLINE __m256i a2_byte(__m256i v, int k) {
+    return _mm256_and_si256(_mm256_srli_epi32(v, 8 * k), _mm256_set1_epi32(0xff));
+}
+
+/* a pshufb control: the dword pattern `base` (byte indices 0..3, 0x80 for zero) for every dword of a 128-bit lane */
+A2 A2_INLINE __m256i a2_pick(uint32_t base) {
+    const int q = 0x04040404;
+    return _mm256_add_epi32(_mm256_set1_epi32((int)base), _mm256_set_epi32(3 * q, 2 * q, q, 0, 3 * q, 2 * q, q, 0));
+}
+
+/* Σ_k p_k · (bsums[2k], bsums[2k+1]) per lane (p: a row's eight int16 pairs of per-sub-block factors) */
+A2 A2_INLINE __m256i a2_bsums_dot(const __m256i p[8], const block_q8_K *y) {
+    __m256i c = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) c = _mm256_add_epi32(c, _mm256_madd_epi16(p[k], a2_x4(y->bsums + 2 * k)));
+    return c;
+}
+
+/* Q4_K / Q5_K's f32 block step: acc + (d·dy)·sumi - (dmin·dy)·summ, dd = d | dmin << 16 */
+A2 A2_INLINE __m256 a2_step_k4(__m256 acc, __m256i dd, float dy, __m256i sumi, __m256i summ) {
+    const __m256 d = a2_ph(dd), dmin = a2_ph(_mm256_srli_epi32(dd, 16)), vy = _mm256_set1_ps(dy);
+    return _mm256_add_ps(acc, _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, vy), _mm256_cvtepi32_ps(sumi)),
+                                            _mm256_mul_ps(_mm256_mul_ps(dmin, vy), _mm256_cvtepi32_ps(summ))));
+}
+
+/* Q6_K / IQ4_XS: acc + (d·dy)·sumi, d the low f16 of each lane of dd (sumi already less the offset) */
+A2 A2_INLINE __m256 a2_step(__m256 acc, __m256i dd, float dy, __m256i sumi) {
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(a2_ph(dd), _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(sumi)));
+}
+
+/* Q4_K (q5 0) / Q5_K (q5 1), rows 8h..8h+7 of the strip, one token (its Q8_K row x): mm_r16.c's r16_tile_k4 on 8
+ * lanes, the high nibbles shifted down (vpmaddubsw takes codes up to 63). */
+A2 A2_INLINE __m256 a2_tile_k4(const char *strip, int64_t nb, const char *x, int q5, int h) {
+    const int32_t type = q5 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
+    const size_t bstride = cpu_r16_bytes(type, QK_K, CPU_R16_ROWS);
+    const int qs0 = q5 ? 12 : 4;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), c3f = _mm256_set1_epi8(0x3f), c03 = _mm256_set1_epi8(3);
+    const __m256i one = _mm256_set1_epi8(1), zero = _mm256_setzero_si256();
+    const __m256i pick[2] = {a2_pick(0x80018000u), a2_pick(0x80038002u)};
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_K *y = (const block_q8_K *)x + i;
+        const char *b = strip + i * (int64_t)bstride;
+        const __m256i dd = a2_v(b, type, 0, h), u0 = a2_v(b, type, 1, h), u1 = a2_v(b, type, 2, h);
+        const __m256i u2 = a2_v(b, type, 3, h);
+        const __m256i sc[2] = {_mm256_and_si256(u0, c3f),
+                               _mm256_or_si256(_mm256_and_si256(u2, m4),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), c03), 4))};
+        const __m256i mn[2] = {_mm256_and_si256(u1, c3f),
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), c03), 4))};
+        __m256i slo[4], shi[4];
+        for (int p = 0; p < 4; p++) slo[p] = shi[p] = zero;
+        for (int u = 0; u < 8; u++) { /* the strip's order: qh u (Q5_K), then qs 8p + u for p = 0..3 */
+            const __m256i qh = q5 ? a2_v(b, type, 4 + u, h) : zero;
+            for (int p = 0; p < 4; p++) {
+                const __m256i v = a2_v(b, type, qs0 + 8 * p + u, h);
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi32(v, 4), m4);
+                if (q5) {
+                    const __m256i hb = _mm256_srli_epi32(qh, 2 * p);
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(hb, one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 1), one), 4));
+                }
+                slo[p] = a2_dp(slo[p], lo, a2_x4(y->qs + 4 * (16 * p + u)));
+                shi[p] = a2_dp(shi[p], hi, a2_x4(y->qs + 4 * (16 * p + 8 + u)));
+            }
+        }
+        __m256i sumi = zero;
+        for (int p = 0; p < 4; p++) {
+            const __m256i s0 = a2_byte(sc[p / 2], 2 * (p % 2)), s1 = a2_byte(sc[p / 2], 2 * (p % 2) + 1);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_mullo_epi32(slo[p], s0), _mm256_mullo_epi32(shi[p], s1)));
+        }
+        /* Σ_j m_j · (the activations' sum over sub-block j): the min pairs (m_2k, m_2k+1) as int16 against the
+         * 16-value bsums summed in pairs, as r16_mins / r16_bs_pairs */
+        const __m256i s16 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
+        const __m128i pr = _mm_packs_epi32(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
+        int32_t bs[4];
+        _mm_storeu_si128((__m128i *)bs, pr);
+        __m256i c = zero;
+        for (int k = 0; k < 4; k++) {
+            const __m256i mp = _mm256_shuffle_epi8(mn[k / 2], pick[k % 2]);
+            c = _mm256_add_epi32(c, _mm256_madd_epi16(mp, _mm256_set1_epi32(bs[k])));
+        }
+        acc = a2_step_k4(acc, dd, y->d, sumi, c);
+    }
+    return acc;
+}
+
+/* Q6_K, rows 8h..8h+7, one token: r16_tile_q6 on 8 lanes (codes 0..63, the -32 through the bsums). */
+A2 A2_INLINE __m256 a2_tile_q6(const char *strip, int64_t nb, const char *x, int h) {
+    const int32_t type = INFER_TYPE_Q6_K;
+    const size_t bstride = cpu_r16_bytes(type, QK_K, CPU_R16_ROWS);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), c30 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256();
+    const __m256i pick[2] = {a2_pick(0x01800080u), a2_pick(0x03800280u)};
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_K *y = (const block_q8_K *)x + i;
+        const char *b = strip + i * (int64_t)bstride;
+        const __m256i scv[4] = {a2_v(b, type, 48, h), a2_v(b, type, 49, h), a2_v(b, type, 50, h), a2_v(b, type, 51, h)};
+        const __m256i dd = a2_v(b, type, 52, h);
+        __m256i sumi = zero;
+        for (int hh = 0; hh < 2; hh++) {
+            __m256i s[2][4];
+            for (int e = 0; e < 2; e++)
+                for (int k = 0; k < 4; k++) s[e][k] = zero;
+            for (int uu = 0; uu < 4; uu++)
+                for (int e = 0; e < 2; e++) {
+                    const int u = 4 * e + uu;
+                    const __m256i l0 = a2_v(b, type, 16 * hh + u, h), l1 = a2_v(b, type, 16 * hh + 8 + u, h);
+                    const __m256i hb = a2_v(b, type, 32 + 8 * hh + u, h);
+                    const __m256i q[4] = {
+                        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi32(hb, 4), c30)),
+                        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi32(hb, 2), c30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(l0, 4), m4), _mm256_and_si256(hb, c30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(l1, 4), m4),
+                                        _mm256_and_si256(_mm256_srli_epi32(hb, 2), c30))};
+                    for (int k = 0; k < 4; k++) s[e][k] = a2_dp(s[e][k], q[k], a2_x4(y->qs + 4 * (32 * hh + 8 * k + u)));
+                }
+            for (int e = 0; e < 2; e++)
+                for (int k = 0; k < 4; k++) {
+                    const int j = 8 * hh + 2 * k + e;
+                    const __m256i scj = _mm256_srai_epi32(_mm256_slli_epi32(scv[j / 4], 24 - 8 * (j % 4)), 24);
+                    sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(s[e][k], scj));
+                }
+        }
+        __m256i sp[8];
+        for (int k = 0; k < 8; k++) sp[k] = _mm256_srai_epi16(_mm256_shuffle_epi8(scv[k / 2], pick[k % 2]), 8);
+        const __m256i off = _mm256_slli_epi32(a2_bsums_dot(sp, y), 5);
+        acc = a2_step(acc, dd, y->d, _mm256_sub_epi32(sumi, off));
+    }
+    return acc;
+}
+
+/* IQ4_XS, rows 8h..8h+7, one token: r16_tile_iq4 on 8 lanes, the codebook's signed values (no offset to undo). */
+A2 A2_INLINE __m256 a2_tile_iq4(const char *strip, int64_t nb, const char *x, int h) {
+    const int32_t type = INFER_TYPE_IQ4_XS;
+    const size_t bstride = cpu_r16_bytes(type, QK_K, CPU_R16_ROWS);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q8_K *y = (const block_q8_K *)x + i;
+        const char *b = strip + i * (int64_t)bstride;
+        const __m256i dh = a2_v(b, type, 0, h), sl = a2_v(b, type, 1, h);
+        __m256i sumi = zero;
+        for (int j0 = 0; j0 < 8; j0 += 4) {
+            __m256i slo[4], shi[4];
+            for (int e = 0; e < 4; e++) slo[e] = shi[e] = zero;
+            for (int u = 0; u < 4; u++)
+                for (int e = 0; e < 4; e++) {
+                    const int j = j0 + e;
+                    const __m256i v = a2_v(b, type, 2 + 4 * j + u, h);
+                    const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(v, m4));
+                    const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi32(v, 4), m4));
+                    slo[e] = a2_dp_signed(slo[e], lo, a2_x4(y->qs + 4 * (8 * j + u)));
+                    shi[e] = a2_dp_signed(shi[e], hi, a2_x4(y->qs + 4 * (8 * j + 4 + u)));
+                }
+            for (int e = 0; e < 4; e++) {
+                const int j = j0 + e;
+                const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(dh, 16 + 2 * j), _mm256_set1_epi32(3));
+                const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+                sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(_mm256_add_epi32(slo[e], shi[e]), ls));
+            }
+        }
+        acc = a2_step(acc, dh, y->d, sumi);
+    }
+    return acc;
+}
+
+/* block e's scales of a 32-value unit for rows 8h..8h+7: d (MXFP4: 2^(e-128) of its exponent) and Q4_1 / Q5_1's m */
+A2 A2_INLINE void a2_q32_scales(int32_t type, const char *unit, int e, int h, __m256 *d, __m256 *m) {
+    if (cpu_r16_q32_min(type)) {
+        const __m256i dm = _mm256_loadu_si256((const __m256i *)(unit + 64 * e + 32 * h));
+        *d = a2_ph(dm);
+        *m = a2_ph(_mm256_srli_epi32(dm, 16));
+        return;
+    }
+    const __m128i h16 = _mm_loadu_si128((const __m128i *)(unit + 32 * e + 16 * h));
+    *m = _mm256_setzero_ps();
+    if (type != INFER_TYPE_MXFP4) {
+        *d = _mm256_cvtph_ps(h16);
+        return;
+    }
+    /* exponent bits e - 1, or for e = 0, 1 the subnormals 2^-128, 2^-127 (mm_strip_q32_scales) */
+    const __m256i xe = _mm256_cvtepu16_epi32(h16);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(xe, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), xe);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), xe);
+    *d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
+}
+
+/* bit 4 of the codes of a group from the 4 qh bits at `shift`: spread to the bottom of each byte by one multiply
+ * (x · 0x204081 puts bit k at bit 8k, no carries), then moved up */
+A2 A2_INLINE __m256i a2_bit4(__m256i qh, int shift) {
+    const __m256i nib = _mm256_and_si256(_mm256_srli_epi32(qh, shift), _mm256_set1_epi32(0xF));
+    const __m256i spread = _mm256_and_si256(_mm256_mullo_epi32(nib, _mm256_set1_epi32(0x204081)),
+                                            _mm256_set1_epi32(0x01010101));
+    return _mm256_slli_epi32(spread, 4);
+}
+
+/* A 32-value type, rows 8h..8h+7, one token (its activation row x and block table act): r16_tile_q32 on 8 lanes.
+ * Q8_0, IQ4_NL and MXFP4 multiply signed values (their sums lack the + 128 · Σx the table's c would take back). */
+A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, const char *x,
+                                const struct mm_q32_act *act, int h) {
+    const int mins = cpu_r16_q32_min(type), qs0 = cpu_r16_q32_qs(type), q5 = cpu_r16_q32_q5(type);
+    const int signed_codes = type == INFER_TYPE_Q8_0 || type == INFER_TYPE_IQ4_NL || type == INFER_TYPE_MXFP4;
+    const size_t unit = 64 * (size_t)cpu_r16_q32_vectors(type);
+    const size_t xbs = mins ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t xqs = mins ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
+    const __m256i zero = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(0x0F), k80 = _mm256_set1_epi8((char)0x80);
+    const int8_t *book = type == INFER_TYPE_MXFP4 ? blocks_kvalues_mxfp4 : blocks_kvalues_iq4nl;
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)book));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb32; i += 2) {
+        const char *b = strip + (i / 2) * (int64_t)unit;
+        for (int e = 0; e < 2; e++) {
+            const char *y = x + (i + e) * (int64_t)xbs + xqs;
+            __m256i s[4] = {zero, zero, zero, zero};
+            if (type == INFER_TYPE_Q8_0) {
+                for (int g = 0; g < QK8_0 / 4; g++) {
+                    const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * g + e) + 32 * h));
+                    s[g % 4] = a2_dp_signed(s[g % 4], _mm256_xor_si256(w, k80), a2_x4(y + 4 * g));
+                }
+            } else {
+                const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(b + 64 * (cpu_r16_q32_qh(type) + e) + 32 * h))
+                                      : zero;
+                for (int u = 0; u < 4; u++) {
+                    const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * u + e) + 32 * h));
+                    __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), m4);
+                    if (q5) {
+                        lo = _mm256_or_si256(lo, a2_bit4(qh, 4 * u));
+                        hi = _mm256_or_si256(hi, a2_bit4(qh, 16 + 4 * u));
+                    }
+                    if (signed_codes) {
+                        s[u % 2] = a2_dp_signed(s[u % 2], _mm256_shuffle_epi8(kv, lo), a2_x4(y + 4 * u));
+                        s[2 + u % 2] = a2_dp_signed(s[2 + u % 2], _mm256_shuffle_epi8(kv, hi), a2_x4(y + 16 + 4 * u));
+                    } else {
+                        s[u % 2] = a2_dp(s[u % 2], lo, a2_x4(y + 4 * u));
+                        s[2 + u % 2] = a2_dp(s[2 + u % 2], hi, a2_x4(y + 16 + 4 * u));
+                    }
+                }
+            }
+            const __m256i sumi = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
+            const struct mm_q32_act *ya = &act[i + e];
+            __m256 d, m;
+            a2_q32_scales(type, b, e, h, &d, &m);
+            const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(ya->d));
+            __m256 v;
+            if (mins) {
+                v = _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)), _mm256_mul_ps(m, _mm256_set1_ps(ya->s)));
+            } else {
+                const __m256i si = signed_codes ? sumi : _mm256_sub_epi32(sumi, _mm256_set1_epi32(ya->c));
+                v = _mm256_mul_ps(_mm256_cvtepi32_ps(si), dd);
+            }
+            acc = _mm256_add_ps(acc, v);
+        }
+    }
+    return acc;
+}
+
+A2 static __m256 a2_tile(int32_t type, const char *strip, int64_t nb, const char *x, const struct mm_q32_act *act,
+                         int h) {
+    switch (type) {
+    case INFER_TYPE_Q4_K: return a2_tile_k4(strip, nb, x, 0, h);
+    case INFER_TYPE_Q5_K: return a2_tile_k4(strip, nb, x, 1, h);
+    case INFER_TYPE_Q6_K: return a2_tile_q6(strip, nb, x, h);
+    case INFER_TYPE_IQ4_XS: return a2_tile_iq4(strip, nb, x, h);
+    default: return a2_tile_q32(type, strip, nb, x, act, h);
+    }
+}
+
+A2 void cpu_r16_tile_avx2(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row,
+                          const struct mm_q32_act *act, int nt, float out[][CPU_R16_ROWS]) {
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < 2; h++)
+            _mm256_storeu_ps(out[t] + A2_ROWS * h, a2_tile(type, strip, nb, x + t * x_row, act ? act + t * nb : NULL, h));
+}
+
+#else /* not x86-64: nothing is repacked */
+void cpu_r16_tile_avx2(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row,
+                       const struct mm_q32_act *act, int nt, float out[][CPU_R16_ROWS]) {
+    (void)type, (void)strip, (void)nb, (void)x, (void)x_row, (void)act, (void)nt, (void)out;
+}
+#endif
