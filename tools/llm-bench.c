@@ -87,7 +87,8 @@ static int usage(int to_err) {
             "  -ts A/B/...   with -sm layer, each device's share of the GPU layers (default: by free memory)\n"
             "  --no-repack   compute the CPU's weights as stored (default: repacked at load where this CPU has a\n"
             "                faster layout: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K-Q6_K, IQ4_XS on\n"
-            "                AVX-512 VNNI, the same but Q2_K / Q3_K on AVX2, routed experts included)\n"
+            "                AVX-512 VNNI, Q4_K, Q5_K, IQ4_XS, Q4_0, Q4_1, IQ4_NL, MXFP4 on AVX2, routed experts\n"
+            "                included)\n"
             "Every combination of -ngl, --n-cpu-moe, -sm and -ot runs. Rows give the bytes moved over the bus per\n"
             "token (bus KB/token; csv, json: bus_bytes_per_token).\n");
     return to_err ? 2 : 0;

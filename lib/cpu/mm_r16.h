@@ -56,7 +56,7 @@ struct mm_q32_act;
 
 /* Whether this CPU (capped by INFER_CPU_ISA) computes an (n_out, n_in) matrix of `type` faster repacked: the 32-value
  * types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (n_in a multiple of 64), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
- * on AVX-512 VNNI; the same but Q2_K and Q3_K on AVX2 (mm_r16_avx2.c). */
+ * on AVX-512 VNNI; Q4_K, Q5_K, IQ4_XS, Q4_0, Q4_1, IQ4_NL and MXFP4 on AVX2 (mm_r16_avx2.c). */
 int cpu_r16_takes(int32_t type, int64_t n_in);
 /* Bytes of the repacked form: the rows padded with zero rows to a multiple of 16 (Q3_K, Q6_K: 2 bytes more per block,
  * MXFP4 1 more, the others the file's size). */

@@ -1,5 +1,5 @@
 /* mm_r16_avx2: the products of mm_r16.c's strips (the same layout, repacked at load) on CPUs with AVX2 but no
- * AVX-512 VNNI: Q4_K, Q5_K, Q6_K, IQ4_XS and the 32-value types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4.
+ * AVX-512 VNNI: Q4_K, Q5_K, IQ4_XS, Q4_0, Q4_1, IQ4_NL and MXFP4 (cpu_r16_avx2_has says why not the others).
  *
  * Why: on an AVX2 CPU (Zen 2 / Zen 3, Intel before Ice Lake) the row dots of mmv.c spend their time on horizontal
  * sums and per-row scales, as they did on AVX-512 before the strips. Here a 64-byte strip vector is two halves of
@@ -7,10 +7,10 @@
  * time (8 independent sums fill AVX2's 16 registers), and every step after the integer sums is lane-wise.
  *
  * Integer dots: vpmaddubsw (unsigned x signed bytes, int16 pair sums) then vpmaddwd by 1. Its pair sums saturate
- * past 32767, so only codes up to 63 go in unsigned (the K-quants' and 4- / 5-bit types' codes); the types whose
- * strips hold a code + 128 (Q8_0, IQ4_NL, MXFP4 and IQ4_XS through their codebooks) multiply the signed value
- * instead (|w| · sign(x, w): at most 2 · 128 · 127; activations are in [-127, 127]), which is exactly the AVX-512
- * kernels' sum minus their offset term, so that term is not subtracted here.
+ * past 32767, so only small codes go in unsigned (Q4_K / Q5_K's, Q4_0 / Q4_1's); the codebook types, whose AVX-512
+ * kernels multiply a code + 128 (IQ4_NL, MXFP4, IQ4_XS), multiply the signed value instead (|w| · sign(x, w): at
+ * most 2 · 128 · 127; activations are in [-127, 127]), which is exactly the AVX-512 kernels' sum minus their offset
+ * term, so that term is not subtracted here.
  *
  * Math: per (row, token) the exact integers and the f32 block steps of mm_r16.c's AVX-512 kernels and of the scalar
  * dots, in the same order, so the same bits (test-ops compares every type's AVX2 strips with the AVX-512 ones and the
@@ -24,13 +24,19 @@
 #include "mm_r16.h"
 #include "quant.h"
 
+/* Where the strips beat AVX2's dots of the file's layout (one Zen 4 core capped at AVX2, a 151936 x 1024 matrix from
+ * DRAM, bench-repack): Q4_K 1.15x, Q5_K 1.15x, IQ4_XS 1.53x, Q4_0 1.06x, Q4_1 1.11x, IQ4_NL 1.07x, MXFP4 1.12x. Not
+ * Q6_K (0.76x), Q8_0 (0.84-0.90x), Q5_0 / Q5_1 (0.95-0.97x), Q2_K, Q3_K: those stay as stored on AVX2. */
 int cpu_r16_avx2_has(int32_t type) {
     switch (type) {
     case INFER_TYPE_Q4_K:
     case INFER_TYPE_Q5_K:
-    case INFER_TYPE_Q6_K:
-    case INFER_TYPE_IQ4_XS: return 1;
-    default: return cpu_r16_q32(type);
+    case INFER_TYPE_IQ4_XS:
+    case INFER_TYPE_Q4_0:
+    case INFER_TYPE_Q4_1:
+    case INFER_TYPE_IQ4_NL:
+    case INFER_TYPE_MXFP4: return 1;
+    default: return 0;
     }
 }
 
@@ -96,7 +102,7 @@ A2 A2_INLINE __m256 a2_step_k4(__m256 acc, __m256i dd, float dy, __m256i sumi, _
                                             _mm256_mul_ps(_mm256_mul_ps(dmin, vy), _mm256_cvtepi32_ps(summ))));
 }
 
-/* Q6_K / IQ4_XS: acc + (d·dy)·sumi, d the low f16 of each lane of dd (sumi already less the offset) */
+/* IQ4_XS: acc + (d·dy)·sumi, d the low f16 of each lane of dd (sumi of signed values: no offset to take back) */
 A2 A2_INLINE __m256 a2_step(__m256 acc, __m256i dd, float dy, __m256i sumi) {
     return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(a2_ph(dd), _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(sumi)));
 }
@@ -155,51 +161,6 @@ A2 A2_INLINE __m256 a2_tile_k4(const char *strip, int64_t nb, const char *x, int
             c = _mm256_add_epi32(c, _mm256_madd_epi16(mp, _mm256_set1_epi32(bs[k])));
         }
         acc = a2_step_k4(acc, dd, y->d, sumi, c);
-    }
-    return acc;
-}
-
-/* Q6_K, rows 8h..8h+7, one token: r16_tile_q6 on 8 lanes (codes 0..63, the -32 through the bsums). */
-A2 A2_INLINE __m256 a2_tile_q6(const char *strip, int64_t nb, const char *x, int h) {
-    const int32_t type = INFER_TYPE_Q6_K;
-    const size_t bstride = cpu_r16_bytes(type, QK_K, CPU_R16_ROWS);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), c30 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256();
-    const __m256i pick[2] = {a2_pick(0x01800080u), a2_pick(0x03800280u)};
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const block_q8_K *y = (const block_q8_K *)x + i;
-        const char *b = strip + i * (int64_t)bstride;
-        const __m256i scv[4] = {a2_v(b, type, 48, h), a2_v(b, type, 49, h), a2_v(b, type, 50, h), a2_v(b, type, 51, h)};
-        const __m256i dd = a2_v(b, type, 52, h);
-        __m256i sumi = zero;
-        for (int hh = 0; hh < 2; hh++) {
-            __m256i s[2][4];
-            for (int e = 0; e < 2; e++)
-                for (int k = 0; k < 4; k++) s[e][k] = zero;
-            for (int uu = 0; uu < 4; uu++)
-                for (int e = 0; e < 2; e++) {
-                    const int u = 4 * e + uu;
-                    const __m256i l0 = a2_v(b, type, 16 * hh + u, h), l1 = a2_v(b, type, 16 * hh + 8 + u, h);
-                    const __m256i hb = a2_v(b, type, 32 + 8 * hh + u, h);
-                    const __m256i q[4] = {
-                        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi32(hb, 4), c30)),
-                        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi32(hb, 2), c30)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(l0, 4), m4), _mm256_and_si256(hb, c30)),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(l1, 4), m4),
-                                        _mm256_and_si256(_mm256_srli_epi32(hb, 2), c30))};
-                    for (int k = 0; k < 4; k++) s[e][k] = a2_dp(s[e][k], q[k], a2_x4(y->qs + 4 * (32 * hh + 8 * k + u)));
-                }
-            for (int e = 0; e < 2; e++)
-                for (int k = 0; k < 4; k++) {
-                    const int j = 8 * hh + 2 * k + e;
-                    const __m256i scj = _mm256_srai_epi32(_mm256_slli_epi32(scv[j / 4], 24 - 8 * (j % 4)), 24);
-                    sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(s[e][k], scj));
-                }
-        }
-        __m256i sp[8];
-        for (int k = 0; k < 8; k++) sp[k] = _mm256_srai_epi16(_mm256_shuffle_epi8(scv[k / 2], pick[k % 2]), 8);
-        const __m256i off = _mm256_slli_epi32(a2_bsums_dot(sp, y), 5);
-        acc = a2_step(acc, dd, y->d, _mm256_sub_epi32(sumi, off));
     }
     return acc;
 }
@@ -263,55 +224,34 @@ A2 A2_INLINE void a2_q32_scales(int32_t type, const char *unit, int e, int h, __
     *d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
 }
 
-/* bit 4 of the codes of a group from the 4 qh bits at `shift`: spread to the bottom of each byte by one multiply
- * (x · 0x204081 puts bit k at bit 8k, no carries), then moved up */
-A2 A2_INLINE __m256i a2_bit4(__m256i qh, int shift) {
-    const __m256i nib = _mm256_and_si256(_mm256_srli_epi32(qh, shift), _mm256_set1_epi32(0xF));
-    const __m256i spread = _mm256_and_si256(_mm256_mullo_epi32(nib, _mm256_set1_epi32(0x204081)),
-                                            _mm256_set1_epi32(0x01010101));
-    return _mm256_slli_epi32(spread, 4);
-}
-
-/* A 32-value type, rows 8h..8h+7, one token (its activation row x and block table act): r16_tile_q32 on 8 lanes.
- * Q8_0, IQ4_NL and MXFP4 multiply signed values (their sums lack the + 128 · Σx the table's c would take back). */
+/* Q4_0, Q4_1, IQ4_NL or MXFP4, rows 8h..8h+7, one token (its activation row x and block table act): r16_tile_q32 on
+ * 8 lanes. IQ4_NL and MXFP4 multiply their codebooks' signed values (their sums lack the + 128 · Σx the table's c would
+ * take back). */
 A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, const char *x,
                                 const struct mm_q32_act *act, int h) {
-    const int mins = cpu_r16_q32_min(type), qs0 = cpu_r16_q32_qs(type), q5 = cpu_r16_q32_q5(type);
-    const int signed_codes = type == INFER_TYPE_Q8_0 || type == INFER_TYPE_IQ4_NL || type == INFER_TYPE_MXFP4;
+    const int mins = cpu_r16_q32_min(type), qs0 = cpu_r16_q32_qs(type);
+    const int book = type == INFER_TYPE_IQ4_NL || type == INFER_TYPE_MXFP4; /* signed values through a codebook */
     const size_t unit = 64 * (size_t)cpu_r16_q32_vectors(type);
     const size_t xbs = mins ? sizeof(block_q8_1) : sizeof(block_q8_0);
     const size_t xqs = mins ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
-    const __m256i zero = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(0x0F), k80 = _mm256_set1_epi8((char)0x80);
-    const int8_t *book = type == INFER_TYPE_MXFP4 ? blocks_kvalues_mxfp4 : blocks_kvalues_iq4nl;
-    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)book));
+    const __m256i zero = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(0x0F);
+    const int8_t *values = type == INFER_TYPE_MXFP4 ? blocks_kvalues_mxfp4 : blocks_kvalues_iq4nl;
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb32; i += 2) {
         const char *b = strip + (i / 2) * (int64_t)unit;
         for (int e = 0; e < 2; e++) {
             const char *y = x + (i + e) * (int64_t)xbs + xqs;
             __m256i s[4] = {zero, zero, zero, zero};
-            if (type == INFER_TYPE_Q8_0) {
-                for (int g = 0; g < QK8_0 / 4; g++) {
-                    const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * g + e) + 32 * h));
-                    s[g % 4] = a2_dp_signed(s[g % 4], _mm256_xor_si256(w, k80), a2_x4(y + 4 * g));
-                }
-            } else {
-                const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(b + 64 * (cpu_r16_q32_qh(type) + e) + 32 * h))
-                                      : zero;
-                for (int u = 0; u < 4; u++) {
-                    const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * u + e) + 32 * h));
-                    __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), m4);
-                    if (q5) {
-                        lo = _mm256_or_si256(lo, a2_bit4(qh, 4 * u));
-                        hi = _mm256_or_si256(hi, a2_bit4(qh, 16 + 4 * u));
-                    }
-                    if (signed_codes) {
-                        s[u % 2] = a2_dp_signed(s[u % 2], _mm256_shuffle_epi8(kv, lo), a2_x4(y + 4 * u));
-                        s[2 + u % 2] = a2_dp_signed(s[2 + u % 2], _mm256_shuffle_epi8(kv, hi), a2_x4(y + 16 + 4 * u));
-                    } else {
-                        s[u % 2] = a2_dp(s[u % 2], lo, a2_x4(y + 4 * u));
-                        s[2 + u % 2] = a2_dp(s[2 + u % 2], hi, a2_x4(y + 16 + 4 * u));
-                    }
+            for (int u = 0; u < 4; u++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * u + e) + 32 * h));
+                const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), m4);
+                if (book) {
+                    s[u % 2] = a2_dp_signed(s[u % 2], _mm256_shuffle_epi8(kv, lo), a2_x4(y + 4 * u));
+                    s[2 + u % 2] = a2_dp_signed(s[2 + u % 2], _mm256_shuffle_epi8(kv, hi), a2_x4(y + 16 + 4 * u));
+                } else {
+                    s[u % 2] = a2_dp(s[u % 2], lo, a2_x4(y + 4 * u));
+                    s[2 + u % 2] = a2_dp(s[2 + u % 2], hi, a2_x4(y + 16 + 4 * u));
                 }
             }
             const __m256i sumi = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
@@ -323,7 +263,7 @@ A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, c
             if (mins) {
                 v = _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)), _mm256_mul_ps(m, _mm256_set1_ps(ya->s)));
             } else {
-                const __m256i si = signed_codes ? sumi : _mm256_sub_epi32(sumi, _mm256_set1_epi32(ya->c));
+                const __m256i si = book ? sumi : _mm256_sub_epi32(sumi, _mm256_set1_epi32(ya->c));
                 v = _mm256_mul_ps(_mm256_cvtepi32_ps(si), dd);
             }
             acc = _mm256_add_ps(acc, v);
@@ -337,7 +277,6 @@ A2 static __m256 a2_tile(int32_t type, const char *strip, int64_t nb, const char
     switch (type) {
     case INFER_TYPE_Q4_K: return a2_tile_k4(strip, nb, x, 0, h);
     case INFER_TYPE_Q5_K: return a2_tile_k4(strip, nb, x, 1, h);
-    case INFER_TYPE_Q6_K: return a2_tile_q6(strip, nb, x, h);
     case INFER_TYPE_IQ4_XS: return a2_tile_iq4(strip, nb, x, h);
     default: return a2_tile_q32(type, strip, nb, x, act, h);
     }
