@@ -4,7 +4,9 @@
  * Why: on an AVX2 CPU (Zen 2 / Zen 3, Intel before Ice Lake) the row dots of mmv.c spend their time on horizontal
  * sums and per-row scales, as they did on AVX-512 before the strips. Here a 64-byte strip vector is two halves of
  * 8 rows each (lane r of half h: row 8h + r); each half is swept with the rows in the 8 int32 lanes, one token at a
- * time (8 independent sums fill AVX2's 16 registers), and every step after the integer sums is lane-wise.
+ * time in decode (8 independent sums fill AVX2's 16 registers), and for batches up to 4 tokens a sweep (each
+ * vector unpacked once for all of them, one sub-block or block at a time); every step after the integer sums is
+ * lane-wise.
  *
  * Integer dots: vpmaddubsw (unsigned x signed bytes, int16 pair sums) then vpmaddwd by 1. Its pair sums saturate
  * past 32767, so only small codes go in unsigned (Q4_K / Q5_K's, Q4_0 / Q4_1's); the codebook types, whose AVX-512
@@ -14,8 +16,8 @@
  *
  * Math: per (row, token) the exact integers and the f32 block steps of mm_r16.c's AVX-512 kernels and of the scalar
  * dots, in the same order, so the same bits (test-ops compares every type's AVX2 strips with the AVX-512 ones and the
- * file's layout). Batches of any size sweep the strips token by token (the strip's block from cache after the
- * first token); AVX2 has no strip GEMM.
+ * file's layout). Batches of any size sweep the strips (the strip's block from cache after the first sweep); AVX2
+ * has no strip GEMM.
  */
 #include <stddef.h>
 #include <string.h>
@@ -107,27 +109,45 @@ A2 A2_INLINE __m256 a2_step(__m256 acc, __m256i dd, float dy, __m256i sumi) {
     return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(a2_ph(dd), _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(sumi)));
 }
 
+/* The header of a Q4_K / Q5_K strip block for rows 8h..8h+7: the 8 sub-block scales and mins as bytes of two dwords
+ * each (mmv_k_unpack in lanes) */
+A2 A2_INLINE void a2_k4_head(const char *b, int32_t type, int h, __m256i sc[2], __m256i mn[2]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), c3f = _mm256_set1_epi8(0x3f), c03 = _mm256_set1_epi8(3);
+    const __m256i u0 = a2_v(b, type, 1, h), u1 = a2_v(b, type, 2, h), u2 = a2_v(b, type, 3, h);
+    sc[0] = _mm256_and_si256(u0, c3f);
+    sc[1] = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), c03), 4));
+    mn[0] = _mm256_and_si256(u1, c3f);
+    mn[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), c03), 4));
+}
+
+/* Σ_j m_j · (token y's sum over sub-block j) per lane, mn as a2_k4_head gives them */
+A2 A2_INLINE __m256i a2_k4_mins(const __m256i mn[2], const block_q8_K *y) {
+    const __m256i pick[2] = {a2_pick(0x80018000u), a2_pick(0x80038002u)};
+    const __m256i s16 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
+    const __m128i pr = _mm_packs_epi32(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
+    int32_t bs[4];
+    _mm_storeu_si128((__m128i *)bs, pr);
+    __m256i c = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++)
+        c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_shuffle_epi8(mn[k / 2], pick[k % 2]), _mm256_set1_epi32(bs[k])));
+    return c;
+}
+
 /* Q4_K (q5 0) / Q5_K (q5 1), rows 8h..8h+7 of the strip, one token (its Q8_K row x): mm_r16.c's r16_tile_k4 on 8
  * lanes, the high nibbles shifted down (vpmaddubsw takes codes up to 63). */
 A2 A2_INLINE __m256 a2_tile_k4(const char *strip, int64_t nb, const char *x, int q5, int h) {
     const int32_t type = q5 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
     const size_t bstride = cpu_r16_bytes(type, QK_K, CPU_R16_ROWS);
     const int qs0 = q5 ? 12 : 4;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), c3f = _mm256_set1_epi8(0x3f), c03 = _mm256_set1_epi8(3);
-    const __m256i one = _mm256_set1_epi8(1), zero = _mm256_setzero_si256();
-    const __m256i pick[2] = {a2_pick(0x80018000u), a2_pick(0x80038002u)};
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1), zero = _mm256_setzero_si256();
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const block_q8_K *y = (const block_q8_K *)x + i;
         const char *b = strip + i * (int64_t)bstride;
-        const __m256i dd = a2_v(b, type, 0, h), u0 = a2_v(b, type, 1, h), u1 = a2_v(b, type, 2, h);
-        const __m256i u2 = a2_v(b, type, 3, h);
-        const __m256i sc[2] = {_mm256_and_si256(u0, c3f),
-                               _mm256_or_si256(_mm256_and_si256(u2, m4),
-                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), c03), 4))};
-        const __m256i mn[2] = {_mm256_and_si256(u1, c3f),
-                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
-                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), c03), 4))};
+        const __m256i dd = a2_v(b, type, 0, h);
+        __m256i sc[2], mn[2];
+        a2_k4_head(b, type, h, sc, mn);
         __m256i slo[4], shi[4];
         for (int p = 0; p < 4; p++) slo[p] = shi[p] = zero;
         for (int u = 0; u < 8; u++) { /* the strip's order: qh u (Q5_K), then qs 8p + u for p = 0..3 */
@@ -149,18 +169,7 @@ A2 A2_INLINE __m256 a2_tile_k4(const char *strip, int64_t nb, const char *x, int
             const __m256i s0 = a2_byte(sc[p / 2], 2 * (p % 2)), s1 = a2_byte(sc[p / 2], 2 * (p % 2) + 1);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_mullo_epi32(slo[p], s0), _mm256_mullo_epi32(shi[p], s1)));
         }
-        /* Σ_j m_j · (the activations' sum over sub-block j): the min pairs (m_2k, m_2k+1) as int16 against the
-         * 16-value bsums summed in pairs, as r16_mins / r16_bs_pairs */
-        const __m256i s16 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
-        const __m128i pr = _mm_packs_epi32(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
-        int32_t bs[4];
-        _mm_storeu_si128((__m128i *)bs, pr);
-        __m256i c = zero;
-        for (int k = 0; k < 4; k++) {
-            const __m256i mp = _mm256_shuffle_epi8(mn[k / 2], pick[k % 2]);
-            c = _mm256_add_epi32(c, _mm256_madd_epi16(mp, _mm256_set1_epi32(bs[k])));
-        }
-        acc = a2_step_k4(acc, dd, y->d, sumi, c);
+        acc = a2_step_k4(acc, dd, y->d, sumi, a2_k4_mins(mn, y));
     }
     return acc;
 }
@@ -272,6 +281,175 @@ A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, c
     return acc;
 }
 
+enum { A2_TOK = 4 };
+
+/* Q4_K / Q5_K for NT (2..4) tokens at once (prefill, verification): each weight vector unpacked once for all of them;
+ * per sub-block pair p and token the vpmaddubsw pair sums added in int16 (Q4_K: 8 of at most 2·15·127, Q5_K: 4 of
+ * at most 2·31·127, both below 32768: exact), widened once. The same integers and f32 steps as a2_tile_k4. */
+A2 A2_INLINE void a2_tile_k4_n(const char *strip, int64_t nb, const char *x, size_t x_row, int q5, int h, int nt,
+                               __m256 acc[A2_TOK]) {
+    const int32_t type = q5 ? INFER_TYPE_Q5_K : INFER_TYPE_Q4_K;
+    const size_t bstride = cpu_r16_bytes(type, QK_K, CPU_R16_ROWS);
+    const int qs0 = q5 ? 12 : 4, run = q5 ? 4 : 8; /* int16 sums per widening */
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    const __m256i zero = _mm256_setzero_si256();
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = strip + i * (int64_t)bstride;
+        const block_q8_K *y[A2_TOK];
+        for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        __m256i sc[2], mn[2];
+        a2_k4_head(b, type, h, sc, mn);
+        __m256i sumi[A2_TOK];
+        for (int t = 0; t < nt; t++) sumi[t] = zero;
+        for (int p = 0; p < 4; p++) {
+            __m256i slo[A2_TOK], shi[A2_TOK], lo16[A2_TOK], hi16[A2_TOK];
+            for (int t = 0; t < nt; t++) slo[t] = shi[t] = lo16[t] = hi16[t] = zero;
+            for (int u = 0; u < 8; u++) {
+                const __m256i v = a2_v(b, type, qs0 + 8 * p + u, h);
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi32(v, 4), m4);
+                if (q5) {
+                    const __m256i hb = _mm256_srli_epi32(a2_v(b, type, 4 + u, h), 2 * p);
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(hb, one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 1), one), 4));
+                }
+                for (int t = 0; t < nt; t++) {
+                    lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, a2_x4(y[t]->qs + 4 * (16 * p + u))));
+                    hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, a2_x4(y[t]->qs + 4 * (16 * p + 8 + u))));
+                }
+                if ((u + 1) % run == 0)
+                    for (int t = 0; t < nt; t++) {
+                        slo[t] = _mm256_add_epi32(slo[t], _mm256_madd_epi16(lo16[t], ones16));
+                        shi[t] = _mm256_add_epi32(shi[t], _mm256_madd_epi16(hi16[t], ones16));
+                        lo16[t] = hi16[t] = zero;
+                    }
+            }
+            const __m256i s0 = a2_byte(sc[p / 2], 2 * (p % 2)), s1 = a2_byte(sc[p / 2], 2 * (p % 2) + 1);
+            for (int t = 0; t < nt; t++)
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_mullo_epi32(slo[t], s0),
+                                                                     _mm256_mullo_epi32(shi[t], s1)));
+        }
+        const __m256i dd = a2_v(b, type, 0, h);
+        for (int t = 0; t < nt; t++) acc[t] = a2_step_k4(acc[t], dd, y[t]->d, sumi[t], a2_k4_mins(mn, y[t]));
+    }
+}
+
+/* IQ4_XS for NT (2..4) tokens at once: each vector's codebook values unpacked once for all of them, one sub-block at
+ * a time (its low and high nibbles share its scale: one sum per token). The same integers and f32 steps as
+ * a2_tile_iq4. */
+A2 A2_INLINE void a2_tile_iq4_n(const char *strip, int64_t nb, const char *x, size_t x_row, int h, int nt,
+                                __m256 acc[A2_TOK]) {
+    const int32_t type = INFER_TYPE_IQ4_XS;
+    const size_t bstride = cpu_r16_bytes(type, QK_K, CPU_R16_ROWS);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blocks_kvalues_iq4nl));
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const char *b = strip + i * (int64_t)bstride;
+        const block_q8_K *y[A2_TOK];
+        for (int t = 0; t < nt; t++) y[t] = (const block_q8_K *)(x + t * x_row) + i;
+        const __m256i dh = a2_v(b, type, 0, h), sl = a2_v(b, type, 1, h);
+        __m256i sumi[A2_TOK];
+        for (int t = 0; t < nt; t++) sumi[t] = zero;
+        for (int j = 0; j < 8; j++) {
+            __m256i sj[A2_TOK];
+            for (int t = 0; t < nt; t++) sj[t] = zero;
+            for (int u = 0; u < 4; u++) {
+                const __m256i v = a2_v(b, type, 2 + 4 * j + u, h);
+                const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(v, m4));
+                const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi32(v, 4), m4));
+                for (int t = 0; t < nt; t++) {
+                    sj[t] = a2_dp_signed(sj[t], lo, a2_x4(y[t]->qs + 4 * (8 * j + u)));
+                    sj[t] = a2_dp_signed(sj[t], hi, a2_x4(y[t]->qs + 4 * (8 * j + 4 + u)));
+                }
+            }
+            const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(dh, 16 + 2 * j), _mm256_set1_epi32(3));
+            const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+            for (int t = 0; t < nt; t++) sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(sj[t], ls));
+        }
+        for (int t = 0; t < nt; t++) acc[t] = a2_step(acc[t], dh, y[t]->d, sumi[t]);
+    }
+}
+
+/* Q4_0, Q4_1, IQ4_NL or MXFP4 for NT (2..4) tokens at once (act: the first token's table, nb32 entries a token):
+ * each vector unpacked once for all of them; a block's low and high halves share its scale, so one sum per token
+ * (Q4_0 / Q4_1: the 8 vpmaddubsw pair sums of a block added in int16, at most 8 · 2 · 15 · 127: exact). The same
+ * integers and f32 steps as a2_tile_q32. */
+A2 A2_INLINE void a2_tile_q32_n(int32_t type, const char *strip, int64_t nb32, const char *x, size_t x_row,
+                                const struct mm_q32_act *act, int h, int nt, __m256 acc[A2_TOK]) {
+    const int mins = cpu_r16_q32_min(type), qs0 = cpu_r16_q32_qs(type);
+    const int book = type == INFER_TYPE_IQ4_NL || type == INFER_TYPE_MXFP4;
+    const size_t unit = 64 * (size_t)cpu_r16_q32_vectors(type);
+    const size_t xbs = mins ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t xqs = mins ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
+    const __m256i zero = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
+    const int8_t *values = type == INFER_TYPE_MXFP4 ? blocks_kvalues_mxfp4 : blocks_kvalues_iq4nl;
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb32; i += 2) {
+        const char *b = strip + (i / 2) * (int64_t)unit;
+        for (int e = 0; e < 2; e++) {
+            const char *y[A2_TOK];
+            for (int t = 0; t < nt; t++) y[t] = x + t * x_row + (i + e) * (int64_t)xbs + xqs;
+            __m256i s[A2_TOK];
+            for (int t = 0; t < nt; t++) s[t] = zero;
+            for (int u = 0; u < 4; u++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * u + e) + 32 * h));
+                __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), m4);
+                if (book) {
+                    lo = _mm256_shuffle_epi8(kv, lo);
+                    hi = _mm256_shuffle_epi8(kv, hi);
+                    for (int t = 0; t < nt; t++) {
+                        s[t] = a2_dp_signed(s[t], lo, a2_x4(y[t] + 4 * u));
+                        s[t] = a2_dp_signed(s[t], hi, a2_x4(y[t] + 16 + 4 * u));
+                    }
+                    continue;
+                }
+                for (int t = 0; t < nt; t++) { /* int16 pair sums, widened after the block */
+                    s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(lo, a2_x4(y[t] + 4 * u)));
+                    s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(hi, a2_x4(y[t] + 16 + 4 * u)));
+                }
+            }
+            __m256 d, m;
+            a2_q32_scales(type, b, e, h, &d, &m);
+            for (int t = 0; t < nt; t++) {
+                const struct mm_q32_act *ya = &act[t * nb32 + i + e];
+                const __m256i sumi = book ? s[t] : _mm256_madd_epi16(s[t], ones16);
+                const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(ya->d));
+                __m256 v;
+                if (mins) {
+                    v = _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)), _mm256_mul_ps(m, _mm256_set1_ps(ya->s)));
+                } else {
+                    const __m256i si = book ? sumi : _mm256_sub_epi32(sumi, _mm256_set1_epi32(ya->c));
+                    v = _mm256_mul_ps(_mm256_cvtepi32_ps(si), dd);
+                }
+                acc[t] = _mm256_add_ps(acc[t], v);
+            }
+        }
+    }
+}
+
+#define A2_MULTI_CASE(n)                                                                                           \
+    case n:                                                                                                        \
+        if (type == INFER_TYPE_IQ4_XS) a2_tile_iq4_n(strip, nb, x, x_row, h, n, acc);                              \
+        else if (type == INFER_TYPE_Q4_K || type == INFER_TYPE_Q5_K)                                               \
+            a2_tile_k4_n(strip, nb, x, x_row, type == INFER_TYPE_Q5_K, h, n, acc);                                 \
+        else a2_tile_q32_n(type, strip, nb, x, x_row, act, h, n, acc);                                             \
+        break;
+
+/* 2..4 tokens, rows 8h..8h+7 */
+A2 static void a2_tile_multi(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row,
+                             const struct mm_q32_act *act, int h, int nt, __m256 acc[A2_TOK]) {
+    switch (nt) {
+        A2_MULTI_CASE(2)
+        A2_MULTI_CASE(3)
+        A2_MULTI_CASE(4)
+    default:
+        break;
+    }
+}
+
 A2 static __m256 a2_tile(int32_t type, const char *strip, int64_t nb, const char *x, const struct mm_q32_act *act,
                          int h) {
     switch (type) {
@@ -284,7 +462,17 @@ A2 static __m256 a2_tile(int32_t type, const char *strip, int64_t nb, const char
 
 A2 void cpu_r16_tile_avx2(int32_t type, const char *strip, int64_t nb, const char *x, size_t x_row,
                           const struct mm_q32_act *act, int nt, float out[][CPU_R16_ROWS]) {
-    for (int t = 0; t < nt; t++)
+    int t = 0;
+    while (nt - t >= 2) { /* 2..4 tokens a sweep */
+        const int n = nt - t < A2_TOK ? nt - t : A2_TOK;
+        for (int h = 0; h < 2; h++) {
+            __m256 acc[A2_TOK];
+            a2_tile_multi(type, strip, nb, x + t * x_row, x_row, act ? act + t * nb : NULL, h, n, acc);
+            for (int k = 0; k < n; k++) _mm256_storeu_ps(out[t + k] + A2_ROWS * h, acc[k]);
+        }
+        t += n;
+    }
+    for (; t < nt; t++)
         for (int h = 0; h < 2; h++)
             _mm256_storeu_ps(out[t] + A2_ROWS * h, a2_tile(type, strip, nb, x + t * x_row, act ? act + t * nb : NULL, h));
 }
