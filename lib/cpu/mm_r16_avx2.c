@@ -160,9 +160,19 @@ A2 A2_INLINE __m256 a2_tile_k4(const char *strip, int64_t nb, const char *x, int
                     lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(hb, one), 4));
                     hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 1), one), 4));
                 }
-                slo[p] = a2_dp(slo[p], lo, a2_x4(y->qs + 4 * (16 * p + u)));
-                shi[p] = a2_dp(shi[p], hi, a2_x4(y->qs + 4 * (16 * p + 8 + u)));
+                const __m256i xl = a2_x4(y->qs + 4 * (16 * p + u)), xh = a2_x4(y->qs + 4 * (16 * p + 8 + u));
+                if (q5) {
+                    slo[p] = a2_dp(slo[p], lo, xl);
+                    shi[p] = a2_dp(shi[p], hi, xh);
+                } else { /* Q4_K: the 8 pair sums of at most 2 · 15 · 127 added in int16, exact; widened below */
+                    slo[p] = _mm256_add_epi16(slo[p], _mm256_maddubs_epi16(lo, xl));
+                    shi[p] = _mm256_add_epi16(shi[p], _mm256_maddubs_epi16(hi, xh));
+                }
             }
+        }
+        for (int p = 0; !q5 && p < 4; p++) {
+            slo[p] = _mm256_madd_epi16(slo[p], _mm256_set1_epi16(1));
+            shi[p] = _mm256_madd_epi16(shi[p], _mm256_set1_epi16(1));
         }
         __m256i sumi = zero;
         for (int p = 0; p < 4; p++) {
