@@ -313,8 +313,9 @@ A2 A2_INLINE void a2_tile_k4_n(const char *strip, int64_t nb, const char *x, siz
         __m256i sumi[A2_TOK];
         for (int t = 0; t < nt; t++) sumi[t] = zero;
         for (int p = 0; p < 4; p++) {
-            __m256i slo[A2_TOK], shi[A2_TOK], lo16[A2_TOK], hi16[A2_TOK];
-            for (int t = 0; t < nt; t++) slo[t] = shi[t] = lo16[t] = hi16[t] = zero;
+            const __m256i s0 = a2_byte(sc[p / 2], 2 * (p % 2)), s1 = a2_byte(sc[p / 2], 2 * (p % 2) + 1);
+            __m256i lo16[A2_TOK], hi16[A2_TOK];
+            for (int t = 0; t < nt; t++) lo16[t] = hi16[t] = zero;
             for (int u = 0; u < 8; u++) {
                 const __m256i v = a2_v(b, type, qs0 + 8 * p + u, h);
                 __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi32(v, 4), m4);
@@ -327,17 +328,14 @@ A2 A2_INLINE void a2_tile_k4_n(const char *strip, int64_t nb, const char *x, siz
                     lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, a2_x4(y[t]->qs + 4 * (16 * p + u))));
                     hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, a2_x4(y[t]->qs + 4 * (16 * p + 8 + u))));
                 }
-                if ((u + 1) % run == 0)
-                    for (int t = 0; t < nt; t++) {
-                        slo[t] = _mm256_add_epi32(slo[t], _mm256_madd_epi16(lo16[t], ones16));
-                        shi[t] = _mm256_add_epi32(shi[t], _mm256_madd_epi16(hi16[t], ones16));
-                        lo16[t] = hi16[t] = zero;
-                    }
+                if ((u + 1) % run) continue;
+                for (int t = 0; t < nt; t++) { /* widened and scaled: s·(a + b) = s·a + s·b, exact in int32 */
+                    const __m256i l = _mm256_mullo_epi32(_mm256_madd_epi16(lo16[t], ones16), s0);
+                    const __m256i g = _mm256_mullo_epi32(_mm256_madd_epi16(hi16[t], ones16), s1);
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(l, g));
+                    lo16[t] = hi16[t] = zero;
+                }
             }
-            const __m256i s0 = a2_byte(sc[p / 2], 2 * (p % 2)), s1 = a2_byte(sc[p / 2], 2 * (p % 2) + 1);
-            for (int t = 0; t < nt; t++)
-                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_mullo_epi32(slo[t], s0),
-                                                                     _mm256_mullo_epi32(shi[t], s1)));
         }
         const __m256i dd = a2_v(b, type, 0, h);
         for (int t = 0; t < nt; t++) acc[t] = a2_step_k4(acc[t], dd, y[t]->d, sumi[t], a2_k4_mins(mn, y[t]));
