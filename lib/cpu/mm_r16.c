@@ -684,9 +684,9 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: repacked %s has no kernel at ISA variant %d on this CPU",
                           quant_type(type)->name, a->variant);
     if (!cpu_r16_takes(type, a->n_in) || a->n_out <= 0 || a->n_tokens < 1)
-        return infer_fail(INFER_E_ARG, "cpu_mm_r16: repacked %s, n_in %lld n_out %lld n_tokens %lld: this CPU lacks "
-                          "AVX-512 VNNI, or the shape is not whole blocks", quant_type(type)->name, (long long)a->n_in,
-                          (long long)a->n_out, (long long)a->n_tokens);
+        return infer_fail(INFER_E_ARG, "cpu_mm_r16: repacked %s, n_in %lld n_out %lld n_tokens %lld: this CPU (or "
+                          "INFER_CPU_ISA) has no strips of the type, or the shape is not whole blocks",
+                          quant_type(type)->name, (long long)a->n_in, (long long)a->n_out, (long long)a->n_tokens);
     if (!a->w || !a->y || !a->xq || (a->epilogue == MMV_SWIGLU && !a->w2) || (a->epilogue == MMV_ADD && !a->add) ||
         a->epilogue < MMV_PLAIN || a->epilogue > MMV_SWIGLU)
         return infer_fail(INFER_E_ARG, "cpu_mm_r16: missing pointer or bad epilogue %d", a->epilogue);
