@@ -243,6 +243,18 @@ A2 A2_INLINE void a2_q32_scales(int32_t type, const char *unit, int e, int h, __
     *d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
 }
 
+/* A 32-value block's f32 step (mmv.c's block term): acc + sumi·(d·dy) (the codebook types' sums already lack the
+ * offset, the others take the table's c back) or acc + (d·dy)·sumi + m·s for Q4_1 */
+A2 A2_INLINE __m256 a2_q32_step(__m256 acc, __m256 d, __m256 m, const struct mm_q32_act *ya, __m256i sumi, int mins,
+                                int book) {
+    const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(ya->d));
+    if (mins)
+        return _mm256_add_ps(acc, _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
+                                                _mm256_mul_ps(m, _mm256_set1_ps(ya->s))));
+    const __m256i si = book ? sumi : _mm256_sub_epi32(sumi, _mm256_set1_epi32(ya->c));
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(si), dd));
+}
+
 /* Q4_0, Q4_1, IQ4_NL or MXFP4, rows 8h..8h+7, one token (its activation row x and block table act): r16_tile_q32 on
  * 8 lanes. IQ4_NL and MXFP4 multiply their codebooks' signed values (their sums lack the + 128 · Σx the table's c would
  * take back). */
@@ -274,18 +286,9 @@ A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, c
                 }
             }
             const __m256i sumi = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
-            const struct mm_q32_act *ya = &act[i + e];
             __m256 d, m;
             a2_q32_scales(type, b, e, h, &d, &m);
-            const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(ya->d));
-            __m256 v;
-            if (mins) {
-                v = _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)), _mm256_mul_ps(m, _mm256_set1_ps(ya->s)));
-            } else {
-                const __m256i si = book ? sumi : _mm256_sub_epi32(sumi, _mm256_set1_epi32(ya->c));
-                v = _mm256_mul_ps(_mm256_cvtepi32_ps(si), dd);
-            }
-            acc = _mm256_add_ps(acc, v);
+            acc = a2_q32_step(acc, d, m, &act[i + e], sumi, mins, book);
         }
     }
     return acc;
@@ -422,17 +425,8 @@ A2 A2_INLINE void a2_tile_q32_n(int32_t type, const char *strip, int64_t nb32, c
             __m256 d, m;
             a2_q32_scales(type, b, e, h, &d, &m);
             for (int t = 0; t < nt; t++) {
-                const struct mm_q32_act *ya = &act[t * nb32 + i + e];
                 const __m256i sumi = book ? s[t] : _mm256_madd_epi16(s[t], ones16);
-                const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(ya->d));
-                __m256 v;
-                if (mins) {
-                    v = _mm256_add_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)), _mm256_mul_ps(m, _mm256_set1_ps(ya->s)));
-                } else {
-                    const __m256i si = book ? sumi : _mm256_sub_epi32(sumi, _mm256_set1_epi32(ya->c));
-                    v = _mm256_mul_ps(_mm256_cvtepi32_ps(si), dd);
-                }
-                acc[t] = _mm256_add_ps(acc[t], v);
+                acc[t] = a2_q32_step(acc[t], d, m, &act[t * nb32 + i + e], sumi, mins, book);
             }
         }
     }
