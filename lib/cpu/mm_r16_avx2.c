@@ -90,13 +90,6 @@ A2 A2_INLINE __m256i a2_pick(uint32_t base) {
     return _mm256_add_epi32(_mm256_set1_epi32((int)base), _mm256_set_epi32(3 * q, 2 * q, q, 0, 3 * q, 2 * q, q, 0));
 }
 
-/* Σ_k p_k · (bsums[2k], bsums[2k+1]) per lane (p: a row's eight int16 pairs of per-sub-block factors) */
-A2 A2_INLINE __m256i a2_bsums_dot(const __m256i p[8], const block_q8_K *y) {
-    __m256i c = _mm256_setzero_si256();
-    for (int k = 0; k < 8; k++) c = _mm256_add_epi32(c, _mm256_madd_epi16(p[k], a2_x4(y->bsums + 2 * k)));
-    return c;
-}
-
 /* Q4_K / Q5_K's f32 block step: acc + (d·dy)·sumi - (dmin·dy)·summ, dd = d | dmin << 16 */
 A2 A2_INLINE __m256 a2_step_k4(__m256 acc, __m256i dd, float dy, __m256i sumi, __m256i summ) {
     const __m256 d = a2_ph(dd), dmin = a2_ph(_mm256_srli_epi32(dd, 16)), vy = _mm256_set1_ps(dy);
