@@ -52,6 +52,7 @@
 
 #include "backend.h"
 #include "cpu/cpu.h"
+#include "cpu/mm_kq.h"
 #include "cpu/mm_r16.h"
 #include "device.h"
 #include "ops_cuda.h"
@@ -186,9 +187,10 @@ static const struct tcase tops_cases[] = {
     {"mm", "f32,f16,bf16", {8192, 6, 40}, {MMV_ADD}, -1, 1, 0, 0, .flags = MM_T_ALIAS, .cols = ONLY_CPU},
     {"mm", "f32,f16,bf16", {320, 23, 8}, {MMV_SWIGLU}, -1, 1, 0, 0},
     {"mm", "f32,f16,bf16", {80, 9, 5}, {MMV_PLAIN}, -1, 1, 0, 0},
-    /* the prefill GEMM (lib/cpu/mm_kq.c: Q4_K, Q5_K, Q6_K on AVX-512 VNNI; other CPUs run the dots): n_out not a
-     * multiple of its 16-row strips, strips split over the threads, 1..7-token tails of its 8-token tiles;
-     * mm-vs-mmv then compares the GEMM with the row-by-row dots bit for bit */
+    /* the prefill GEMM (lib/cpu/mm_kq.c: Q4_K, Q5_K, Q6_K on AVX-512 VNNI; mm_kq_avx2.c on AVX2 from 12 tokens, its
+     * 4-token tiles): n_out not a multiple of its 16-row strips (the gathers' absent rows), strips split over the
+     * threads, 1..7-token tails of its 8-token tiles; mm-vs-mmv then compares the GEMM with the row-by-row dots bit
+     * for bit, and the AVX2 level's GEMM must give the scalar dots' bits */
     {"mm", "q4_K,q5_K,q6_K", {768, 37, 17}, {MMV_PLAIN}, -1, 1, 0, 0},
     {"mm", "q4_K,q5_K,q6_K", {1280, 93, 11}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
     {"mm", "q4_K,q5_K,q6_K", {2048, 300, 42}, {MMV_PLAIN}, -8, 8, 0, 0, .cols = ONLY_CPU},

@@ -92,6 +92,7 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
      * 6 tokens 2.5 vs 3.3 ms, 8 tokens 3.0 vs 3.8 ms; from cache about even for Q4_K, 1.4x for Q6_K) */
     cpu_vec_dot_xn_fn xn = cpu_vec_dot_xn(a->type, a->variant);
     if (cpu_mm_kq_takes(a) && !(xn && a->n_tokens <= MM_TOKENS)) return cpu_mm_kq(a, p);
+    if (cpu_mm_kq_avx2_takes(a)) return cpu_mm_kq_avx2(a, p);
     if (cpu_mm_q32_takes(a)) return cpu_mm_q32(a, p);
     if (cpu_mm_iq_takes(a)) return cpu_mm_iq(a, p);
     if (cpu_mm_f_takes(a)) return cpu_mm_f(a, p);

@@ -635,18 +635,6 @@ struct r16_job {
     int avx2;               /* mm_r16_avx2.c's kernels, every batch size */
 };
 
-/* mm_strip_out without AVX-512: the tile's nt tokens into y's rows rb..rb+nr (g, or silu(g)·u, plus add) */
-static void r16_out_avx2(const struct mm_args *a, int64_t tb, int nt, int64_t rb, int nr,
-                         const float g[MM_STRIP_TOK][MM_STRIP_ROWS], const float u[MM_STRIP_TOK][MM_STRIP_ROWS]) {
-    for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) {
-            const int64_t at = (tb + t) * a->n_out + rb + r;
-            float v = a->epilogue == MMV_SWIGLU ? cpu_silu(g[t][r]) * u[t][r] : g[t][r];
-            if (a->epilogue == MMV_ADD) v = v + a->add[at];
-            a->y[at] = v;
-        }
-}
-
 static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     (void)ith;
     const struct r16_job *j = ctx;
@@ -664,7 +652,7 @@ static void r16_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             if (j->avx2) {
                 cpu_r16_tile_avx2(j->type, w, j->nb, x, j->x_row, ya, nt, g);
                 if (a->epilogue == MMV_SWIGLU) cpu_r16_tile_avx2(j->type, w2, j->nb, x, j->x_row, ya, nt, u);
-                r16_out_avx2(a, tb, nt, rb, nr, g, u);
+                mm_strip_out_c(a, tb, nt, rb, nr, g, u);
                 continue;
             }
             r16_tile(j->type, w, j->nb, x, j->x_row, ya, nt, g);
@@ -695,6 +683,7 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
         if (q32) return cpu_mm_q32(a, p);
         return type == INFER_TYPE_Q2_K || type == INFER_TYPE_Q3_K ? cpu_mm_iq(a, p) : cpu_mm_kq(a, p);
     }
+    if (avx2 && cpu_mm_kq_avx2_takes(a)) return cpu_mm_kq_avx2(a, p);
     struct r16_job j = {.a = a, .type = type, .nb = a->n_in / (q32 ? QK8_0 : QK_K),
                         .strip_bytes = cpu_r16_bytes(type, a->n_in, CPU_R16_ROWS),
                         .x_row = cpu_act_row_bytes(type, a->n_in), .avx2 = avx2};

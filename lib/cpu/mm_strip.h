@@ -120,4 +120,16 @@ mm_strip_out(const struct mm_args *a, int64_t tb, int nt, int64_t rb, int nr, fl
     }
 }
 
+/* mm_strip_out without AVX-512 (the AVX2 kernels): the same values, element by element */
+static inline void mm_strip_out_c(const struct mm_args *a, int64_t tb, int nt, int64_t rb, int nr,
+                                  const float g[MM_STRIP_TOK][MM_STRIP_ROWS], const float u[MM_STRIP_TOK][MM_STRIP_ROWS]) {
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) {
+            const int64_t at = (tb + t) * a->n_out + rb + r;
+            float v = a->epilogue == MMV_SWIGLU ? cpu_silu(g[t][r]) * u[t][r] : g[t][r];
+            if (a->epilogue == MMV_ADD) v = v + a->add[at];
+            a->y[at] = v;
+        }
+}
+
 #endif
