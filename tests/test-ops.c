@@ -53,6 +53,7 @@
 #include "backend.h"
 #include "cpu/cpu.h"
 #include "cpu/mm_kq.h"
+#include "cpu/mm_q32.h"
 #include "cpu/mm_r16.h"
 #include "device.h"
 #include "ops_cuda.h"

@@ -1,4 +1,5 @@
-/* mm_q32: the AVX-512 VNNI prefill GEMM for the 32-value block types (mm_q32.c), called by cpu_mm. */
+/* mm_q32: the prefill GEMM for the 32-value block types on AVX-512 VNNI (mm_q32.c) and AVX2 (mm_q32_avx2.c), called
+ * by cpu_mm and cpu_mm_r16. */
 #ifndef INFER_CPU_MM_Q32_H
 #define INFER_CPU_MM_Q32_H
 
@@ -11,6 +12,10 @@ int cpu_mm_q32_takes(const struct mm_args *a);
 /* y = epilogue(W x) for a call cpu_mm_q32_takes, or for mm_r16.c's strips of these types (a->type | CPU_R16, more
  * than 8 tokens, AVX-512 VNNI); a is already validated by cpu_mm / cpu_mm_r16. */
 infer_status cpu_mm_q32(const struct mm_args *a, struct pool *p);
+/* The same GEMM on AVX2 (mm_q32_avx2.c): the file's layout, or mm_r16.c's strips of the types AVX2 repacks, where AVX2
+ * is the level that runs (this CPU's best, or a->variant) and the batch is long enough; the same bits. */
+int cpu_mm_q32_avx2_takes(const struct mm_args *a);
+infer_status cpu_mm_q32_avx2(const struct mm_args *a, struct pool *p);
 
 /* One activation block of these types' integer dots: its d, and off·Σq for Q8_0 activations (off: what the weights'
  * unsigned codes add to their values: 128, 8, 16) or s for Q8_1 ones (Q4_1, Q5_1). */

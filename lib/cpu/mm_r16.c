@@ -684,6 +684,7 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
         return type == INFER_TYPE_Q2_K || type == INFER_TYPE_Q3_K ? cpu_mm_iq(a, p) : cpu_mm_kq(a, p);
     }
     if (avx2 && cpu_mm_kq_avx2_takes(a)) return cpu_mm_kq_avx2(a, p);
+    if (avx2 && cpu_mm_q32_avx2_takes(a)) return cpu_mm_q32_avx2(a, p);
     struct r16_job j = {.a = a, .type = type, .nb = a->n_in / (q32 ? QK8_0 : QK_K),
                         .strip_bytes = cpu_r16_bytes(type, a->n_in, CPU_R16_ROWS),
                         .x_row = cpu_act_row_bytes(type, a->n_in), .avx2 = avx2};
