@@ -51,6 +51,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu/attn_tile.h"
 #include "cpu/cpu.h"
 #include "cpu/mm_kq.h"
 #include "cpu/mm_q32.h"

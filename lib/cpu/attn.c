@@ -183,6 +183,7 @@ infer_status cpu_attn(const struct attn_args *a, struct pool *p) {
         return INFER_OK;
     }
     if (cpu_attn_tile_takes(a)) return cpu_attn_tile(a, p);
+    if (cpu_attn_tile_avx2_takes(a)) return cpu_attn_tile_avx2(a, p);
     void (*items)(void *, int64_t, int64_t, int) = attn_items;
 #ifdef ATTN_X86
     if (a->head_dim % 8 == 0 && cpu_isa_has(CPU_ISA_AVX2) && __builtin_cpu_supports("f16c")) items = attn_items_avx2;
