@@ -2,9 +2,10 @@
  *
  * Why: every op splits rows of its output over threads; creating threads per op would cost more than a
  * decode-sized matmul. The calling thread is worker 0, so -t 1 never touches a thread or a lock.
- * Protocol: the caller publishes (fn, ctx, n, grain), sets `pending`, then bumps `gen` under the mutex
- * and broadcasts; each worker runs its range and decrements `pending`; the one reaching 0 signals
- * `done`. note: both sides spin briefly (POOL_SPIN pauses, ~tens of µs) before sleeping on the condition
+ * Protocol: the caller publishes (fn, ctx, n, grain, the claim size), sets `pending`, then bumps `gen` under
+ * the mutex and broadcasts; every thread, the caller too, claims chunks until none is left (pool_claim), then a
+ * worker decrements `pending`; the one reaching 0 signals `done`. Claims instead of fixed equal shares: Qwen3-0.6B
+ * Q8_0 decode, 2 Zen 4 threads, four alternating runs each: 37.2-41.3 t/s against 33.4-42.4. note: both sides spin briefly (POOL_SPIN pauses, ~tens of µs) before sleeping on the condition
  * variable: a decode step issues hundreds of short ops and a futex wake-up per op cost ~60 µs here,
  * while unbounded spinning would starve the neighbours on a shared machine.
  */
@@ -19,7 +20,7 @@
 #define POOL_RELAX() ((void)0)
 #endif
 
-enum { POOL_SPIN = 4000 };
+enum { POOL_SPIN = 4000, POOL_CLAIMS = 4 };
 
 struct pool {
     int n_threads;
@@ -32,6 +33,8 @@ struct pool {
     pool_fn fn;            /* the job: written before gen is bumped, read after it is seen */
     void *ctx;
     int64_t n, grain;
+    int64_t chunk;         /* elements a claim takes (whole grains) */
+    int64_t next;          /* the next unclaimed chunk; atomic */
 };
 
 struct pool_worker {
@@ -39,12 +42,16 @@ struct pool_worker {
     int ith;
 };
 
-/* The range of worker ith: equal shares of whole grains. */
-static void pool_range(int64_t n, int64_t grain, int nth, int ith, int64_t *b, int64_t *e) {
-    int64_t chunks = (n + grain - 1) / grain;
-    int64_t c0 = chunks * ith / nth, c1 = chunks * (ith + 1) / nth;
-    *b = c0 * grain < n ? c0 * grain : n;
-    *e = c1 * grain < n ? c1 * grain : n;
+/* Runs claims of the current job until none is left: chunks of whole grains taken in turn from an atomic counter, so
+ * a thread slowed by its neighbours (a shared memory bus, a VM's steal) takes fewer and no one waits on it. Every op
+ * computes each element of its range independently, so which thread took a chunk never changes a result. */
+static void pool_claim(struct pool *p, int ith) {
+    for (;;) {
+        const int64_t c = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+        const int64_t b = c * p->chunk;
+        if (b >= p->n) return;
+        p->fn(p->ctx, b, b + p->chunk < p->n ? b + p->chunk : p->n, ith);
+    }
 }
 
 static void *pool_main(void *arg) {
@@ -61,9 +68,7 @@ static void *pool_main(void *arg) {
         }
         if (__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE)) break;
         seen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
-        int64_t b, e;
-        pool_range(p->n, p->grain, p->n_threads, w->ith, &b, &e);
-        if (b < e) p->fn(p->ctx, b, e, w->ith);
+        pool_claim(p, w->ith);
         if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL) == 0) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
@@ -137,14 +142,16 @@ void pool_for(struct pool *p, int64_t n, int64_t grain, pool_fn fn, void *ctx) {
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
+    /* about POOL_CLAIMS claims a thread: small enough to even out, large enough that claiming costs nothing */
+    const int64_t grains = (n + grain - 1) / grain, per = grains / ((int64_t)p->n_threads * POOL_CLAIMS);
+    p->chunk = (per > 1 ? per : 1) * grain;
+    __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->pending, p->n_threads - 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&p->mu); /* bumping gen under the mutex: a worker about to sleep cannot miss it */
     __atomic_add_fetch(&p->gen, 1, __ATOMIC_ACQ_REL);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    int64_t b, e;
-    pool_range(n, grain, p->n_threads, 0, &b, &e);
-    if (b < e) fn(ctx, b, e, 0);
+    pool_claim(p, 0);
     for (int s = 0; s < POOL_SPIN && __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) > 0; s++) POOL_RELAX();
     if (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) > 0) {
         pthread_mutex_lock(&p->mu);
