@@ -292,9 +292,15 @@ MMV_IQ_AVX2 static int32_t iq_sum_tq1_0(const block_tq1_0 *b, const block_q8_K *
         acc = _mm256_add_epi32(acc, tq_madd16(tq1_digits16(hi, pow3[n]), y + 32 * n + 16));
         acc = _mm256_add_epi32(acc, tq_madd16(tq1_digits16(tail, pow3[n]), y + 160 + 16 * n));
     }
-    int32_t s = iq_hsum_i32(acc);
-    for (int e = 240; e < 256; e++) s += blocks_tq1_digit(b->qh[(e - 240) % 4], (e - 240) / 4) * y[e];
-    return s - iq_bsum_all(x);
+    /* values 240..255: digit (e - 240) / 4 of qh[(e - 240) % 4], the 4 bytes spread over the 16 lanes */
+    int32_t qh;
+    memcpy(&qh, b->qh, 4);
+    const __m128i spread = _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+    const __m256i q4 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi32_si128(qh), spread));
+    const __m256i p4 = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
+    const __m256i m4 = _mm256_and_si256(_mm256_mullo_epi16(q4, p4), _mm256_set1_epi16(0xFF));
+    acc = _mm256_add_epi32(acc, tq_madd16(_mm256_srli_epi16(_mm256_mullo_epi16(m4, _mm256_set1_epi16(3)), 8), y + 240));
+    return iq_hsum_i32(acc) - iq_bsum_all(x);
 }
 
 MMV_IQ_AVX2 static int32_t iq_sum_tq2_0(const block_tq2_0 *b, const block_q8_K *x) {
