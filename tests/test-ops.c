@@ -54,6 +54,7 @@
 #include "cpu/attn_tile.h"
 #include "cpu/cpu.h"
 #include "cpu/mm_f.h"
+#include "cpu/mm_iq.h"
 #include "cpu/mm_kq.h"
 #include "cpu/mm_q32.h"
 #include "cpu/mm_r16.h"

@@ -15,6 +15,10 @@
  * Math: per block the exact integer sum Σ ls_g v x (the same integer as the dots'), then (f · d_x) · sumi added in
  * block order (Q2_K: minus (fm · d_x) · Σ m bsums): every element equals the scalar dots (and the SIMD dots cpu_mm
  * takes otherwise) bit for bit, whatever the batching (test-ops).
+ *
+ * AVX2 (a CPU without AVX-512 VNNI, or a->variant): the same strips read as two halves of 8 rows, vpmaddwd in place
+ * of vpdpwssd (the same two products into each row's int32 lane) then an add, 4 tokens a sweep; the same f32 steps,
+ * so the same bits.
  */
 #include <stddef.h>
 #include <string.h>
@@ -30,11 +34,12 @@
 #include "mm_strip.h"
 
 #define IQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define IQ_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define IQ_INLINE static inline __attribute__((always_inline))
 
 /* MIN_TOKENS: from 3 tokens one unpacking per call beats one per token (the dots unpack each time); Q2_K / Q3_K,
  * whose dots are cheap, from 6 as mm_q32's */
-enum { IQ_ROWS = MM_STRIP_ROWS, IQ_TOK = MM_STRIP_TOK, IQ_MIN_TOKENS = 3, IQ_PAIRS = QK_K / 2 };
+enum { IQ_ROWS = MM_STRIP_ROWS, IQ_TOK = MM_STRIP_TOK, IQ_MIN_TOKENS = 3, IQ_PAIRS = QK_K / 2, IQ2_TOK = 4 };
 
 struct iq_strip {
     int16_t w[IQ_PAIRS][IQ_ROWS][2];
@@ -54,6 +59,7 @@ struct iq_job {
     struct iq_strip *scratch; /* per worker: nb blocks, twice for SwiGLU */
     int32_t *x16;             /* n_tokens x n_in / 2: the codes as int16 pairs */
     float *dx;                /* n_tokens x nb: the activation blocks' d */
+    int avx2;                 /* the AVX2 tiles (no AVX-512 here, or asked for) */
 };
 
 /* a token's block's bsums as 8 int16 pairs */
@@ -105,6 +111,21 @@ IQ_AVX512 static void iq_act_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
         for (int64_t i = 0; i < j->nb; i++) {
             for (int e = 0; e < QK_K; e += 32)
                 _mm512_storeu_si512(o + i * QK_K + e, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(x[i].qs + e))));
+            j->dx[t * j->nb + i] = x[i].d;
+        }
+    }
+}
+
+/* iq_act_rows on AVX2 */
+IQ_AVX2 static void iq_act_rows_avx2(void *ctx, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    const struct iq_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        const block_q8_K *x = (const block_q8_K *)((const char *)j->a->xq + t * j->x_row);
+        int16_t *o = (int16_t *)(j->x16 + t * j->nb * IQ_PAIRS);
+        for (int64_t i = 0; i < j->nb; i++) {
+            for (int e = 0; e < QK_K; e += 16)
+                _mm256_storeu_si256((__m256i *)(o + i * QK_K + e), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x[i].qs + e))));
             j->dx[t * j->nb + i] = x[i].d;
         }
     }
@@ -167,6 +188,66 @@ IQ_AVX512 static void iq_tile_n(const struct iq_strip *blk, int64_t nb, const in
     }
 }
 
+/* iq_tile on AVX2 for rows 8h..8h+7 and nt <= IQ2_TOK tokens: the same integers and f32 steps on 8 lanes */
+IQ_AVX2 IQ_INLINE void iq_tile_avx2(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx,
+                                    const int32_t *bs, int64_t bs_tok, int64_t bs_blk, int nt, int mins, int h,
+                                    __m256 acc[IQ2_TOK]) {
+    const int64_t xs = nb * IQ_PAIRS; /* pairs per token */
+    _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const struct iq_strip *o = &blk[i];
+        const int32_t *x = x16 + i * IQ_PAIRS;
+        __m256i s[IQ2_TOK], sm[IQ2_TOK];
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) s[t] = sm[t] = _mm256_setzero_si256();
+        for (int p = 0; p < IQ_PAIRS; p++) {
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)o->w[p][8 * h]);
+            _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+                s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(wv, _mm256_set1_epi32(x[t * xs + p])));
+        }
+        if (mins)
+            _Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) {
+                const __m256i mv = _mm256_loadu_si256((const __m256i *)o->m[p][8 * h]);
+                _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
+                    sm[t] = _mm256_add_epi32(sm[t], _mm256_madd_epi16(mv, _mm256_set1_epi32(bs[t * bs_tok + i * bs_blk + p])));
+            }
+        const __m256 f = _mm256_loadu_ps(o->f + 8 * h), fm = _mm256_loadu_ps(o->fm + 8 * h);
+        _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
+            const __m256 d = _mm256_set1_ps(dx[t * nb + i]);
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(f, d), _mm256_cvtepi32_ps(s[t]));
+            if (mins) v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(fm, d), _mm256_cvtepi32_ps(sm[t])));
+            acc[t] = _mm256_add_ps(acc[t], v);
+        }
+    }
+}
+
+#define IQ2_TILE_CASE(n)                                                                                     \
+    case n:                                                                                                  \
+        if (mins) iq_tile_avx2(blk, nb, x, d, b, bs_tok, bs_blk, n, 1, h, acc);                              \
+        else iq_tile_avx2(blk, nb, x, d, b, bs_tok, bs_blk, n, 0, h, acc);                                   \
+        break;
+
+/* iq_tile_n on AVX2: nt <= IQ_TOK tokens, IQ2_TOK a sweep of each half */
+IQ_AVX2 static void iq_tile_n_avx2(const struct iq_strip *blk, int64_t nb, const int32_t *x16, const float *dx,
+                                   const int32_t *bs, int64_t bs_tok, int64_t bs_blk, int nt, int mins,
+                                   float out[IQ_TOK][IQ_ROWS]) {
+    for (int t0 = 0; t0 < nt; t0 += IQ2_TOK) {
+        const int n = nt - t0 < IQ2_TOK ? nt - t0 : IQ2_TOK;
+        const int32_t *x = x16 + t0 * nb * IQ_PAIRS, *b = bs + t0 * bs_tok;
+        const float *d = dx + t0 * nb;
+        for (int h = 0; h < 2; h++) {
+            __m256 acc[IQ2_TOK];
+            switch (n) {
+                IQ2_TILE_CASE(1)
+                IQ2_TILE_CASE(2)
+                IQ2_TILE_CASE(3)
+                IQ2_TILE_CASE(4)
+            default: break;
+            }
+            for (int t = 0; t < n; t++) _mm256_storeu_ps(out[t0 + t] + 8 * h, acc[t]);
+        }
+    }
+}
+
 static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     const struct iq_job *j = ctx;
     const struct mm_args *a = j->a;
@@ -185,6 +266,12 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             const int32_t *bs = iq_bsums(j, tb, 0);
             const int64_t bs_tok = (int64_t)(j->x_row / 4), bs_blk = (int64_t)(sizeof(block_q8_K) / 4);
             float g[IQ_TOK][IQ_ROWS], u[IQ_TOK][IQ_ROWS];
+            if (j->avx2) {
+                iq_tile_n_avx2(s1, j->nb, x, dx, bs, bs_tok, bs_blk, nt, j->has_min, g);
+                if (swiglu) iq_tile_n_avx2(s2, j->nb, x, dx, bs, bs_tok, bs_blk, nt, j->has_min, u);
+                mm_strip_out_c(a, tb, nt, rb, nr, g, u);
+                continue;
+            }
             iq_tile_n(s1, j->nb, x, dx, bs, bs_tok, bs_blk, nt, j->has_min, g);
             if (swiglu) iq_tile_n(s2, j->nb, x, dx, bs, bs_tok, bs_blk, nt, j->has_min, u);
             mm_strip_out(a, tb, nt, rb, nr, g, u);
@@ -192,11 +279,15 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     }
 }
 
+/* whether a call of ISA variant v runs the AVX2 tiles: asked for, or AVX2 is this CPU's best level */
+static int iq_avx2(int v) { return v == CPU_ISA_AVX2 || (v == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512)); }
+
 int cpu_mm_iq_takes(const struct mm_args *a) {
     if (!cpu_iq_unpacker(a->type)) return 0;
-    if (!cpu_isa_avx512_variant(a->variant)) return 0;
     const int k = a->type == INFER_TYPE_Q2_K || a->type == INFER_TYPE_Q3_K;
-    return cpu_isa_has(CPU_ISA_AVX512) && a->n_tokens >= (k ? 6 : IQ_MIN_TOKENS);
+    if (a->n_tokens < (k ? 6 : IQ_MIN_TOKENS)) return 0;
+    if (iq_avx2(a->variant)) return cpu_isa_has(CPU_ISA_AVX2);
+    return cpu_isa_avx512_variant(a->variant) && cpu_isa_has(CPU_ISA_AVX512);
 }
 
 infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
@@ -212,9 +303,9 @@ infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
                        .r16 = cpu_r16_is(a->type) ? type : 0, .w_row = quant_row_bytes(type, a->n_in),
                        .strip_bytes = cpu_r16_is(a->type) ? cpu_r16_bytes(type, a->n_in, IQ_ROWS) : 0,
                        .x_row = cpu_act_row_bytes(type, a->n_in), .nb = nb, .scratch = scratch,
-                       .x16 = (int32_t *)((char *)scratch + strips)};
+                       .x16 = (int32_t *)((char *)scratch + strips), .avx2 = iq_avx2(a->variant)};
     j.dx = (float *)((char *)j.x16 + xb);
-    pool_for(p, a->n_tokens, 1, iq_act_rows, &j);
+    pool_for(p, a->n_tokens, 1, j.avx2 ? iq_act_rows_avx2 : iq_act_rows, &j);
     pool_for(p, a->n_out, IQ_ROWS, iq_rows, &j);
     xfree(raw);
     return INFER_OK;
