@@ -106,20 +106,10 @@ struct at2_job {
 AT2 static void at2_tile(const struct at2_job *jb, int g, int64_t tile, struct at2_tile_scratch *sc) {
     const struct attn_args *a = jb->a;
     const int d = a->head_dim;
-    int32_t last[AT2_ROWS], max_last = 0;
+    int32_t last[AT2_ROWS];
     const float *qrow[AT2_ROWS];
     float *orow[AT2_ROWS];
-    for (int r = 0; r < AT2_ROWS; r++) { /* rows past the end repeat the tile's last row and are not written */
-        int64_t row = tile * AT2_ROWS + r;
-        const int live = row < jb->n_rows;
-        if (!live) row = jb->n_rows - 1;
-        const int64_t t = row / jb->group;
-        const int h = g * jb->group + (int)(row % jb->group);
-        last[r] = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
-        if (last[r] > max_last) max_last = last[r];
-        qrow[r] = a->q + t * a->q_stride + (int64_t)h * d;
-        orow[r] = live ? a->out + t * a->out_stride + (int64_t)h * d : NULL;
-    }
+    const int32_t max_last = attn_tile_rows(a, jb->group, jb->n_rows, g, tile, AT2_ROWS, last, qrow, orow);
     for (int i = 0; i < d; i++) {
         for (int r = 0; r < AT2_ROWS; r++) sc->qt[i][r] = qrow[r][i] * a->scale;
         _mm256_storeu_ps(sc->ot[i], _mm256_setzero_ps());
@@ -170,13 +160,13 @@ AT2 static void at2_tile(const struct at2_job *jb, int g, int64_t tile, struct a
             for (int i = 0; i < d; i++) orow[r][i] = sc->ot[i][r] * inv[r];
 }
 
-/* Items in the order first, last, second, second last, ... (attn_tile.c's balance of causal tiles) */
+/* the items in attn_tile_item's order */
 AT2 static void at2_tile_items(void *ctx, int64_t i0, int64_t i1, int ith) {
     const struct at2_job *jb = ctx;
     for (int64_t it = i0; it < i1; it++) {
-        const int g = (int)(it % jb->a->n_head_kv);
-        const int64_t z = it / jb->a->n_head_kv;
-        const int64_t tile = z % 2 ? jb->n_tiles - 1 - z / 2 : z / 2;
+        int g;
+        int64_t tile;
+        attn_tile_item(jb->a, jb->n_tiles, it, &g, &tile);
         at2_tile(jb, g, tile, &jb->scratch[ith].tile);
     }
 }

@@ -97,7 +97,6 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
     if (cpu_mm_q32_avx2_takes(a)) return cpu_mm_q32_avx2(a, p);
     if (cpu_mm_iq_takes(a)) return cpu_mm_iq(a, p);
     if (cpu_mm_f_takes(a)) return cpu_mm_f(a, p);
-    if (cpu_mm_f_avx2_takes(a)) return cpu_mm_f_avx2(a, p);
     struct mm_job j = {a, dot, xn, w_row, x_row, quantised ? a->xq : (const void *)a->x};
     pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
     return INFER_OK;
