@@ -5,9 +5,10 @@
  * Protocol: the caller publishes (fn, ctx, n, grain, the claim size), sets `pending`, then bumps `gen` under
  * the mutex and broadcasts; every thread, the caller too, claims chunks until none is left (pool_claim), then a
  * worker decrements `pending`; the one reaching 0 signals `done`. Claims instead of fixed equal shares: Qwen3-0.6B
- * Q8_0 decode, 2 Zen 4 threads, four alternating runs each: 37.2-41.3 t/s against 33.4-42.4. note: both sides spin briefly (POOL_SPIN pauses, ~tens of µs) before sleeping on the condition
- * variable: a decode step issues hundreds of short ops and a futex wake-up per op cost ~60 µs here,
- * while unbounded spinning would starve the neighbours on a shared machine.
+ * Q8_0 decode, 2 Zen 4 threads, four alternating runs each: 37.2-41.3 t/s against 33.4-42.4.
+ * note: both sides spin briefly (POOL_SPIN pauses, ~tens of µs) before sleeping on the condition variable: a
+ * decode step issues hundreds of short ops and a futex wake-up per op cost ~60 µs here, while unbounded spinning
+ * would starve the neighbours on a shared machine.
  */
 #include <pthread.h>
 
