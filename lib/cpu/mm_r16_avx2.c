@@ -262,6 +262,9 @@ A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, c
     const int8_t *values = type == INFER_TYPE_MXFP4 ? blocks_kvalues_mxfp4 : blocks_kvalues_iq4nl;
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
     __m256 acc = _mm256_setzero_ps();
+    /* the block's 8 vpmaddubsw pair sums add up in int16 where they stay exact: Q4_0 / Q4_1 codes (at most
+     * 8 · 2 · 15 · 127) and MXFP4's values (|w| <= 12); IQ4_NL's (|w| up to 127) are widened one by one */
+    const int s16 = type != INFER_TYPE_IQ4_NL;
     for (int64_t i = 0; i < nb32; i += 2) {
         const char *b = strip + (i / 2) * (int64_t)unit;
         for (int e = 0; e < 2; e++) {
@@ -269,16 +272,26 @@ A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, c
             __m256i s[4] = {zero, zero, zero, zero};
             for (int u = 0; u < 4; u++) {
                 const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * u + e) + 32 * h));
-                const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), m4);
-                if (book) {
-                    s[u % 2] = a2_dp_signed(s[u % 2], _mm256_shuffle_epi8(kv, lo), a2_x4(y + 4 * u));
-                    s[2 + u % 2] = a2_dp_signed(s[2 + u % 2], _mm256_shuffle_epi8(kv, hi), a2_x4(y + 16 + 4 * u));
+                __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), m4);
+                __m256i xl = a2_x4(y + 4 * u), xh = a2_x4(y + 16 + 4 * u);
+                if (book) { /* |w| times sign(x, w) */
+                    lo = _mm256_shuffle_epi8(kv, lo);
+                    hi = _mm256_shuffle_epi8(kv, hi);
+                    xl = _mm256_sign_epi8(xl, lo), xh = _mm256_sign_epi8(xh, hi);
+                    lo = _mm256_abs_epi8(lo), hi = _mm256_abs_epi8(hi);
+                }
+                if (s16) {
+                    s[u % 2] = _mm256_add_epi16(s[u % 2], _mm256_maddubs_epi16(lo, xl));
+                    s[2 + u % 2] = _mm256_add_epi16(s[2 + u % 2], _mm256_maddubs_epi16(hi, xh));
                 } else {
-                    s[u % 2] = a2_dp(s[u % 2], lo, a2_x4(y + 4 * u));
-                    s[2 + u % 2] = a2_dp(s[2 + u % 2], hi, a2_x4(y + 16 + 4 * u));
+                    s[u % 2] = a2_dp(s[u % 2], lo, xl);
+                    s[2 + u % 2] = a2_dp(s[2 + u % 2], hi, xh);
                 }
             }
-            const __m256i sumi = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
+            const __m256i sumi = s16 ? _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(s[0], s[1]),
+                                                                         _mm256_add_epi16(s[2], s[3])),
+                                                        _mm256_set1_epi16(1))
+                                     : _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
             __m256 d, m;
             a2_q32_scales(type, b, e, h, &d, &m);
             acc = a2_q32_step(acc, d, m, &act[i + e], sumi, mins, book);
