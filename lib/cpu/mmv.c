@@ -663,10 +663,11 @@ MMV_AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *x) {
 MMV_AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *x) {
     const block_q6_K *a = w;
     const block_q8_K *b = x;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i sumi = _mm256_setzero_si256();
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)a[i].scales);
         for (int h = 0; h < 2; h++) {
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(a[i].ql + 64 * h));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(a[i].ql + 64 * h + 32));
@@ -682,13 +683,18 @@ MMV_AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *x) {
             };
             for (int k = 0; k < 4; k++) {
                 __m256i y = _mm256_loadu_si256((const __m256i *)(b[i].qs + 128 * h + 32 * k));
-                /* (q - 32)·y = q·y - 32·y, both within int16 per pair */
-                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], y), _mm256_maddubs_epi16(k32, y));
-                const int8_t *sc = a[i].scales + 8 * h + 2 * k;
-                __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+                const __m256i p = _mm256_maddubs_epi16(q[k], y); /* q·y, pairs within int16 (q <= 63) */
+                /* scales j, j + 1 (j = 8h + 2k) as int16 on values 0..15 and 16..31: one byte shuffle, widened */
+                const __m128i pick = _mm_add_epi8(_mm_set1_epi8((char)(8 * h + 2 * k)),
+                                                  _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+                const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
             }
         }
+        /* the -32 offset once a block: 32 · Σ_j scale_j · (the Q8_K block's sum over sub-block j) */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)b[i].bsums));
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return mmv_hsum(acc);
