@@ -60,6 +60,11 @@ cpu_vec_dot_xn_fn cpu_vec_dot_xn(int32_t weight_type, int variant);
 static inline int cpu_isa_avx512_variant(int v) { return v == CPU_ISA_BEST || v == CPU_ISA_AVX512 || v == CPU_ISA_AMX; }
 /* Whether this CPU (capped by INFER_CPU_ISA=scalar|avx2|avx512) runs the level's kernels. */
 int cpu_isa_has(int level);
+/* Whether a matmul of ISA variant v runs the AVX2 kernels (mm_r16_avx2.c's strips, the AVX2 GEMMs): asked for, or AVX2
+ * is this CPU's best level. */
+static inline int cpu_isa_avx2_variant(int v) {
+    return v == CPU_ISA_AVX2 || (v == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512));
+}
 /* Bytes of one activation row of n elements for a weight type (the mmv_act_type_cpu blocks, or f32). */
 size_t cpu_act_row_bytes(int32_t weight_type, int64_t n);
 /* "amx", "amx (emulated)", "avx512vnni", "avx2" or "scalar": what variant 0 picks (INFER_CPU_ISA / INFER_CPU_SCALAR=1

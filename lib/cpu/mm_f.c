@@ -238,13 +238,10 @@ MF_AVX2 static void mf2_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     }
 }
 
-/* whether a call of ISA variant v runs the AVX2 tiles: asked for, or AVX2 is this CPU's best level */
-static int mf_avx2(int v) { return v == CPU_ISA_AVX2 || (v == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512)); }
-
 int cpu_mm_f_takes(const struct mm_args *a) {
     const int32_t t = a->type;
     if (t != INFER_TYPE_F32 && t != INFER_TYPE_F16 && t != INFER_TYPE_BF16) return 0;
-    if (mf_avx2(a->variant))
+    if (cpu_isa_avx2_variant(a->variant))
         return cpu_isa_has(CPU_ISA_AVX2) && __builtin_cpu_supports("f16c") && a->n_tokens >= 2 && a->n_in % 16 == 0;
     if (!cpu_isa_avx512_variant(a->variant)) return 0;
     /* one token keeps the dots: this call's second pool hand-off (the rounding) cost more than rounding the token
@@ -258,7 +255,7 @@ infer_status cpu_mm_f(const struct mm_args *a, struct pool *p) {
     if (!f32 && !xr) return INFER_OOM("cpu_mm_f's activations");
     int64_t chunk = MF_CHUNK_BYTES / (a->n_in * (int64_t)sizeof(float)) / MF_TOK * MF_TOK;
     struct mf_job j = {.a = a, .xr = f32 ? a->x : xr, .w_row = quant_row_bytes(a->type, a->n_in),
-                       .chunk = chunk > MF_TOK ? chunk : MF_TOK, .avx2 = mf_avx2(a->variant)};
+                       .chunk = chunk > MF_TOK ? chunk : MF_TOK, .avx2 = cpu_isa_avx2_variant(a->variant)};
     if (!f32) pool_for(p, a->n_tokens, 1, j.avx2 ? mf2_round_rows : mf_round_rows, &j);
     pool_for(p, a->n_out, MF_ROWS, mf_rows, &j);
     xfree(xr);
@@ -266,31 +263,6 @@ infer_status cpu_mm_f(const struct mm_args *a, struct pool *p) {
 }
 
 #else /* not x86-64: the dot loop of cpu_mm serves */
-/* the activations of tokens t0..t1 rounded as the AVX2 dot rounds them: F16 to f16 (cvtps_ph, to nearest even),
- * BF16 to bf16 (mmv.c's mmv_round_bf16: nearest even on the bits) */
-MF_AVX2 static void mf2_round_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
-    (void)ith;
-    const struct mf_job *j = ctx;
-    const struct mm_args *a = j->a;
-    float *xr = (float *)j->xr;
-    for (int64_t i = t0 * a->n_in; i < t1 * a->n_in; i += 8) {
-        const __m256 v = _mm256_loadu_ps(a->x + i);
-        __m256 r;
-        if (a->type == INFER_TYPE_F16) {
-            r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        } else {
-            const __m256i u = _mm256_castps_si256(v);
-            const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-            const __m256i s = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-            r = _mm256_castsi256_ps(_mm256_and_si256(s, _mm256_set1_epi32((int)0xffff0000u)));
-        }
-        _mm256_storeu_ps(xr + i, r);
-    }
-}
-
-/* whether a call of ISA variant v runs the AVX2 tiles: asked for, or AVX2 is this CPU's best level */
-static int mf_avx2(int v) { return v == CPU_ISA_AVX2 || (v == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512)); }
-
 int cpu_mm_f_takes(const struct mm_args *a) {
     (void)a;
     return 0;

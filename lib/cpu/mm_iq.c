@@ -279,14 +279,11 @@ static void iq_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     }
 }
 
-/* whether a call of ISA variant v runs the AVX2 tiles: asked for, or AVX2 is this CPU's best level */
-static int iq_avx2(int v) { return v == CPU_ISA_AVX2 || (v == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512)); }
-
 int cpu_mm_iq_takes(const struct mm_args *a) {
     if (!cpu_iq_unpacker(a->type)) return 0;
     const int k = a->type == INFER_TYPE_Q2_K || a->type == INFER_TYPE_Q3_K;
     if (a->n_tokens < (k ? 6 : IQ_MIN_TOKENS)) return 0;
-    if (iq_avx2(a->variant)) return cpu_isa_has(CPU_ISA_AVX2);
+    if (cpu_isa_avx2_variant(a->variant)) return cpu_isa_has(CPU_ISA_AVX2);
     return cpu_isa_avx512_variant(a->variant) && cpu_isa_has(CPU_ISA_AVX512);
 }
 
@@ -303,7 +300,7 @@ infer_status cpu_mm_iq(const struct mm_args *a, struct pool *p) {
                        .r16 = cpu_r16_is(a->type) ? type : 0, .w_row = quant_row_bytes(type, a->n_in),
                        .strip_bytes = cpu_r16_is(a->type) ? cpu_r16_bytes(type, a->n_in, IQ_ROWS) : 0,
                        .x_row = cpu_act_row_bytes(type, a->n_in), .nb = nb, .scratch = scratch,
-                       .x16 = (int32_t *)((char *)scratch + strips), .avx2 = iq_avx2(a->variant)};
+                       .x16 = (int32_t *)((char *)scratch + strips), .avx2 = cpu_isa_avx2_variant(a->variant)};
     j.dx = (float *)((char *)j.x16 + xb);
     pool_for(p, a->n_tokens, 1, j.avx2 ? iq_act_rows_avx2 : iq_act_rows, &j);
     pool_for(p, a->n_out, IQ_ROWS, iq_rows, &j);

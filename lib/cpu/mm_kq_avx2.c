@@ -338,8 +338,7 @@ int cpu_mm_kq_avx2_takes(const struct mm_args *a) {
     const int32_t type = cpu_r16_base(a->type);
     if (type != INFER_TYPE_Q4_K && type != INFER_TYPE_Q5_K && type != INFER_TYPE_Q6_K && type != INFER_TYPE_IQ4_XS)
         return 0;
-    /* asked for, or AVX2 is this CPU's best level */
-    const int avx2 = a->variant == CPU_ISA_AVX2 || (a->variant == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512));
+    const int avx2 = cpu_isa_avx2_variant(a->variant);
     if (!avx2 || !cpu_isa_has(CPU_ISA_AVX2)) return 0;
     if (a->n_tokens < (type == INFER_TYPE_IQ4_XS ? K2_MIN_TOKENS_IQ4 : K2_MIN_TOKENS)) return 0;
     /* the gathers index rows with int32 byte offsets */

@@ -283,8 +283,7 @@ int cpu_mm_q32_avx2_takes(const struct mm_args *a) {
     if (!cpu_r16_q32(type)) return 0;
     /* strips only of the types AVX2 repacks (Q5_0, Q5_1, Q8_0 strips hold AVX-512's layout) */
     if (cpu_r16_is(a->type) && !cpu_r16_avx2_has(type)) return 0;
-    /* asked for, or AVX2 is this CPU's best level */
-    const int avx2 = a->variant == CPU_ISA_AVX2 || (a->variant == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512));
+    const int avx2 = cpu_isa_avx2_variant(a->variant);
     if (!avx2 || !cpu_isa_has(CPU_ISA_AVX2)) return 0;
     if (a->n_tokens < (type == INFER_TYPE_Q8_0 ? Q2_MIN_TOKENS_Q8 : Q2_MIN_TOKENS)) return 0;
     /* the gathers index rows with int32 byte offsets */

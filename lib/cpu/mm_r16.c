@@ -197,10 +197,6 @@ int cpu_r16_takes(int32_t type, int64_t n_in) {
     return cpu_isa_has(CPU_ISA_AVX512) || (cpu_isa_has(CPU_ISA_AVX2) && cpu_r16_avx2_has(type));
 }
 
-/* Whether a product of ISA variant v runs mm_r16_avx2.c's kernels: asked for, or AVX2 is this CPU's best level. */
-static int r16_avx2(int variant) {
-    return variant == CPU_ISA_AVX2 || (variant == CPU_ISA_BEST && !cpu_isa_has(CPU_ISA_AVX512));
-}
 
 /* dword d of a strip block's 16 rows (cpu_r16_pos: d's place in the order the kernels read) */
 R16_AVX512 R16_INLINE __m512i r16_v(const char *b, int32_t type, int d) {
@@ -621,7 +617,7 @@ void cpu_r16_strip_dot(int32_t type, const void *strip, int64_t n_in, const void
                        float out[CPU_R16_ROWS]) {
     float o[MM_STRIP_TOK][MM_STRIP_ROWS];
     const int64_t nb = n_in / (cpu_r16_q32(type) ? QK8_0 : QK_K);
-    if (r16_avx2(CPU_ISA_BEST)) cpu_r16_tile_avx2(type, strip, nb, xq, 0, act, 1, o);
+    if (cpu_isa_avx2_variant(CPU_ISA_BEST)) cpu_r16_tile_avx2(type, strip, nb, xq, 0, act, 1, o);
     else r16_tile(type, strip, nb, xq, 0, act, 1, o);
     memcpy(out, o[0], sizeof o[0]);
 }
@@ -666,7 +662,7 @@ infer_status cpu_mm_r16(const struct mm_args *a, struct pool *p) {
     const int32_t type = cpu_r16_base(a->type);
     if (!cpu_r16_is(a->type) || !r16_unit_vectors(type))
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: type id %d is no repacked type", a->type);
-    const int avx2 = r16_avx2(a->variant);
+    const int avx2 = cpu_isa_avx2_variant(a->variant);
     if (avx2 ? !cpu_isa_has(CPU_ISA_AVX2) || !cpu_r16_avx2_has(type)
              : !cpu_isa_avx512_variant(a->variant) || !cpu_isa_has(CPU_ISA_AVX512))
         return infer_fail(INFER_E_UNSUPPORTED, "cpu_mm_r16: repacked %s has no kernel at ISA variant %d on this CPU",
