@@ -216,20 +216,13 @@ K2 static void k2_pack_iq4_xs(const char *w, size_t w_row, int nr, int64_t nb, s
     }
 }
 
-/* the 4 activation bytes at p in every lane */
-K2 K2_INLINE __m256i k2_x4(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
 /* A block's term of half h's rows for one token (its Q8_K block y): kq_step's f32 steps on 8 lanes */
 K2 K2_INLINE __m256 k2_step(const struct k2_block *o, const block_q8_K *y, __m256i sumi, enum k2_form form, int h) {
     const __m256 ddy = _mm256_mul_ps(_mm256_loadu_ps(o->d + K2_HALF * h), _mm256_set1_ps(y->d));
     if (form == K2_IQ4) return _mm256_mul_ps(ddy, _mm256_cvtepi32_ps(sumi));
     __m256i c = _mm256_setzero_si256();
     _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) c = _mm256_add_epi32(
-        c, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o->mn[k] + K2_HALF * h)), k2_x4(y->bsums + 2 * k)));
+        c, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o->mn[k] + K2_HALF * h)), mm_strip_x4_256(y->bsums + 2 * k)));
     if (form == K2_Q6) return _mm256_mul_ps(ddy, _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_slli_epi32(c, 5))));
     const __m256 dmy = _mm256_mul_ps(_mm256_loadu_ps(o->dmin + K2_HALF * h), _mm256_set1_ps(y->d));
     return _mm256_sub_ps(_mm256_mul_ps(ddy, _mm256_cvtepi32_ps(sumi)), _mm256_mul_ps(dmy, _mm256_cvtepi32_ps(c)));
@@ -259,13 +252,13 @@ K2 K2_INLINE void k2_tile(const struct k2_block *blk, int64_t nb, const char *x,
                 if (form == K2_IQ4) { /* |w| · sign(x, w): a pair sum up to 2 · 127 · 127, widened at once */
                     const __m256i wa = _mm256_abs_epi8(w);
                     _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
-                        const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(k2_x4(y[t]->qs + 4 * g), w));
+                        const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(mm_strip_x4_256(y[t]->qs + 4 * g), w));
                         sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, sc));
                     }
                     continue;
                 }
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
-                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, k2_x4(y[t]->qs + 4 * g)));
+                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, mm_strip_x4_256(y[t]->qs + 4 * g)));
                 if ((k + 1) % run) continue;
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) { /* widened and scaled: s·(a + b), exact */
                     sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16[t], sc));

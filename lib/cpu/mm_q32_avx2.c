@@ -156,13 +156,6 @@ Q2 static void q2_pack_r16(int32_t type, const char *strip, int64_t nb, struct q
     }
 }
 
-/* the 4 activation bytes at p in every lane */
-Q2 Q2_INLINE __m256i q2_x4(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
 /* A block's term of half h's rows for one token (its table entry ya) from the block's exact integers s: q32_step's
  * f32 operations (a signed form's s already lacks the offset the table's c takes back) */
 Q2 Q2_INLINE __m256 q2_step(const struct q2_block *o, const struct mm_q32_act *ya, __m256i s, enum q2_form form,
@@ -194,13 +187,13 @@ Q2 Q2_INLINE void q2_tile(const struct q2_block *blk, int64_t nb, const char *x,
             if (form == Q2_SIGNED) {
                 const __m256i wa = _mm256_abs_epi8(w);
                 _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
-                    const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(q2_x4(y + t * x_row + 4 * g), w));
+                    const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(mm_strip_x4_256(y + t * x_row + 4 * g), w));
                     s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones));
                 }
                 continue;
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++)
-                s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, q2_x4(y + t * x_row + 4 * g)));
+                s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, mm_strip_x4_256(y + t * x_row + 4 * g)));
             if ((g + 1) % run) continue;
             _Pragma("GCC unroll 4") for (int t = 0; t < nt; t++) {
                 s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(s16[t], ones));

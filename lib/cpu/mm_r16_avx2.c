@@ -45,6 +45,8 @@ int cpu_r16_avx2_has(int32_t type) {
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "mm_strip.h"
+
 #define A2 __attribute__((target("avx2,fma,f16c")))
 #define A2_INLINE static inline __attribute__((always_inline))
 
@@ -53,13 +55,6 @@ enum { A2_ROWS = 8 };
 /* half h of the strip vector holding dword d of a 256-value block's 16 rows */
 A2 A2_INLINE __m256i a2_v(const char *b, int32_t type, int d, int h) {
     return _mm256_loadu_si256((const __m256i *)(b + 64 * cpu_r16_pos(type, d) + 32 * h));
-}
-
-/* 4 activation bytes in every lane */
-A2 A2_INLINE __m256i a2_x4(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
 }
 
 /* acc + per lane the 4 products of unsigned codes w (at most 63: the int16 pair sums stay exact) and signed x */
@@ -153,7 +148,7 @@ A2 A2_INLINE __m256 a2_tile_k4(const char *strip, int64_t nb, const char *x, int
                     lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(hb, one), 4));
                     hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 1), one), 4));
                 }
-                const __m256i xl = a2_x4(y->qs + 4 * (16 * p + u)), xh = a2_x4(y->qs + 4 * (16 * p + 8 + u));
+                const __m256i xl = mm_strip_x4_256(y->qs + 4 * (16 * p + u)), xh = mm_strip_x4_256(y->qs + 4 * (16 * p + 8 + u));
                 if (q5) {
                     slo[p] = a2_dp(slo[p], lo, xl);
                     shi[p] = a2_dp(shi[p], hi, xh);
@@ -198,8 +193,8 @@ A2 A2_INLINE __m256 a2_tile_iq4(const char *strip, int64_t nb, const char *x, in
                     const __m256i v = a2_v(b, type, 2 + 4 * j + u, h);
                     const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(v, m4));
                     const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi32(v, 4), m4));
-                    slo[e] = a2_dp_signed(slo[e], lo, a2_x4(y->qs + 4 * (8 * j + u)));
-                    shi[e] = a2_dp_signed(shi[e], hi, a2_x4(y->qs + 4 * (8 * j + 4 + u)));
+                    slo[e] = a2_dp_signed(slo[e], lo, mm_strip_x4_256(y->qs + 4 * (8 * j + u)));
+                    shi[e] = a2_dp_signed(shi[e], hi, mm_strip_x4_256(y->qs + 4 * (8 * j + 4 + u)));
                 }
             for (int e = 0; e < 4; e++) {
                 const int j = j0 + e;
@@ -273,7 +268,7 @@ A2 A2_INLINE __m256 a2_tile_q32(int32_t type, const char *strip, int64_t nb32, c
             for (int u = 0; u < 4; u++) {
                 const __m256i w = _mm256_loadu_si256((const __m256i *)(b + 64 * (qs0 + 2 * u + e) + 32 * h));
                 __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), m4);
-                __m256i xl = a2_x4(y + 4 * u), xh = a2_x4(y + 16 + 4 * u);
+                __m256i xl = mm_strip_x4_256(y + 4 * u), xh = mm_strip_x4_256(y + 16 + 4 * u);
                 if (book) { /* |w| times sign(x, w) */
                     lo = _mm256_shuffle_epi8(kv, lo);
                     hi = _mm256_shuffle_epi8(kv, hi);
@@ -334,8 +329,8 @@ A2 A2_INLINE void a2_tile_k4_n(const char *strip, int64_t nb, const char *x, siz
                     hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 1), one), 4));
                 }
                 for (int t = 0; t < nt; t++) {
-                    lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, a2_x4(y[t]->qs + 4 * (16 * p + u))));
-                    hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, a2_x4(y[t]->qs + 4 * (16 * p + 8 + u))));
+                    lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, mm_strip_x4_256(y[t]->qs + 4 * (16 * p + u))));
+                    hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, mm_strip_x4_256(y[t]->qs + 4 * (16 * p + 8 + u))));
                 }
                 if ((u + 1) % run) continue;
                 for (int t = 0; t < nt; t++) { /* widened and scaled: s·(a + b) = s·a + s·b, exact in int32 */
@@ -376,8 +371,8 @@ A2 A2_INLINE void a2_tile_iq4_n(const char *strip, int64_t nb, const char *x, si
                 const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(v, m4));
                 const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi32(v, 4), m4));
                 for (int t = 0; t < nt; t++) {
-                    sj[t] = a2_dp_signed(sj[t], lo, a2_x4(y[t]->qs + 4 * (8 * j + u)));
-                    sj[t] = a2_dp_signed(sj[t], hi, a2_x4(y[t]->qs + 4 * (8 * j + 4 + u)));
+                    sj[t] = a2_dp_signed(sj[t], lo, mm_strip_x4_256(y[t]->qs + 4 * (8 * j + u)));
+                    sj[t] = a2_dp_signed(sj[t], hi, mm_strip_x4_256(y[t]->qs + 4 * (8 * j + 4 + u)));
                 }
             }
             const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
@@ -418,14 +413,14 @@ A2 A2_INLINE void a2_tile_q32_n(int32_t type, const char *strip, int64_t nb32, c
                     lo = _mm256_shuffle_epi8(kv, lo);
                     hi = _mm256_shuffle_epi8(kv, hi);
                     for (int t = 0; t < nt; t++) {
-                        s[t] = a2_dp_signed(s[t], lo, a2_x4(y[t] + 4 * u));
-                        s[t] = a2_dp_signed(s[t], hi, a2_x4(y[t] + 16 + 4 * u));
+                        s[t] = a2_dp_signed(s[t], lo, mm_strip_x4_256(y[t] + 4 * u));
+                        s[t] = a2_dp_signed(s[t], hi, mm_strip_x4_256(y[t] + 16 + 4 * u));
                     }
                     continue;
                 }
                 for (int t = 0; t < nt; t++) { /* int16 pair sums, widened after the block */
-                    s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(lo, a2_x4(y[t] + 4 * u)));
-                    s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(hi, a2_x4(y[t] + 16 + 4 * u)));
+                    s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(lo, mm_strip_x4_256(y[t] + 4 * u)));
+                    s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(hi, mm_strip_x4_256(y[t] + 16 + 4 * u)));
                 }
             }
             __m256 d, m;

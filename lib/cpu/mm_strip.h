@@ -1,7 +1,8 @@
 /* mm_strip: what the strip GEMMs (mm_kq.c for K-quants and IQ4_XS, mm_q32.c for the 32-value types, mm_iq.c) and
  * the load-time strips (mm_r16.c) share: the tile of MM_STRIP_TOK tokens x MM_STRIP_ROWS weight rows one vpdpbusd
  * sweep yields, its epilogue into y, a token's 4 codes broadcast, the packers' row index and codebook table, and the
- * codes and scales of a 32-value strip unit; and the bf16 load and rounding of mmv.c's dot and mm_f.c's GEMM.
+ * codes and scales of a 32-value strip unit, the AVX2 kernels' broadcast and epilogue; and the bf16 load and rounding of
+ * mmv.c's dot and mm_f.c's GEMM.
  * Included by x86-64 code only. */
 #ifndef INFER_CPU_MM_STRIP_H
 #define INFER_CPU_MM_STRIP_H
@@ -16,6 +17,13 @@
 enum { MM_STRIP_ROWS = 16, MM_STRIP_TOK = 8 };
 
 #define MM_STRIP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+/* the 4 bytes at p in every dword lane of a 256-bit vector (the AVX2 kernels' broadcast token codes) */
+__attribute__((target("avx2"))) static inline __m256i mm_strip_x4_256(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
 
 /* the 4 bytes at p (a token's 4 activation codes) in every dword lane, vpdpbusd's signed operand */
 MM_STRIP_AVX512 static inline __m512i mm_strip_x4(const void *p) {
