@@ -87,7 +87,10 @@ static infer_status ctx_check_ops(const infer_ctx *c) {
 
 /* Allocates every buffer of the scratch table (ctx_scratch.c) into its field of c, keeping the table for the free. */
 static infer_status ctx_alloc_scratch(infer_ctx *c) {
-    c->n_scratch = ctx_scratch_table(c->m, &c->dims, c->scratch);
+    const int32_t n = ctx_scratch_table(c->m, &c->dims, c->scratch);
+    if (n > CTX_SCRATCH_MAX)
+        return infer_fail(INFER_E_INTERNAL, "context: %d scratch buffers: CTX_SCRATCH_MAX is %d", n, CTX_SCRATCH_MAX);
+    c->n_scratch = n;
     for (int32_t i = 0; i < c->n_scratch; i++) {
         const struct ctx_scratch_entry *e = &c->scratch[i];
         void **field = (void **)((char *)c + e->field);
@@ -158,10 +161,7 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     dims.exps_host = stage->d->exps_host;
     dims.x_host = stage->d->x_host && on_device;
     dims.head_rows = stage->d->head_rows;
-    if (dims.n_draft > 0 && on_device && dims.heads)
-        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
-                          "yet (the head and the MTP block are there); draft on the CPU with n_gpu_layers at most the "
-                          "layer count (the head stays on the CPU) or 0", dims.n_draft);
+    dims.embd_away = stage->d->embd_away && on_device;
     if ((st = ctx_check_model(m)) != INFER_OK) return st;
     infer_ctx *c = xcalloc(1, sizeof *c);
     if (!c) return INFER_OOM("context");
@@ -228,10 +228,6 @@ static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_para
     struct ctx_stages sp;
     infer_ctx *stages[CTX_MAX_STAGES] = {NULL};
     TRY(ctx_stages_make(m, layer_home, embd_home, head_home, exps_host, &sp));
-    if (head_home != CTX_HOST && !dev_make && p && p->n_draft > 0)
-        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting on the GPU is not supported "
-                          "yet (the head and the MTP block are there); draft on the CPU with n_gpu_layers at most the "
-                          "layer count (the head stays on the CPU) or 0", p->n_draft);
     if (sp.n_seg > FORWARD_MAX_SEG)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: %d segments: at most %d", sp.n_seg, FORWARD_MAX_SEG);
     for (int32_t k = 0; k < sp.n_st; k++) {
@@ -263,6 +259,9 @@ static infer_status ctx_create_tp(const infer_model *m, const infer_ctx_params *
     infer_status st = INFER_OK;
     infer_ctx *st_[INFER_MAX_DEVICES] = {NULL};
     struct tp_rank rk[INFER_MAX_DEVICES];
+    if (p && p->n_draft > 0)
+        return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting under tensor parallelism "
+                          "(-sm tensor) is not supported yet; use one GPU or -sm layer", p->n_draft);
     TRY(tp_ranks(m, m->tp_world, rk)); /* as the load cut them: each rank's rows of the head */
     for (int32_t r = 0; r < m->tp_n; r++) {
         const int32_t rank = m->tp_rank0 + r;
@@ -430,10 +429,12 @@ static infer_status ctx_validate(infer_ctx *c, const infer_batch *b, int32_t *n_
  * target's hidden states shifted by one (token t pairs with the h of the position before it: that of
  * its sequence's previous token in the batch, or the sequence's last h from the cache), filling its KV
  * cells, then records the batch's hidden states in the cache (llama.cpp common_speculative draft-mtp
- * process()). */
+ * process()). All on the head's stage h, where the block, its cells and the hidden states live. */
 static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
     infer_status st = INFER_OK;
-    struct kv_cache *kv = c->kv;
+    infer_ctx *h = forward_head_stage(c);
+    struct infer_backend *be = h->be;
+    struct kv_cache *kv = h->kv;
     const size_t n_embd = (size_t)c->m->hp.n_embd;
     int32_t prev[256]; /* per sequence: its previous token in this batch, -1 before the first (n_seq <= 256) */
     for (int32_t s = 0; s < c->n_seq; s++) prev[s] = -1;
@@ -442,15 +443,21 @@ static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t 
         if (prev[s] < 0 && kv->mtp_len[s] != c->pos[t])
             return infer_fail(INFER_E_INTERNAL, "infer_decode: MTP cells of sequence %d hold %d positions, expected %d",
                               s, kv->mtp_len[s], c->pos[t]);
-        TRY(c->be->ops->copy(c->be, c->mtp_h + (size_t)t * n_embd,
-                             prev[s] < 0 ? kv_cache_h(kv, s) : c->hid + (size_t)prev[s] * n_embd, n_embd * sizeof(float)));
+        TRY(be->ops->copy(be, h->mtp_h + (size_t)t * n_embd,
+                          prev[s] < 0 ? kv_cache_h(kv, s) : h->hid + (size_t)prev[s] * n_embd, n_embd * sizeof(float)));
         prev[s] = t;
     }
-    TRY(layer_mtp(c, tokens, c->mtp_h, n_tokens, 0, NULL));
+    const int32_t *tok = tokens;
+    if (h->on_device) { /* the stage's own copy: the token lookup may have run on another stage */
+        TRY(be->ops->upload(be, h->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
+        h->bus_bytes += (uint64_t)n_tokens * sizeof(int32_t);
+        tok = h->dtok;
+    }
+    TRY(layer_mtp(h, tok, h->mtp_h, n_tokens, 0, NULL));
     for (int32_t t = 0; t < n_tokens; t++) {
         const int32_t s = c->seq[t];
         if (c->pos[t] >= c->next[s] - kv->n_ring || c->pos[t] == c->next[s] - 1)
-            TRY(kv_cache_put_h(kv, s, c->pos[t], c->pos[t] == c->next[s] - 1, c->hid + (size_t)t * n_embd));
+            TRY(kv_cache_put_h(kv, s, c->pos[t], c->pos[t] == c->next[s] - 1, h->hid + (size_t)t * n_embd));
         kv->mtp_len[s] = c->pos[t] + 1;
     }
 fail:

@@ -49,7 +49,9 @@ struct scratch_list {
 
 static void scratch_add(struct scratch_list *l, const char *name, size_t field, enum ctx_scratch_place place,
                         size_t count, size_t size) {
-    l->e[l->n++] = (struct ctx_scratch_entry){.name = name, .field = field, .place = place, .count = count, .size = size};
+    if (l->n < CTX_SCRATCH_MAX) /* past it only counted: ctx_alloc_scratch refuses the table */
+        l->e[l->n] = (struct ctx_scratch_entry){.name = name, .field = field, .place = place, .count = count, .size = size};
+    l->n++;
 }
 
 #define DEV(f, count, size) scratch_add(&l, #f, offsetof(struct infer_ctx, f), CTX_SCRATCH_BACKEND, (count), (size))
@@ -105,8 +107,15 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
         DEV(mtp_in, T * (size_t)(2 * n_embd), F);
         DEV(mtp_hid, T * (size_t)n_embd, F);
         DEV(mtp_logits, (size_t)d->n_draft * V, F);
-        DEV(spec_p, V, F);
-        DEV(spec_r, V, F);
+        DEV(draft_tok, (size_t)d->n_draft + 1, I);
+        DEV(draft_scratch, 2 * V, F); /* the sample op's scratch for one row: sample_scratch_bytes(1, V) */
+        if (d->embd_away) { /* the MTP block's token ids come down, their rows from the file's table go up */
+            HOST(mtp_ids, T, I);
+            PINNED(mtp_rows, T * (size_t)n_embd, F);
+        }
+        HOST(spec_q, (size_t)d->n_draft * V, F);
+        HOST(spec_p, V, F);
+        HOST(spec_r, V, F);
     }
     HOST(pos, T, I);
     HOST(seq, T, I);
@@ -145,7 +154,7 @@ uint64_t ctx_scratch_entry_bytes(const struct ctx_scratch_entry *e) {
 uint64_t ctx_scratch_bytes(const struct infer_model *m, const struct ctx_dims *d, enum ctx_scratch_place place,
                            uint64_t align) {
     struct ctx_scratch_entry e[CTX_SCRATCH_MAX];
-    const int32_t n = ctx_scratch_table(m, d, e);
+    const int32_t n_all = ctx_scratch_table(m, d, e), n = n_all < CTX_SCRATCH_MAX ? n_all : CTX_SCRATCH_MAX;
     uint64_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         if (e[i].place != place) continue;

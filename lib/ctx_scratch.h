@@ -25,6 +25,7 @@ struct ctx_dims {
     int heads;     /* the stage runs the head: it has the logits (every context but a split's device stage) */
     int exps_host; /* a device stage whose layers keep routed experts in host memory (expert offload) */
     int x_host;    /* a device stage of a pass of several segments: x crosses the bus (ctx_stages.h) */
+    int embd_away; /* the head's device stage lacks the token table the MTP block reads (ctx_stages.h) */
     int64_t head_rows; /* a rank of a tensor-parallel group of several: its vocabulary rows of the head (else 0) */
 };
 
@@ -49,9 +50,10 @@ struct ctx_scratch_entry {
     size_t count, size;          /* elements and bytes per element; a count of 0 still allocates one element */
 };
 
-#define CTX_SCRATCH_MAX 48
+#define CTX_SCRATCH_MAX 64
 
-/* The buffers a context of m with dims d allocates, in allocation order; returns how many (<= CTX_SCRATCH_MAX). */
+/* The buffers a context of m with dims d allocates, in allocation order; returns how many (past CTX_SCRATCH_MAX only
+ * the first CTX_SCRATCH_MAX are written, and a context refuses the table). */
 int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d, struct ctx_scratch_entry *out);
 /* Bytes of one entry as allocated (count 0 -> one element). */
 uint64_t ctx_scratch_entry_bytes(const struct ctx_scratch_entry *e);

@@ -38,6 +38,8 @@ infer_status ctx_stages_make(const struct infer_model *m, const int32_t *layer_h
     else
         ctx_stages_seg(s, k_head, n_layer, n_layer, 0, 1);
     s->st[k_head].heads = 1;
+    s->st[k_head].embd_away = head_home != CTX_HOST && embd_home != head_home && n_all > n_layer &&
+                              !m->layers[n_layer].nextn_embed_tokens;
     for (int32_t k = 0; k < s->n_st; k++) {
         struct ctx_stage_desc *d = &s->st[k];
         d->x_host = d->home != CTX_HOST && s->n_seg > 1;

@@ -27,6 +27,8 @@ struct ctx_stage_desc {
     int heads;          /* it runs the head (and holds the MTP blocks' cells) */
     int x_host;         /* a device stage of a pass of several segments */
     int exps_host;      /* a device stage with layers whose routed experts run on the host */
+    int embd_away;      /* it runs the head on a device without the token table the MTP block reads (expert offload
+                           keeps it on the host, -sm layer on the first device): the block's token rows come up */
     int64_t head_v0, head_rows; /* a rank of a tensor-parallel group of several: its vocabulary rows of the head */
 };
 

@@ -73,8 +73,14 @@ struct infer_ctx {
     float *mtp_h;      /* (T, n_embd) the h each MTP row pairs with (the hidden state one position back) */
     float *mtp_in;     /* (T, 2 * n_embd) [RMSNorm(E[x]) * enorm | RMSNorm(h) * hnorm] */
     float *mtp_hid;    /* (T, n_embd) the MTP block's normed output (the next draft step's h) */
-    float *mtp_logits; /* (n_draft, n_vocab) logits of each MTP draft step (temp > 0: its distribution q) */
-    float *spec_p, *spec_r; /* (n_vocab) a target distribution p and the residual max(0, p - q) */
+    float *mtp_logits; /* (n_draft, n_vocab) logits of each MTP draft step */
+    int32_t *draft_tok; /* (n_draft + 1) the step's last token, then its drafts: each draft step's input */
+    int32_t *mtp_ids;   /* (T) host: the MTP block's token ids where its stage lacks the token table (embd_away) */
+    float *mtp_rows;    /* (T, n_embd) page-locked: their rows, read from the file's table on the host */
+    void *draft_scratch; /* the sample op's scratch for a greedy draft's argmax */
+    /* host, read by the sampler: (n_draft, n_vocab) each draft's distribution q (temp > 0), then (n_vocab) a target
+     * distribution p and the residual max(0, p - q) */
+    float *spec_q, *spec_p, *spec_r;
     /* per batch (host) */
     int32_t *pos, *seq;   /* (T) the position and sequence of each token */
     int32_t *out_row;     /* (T) row of token i in logits, -1 if not asked */
@@ -95,6 +101,7 @@ struct infer_ctx {
     int32_t spec_force; /* test hook (spec_force_accept): drafts the next step accepts; -1: the rule decides */
     int32_t spec_kept;  /* rows of the last step's verification batch still in logits (spec_verify_logits) */
     int32_t spec_drafts; /* drafts of the last step in mtp_logits (spec_draft_logits) */
+    int32_t spec_draft_ids[INFER_MAX_DRAFT]; /* and their ids (spec_last_drafts) */
     void *sample_buf;         /* infer_sample's backend buffer (u, token, penalties, scratch), on first use */
     size_t sample_buf_bytes;
     /* the layer split (see the top): segments of the pass, in order (in the public context); its other stage */
@@ -217,8 +224,9 @@ infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 
 infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
-/* The MTP block over n_tokens at c->pos / c->seq: tokens with hidden states h (n_tokens, n_embd);
- * writes its own KV cells, c->mtp_hid, and logits of the rows with c->out_row >= 0 into out. */
+/* The MTP block over n_tokens at c->pos / c->seq (c->dpos on a device): tokens (backend memory) with hidden states h
+ * (n_tokens, n_embd); writes its own KV cells, c->mtp_hid, and with n_out = n_tokens the logits of every row into
+ * out (backend memory; n_out 0: none). Queued: the caller syncs before the host reads. */
 infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, int32_t n_out,
                        float *out);
 infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);

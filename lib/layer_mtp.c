@@ -6,9 +6,31 @@
  *   y = RMSNorm(u') * shared_head_norm (or output_norm);  logits = output y  (or shared_head_head)
  * y is kept in c->mtp_hid: it is the h of the next draft step. The block reuses the context's
  * scratch (x, xn, ...), so it runs after the target's forward pass is done with them. */
-#include <string.h>
-
 #include "forward.h"
+#include "quant.h"
+
+/* The token rows where the stage lacks the token table (ctx_stage_desc.embd_away): the ids come to the host, their
+ * rows are read from the file's table there (its pages fault back in if they were dropped) and go up into c->x. */
+static infer_status mtp_embed_away(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    struct infer_backend *be = c->be;
+    const struct infer_model *m = c->m;
+    const struct gguf_tensor *e = gguf_find_tensor(m->gguf, m->token_embd->name);
+    const int64_t n_embd = m->hp.n_embd;
+    const size_t row = quant_row_bytes(e->type, n_embd);
+    TRY(be->ops->download(be, c->mtp_ids, tokens, (size_t)n_tokens * sizeof(int32_t)));
+    for (int32_t t = 0; t < n_tokens; t++) {
+        if (c->mtp_ids[t] < 0 || c->mtp_ids[t] >= e->ne[1])
+            return infer_fail(INFER_E_INTERNAL, "layer_mtp: token %d: expected an id in 0..%lld", c->mtp_ids[t],
+                              (long long)e->ne[1] - 1);
+        TRY(quant_dequant_row(e->type, (const char *)e->data + (size_t)c->mtp_ids[t] * row,
+                              c->mtp_rows + (size_t)t * (size_t)n_embd, n_embd));
+    }
+    TRY(be->ops->upload(be, c->x, c->mtp_rows, (size_t)n_tokens * (size_t)n_embd * sizeof(float)));
+    c->bus_bytes += (uint64_t)n_tokens * (sizeof(int32_t) + (uint64_t)n_embd * sizeof(float));
+fail:
+    return st;
+}
 
 infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, int32_t n_out,
                        float *out) {
@@ -20,7 +42,10 @@ infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *
     struct infer_backend *be = c->be;
     int32_t xq_type = -2;
 
-    TRY(forward_embed(c, L->nextn_embed_tokens ? L->nextn_embed_tokens : m->token_embd, tokens, n_tokens));
+    if (c->mtp_rows)
+        TRY(mtp_embed_away(c, tokens, n_tokens));
+    else
+        TRY(forward_embed(c, L->nextn_embed_tokens ? L->nextn_embed_tokens : m->token_embd, tokens, n_tokens));
     struct norm_args ne = {c->x, L->nextn_enorm->data, c->mtp_in, n_embd, n_tokens, n_embd, 2 * n_embd,
                            m->hp.rms_eps, NULL, 0};
     TRY(be->ops->norm(be, &ne));
@@ -29,19 +54,28 @@ infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *
     TRY(be->ops->norm(be, &nh));
     TRY(forward_matmul(c, L->nextn_eh_proj, NULL, c->mtp_in, n_tokens, c->x, NULL, MMV_PLAIN, &xq_type));
     TRY(layer_attn(c, il, n_tokens));
-    TRY(forward_ffn(c, il, n_tokens));
+    if (c->off_layer && c->off_layer[il]) { /* its routed experts in host memory: forward_pieces' steps, in turn */
+        const size_t row = (size_t)n_embd * sizeof(float);
+        const size_t route = (size_t)m->hp.n_expert_used * (sizeof(int32_t) + sizeof(float));
+        TRY(layer_moe_offload_start(c, il, n_tokens));
+        TRY(be->ops->sync(be)); /* the routing is on the host */
+        TRY(layer_moe_offload_shared(c, il, n_tokens));
+        TRY(layer_moe_offload_host(c, il, n_tokens));
+        TRY(layer_moe_offload_finish(c, il, n_tokens));
+        c->bus_bytes += (uint64_t)n_tokens * (2 * row + route);
+    } else {
+        TRY(forward_ffn(c, il, n_tokens));
+    }
     const struct gguf_tensor *hn = L->nextn_shared_head_norm ? L->nextn_shared_head_norm : m->output_norm;
     TRY(forward_norm(c, c->x, hn, c->mtp_hid, n_embd, n_tokens));
     if (n_out > 0) {
-        for (int32_t t = 0; t < n_tokens; t++)
-            if (c->out_row[t] >= 0)
-                memcpy(c->xn + (size_t)c->out_row[t] * n_embd, c->mtp_hid + (size_t)t * n_embd,
-                       (size_t)n_embd * sizeof(float));
+        if (n_out != n_tokens)
+            return infer_fail(INFER_E_INTERNAL, "layer_mtp: %d logits rows of %d tokens: expected every row or none",
+                              n_out, n_tokens);
         const struct gguf_tensor *head = L->nextn_shared_head_head ? L->nextn_shared_head_head : m->output;
         xq_type = -2;
-        TRY(forward_matmul(c, head, NULL, c->xn, n_out, out, NULL, MMV_PLAIN, &xq_type));
+        TRY(forward_matmul(c, head, NULL, c->mtp_hid, n_out, out, NULL, MMV_PLAIN, &xq_type));
     }
-    TRY(be->ops->sync(be));
 fail:
     return st;
 }

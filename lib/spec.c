@@ -40,35 +40,59 @@ int32_t spec_accept(infer_sampler *s, const float *p, const float *q, int32_t d,
     return sampler_draw(s, resid, total);
 }
 
-static int32_t spec_argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
+/* The sample op's arguments for a greedy draft: the argmax of an MTP row (ties to the lowest id), no penalties. */
+static struct sample_args spec_argmax_args(const infer_ctx *h, const float *row, int32_t *out) {
+    const int32_t n_vocab = (int32_t)h->m->hp.n_vocab;
+    return (struct sample_args){.logits = row, .stride = n_vocab, .n_rows = 1, .n_vocab = n_vocab,
+                                .repeat_penalty = 1.0f, .top_p = 1.0f, .temp = 0.0f, .out = out,
+                                .scratch = h->draft_scratch};
 }
 
-/* Drafts k tokens after `last` for seq into d; temp > 0 keeps each draft's distribution in q rows. */
+/* Drafts k tokens after `last` for seq into d, on the head's stage h (where the MTP block, its cells and the hidden
+ * states live). Each step's token is the next one's input in h's memory: greedy drafts stay there (the sample op's
+ * argmax) until the k ids come back at the end; temp > 0 brings each row to the host for the sampler's chain and
+ * keeps its distribution in h->spec_q for the acceptance test. */
 static infer_status spec_draft(infer_ctx *c, infer_sampler *s, int32_t seq, int32_t last, int32_t k, int32_t *d) {
     infer_status st = INFER_OK;
-    const int32_t n_vocab = (int32_t)c->m->hp.n_vocab, n_past = c->kv->len[seq];
+    infer_ctx *h = forward_head_stage(c);
+    struct infer_backend *be = h->be;
+    const size_t n_vocab = (size_t)h->m->hp.n_vocab;
+    const int32_t n_past = c->kv->len[seq];
     const int greedy = sampler_is_greedy(s);
-    const float *h = kv_cache_h(c->kv, seq);
-    int32_t tok = last;
+    const float *hin = kv_cache_h(h->kv, seq);
+    uint64_t bus = sizeof last;
     c->n_tokens = 0; /* the scratch rows are reused: the last batch's logits are gone */
+    TRY(be->ops->upload(be, h->draft_tok, &last, sizeof last));
     for (int32_t j = 0; j < k; j++) {
-        float *row = c->mtp_logits + (size_t)j * n_vocab;
-        c->pos[0] = n_past + j, c->seq[0] = seq, c->out_row[0] = 0;
-        TRY(layer_mtp(c, &tok, h, 1, 1, row));
-        h = c->mtp_hid;
+        float *row = h->mtp_logits + (size_t)j * n_vocab;
+        h->pos[0] = n_past + j, h->seq[0] = seq;
+        if (h->dpos != h->pos) TRY(be->ops->upload(be, h->dpos, h->pos, sizeof *h->pos));
+        TRY(layer_mtp(h, h->draft_tok + j, hin, 1, 1, row));
+        hin = h->mtp_hid;
+        bus += sizeof *h->pos;
         if (greedy) {
-            d[j] = spec_argmax(row, n_vocab);
-        } else {
-            sampler_probs(s, row, c->spec_p); /* q_j, kept for the acceptance test */
-            memcpy(row, c->spec_p, (size_t)n_vocab * sizeof(float));
-            d[j] = sampler_draw(s, row, 1.0);
+            const struct sample_args a = spec_argmax_args(h, row, h->draft_tok + j + 1);
+            TRY(be->ops->sample(be, &a));
+            continue;
         }
-        tok = d[j];
+        float *q = h->spec_q + (size_t)j * n_vocab;
+        TRY(be->ops->download(be, q, row, n_vocab * sizeof(float)));
+        sampler_probs(s, q, h->spec_p); /* q_j, kept for the acceptance test */
+        memcpy(q, h->spec_p, n_vocab * sizeof(float));
+        d[j] = sampler_draw(s, q, 1.0);
+        TRY(be->ops->upload(be, h->draft_tok + j + 1, d + j, sizeof *d));
+        bus += n_vocab * sizeof(float) + sizeof *d;
     }
+    if (greedy) {
+        TRY(be->ops->download(be, d, h->draft_tok + 1, (size_t)k * sizeof *d));
+        bus += (size_t)k * sizeof *d;
+        for (int32_t j = 0; j < k; j++)
+            if (d[j] < 0 || d[j] >= (int32_t)n_vocab)
+                return infer_fail(INFER_E_DEVICE, "infer_spec_step: the %s backend drafted token %d: expected 0..%d",
+                                  be->ops->name, d[j], (int32_t)n_vocab - 1);
+    }
+    TRY(be->ops->sync(be));
+    if (h->on_device) h->bus_bytes += bus;
 fail:
     return st;
 }
@@ -113,22 +137,24 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
     const int greedy = sampler_is_greedy(s);
     const int32_t force = c->spec_force < k ? c->spec_force : k;
     c->spec_force = -1; /* the hook holds for one step */
+    infer_ctx *h = forward_head_stage(c); /* the drafts' distributions and the acceptance's rows */
     for (int32_t i = 0; i <= k; i++) {
-        const float *logits = infer_logits(c, i);
         int32_t t;
         int accepted = 0;
         if (i < force) { /* test hook: kept whatever the rule says */
             t = tok[i + 1], accepted = 1;
             infer_sampler_accept(s, t);
         } else if (greedy) {
-            t = infer_sampler_sample(s, logits); /* records t */
+            TRY(infer_sample(c, s, i, &t)); /* where the logits are; records t */
             accepted = i < k && t == tok[i + 1];
         } else {
-            sampler_probs(s, logits, c->spec_p);
+            const float *logits = infer_logits(c, i);
+            if (!logits) return infer_fail(INFER_E_DEVICE, "infer_spec_step: row %d's logits: %s", i, infer_last_error());
+            sampler_probs(s, logits, h->spec_p);
             if (i < k) {
-                t = spec_accept(s, c->spec_p, c->mtp_logits + (size_t)i * n_vocab, tok[i + 1], c->spec_r, &accepted);
+                t = spec_accept(s, h->spec_p, h->spec_q + (size_t)i * n_vocab, tok[i + 1], h->spec_r, &accepted);
             } else {
-                t = sampler_draw(s, c->spec_p, 1.0);
+                t = sampler_draw(s, h->spec_p, 1.0);
             }
             infer_sampler_accept(s, t);
         }
@@ -140,6 +166,7 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
         TRY(kv_cache_truncate(stage->kv, seq, n_past + n));
     c->n_tokens = 0; /* the verify rows past the accepted ones no longer match the caches */
     c->spec_kept = n, c->spec_drafts = k;
+    memcpy(c->spec_draft_ids, tok + 1, (size_t)k * sizeof *tok);
     c->spec_steps++, c->spec_drafted += k, c->spec_accepted += n - 1;
     *n_out = n;
 fail:
@@ -154,27 +181,34 @@ infer_spec_stats infer_spec_get_stats(const infer_ctx *c) {
 
 infer_status spec_mtp_eval(infer_ctx *c, int32_t seq, int32_t pos0, const int32_t *tokens, const float *h, int32_t n,
                            float *out) {
-    if (!c || !tokens || !h || !out || c->n_draft < 1 || seq < 0 || seq >= c->n_seq || n < 1 || n > c->n_batch ||
-        pos0 < 0 || pos0 > c->kv->mtp_len[seq] || pos0 + n > c->n_ctx)
-        return infer_fail(INFER_E_ARG, "spec_mtp_eval: seq %d pos0 %d n %d: expected a drafting context, pos0 within "
-                          "the MTP cells held and n tokens that fit n_batch and n_ctx", seq, pos0, n);
+    if (!c || !tokens || !h || !out || c->n_draft < 1 || c->n_seg != 1 || c->on_device || seq < 0 || seq >= c->n_seq ||
+        n < 1 || n > c->n_batch || pos0 < 0 || pos0 > c->kv->mtp_len[seq] || pos0 + n > c->n_ctx)
+        return infer_fail(INFER_E_ARG, "spec_mtp_eval: seq %d pos0 %d n %d: expected a drafting context on the CPU, "
+                          "pos0 within the MTP cells held and n tokens that fit n_batch and n_ctx", seq, pos0, n);
     c->n_tokens = 0;
-    for (int32_t i = 0; i < n; i++) c->pos[i] = pos0 + i, c->seq[i] = seq, c->out_row[i] = i;
+    for (int32_t i = 0; i < n; i++) c->pos[i] = pos0 + i, c->seq[i] = seq;
     return layer_mtp(c, tokens, h, n, n, out);
 }
 
-const float *spec_hidden(const infer_ctx *c) { return c && c->n_draft ? c->hid : NULL; }
+const float *spec_hidden(const infer_ctx *c) { return c && c->n_draft && !c->on_device ? c->hid : NULL; }
 
 void spec_force_accept(infer_ctx *c, int32_t n) {
     if (c) c->spec_force = n < 0 ? -1 : n;
 }
 
 const float *spec_verify_logits(const infer_ctx *c, int32_t i) {
-    if (!c || c->on_device || i < 0 || i >= c->spec_kept) return NULL;
-    return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
+    if (!c || forward_head_stage(c)->on_device || i < 0 || i >= c->spec_kept) return NULL;
+    return forward_head_stage(c)->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
+}
+
+int32_t spec_last_drafts(const infer_ctx *c, int32_t *ids) {
+    if (!c) return 0;
+    memcpy(ids, c->spec_draft_ids, (size_t)c->spec_drafts * sizeof *ids);
+    return c->spec_drafts;
 }
 
 const float *spec_draft_logits(const infer_ctx *c, int32_t j) {
-    if (!c || j < 0 || j >= c->spec_drafts) return NULL;
-    return c->mtp_logits + (size_t)j * (size_t)c->m->hp.n_vocab;
+    const infer_ctx *h = c ? forward_head_stage(c) : NULL;
+    if (!h || h->on_device || j < 0 || j >= c->spec_drafts) return NULL;
+    return h->mtp_logits + (size_t)j * (size_t)c->m->hp.n_vocab;
 }

@@ -35,8 +35,8 @@
  *     what -ngl 99 moves for the same step, less the token ids and the asked rows (the lookup and the head
  *     are on the CPU); reading its logits moves nothing more (they are on the host), where -ngl 99
  *     downloads n_vocab floats;
- *   - bad input, one clear error at load or creation: a device that does not exist; n_draft > 0 with a split
- *     (MTP drafting on the GPU is refused as with -ngl 99); n_gpu_layers < 0 is everything.
+ *   - bad input, one clear error at load or creation: a device that does not exist; n_gpu_layers < 0 is
+ *     everything. (MTP drafting with the head on the GPU: test-cuda-mtp.)
  * Without a device the device part prints SKIP and the test exits 77 after the checks above.
  */
 #include <math.h>
@@ -451,12 +451,6 @@ static void check_bad_input(void) {
             "exist: status %d, '%s'", st, infer_last_error());
     p.main_gpu = 0;
     m = load(path, -1);
-    infer_ctx_params cp = ctx_params(1);
-    cp.n_draft = 2;
-    infer_ctx *c = NULL;
-    st = m ? infer_ctx_create(m, &cp, &c) : INFER_E_INTERNAL;
-    T_CHECK(st == INFER_E_UNSUPPORTED && !c && strstr(infer_last_error(), "MTP drafting on the GPU"),
-            "n_draft 2 with the head on the GPU: status %d, '%s'", st, infer_last_error());
     T_CHECK(m && m->gpu_head && m->gpu_layer0 == 0, "n_gpu_layers -1: every layer and the head on the GPU");
     infer_model_free(m);
     unlink(path);

@@ -745,9 +745,11 @@ static void test_scratch_equality(const char *path, const char *what, const infe
     T_CHECK(ctx_create_on(m, cp, counting_create, &c) == INFER_OK, "%s: %s", what, infer_last_error());
     T_CHECK(infer_model_plan(path, NULL, cp, &pp, &p) == INFER_OK, "%s: %s", what, infer_last_error());
     const infer_plan_memory h = mem_of(p, -1);
-    /* the plan's host scratch also counts the host arrays: pos, seq, out_row, out_ids (n_batch each), next */
+    /* the plan's host scratch also counts the host arrays: pos, seq, out_row, out_ids (n_batch each), next, and
+     * with drafting the sampler's rows: q of each draft, p and the residual (n_vocab each) */
     const struct ctx_dims *d = c ? &c->dims : NULL;
-    const uint64_t arrays = d ? (uint64_t)d->n_batch * 4 * 4 + (uint64_t)d->n_seq * 4 : 0;
+    const uint64_t rows = d && d->n_draft ? (uint64_t)(d->n_draft + 2) * (uint64_t)m->hp.n_vocab * 4 : 0;
+    const uint64_t arrays = d ? (uint64_t)d->n_batch * 4 * 4 + (uint64_t)d->n_seq * 4 + rows : 0;
     T_CHECK(c && counted == h.kv + h.state + h.scratch - arrays,
             "%s: the context allocated %llu bytes on its backend, the plan counts %llu", what,
             (unsigned long long)counted, (unsigned long long)(h.kv + h.state + h.scratch - arrays));

@@ -1,0 +1,351 @@
+/* test-cuda-mtp: MTP speculative decoding with the head, the MTP block, its cells and the hidden states on a device
+ * (lib/spec.c, lib/layer_mtp.c; docs/DESIGN.md §10). The reference is plain greedy decoding of the same placement:
+ * greedy acceptance keeps a draft only where it is the token plain decoding picks, so any difference in the stream
+ * is a fault of drafting, verification or rollback, never of the kernels' rounding.
+ * On a device (the emulator in check-emu):
+ *   - qwen35, qwen35moe and qwen3next in F32 and Q4_K_M, -ngl 99, with a random MTP head (nearly every draft
+ *     rejected: a rollback of the device's recurrent state at nearly every step), an agreeing one (every draft
+ *     accepted) and a noisy one (some): the greedy streams of n_draft 1..4 equal the plain stream token for token,
+ *     with the acceptance each head implies;
+ *   - the drafts themselves, which greedy acceptance would hide when wrong (fewer kept, the stream still right): with
+ *     a random head (its argmax depends on everything the MTP block reads) the device's draft ids equal the CPU
+ *     engine's on the same file, step by step in lockstep, and every draft's logits within 5e-4 of the CPU's
+ *     (F32: the engines differ by rounding, ~2e-6; a draft at the wrong position moves them by ~6e-3);
+ *   - what crosses the bus in a greedy step: the step's last token, each draft's position, the k draft ids, the
+ *     verification batch's ids, positions and rows, the MTP block's copy of the ids — no logits row (the drafts'
+ *     argmax and the verification's sampling run on the device);
+ *   - rollback on the device: a checkpoint after the prompt, generation, back to the checkpoint and again, then
+ *     truncations 1..n_draft positions back into the snapshot ring after plain decodes, each resumed: the plain
+ *     stream again;
+ *   - temp > 0: a run is reproducible with the seed and accepts drafts on the agreeing head (the rejection
+ *     sampling itself is the host's spec_accept, whose distribution test-spec-dist checks);
+ *   - placements: --n-cpu-moe 1 (the first MoE layer's routed experts in host memory, and the token table, which
+ *     the MTP block reads, with them: the block's rows come up from the host), --cpu-moe (the MTP block's own
+ *     experts on the host too) and -sm layer over two devices (the head and the MTP block on the second, the token
+ *     table on the first): the same equality. (-sm tensor with MTP is refused: test-cuda-tp.)
+ * Without a device the test prints SKIP and exits 77.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tools/synth.h"
+#include "device.h"
+#include "forward.h"
+#include "spec.h"
+#include "t.h"
+
+enum { N_PROMPT = 8, N_GEN = 24, N_CTX = N_PROMPT + 2 * N_GEN + 16 };
+
+static char dir[] = "/tmp/test-cuda-mtp-XXXXXX";
+
+struct placement {
+    int32_t n_cpu_moe;  /* routed experts of the first N MoE layers in host memory */
+    int sm_layer;       /* -sm layer over two devices */
+};
+
+static infer_model *make_model(const char *arch, const char *ftype, int agree, float noise, struct placement pl) {
+    const char *tag = noise > 0 ? "noise" : agree ? "agree" : "random";
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = ftype, sp.seed = 5, sp.mtp = 1, sp.mtp_agree = agree, sp.mtp_noise = noise;
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s-%s-%s.gguf", dir, arch, ftype, tag);
+    infer_model_params p = infer_model_params_default();
+    p.n_gpu_layers = 99, p.n_cpu_moe = pl.n_cpu_moe;
+    if (pl.sm_layer) p.split_mode = INFER_SPLIT_LAYER;
+    infer_model *m = NULL;
+    if (synth_write(&sp, path) != INFER_OK || infer_model_load(path, &p, &m) != INFER_OK)
+        T_CHECK(0, "%s %s %s: synth and load: %s", arch, ftype, tag, infer_last_error());
+    unlink(path);
+    return m;
+}
+
+static infer_ctx *make_ctx(const infer_model *m, int32_t n_draft) {
+    infer_ctx_params p = infer_ctx_params_default();
+    p.n_ctx = N_CTX, p.n_batch = 16, p.n_threads = 2, p.n_draft = n_draft;
+    infer_ctx *c = NULL;
+    if (infer_ctx_create(m, &p, &c) != INFER_OK) T_CHECK(0, "infer_ctx_create n_draft %d: %s", n_draft, infer_last_error());
+    return c;
+}
+
+static infer_sampler *make_sampler(const infer_model *m, float temp, uint64_t seed) {
+    infer_sampler_params sp = infer_sampler_params_default();
+    sp.temp = temp, sp.seed = seed;
+    infer_sampler *s = NULL;
+    if (infer_sampler_create(&sp, infer_vocab_size(m), &s) != INFER_OK) T_CHECK(0, "sampler: %s", infer_last_error());
+    return s;
+}
+
+/* Greedy tokens after the prompt by plain one-token decoding, sampled on the host from the downloaded logits. */
+static int plain_stream(infer_ctx *c, const infer_model *m, const int32_t *prompt, int32_t *out, int32_t n) {
+    infer_sampler *s = make_sampler(m, 0, 7);
+    infer_batch b = {N_PROMPT, prompt, NULL, NULL, NULL};
+    int ok = c && s && infer_decode(c, &b) == INFER_OK;
+    for (int32_t i = 0; ok && i < n; i++) {
+        out[i] = infer_sampler_sample(s, infer_logits(c, -1));
+        infer_batch d = {1, &out[i], NULL, NULL, NULL};
+        ok = i == n - 1 || infer_decode(c, &d) == INFER_OK;
+    }
+    infer_sampler_free(s);
+    return ok;
+}
+
+/* Spec steps on seq 0 of c from `last` (known, not decoded) until out holds n tokens (out[0] = last); *next: the
+ * last step's last token (not decoded), where the next step starts. */
+static int spec_continue(infer_ctx *c, infer_sampler *s, int32_t last, int32_t *out, int32_t n, int32_t *next) {
+    int32_t got = 1, k = 0, step[INFER_MAX_DRAFT + 1];
+    out[0] = last;
+    while (got < n) {
+        if (infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) != INFER_OK || k < 1) {
+            T_CHECK(0, "infer_spec_step: %s", infer_last_error());
+            return 0;
+        }
+        for (int32_t i = 0; i < k && got < n; i++) out[got++] = step[i];
+        last = step[k - 1];
+    }
+    if (next) *next = last;
+    return 1;
+}
+
+static int first_diff(const int32_t *a, const int32_t *b, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return i;
+    return -1;
+}
+
+/* One greedy step's bus bytes: infer_ctx_bus_bytes across it, against the ids and positions it must move. */
+static void check_step_bus(infer_ctx *c, infer_sampler *s, int32_t last, const char *name) {
+    int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+    const uint64_t before = infer_ctx_bus_bytes(c);
+    const int ok = infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
+    const uint64_t moved = infer_ctx_bus_bytes(c) - before, d = (uint64_t)c->spec_drafts, i4 = sizeof(int32_t);
+    /* drafting: last, a position and an id per draft; verification: ids, positions, rows; the MTP block: ids */
+    const uint64_t want = i4 + 2 * d * i4 + 3 * (d + 1) * i4 + (d + 1) * i4;
+    T_CHECK(ok && moved == want && moved < (uint64_t)c->m->hp.n_vocab * sizeof(float),
+            "%s: a greedy step of %llu drafts moved %llu bytes over the bus, expected %llu (no logits row)", name,
+            (unsigned long long)d, (unsigned long long)moved, (unsigned long long)want);
+}
+
+/* Back to the checkpoint after the prompt, then into the ring after plain decodes (test-spec's check_truncate on a
+ * device): each continuation is the plain stream again. */
+static void check_rollback(const infer_model *m, const char *name, const int32_t *prompt, const int32_t *want,
+                           int32_t n_want) {
+    enum { N_DRAFT = 3, RESUMED = 8 };
+    infer_ctx *c = make_ctx(m, N_DRAFT);
+    infer_sampler *s = make_sampler(m, 0, 7);
+    int32_t got[2 * N_GEN];
+    infer_batch b = {N_PROMPT, prompt, NULL, NULL, NULL};
+    if (!c || !s || infer_decode(c, &b) != INFER_OK || infer_seq_checkpoint(c, 0) != INFER_OK) {
+        T_CHECK(0, "%s: prompt and checkpoint: %s", name, infer_last_error());
+        goto done;
+    }
+    for (int round = 0; round < 2; round++) {
+        infer_sampler_reset(s);
+        const int ok = spec_continue(c, s, want[0], got, N_GEN, NULL);
+        T_CHECK(ok && first_diff(got, want, N_GEN) < 0, "%s: round %d after the checkpoint differs at %d", name,
+                round, first_diff(got, want, N_GEN));
+        T_CHECK(infer_seq_rm(c, 0, N_PROMPT, -1) == INFER_OK && infer_seq_pos_max(c, 0) == N_PROMPT - 1,
+                "%s: back to the checkpoint: %s", name, infer_last_error());
+    }
+    for (int back = 1; back <= N_DRAFT; back++) {
+        int ok = infer_seq_rm(c, 0, N_PROMPT, -1) == INFER_OK && spec_continue(c, s, want[0], got, N_GEN / 2, NULL);
+        int32_t len = infer_seq_pos_max(c, 0) + 1;
+        for (int i = 0; ok && i < N_DRAFT + 1; i++, len++) { /* the stream's next tokens, one by one */
+            infer_batch d = {1, &want[len - N_PROMPT], NULL, NULL, NULL};
+            ok = infer_decode(c, &d) == INFER_OK;
+        }
+        const int32_t keep = len - back; /* want[keep - N_PROMPT] comes next */
+        ok = ok && keep - N_PROMPT + RESUMED <= n_want && infer_seq_rm(c, 0, keep, -1) == INFER_OK;
+        T_CHECK(ok, "%s: %d positions back: %s", name, back, infer_last_error());
+        ok = ok && spec_continue(c, s, want[keep - N_PROMPT], got, RESUMED, NULL);
+        T_CHECK(ok && first_diff(got, want + (keep - N_PROMPT), RESUMED) < 0,
+                "%s: resumed %d positions back differs at %d", name, back,
+                first_diff(got, want + (keep - N_PROMPT), RESUMED));
+    }
+done:
+    infer_sampler_free(s), infer_ctx_free(c);
+}
+
+/* temp > 0 on the device: reproducible with the seed; on the agreeing head most drafts are accepted. */
+static void check_temp(const infer_model *m, const char *name, const int32_t *prompt) {
+    int32_t a[N_GEN], b[N_GEN];
+    infer_spec_stats st = {0, 0, 0};
+    int ok = 1;
+    for (int run = 0; run < 2 && ok; run++) {
+        infer_ctx *c = make_ctx(m, 3);
+        infer_sampler *s = make_sampler(m, 0.8f, 11);
+        infer_batch bt = {N_PROMPT, prompt, NULL, NULL, NULL};
+        int32_t first = -1;
+        ok = c && s && infer_decode(c, &bt) == INFER_OK && infer_sample(c, s, -1, &first) == INFER_OK &&
+             spec_continue(c, s, first, run ? b : a, N_GEN, NULL);
+        if (c) st = infer_spec_get_stats(c);
+        infer_sampler_free(s), infer_ctx_free(c);
+    }
+    T_CHECK(ok && first_diff(a, b, N_GEN) < 0 && st.n_accepted > st.n_drafted / 2,
+            "%s temp 0.8: two runs with one seed differ at %d; %lld of %lld drafts accepted", name,
+            first_diff(a, b, N_GEN), (long long)st.n_accepted, (long long)st.n_drafted);
+}
+
+/* The drafts themselves (greedy acceptance hides wrong ones: the stream stays right, only fewer are kept): with a
+ * random MTP head, whose argmax depends on everything the block reads (its token row, h, its cells at their
+ * positions), the device's drafts equal those of the same file on the CPU, step by step in lockstep. */
+static void check_drafts(const char *arch) {
+    enum { N_STEPS = 12 };
+    /* F32 rounding between the engines moves these logits by ~2e-6 (emulator); a draft at a wrong position by ~6e-3 */
+    const double DRAFT_TOL = 5e-4;
+    infer_model *m = make_model(arch, "F32", 0, 0, (struct placement){0, 0});
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s-cpu.gguf", dir, arch);
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = "F32", sp.seed = 5, sp.mtp = 1;
+    infer_model *m0 = NULL;
+    if (synth_write(&sp, path) != INFER_OK || infer_model_load(path, NULL, &m0) != INFER_OK)
+        T_CHECK(0, "%s on the CPU: %s", arch, infer_last_error());
+    unlink(path);
+    infer_ctx *c = m ? make_ctx(m, 3) : NULL, *c0 = m0 ? make_ctx(m0, 3) : NULL;
+    infer_sampler *s = m ? make_sampler(m, 0, 7) : NULL, *s0 = m ? make_sampler(m, 0, 7) : NULL;
+    const int32_t nv = m ? infer_vocab_size(m) : 9;
+    int32_t prompt[N_PROMPT], same = 0, total = 0, last = -1;
+    float *row = malloc((size_t)nv * sizeof(float));
+    double max_err = 0;
+    for (int i = 0; i < N_PROMPT; i++) prompt[i] = (int32_t)((i * 29 + 3) % (nv - 8));
+    infer_batch b = {N_PROMPT, prompt, NULL, NULL, NULL};
+    int ok = row && c && c0 && s && s0 && infer_decode(c, &b) == INFER_OK && infer_decode(c0, &b) == INFER_OK;
+    if (ok) {
+        last = infer_sampler_sample(s0, infer_logits(c0, -1));
+        infer_sampler_accept(s, last);
+    }
+    for (int step = 0; ok && step < N_STEPS; step++) {
+        int32_t out[INFER_MAX_DRAFT + 1], out0[INFER_MAX_DRAFT + 1], d[INFER_MAX_DRAFT], d0[INFER_MAX_DRAFT], k = 0, k0 = 0;
+        ok = infer_spec_step(c, s, 0, last, out, INFER_MAX_DRAFT + 1, &k) == INFER_OK &&
+             infer_spec_step(c0, s0, 0, last, out0, INFER_MAX_DRAFT + 1, &k0) == INFER_OK && k == k0 &&
+             memcmp(out, out0, (size_t)k * sizeof *out) == 0;
+        const int32_t n = spec_last_drafts(c, d);
+        ok = ok && n == spec_last_drafts(c0, d0);
+        for (int32_t j = 0; ok && j < n; j++) same += d[j] == d0[j], total++;
+        const infer_ctx *h = forward_head_stage(c);
+        for (int32_t j = 0; ok && j < n; j++) {
+            const float *want = spec_draft_logits(c0, j);
+            ok = want && h->be->ops->download(h->be, row, h->mtp_logits + (size_t)j * (size_t)nv,
+                                              (size_t)nv * sizeof(float)) == INFER_OK;
+            for (int32_t v = 0; ok && v < nv; v++) {
+                const double e = fabs((double)row[v] - want[v]);
+                if (e > max_err) max_err = e;
+            }
+        }
+        if (ok) last = out[k - 1];
+    }
+    T_CHECK(ok && total > 0 && same == total && max_err <= DRAFT_TOL, "%s: the device's drafts equal the CPU's for %d "
+            "of %d, their logits within %g: %.3g (%s)", arch, same, total, DRAFT_TOL, max_err,
+            ok ? "in lockstep" : "the two streams parted");
+    printf("  %-40s drafts on the device = the CPU's for %d of %d, drafts' logits max |diff| %.3g\n", arch,
+           same, total, max_err);
+    free(row);
+    infer_sampler_free(s), infer_sampler_free(s0), infer_ctx_free(c), infer_ctx_free(c0);
+    infer_model_free(m), infer_model_free(m0);
+}
+
+static void check_model(const char *arch, const char *ftype, int agree, float noise, struct placement pl, int full) {
+    char name[128];
+    char where[32] = "";
+    if (pl.sm_layer) snprintf(where, sizeof where, " -sm layer");
+    if (pl.n_cpu_moe) snprintf(where, sizeof where, pl.n_cpu_moe >= 99 ? " --cpu-moe" : " --n-cpu-moe %d", pl.n_cpu_moe);
+    snprintf(name, sizeof name, "%s %s %s%s", arch, ftype, noise > 0 ? "noise" : agree ? "agree" : "random", where);
+    infer_model *m = make_model(arch, ftype, agree, noise, pl);
+    if (!m) return;
+    const int32_t nv = infer_vocab_size(m);
+    int32_t prompt[N_PROMPT], want[2 * N_GEN], got[N_GEN];
+    for (int i = 0; i < N_PROMPT; i++) prompt[i] = (int32_t)((i * 29 + 3) % (nv - 8));
+    infer_ctx *plain = make_ctx(m, 0);
+    const int rollback = full && noise > 0; /* it reads the stream further */
+    const int ok_plain = plain_stream(plain, m, prompt, want, rollback ? 2 * N_GEN : N_GEN);
+    infer_ctx_free(plain);
+    if (!ok_plain) {
+        T_CHECK(0, "%s: plain stream: %s", name, infer_last_error());
+        infer_model_free(m);
+        return;
+    }
+    for (int32_t n = 1; n <= INFER_MAX_DRAFT; n++) {
+        if (!full && n != 3) continue;
+        infer_ctx *c = make_ctx(m, n);
+        infer_sampler *s = make_sampler(m, 0, 7);
+        infer_batch b = {N_PROMPT, prompt, NULL, NULL, NULL};
+        int32_t first = -1, next = -1;
+        const int ok = c && s && infer_decode(c, &b) == INFER_OK && infer_sample(c, s, -1, &first) == INFER_OK &&
+                       spec_continue(c, s, first, got, N_GEN, &next);
+        const infer_spec_stats st = c ? infer_spec_get_stats(c) : (infer_spec_stats){0, 0, 0};
+        T_CHECK(ok && first_diff(got, want, N_GEN) < 0, "%s n_draft %d: the MTP stream differs from plain decoding at "
+                "token %d (%s)", name, n, first_diff(got, want, N_GEN), ok ? "" : infer_last_error());
+        if (agree && noise == 0)
+            T_CHECK(st.n_drafted > 0 && st.n_accepted == st.n_drafted, "%s n_draft %d: every draft accepted (%lld of "
+                    "%lld)", name, n, (long long)st.n_accepted, (long long)st.n_drafted);
+        else
+            T_CHECK(st.n_accepted < st.n_drafted && (noise == 0 || st.n_accepted > 0), "%s n_draft %d: %lld of %lld "
+                    "drafts accepted: expected %s", name, n, (long long)st.n_accepted, (long long)st.n_drafted,
+                    noise > 0 ? "some, not all" : "not all");
+        if (c && (pl.n_cpu_moe || pl.sm_layer)) { /* the placements this test means: the rows come from the host */
+            const infer_ctx *h = forward_head_stage(c);
+            const int32_t il = (int32_t)c->m->hp.n_layer;
+            T_CHECK(h->on_device && h->mtp_rows && (pl.n_cpu_moe < 99) == !(h->off_layer && h->off_layer[il]),
+                    "%s: the head's stage is on a device, reads the MTP block's token rows from the host and runs the "
+                    "block's experts %s", name, pl.n_cpu_moe < 99 ? "on the device" : "on the host");
+        }
+        if (ok && n == 3) {
+            if (!pl.n_cpu_moe && !pl.sm_layer) check_step_bus(c, s, next, name);
+            printf("  %-40s n_draft %d: stream = plain for %d tokens, %lld of %lld drafts accepted\n", name, n,
+                   N_GEN, (long long)st.n_accepted, (long long)st.n_drafted);
+        }
+        infer_sampler_free(s), infer_ctx_free(c);
+    }
+    if (rollback) check_rollback(m, name, prompt, want, 2 * N_GEN);
+    if (full && agree && noise == 0) check_temp(m, name, prompt);
+    infer_model_free(m);
+}
+
+int main(void) {
+#ifdef INFER_EMU
+    setenv("INFER_EMU_DEVICES", "2", 0); /* before the emulator's first call: -sm layer needs two */
+#endif
+    if (!mkdtemp(dir)) {
+        T_CHECK(0, "mkdtemp");
+        return t_done();
+    }
+    const char *why = NULL;
+    if (device_count(&why) == 0) {
+        rmdir(dir);
+        T_SKIP("no CUDA device: %s; MTP drafting on a device", why ? why : "none");
+        const int rc = t_done();
+        return rc ? rc : 77;
+    }
+    static const char *const archs[] = {"qwen35", "qwen35moe", "qwen3next"};
+    static const char *const types[] = {"F32", "Q4_K_M"};
+    const struct placement one = {0, 0};
+    for (int a = 0; a < 3; a++)
+        for (int f = 0; f < 2; f++) {
+            /* n_draft 1..4, the rollback and temp > 0 in F32; Q4_K_M at n_draft 3. t_quick (the sanitizers' run):
+             * qwen35 F32 only */
+            const int full = f == 0;
+            if (t_quick() && (a || f)) continue;
+            check_model(archs[a], types[f], 0, 0, one, full);
+            check_model(archs[a], types[f], 1, 0, one, full);
+            check_model(archs[a], types[f], 1, 0.3f, one, full);
+        }
+    for (int a = 0; a < 3; a++)
+        if (!t_quick() || a == 0) check_drafts(archs[a]);
+    /* placements whose head's device lacks the token table: the MTP block's rows come from the host */
+    const struct placement away[3] = {{.n_cpu_moe = 1}, {.n_cpu_moe = 99}, {.sm_layer = 1}};
+    for (int k = 0; k < 3; k++) {
+        if (away[k].sm_layer && infer_device_count() < 2) {
+            T_SKIP("one device: -sm layer with MTP (INFER_EMU_DEVICES=2 runs it)");
+            continue;
+        }
+        const char *arch = away[k].sm_layer ? "qwen35" : "qwen35moe", *type = k == 0 ? "Q4_K_M" : "F32";
+        if (!t_quick() || k == 2) check_model(arch, type, 1, 0, away[k], 0); /* the drafts right: all accepted */
+        if (!t_quick() || k == 1) check_model(arch, type, 1, 0.3f, away[k], 0); /* and rolled back */
+    }
+    rmdir(dir);
+    return t_done();
+}
