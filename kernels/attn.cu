@@ -28,8 +28,9 @@
  * merge up to rounding).
  * Shared memory stays under 48 KB for every head_dim <= 512 (q <= 16 KB, K tile <= 16.6 KB, V tile
  * <= 8.3 KB, scores <= 8 KB).
- * Decode (n_tokens <= ATTN_SPLIT_TOKENS, scratch given): flash-decoding; the cells are split over
- * attn_splits() blocks per group (grid.z), each writes (m, l, acc) per row to scratch as
+ * Decode (n_tokens <= ATTN_SPLIT_TOKENS, scratch given): flash-decoding; the live cells are split over
+ * attn_splits() blocks per group (grid.z; from n_kv, so a graph keeps its launch), attn_split_cells() each (from
+ * the positions, read on the device), each writes (m, l, acc) per row to scratch as
  * [split][token][head][2 + head_dim], and attn_merge (one block per (token, head)) combines them:
  * M = max m_s, L = sum l_s e^(m_s - M), out = sum acc_s e^(m_s - M) / L. Without scratch (or larger
  * batches) there is one split and the first kernel writes out = acc / l itself.
@@ -52,7 +53,7 @@ enum { ATTN_THREADS = 128, ATTN_WARPS = ATTN_THREADS / WARP_SIZE, ATTN_ROWS = 32
 /* Launch shape, computed on the host from the args alone. */
 struct attn_plan {
     int32_t hb, bt, tk;          /* heads of the group, tokens per block; cells per tile */
-    int32_t n_split, split_cells;
+    int32_t n_split;
 };
 
 static __host__ __device__ __forceinline__ int attn_round4(int n) { return (n + 3) & ~3; }
@@ -91,7 +92,8 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
     }
     int jmax = -1;
     for (int r = 0; r < rows; r++) jmax = max(jmax, last_s[r]);
-    const int j0 = split * p.split_cells, j1 = min(j0 + p.split_cells, jmax + 1);
+    const int cells = attn_split_cells(&a, p.n_split, tk); /* from the live length: every block the same */
+    const int j0 = split * cells, j1 = min(j0 + cells, jmax + 1);
 
     float acc[RMAX][DPT];
 #pragma unroll
@@ -416,7 +418,7 @@ static cudaError_t attn_mma_launch(const struct attn_args *a, cudaStream_t s) {
     struct attn_plan p;
     p.hb = min(G, (int)MMA_ROWS);
     p.bt = max(1, min(MMA_ROWS / p.hb, a->n_tokens));
-    p.tk = mma_shape<D>::TK, p.n_split = 1, p.split_cells = a->n_kv;
+    p.tk = mma_shape<D>::TK, p.n_split = 1;
     if ((a->n_tokens + p.bt - 1) / p.bt > 65535) return cudaErrorInvalidValue;
     const size_t smem = mma_shape<D>::SMEM;
     if (smem > 48 * 1024) { /* an attribute of the current device's function, not a stream operation */
@@ -471,7 +473,6 @@ extern "C" cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s) {
     p.tk = 64;
     while (p.tk > 8 && p.tk * (D + 1) > ATTN_TILE_FLOATS + 64) p.tk /= 2;
     p.n_split = a->scratch ? attn_splits(a) : 1;
-    p.split_cells = (a->n_kv + p.n_split - 1) / p.n_split;
     if ((a->n_tokens + p.bt - 1) / p.bt > 65535) return cudaErrorInvalidValue;
     switch (dpt) {
     case 1: return q8 ? attn_launch<1, true>(a, p, s) : attn_launch<1, false>(a, p, s);

@@ -332,6 +332,20 @@ static inline INFER_HD int32_t attn_splits(const struct attn_args *a) {
     const int32_t n = a->n_kv / ATTN_SPLIT_CELLS;
     return n < ATTN_SPLIT_MAX ? n : ATTN_SPLIT_MAX;
 }
+/* The cells each split takes: the live cells of the call (up to the last visible position of any of its tokens,
+ * read from pos on the device, so a graph sized from n_kv stays valid) shared evenly over the n_split splits in
+ * whole tiles of tk cells. Sized from n_kv instead, a short conversation in a long context would leave all but the
+ * first splits empty. */
+static inline INFER_HD int32_t attn_split_cells(const struct attn_args *a, int32_t n_split, int32_t tk) {
+    if (n_split <= 1) return a->n_kv;
+    int32_t live = 1;
+    for (int32_t t = 0; t < a->n_tokens; t++) {
+        const int32_t last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
+        if (last + 1 > live) live = last + 1;
+    }
+    const int32_t per = (live + n_split - 1) / n_split;
+    return (per + tk - 1) / tk * tk;
+}
 static inline INFER_HD size_t attn_scratch_floats(const struct attn_args *a) {
     const int32_t n = attn_splits(a);
     return n > 1 ? (size_t)n * (size_t)a->n_tokens * (size_t)a->n_head * (size_t)(a->head_dim + 2) : 0;

@@ -486,7 +486,7 @@ static infer_status gl_rope(struct infer_backend *b, const struct rope_args *a) 
 struct gl_attn_job {
     const struct attn_args *a;
     int perturb;
-    int32_t tk, n_split, split_cells;
+    int32_t tk, n_split, split_cells; /* split_cells: attn_split_cells, as every block of the kernel computes it */
 };
 
 /* Value d of kv head g in cell j, as the kernel loads it (f16 widened, or q * d). */
@@ -579,7 +579,7 @@ static infer_status gl_attn(struct infer_backend *b, const struct attn_args *a) 
         return infer_fail(INFER_E_UNSUPPORTED, "gpu_like attn: head_dim %d kv_type %d", a->head_dim, a->kv_type);
     struct gl_attn_job j = {.a = a, .perturb = gl_of(b)->perturb, .tk = 64, .n_split = attn_splits(a)};
     while (j.tk > 8 && j.tk * (a->head_dim + 1) > 4096 + 64) j.tk /= 2; /* ATTN_TILE_FLOATS + 64 */
-    j.split_cells = (a->n_kv + j.n_split - 1) / j.n_split;
+    j.split_cells = attn_split_cells(a, j.n_split, j.tk);
     pool_for(gl_of(b)->pool, (int64_t)a->n_tokens * a->n_head, 1, gl_attn_items, &j);
     return INFER_OK;
 }

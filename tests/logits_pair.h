@@ -80,8 +80,8 @@ infer_status pair_basic(infer_ctx *a, infer_ctx *b, int32_t n_prompt, int32_t n_
 /* Long context (contexts of n_ctx >= 4096, n_batch >= PAIR_LONG_BATCH): PAIR_LONG_BATCH prompt tokens in
  * one batch, then PAIR_LONG_FILL more in a second (it attends over the first's cells), every row asked;
  * then PAIR_LONG_DECODE single-token steps and a 3-token batch at positions past ATTN_SPLIT_CELLS, so the
- * decode attention on a device splits the 4096 cells over 16 blocks (attn_splits), two of which hold
- * cells, and merges them. */
+ * decode attention on a device splits the live cells over the 16 blocks 4096 cells give (attn_splits,
+ * attn_split_cells), and merges them. */
 enum { PAIR_LONG_BATCH = 320, PAIR_LONG_FILL = 16, PAIR_LONG_DECODE = 4 };
 infer_status pair_long(infer_ctx *a, infer_ctx *b, struct pair_stats *s);
 /* Two sequences (contexts with n_seq 2): 4 + 4 tokens in one batch, then 6 steps of one token each. */

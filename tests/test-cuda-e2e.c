@@ -18,8 +18,9 @@
  *   - long contexts (n_ctx 4096) for qwen3 Q4_K_M (dense) and qwen35moe Q4_K_M (hybrid: GDN, MoE, shared
  *     expert): 320 prompt tokens in one batch (mm over five 64-token tiles, prefill attention, the GDN
  *     recurrence over 320 tokens), 16 more in a second batch (attending over the first's cells), then 4
- *     decode steps and a 3-token batch at positions 336..342, where decode attention splits the 4096
- *     cells over 16 blocks (attn_splits) of which two hold cells, and merges them;
+ *     decode steps and a 3-token batch at positions 336..342, where decode attention splits the live
+ *     cells (up to 343 of 4096) over 16 blocks (attn_splits; 64 cells each, attn_split_cells: six busy),
+ *     and merges them;
  *   - two sequences decoded in one batch (the graph key includes the sequence of each token), against the
  *     reference;
  *   - graphs change nothing: decode logits with graphs and with INFER_CUDA_GRAPHS=0 are bit-identical;

@@ -315,6 +315,28 @@ static void check_attn(int D, int q8, int nt) {
     free(k), free(v), free(rows), free(q), free(o), free(want), free(cells);
 }
 
+/* How the decode splits share the cells (kernels.h attn_split_cells), worked by hand: the live cells (up to the last
+ * position of any token) over the n_kv-sized split count, in whole 64-cell tiles. A 262144-cell context holds 32
+ * splits; 1000 live cells give 64 each (16 splits busy) where 262144 / 32 = 8192 would leave one split with them all. */
+static void check_split_cells(void) {
+    const struct { int32_t n_kv, n_tokens, pos0, splits, cells; } c[] = {
+        {262144, 1, 999, 32, 64},      /* ceil(1000 / 32) = 32 -> one tile */
+        {262144, 1, 99999, 32, 3136},  /* ceil(100000 / 32) = 3125 -> 49 tiles */
+        {262144, 4, 5000, 32, 192},    /* the last token's 5004 cells: ceil(5004 / 32) = 157 -> 3 tiles */
+        {2048, 2, 100, 8, 64},         /* 102 cells over 8 */
+        {4096, 1, 9000, 16, 256},      /* pos past n_kv: the last cell, 4096 cells over 16 */
+        {300, 1, 299, 1, 300},         /* no split: the whole capacity */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        int32_t pos[8];
+        for (int32_t t = 0; t < c[i].n_tokens; t++) pos[t] = c[i].pos0 + t;
+        const struct attn_args a = {.pos = pos, .n_tokens = c[i].n_tokens, .n_kv = c[i].n_kv};
+        const int32_t n = attn_splits(&a), cells = attn_split_cells(&a, n, 64);
+        T_CHECK(n == c[i].splits && cells == c[i].cells, "n_kv %d, %d tokens from %d: %d splits of %d cells, expected "
+                "%d of %d", c[i].n_kv, c[i].n_tokens, c[i].pos0, n, cells, c[i].splits, c[i].cells);
+    }
+}
+
 static void check_moe_gdn(void) {
     const int32_t gu[] = {INFER_TYPE_F32, INFER_TYPE_Q8_0, INFER_TYPE_Q4_K, INFER_TYPE_IQ4_XS, INFER_TYPE_IQ2_XXS, INFER_TYPE_MXFP4};
     const int32_t dn[] = {INFER_TYPE_F16, INFER_TYPE_Q8_0, INFER_TYPE_Q6_K, INFER_TYPE_Q5_K, INFER_TYPE_IQ3_S, INFER_TYPE_Q2_K};
@@ -474,6 +496,7 @@ static void check_deterministic(void) {
 }
 
 int main(void) {
+    check_split_cells();
     if (gpu_like_backend_create(2, &ref_be) != INFER_OK || !mkdtemp(dir)) {
         T_CHECK(0, "setup: %s", infer_last_error());
         return t_done();
