@@ -5,8 +5,9 @@
  * On a device (the emulator in check-emu):
  *   - qwen35, qwen35moe and qwen3next in F32 and Q4_K_M, -ngl 99, with a random MTP head (nearly every draft
  *     rejected: a rollback of the device's recurrent state at nearly every step), an agreeing one (every draft
- *     accepted) and a noisy one (some): the greedy streams of n_draft 1..4 equal the plain stream token for token,
- *     with the acceptance each head implies;
+ *     accepted) and a noisy one (some): the greedy streams of n_draft 1..4 equal the plain stream token for
+ *     token, with the acceptance each head implies (t_quick, the sanitizers' run: qwen35 F32 only, and one model
+ *     per placement below);
  *   - the drafts themselves, which greedy acceptance would hide when wrong (fewer kept, the stream still right): with
  *     a random head (its argmax depends on everything the MTP block reads) the device's draft ids equal the CPU
  *     engine's on the same file, step by step in lockstep, and every draft's logits within 5e-4 of the CPU's
@@ -248,7 +249,9 @@ static void check_drafts(const char *arch) {
     infer_model_free(m), infer_model_free(m0);
 }
 
-static void check_model(const char *arch, const char *ftype, int agree, float noise, struct placement pl, int full) {
+/* full: n_draft 1..4 (else 3 only); more: the rollback (noisy head) and temp > 0 (agreeing head) too. */
+static void check_model(const char *arch, const char *ftype, int agree, float noise, struct placement pl, int full,
+                        int more) {
     char name[128];
     char where[32] = "";
     if (pl.sm_layer) snprintf(where, sizeof where, " -sm layer");
@@ -260,7 +263,7 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
     int32_t prompt[N_PROMPT], want[2 * N_GEN], got[N_GEN];
     for (int i = 0; i < N_PROMPT; i++) prompt[i] = (int32_t)((i * 29 + 3) % (nv - 8));
     infer_ctx *plain = make_ctx(m, 0);
-    const int rollback = full && noise > 0; /* it reads the stream further */
+    const int rollback = more && noise > 0; /* it reads the stream further */
     const int ok_plain = plain_stream(plain, m, prompt, want, rollback ? 2 * N_GEN : N_GEN);
     infer_ctx_free(plain);
     if (!ok_plain) {
@@ -301,7 +304,7 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
         infer_sampler_free(s), infer_ctx_free(c);
     }
     if (rollback) check_rollback(m, name, prompt, want, 2 * N_GEN);
-    if (full && agree && noise == 0) check_temp(m, name, prompt);
+    if (more && agree && noise == 0) check_temp(m, name, prompt);
     infer_model_free(m);
 }
 
@@ -325,13 +328,12 @@ int main(void) {
     const struct placement one = {0, 0};
     for (int a = 0; a < 3; a++)
         for (int f = 0; f < 2; f++) {
-            /* n_draft 1..4, the rollback and temp > 0 in F32; Q4_K_M at n_draft 3. t_quick (the sanitizers' run):
-             * qwen35 F32 only */
-            const int full = f == 0;
+            /* n_draft 1..4 in both types, the rollback and temp > 0 in F32. t_quick (the sanitizers' run): qwen35
+             * F32 only */
             if (t_quick() && (a || f)) continue;
-            check_model(archs[a], types[f], 0, 0, one, full);
-            check_model(archs[a], types[f], 1, 0, one, full);
-            check_model(archs[a], types[f], 1, 0.3f, one, full);
+            check_model(archs[a], types[f], 0, 0, one, 1, f == 0);
+            check_model(archs[a], types[f], 1, 0, one, 1, f == 0);
+            check_model(archs[a], types[f], 1, 0.3f, one, 1, f == 0);
         }
     for (int a = 0; a < 3; a++)
         if (!t_quick() || a == 0) check_drafts(archs[a]);
@@ -343,8 +345,8 @@ int main(void) {
             continue;
         }
         const char *arch = away[k].sm_layer ? "qwen35" : "qwen35moe", *type = k == 0 ? "Q4_K_M" : "F32";
-        if (!t_quick() || k == 2) check_model(arch, type, 1, 0, away[k], 0); /* the drafts right: all accepted */
-        if (!t_quick() || k == 1) check_model(arch, type, 1, 0.3f, away[k], 0); /* and rolled back */
+        if (!t_quick() || k == 2) check_model(arch, type, 1, 0, away[k], 0, 0); /* the drafts right: all accepted */
+        if (!t_quick() || k == 1) check_model(arch, type, 1, 0.3f, away[k], 0, 0); /* and rolled back */
     }
     rmdir(dir);
     return t_done();
