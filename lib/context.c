@@ -448,12 +448,14 @@ static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t 
         prev[s] = t;
     }
     const int32_t *tok = tokens;
-    if (h->on_device) { /* the stage's own copy: the token lookup may have run on another stage */
-        TRY(be->ops->upload(be, h->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
-        h->bus_bytes += (uint64_t)n_tokens * sizeof(int32_t);
+    if (h->on_device) { /* the batch's ids are in dtok of the stage that ran the lookup (forward_segment_run) */
+        if (c->seg[0].stage != h) {
+            TRY(be->ops->upload(be, h->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
+            h->bus_bytes += (uint64_t)n_tokens * sizeof(int32_t);
+        }
         tok = h->dtok;
     }
-    TRY(layer_mtp(h, tok, h->mtp_h, n_tokens, 0, NULL));
+    TRY(layer_mtp(h, tok, h->mtp_h, n_tokens, NULL));
     for (int32_t t = 0; t < n_tokens; t++) {
         const int32_t s = c->seq[t];
         if (c->pos[t] >= c->next[s] - kv->n_ring || c->pos[t] == c->next[s] - 1)

@@ -214,8 +214,6 @@ static infer_status forward_pieces(struct infer_ctx *c, int32_t k, struct forwar
     infer_status st = INFER_OK;
     struct infer_ctx *s = j->c;
     struct infer_backend *be = s->be;
-    const size_t row = (size_t)c->m->hp.n_embd * sizeof(float);
-    const size_t route = (size_t)c->m->hp.n_expert_used * (sizeof(int32_t) + sizeof(float));
     j->il0 = j->seg->il0;
     j->resume = 0;
     for (int32_t piece = 0;; piece++) {
@@ -228,7 +226,7 @@ static infer_status forward_pieces(struct infer_ctx *c, int32_t k, struct forwar
             TRY(be->ops->run(be, forward_graph_key(s, k, 2 * piece + 1, j->n_tokens, j->n_out), forward_shared_body,
                              &sj));
         TRY(layer_moe_offload_host(s, j->il1, j->n_tokens));
-        if (s->on_device) c->bus_bytes += (uint64_t)j->n_tokens * (2 * row + route); /* a test hook's: host memory */
+        c->bus_bytes += layer_moe_offload_bus(s, j->n_tokens);
         j->il0 = j->il1;
         j->resume = 1;
     }

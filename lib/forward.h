@@ -225,10 +225,9 @@ infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 /* The MTP block over n_tokens at c->pos / c->seq (c->dpos on a device): tokens (backend memory) with hidden states h
- * (n_tokens, n_embd); writes its own KV cells, c->mtp_hid, and with n_out = n_tokens the logits of every row into
- * out (backend memory; n_out 0: none). Queued: the caller syncs before the host reads. */
-infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, int32_t n_out,
-                       float *out);
+ * (n_tokens, n_embd); writes its own KV cells, c->mtp_hid, and the logits of every row into out (backend memory;
+ * NULL: none). Queued: the caller syncs before the host reads. */
+infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, float *out);
 infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 /* Expert offload of layer il's MoE block, in three parts (layer_moe.c): start queues the routing and the copies
@@ -239,5 +238,10 @@ infer_status layer_moe_offload_start(struct infer_ctx *c, int32_t il, int32_t n_
 infer_status layer_moe_offload_shared(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_moe_offload_host(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_moe_offload_finish(struct infer_ctx *c, int32_t il, int32_t n_tokens);
+/* Bytes one offloaded layer moves over the bus for n_tokens: the normed hidden state and the routing down, the
+ * experts' output up (0 on a stage whose "device" is a test hook's host memory). */
+uint64_t layer_moe_offload_bus(const struct infer_ctx *c, int32_t n_tokens);
+/* The four parts in turn, queued outside any graph (the MTP block's offloaded experts), the bus counted. */
+infer_status layer_moe_offload(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 
 #endif

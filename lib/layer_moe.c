@@ -101,3 +101,22 @@ infer_status layer_moe_offload_finish(struct infer_ctx *c, int32_t il, int32_t n
 fail:
     return st;
 }
+
+uint64_t layer_moe_offload_bus(const struct infer_ctx *c, int32_t n_tokens) {
+    if (!c->on_device) return 0; /* a test hook's "device" is host memory */
+    const uint64_t row = (uint64_t)c->m->hp.n_embd * sizeof(float);
+    const uint64_t route = (uint64_t)c->m->hp.n_expert_used * (sizeof(int32_t) + sizeof(float));
+    return (uint64_t)n_tokens * (2 * row + route);
+}
+
+infer_status layer_moe_offload(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    TRY(layer_moe_offload_start(c, il, n_tokens));
+    TRY(c->be->ops->sync(c->be)); /* the routing is on the host */
+    TRY(layer_moe_offload_shared(c, il, n_tokens));
+    TRY(layer_moe_offload_host(c, il, n_tokens));
+    TRY(layer_moe_offload_finish(c, il, n_tokens));
+    c->bus_bytes += layer_moe_offload_bus(c, n_tokens);
+fail:
+    return st;
+}

@@ -32,8 +32,7 @@ fail:
     return st;
 }
 
-infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, int32_t n_out,
-                       float *out) {
+infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, float *out) {
     infer_status st = INFER_OK;
     const struct infer_model *m = c->m;
     const int32_t il = (int32_t)m->hp.n_layer;
@@ -54,27 +53,16 @@ infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *
     TRY(be->ops->norm(be, &nh));
     TRY(forward_matmul(c, L->nextn_eh_proj, NULL, c->mtp_in, n_tokens, c->x, NULL, MMV_PLAIN, &xq_type));
     TRY(layer_attn(c, il, n_tokens));
-    if (c->off_layer && c->off_layer[il]) { /* its routed experts in host memory: forward_pieces' steps, in turn */
-        const size_t row = (size_t)n_embd * sizeof(float);
-        const size_t route = (size_t)m->hp.n_expert_used * (sizeof(int32_t) + sizeof(float));
-        TRY(layer_moe_offload_start(c, il, n_tokens));
-        TRY(be->ops->sync(be)); /* the routing is on the host */
-        TRY(layer_moe_offload_shared(c, il, n_tokens));
-        TRY(layer_moe_offload_host(c, il, n_tokens));
-        TRY(layer_moe_offload_finish(c, il, n_tokens));
-        c->bus_bytes += (uint64_t)n_tokens * (2 * row + route);
-    } else {
+    if (c->off_layer && c->off_layer[il]) /* its routed experts in host memory */
+        TRY(layer_moe_offload(c, il, n_tokens));
+    else
         TRY(forward_ffn(c, il, n_tokens));
-    }
     const struct gguf_tensor *hn = L->nextn_shared_head_norm ? L->nextn_shared_head_norm : m->output_norm;
     TRY(forward_norm(c, c->x, hn, c->mtp_hid, n_embd, n_tokens));
-    if (n_out > 0) {
-        if (n_out != n_tokens)
-            return infer_fail(INFER_E_INTERNAL, "layer_mtp: %d logits rows of %d tokens: expected every row or none",
-                              n_out, n_tokens);
+    if (out) {
         const struct gguf_tensor *head = L->nextn_shared_head_head ? L->nextn_shared_head_head : m->output;
         xq_type = -2;
-        TRY(forward_matmul(c, head, NULL, c->mtp_hid, n_out, out, NULL, MMV_PLAIN, &xq_type));
+        TRY(forward_matmul(c, head, NULL, c->mtp_hid, n_tokens, out, NULL, MMV_PLAIN, &xq_type));
     }
 fail:
     return st;

@@ -257,7 +257,7 @@ static int32_t plan_stages(const struct plan *p, const struct infer_model *m, in
         st[k].heads = sp.st[k].heads;
         st[k].x_host = sp.st[k].x_host;
         st[k].exps_host = sp.st[k].exps_host;
-        st[k].embd_away = sp.st[k].embd_away && st[k].on_device;
+        st[k].embd_away = sp.st[k].embd_away;
         home[k] = sp.st[k].home;
     }
     return sp.n_st;

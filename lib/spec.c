@@ -67,7 +67,7 @@ static infer_status spec_draft(infer_ctx *c, infer_sampler *s, int32_t seq, int3
         float *row = h->mtp_logits + (size_t)j * n_vocab;
         h->pos[0] = n_past + j, h->seq[0] = seq;
         if (h->dpos != h->pos) TRY(be->ops->upload(be, h->dpos, h->pos, sizeof *h->pos));
-        TRY(layer_mtp(h, h->draft_tok + j, hin, 1, 1, row));
+        TRY(layer_mtp(h, h->draft_tok + j, hin, 1, row));
         hin = h->mtp_hid;
         bus += sizeof *h->pos;
         if (greedy) {
@@ -187,7 +187,7 @@ infer_status spec_mtp_eval(infer_ctx *c, int32_t seq, int32_t pos0, const int32_
                           "pos0 within the MTP cells held and n tokens that fit n_batch and n_ctx", seq, pos0, n);
     c->n_tokens = 0;
     for (int32_t i = 0; i < n; i++) c->pos[i] = pos0 + i, c->seq[i] = seq;
-    return layer_mtp(c, tokens, h, n, n, out);
+    return layer_mtp(c, tokens, h, n, out);
 }
 
 const float *spec_hidden(const infer_ctx *c) { return c && c->n_draft && !c->on_device ? c->hid : NULL; }
