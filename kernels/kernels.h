@@ -373,8 +373,24 @@ struct moe_ffn_args {
     float *scratch;      /* CUDA: the hidden vectors, moe_ffn_scratch_floats(a) floats (CPU ignores it) */
 };
 /* CUDA moe_ffn keeps h = silu(gate x) * (up x) per (token, selected expert) in scratch between its
- * two kernels: (n_tokens, n_expert_used, n_ff) f32. */
+ * kernels: (n_tokens, n_expert_used, n_ff) f32. Batches of MOE_GROUPED_TOKENS tokens or more take the
+ * grouped tensor-core path (moe_mm.cu), which also keeps each pair's down projection ((n_tokens,
+ * n_expert_used, n_embd) f32) and its plan: the pairs sorted by expert, then the tile list and its count
+ * (int32, moe_grouped_max_tiles entries of 3). The first batch size where the dense matmuls leave mmv for
+ * the tensor cores (MMV_MAX_TOKENS + 1) is where experts start to be shared by several tokens of a batch;
+ * decode and MTP verification batches stay on the f32 per-pair kernels. */
+enum { MOE_GROUPED_TOKENS = MMV_MAX_TOKENS + 1, MOE_TILE_PAIRS = 64 };
+static inline INFER_HD int64_t moe_grouped_max_tiles(int64_t pairs, int32_t n_expert) {
+    /* an expert with c pairs has floor(c / 64) full tiles and at most one partial */
+    return pairs / MOE_TILE_PAIRS + (pairs < n_expert ? pairs : n_expert);
+}
+static inline INFER_HD size_t moe_grouped_scratch_floats(const struct moe_ffn_args *a) {
+    const size_t pairs = (size_t)a->n_tokens * (size_t)a->n_expert_used;
+    const size_t tiles = (size_t)moe_grouped_max_tiles((int64_t)pairs, a->n_expert);
+    return pairs * ((size_t)a->n_ff + (size_t)a->n_embd) + pairs + 3 * tiles + 1;
+}
 static inline INFER_HD size_t moe_ffn_scratch_floats(const struct moe_ffn_args *a) {
+    if (a->n_tokens >= MOE_GROUPED_TOKENS) return moe_grouped_scratch_floats(a);
     return (size_t)a->n_tokens * (size_t)a->n_expert_used * (size_t)a->n_ff;
 }
 
@@ -464,6 +480,9 @@ cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t s);
 cudaError_t cuda_gdn(const struct gdn_args *a, cudaStream_t s);
 cudaError_t cuda_moe_route(const struct moe_route_args *a, cudaStream_t s);
 cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s);
+/* The grouped path alone, whatever n_tokens (cuda_moe_ffn takes it from MOE_GROUPED_TOKENS on), with
+ * moe_grouped_scratch_floats of scratch. */
+cudaError_t cuda_moe_ffn_grouped(const struct moe_ffn_args *a, cudaStream_t s);
 cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s);
 /* mm keeps a state per backend, made on the backend's device: its mode from env INFER_MATMUL (unset
  * or "mma": nothing on the device; "cublas": a cuBLAS handle, a 32 MiB cuBLAS workspace and the

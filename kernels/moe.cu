@@ -19,8 +19,9 @@
  * so the two agree to activation-quantisation noise, and exactly-float weights agree to rounding.
  * Every selected expert runs in one launch per matrix (grouped). Bytes: each selected expert's three
  * matrices once per token using it (decode: once), x and h from L2.
- * note: a q8 + dp4a version sharing mmv.cu's decoders, and sorting tokens by expert for prefill, are
- * the next steps.
+ * Batches of MOE_GROUPED_TOKENS tokens or more go to moe_mm.cu instead: tokens sorted by expert and
+ * grouped GEMMs on tensor cores, each expert read once per 64 of its pairs.
+ * note: a q8 + dp4a version sharing mmv.cu's decoders is the next step for decode.
  */
 #include "common.cuh"
 #include "quant.h"
@@ -216,6 +217,7 @@ extern "C" cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s
         !moe_type_ok(a->type_down, a->n_ff))
         return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaGetLastError();
+    if (a->n_tokens >= MOE_GROUPED_TOKENS) return cuda_moe_ffn_grouped(a, s); /* moe_mm.cu */
     const int64_t pairs = (int64_t)a->n_tokens * a->n_expert_used;
     const int64_t gx = (a->n_ff + MOE_WARPS - 1) / MOE_WARPS, dx = (a->n_embd + MOE_WARPS - 1) / MOE_WARPS;
     if (gx > 2147483647 || dx > 2147483647) return cudaErrorInvalidValue;

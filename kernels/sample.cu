@@ -1,7 +1,7 @@
 /* sample.cu: one token per row of logits on the device, lib/sampler.c's chain (kernels.h sample_args),
  * so that decoding copies back one int instead of a row of n_vocab floats.
  *
- * One block of 1024 threads per row:
+ * One block of 1024 threads per row (large rows: sliced over many blocks, see the end of this comment):
  *   1. the row is copied to scratch (NaN -> -inf) and the penalty pairs applied there (the input stays
  *      untouched: infer_logits may still want it); a block argmax (ties: lowest id) gives max and the
  *      greedy token.
@@ -31,6 +31,10 @@
  * Penalty tokens are not range-checked on the device (the host builds them from accepted tokens).
  * Cost: the row is read once to copy, 4 times by the select, once to compact (L2-resident); the
  * sequential walks touch at most SAMPLE_MAX_CAND shared entries.
+ * Large rows (n_vocab >= 2 SAMPLE_SLICE: 248320 is 61 slices) that are greedy or cut by a top-k within
+ * SAMPLE_MAX_CAND (the default chain) do that work on many blocks instead of one: each slice of 4096 its copy,
+ * argmax and own top k, then one block per row merges the slices' lists (sample_slice_kernel,
+ * sample_merge_kernel below; same candidates, same token). Other chains keep one block per row.
  */
 #include <limits.h>
 #include <math.h>
@@ -140,8 +144,10 @@ static __device__ void sample_select(const float *v, int32_t n, int32_t k, uint3
 }
 
 /* Compacts, in id order, the elements with key > T and the first `need` (by id) with key == T into
- * s.cand; returns how many qualify (only the first SAMPLE_MAX_CAND are written). */
-static __device__ int32_t sample_compact(const float *v, int32_t n, uint32_t T, int32_t need, sample_smem &s) {
+ * s.cand; returns how many qualify (only the first SAMPLE_MAX_CAND are written). Element i's id is
+ * ids[i] (ascending), or i when ids is NULL. */
+static __device__ int32_t sample_compact(const float *v, const int32_t *ids, int32_t n, uint32_t T, int32_t need,
+                                         sample_smem &s) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const unsigned lt = (1u << lane) - 1u;
     int32_t run_g = 0, run_e = 0;
@@ -165,7 +171,7 @@ static __device__ int32_t sample_compact(const float *v, int32_t n, uint32_t T, 
         const int32_t rg = run_g + pg + __popc(bg & lt), re = run_e + pe + __popc(be & lt);
         if (g || (e && re < need)) {
             const int32_t pos = rg + min(re, need);
-            if (pos < SAMPLE_MAX_CAND) s.cand[pos] = sample_cand{x, i};
+            if (pos < SAMPLE_MAX_CAND) s.cand[pos] = sample_cand{x, ids ? ids[i] : i};
         }
         run_g += tg, run_e += te;
         __syncthreads();
@@ -211,76 +217,10 @@ static __device__ float sample_seq_sum(int32_t m, sample_smem &s) {
     return z;
 }
 
-static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __grid_constant__ struct sample_args a,
-                                                                     const float log_min_p) {
-    __shared__ sample_smem s;
-    const int32_t n = a.n_vocab, r = blockIdx.x;
-    const float *x = a.logits + (int64_t)r * a.stride;
-    float *v = (float *)a.scratch + (int64_t)r * n;
-
-    /* 1. penalised copy, argmax */
-    for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS) {
-        const float f = x[i];
-        v[i] = isnan(f) ? -INFINITY : f;
-    }
-    __syncthreads();
-    for (int32_t j = threadIdx.x; j < a.n_pen; j += SAMPLE_THREADS) {
-        const int32_t t = a.pen[2 * j];
-        v[t] = sample_penalise(v[t], a.pen[2 * j + 1], a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
-    }
-    __syncthreads();
-    float max = -INFINITY;
-    int32_t best = INT_MAX;
-    for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS)
-        if (sample_before(v[i], i, max, best)) max = v[i], best = i;
-    sample_block_best(&max, &best, s);
-    if (a.temp <= 0.0f || max == -INFINITY) {
-        if (threadIdx.x == 0) a.out[r] = best;
-        return;
-    }
-
-    /* 2-3. candidates and z */
-    const bool topk = a.top_k > 0 && a.top_k < n, top_p = a.top_p < 1.0f, min_p = a.min_p > 0.0f;
-    const float min_logit = __fadd_rn(max, log_min_p);
-    const int32_t kset = topk ? a.top_k : n; /* the set top-p normalises over */
-    int32_t m;                                /* candidates in s.cand */
-    float z = 1.0f;
-    bool truncated = false;
-    uint32_t T;
-    int32_t need;
-    if (!topk && !top_p) { /* id order, min-p alone (or nothing: then n <= SAMPLE_MAX_CAND, the launcher checked) */
-        m = sample_compact(v, n, min_p ? sample_key(min_logit) : 0u, INT_MAX, s);
-        if (m > SAMPLE_MAX_CAND) {
-            if (threadIdx.x == 0) a.out[r] = SAMPLE_REFUSED;
-            return;
-        }
-    } else {
-        truncated = kset > SAMPLE_MAX_CAND;
-        m = truncated ? SAMPLE_MAX_CAND : kset;
-        if (truncated && top_p) { /* z over the whole set, as a tree */
-            float part = 0.0f;
-            if (topk) {
-                sample_select(v, n, kset, &T, &need, s);
-                for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS)
-                    if (sample_key(v[i]) > T) part += expf(v[i] - max);
-                if (threadIdx.x == 0) part += (float)need * expf(sample_unkey(T) - max);
-            } else {
-                for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS) part += expf(v[i] - max);
-            }
-            z = sample_block_sum(part, s);
-        }
-        sample_select(v, n, m, &T, &need, s);
-        sample_compact(v, n, T, need, s);
-        if (!truncated && !topk && top_p) { /* the whole row: the host sums it by id, before sorting */
-            sample_exps(m, max, s);
-            z = sample_seq_sum(m, s);
-        }
-        sample_sort(m, s);
-        sample_exps(m, max, s);
-        if (!truncated && topk) z = sample_seq_sum(m, s);
-    }
-
-    /* 4. min-p, top-p, temperature, draw */
+/* 4. min-p, top-p, temperature and the draw over the m sorted candidates in s.cand (their s.e filled),
+ * z top-p's normaliser; writes row r's token. */
+static __device__ void sample_finish(const struct sample_args &a, int32_t r, int32_t m, float z, bool truncated, bool topk,
+                                     bool top_p, bool min_p, float min_logit, sample_smem &s) {
     if (threadIdx.x == 0) {
         int32_t k = m;
         if (min_p) {
@@ -336,6 +276,195 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __g
     }
 }
 
+static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __grid_constant__ struct sample_args a,
+                                                                     const float log_min_p) {
+    __shared__ sample_smem s;
+    const int32_t n = a.n_vocab, r = blockIdx.x;
+    const float *x = a.logits + (int64_t)r * a.stride;
+    float *v = (float *)a.scratch + (int64_t)r * n;
+
+    /* 1. penalised copy, argmax */
+    for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS) {
+        const float f = x[i];
+        v[i] = isnan(f) ? -INFINITY : f;
+    }
+    __syncthreads();
+    for (int32_t j = threadIdx.x; j < a.n_pen; j += SAMPLE_THREADS) {
+        const int32_t t = a.pen[2 * j];
+        v[t] = sample_penalise(v[t], a.pen[2 * j + 1], a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
+    }
+    __syncthreads();
+    float max = -INFINITY;
+    int32_t best = INT_MAX;
+    for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS)
+        if (sample_before(v[i], i, max, best)) max = v[i], best = i;
+    sample_block_best(&max, &best, s);
+    if (a.temp <= 0.0f || max == -INFINITY) {
+        if (threadIdx.x == 0) a.out[r] = best;
+        return;
+    }
+
+    /* 2-3. candidates and z */
+    const bool topk = a.top_k > 0 && a.top_k < n, top_p = a.top_p < 1.0f, min_p = a.min_p > 0.0f;
+    const float min_logit = __fadd_rn(max, log_min_p);
+    const int32_t kset = topk ? a.top_k : n; /* the set top-p normalises over */
+    int32_t m;                                /* candidates in s.cand */
+    float z = 1.0f;
+    bool truncated = false;
+    uint32_t T;
+    int32_t need;
+    if (!topk && !top_p) { /* id order, min-p alone (or nothing: then n <= SAMPLE_MAX_CAND, the launcher checked) */
+        m = sample_compact(v, NULL, n, min_p ? sample_key(min_logit) : 0u, INT_MAX, s);
+        if (m > SAMPLE_MAX_CAND) {
+            if (threadIdx.x == 0) a.out[r] = SAMPLE_REFUSED;
+            return;
+        }
+    } else {
+        truncated = kset > SAMPLE_MAX_CAND;
+        m = truncated ? SAMPLE_MAX_CAND : kset;
+        if (truncated && top_p) { /* z over the whole set, as a tree */
+            float part = 0.0f;
+            if (topk) {
+                sample_select(v, n, kset, &T, &need, s);
+                for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS)
+                    if (sample_key(v[i]) > T) part += expf(v[i] - max);
+                if (threadIdx.x == 0) part += (float)need * expf(sample_unkey(T) - max);
+            } else {
+                for (int32_t i = threadIdx.x; i < n; i += SAMPLE_THREADS) part += expf(v[i] - max);
+            }
+            z = sample_block_sum(part, s);
+        }
+        sample_select(v, n, m, &T, &need, s);
+        sample_compact(v, NULL, n, T, need, s);
+        if (!truncated && !topk && top_p) { /* the whole row: the host sums it by id, before sorting */
+            sample_exps(m, max, s);
+            z = sample_seq_sum(m, s);
+        }
+        sample_sort(m, s);
+        sample_exps(m, max, s);
+        if (!truncated && topk) z = sample_seq_sum(m, s);
+    }
+
+    sample_finish(a, r, m, z, truncated, topk, top_p, min_p, min_logit, s);
+}
+
+/* ---- one row over many blocks (large vocabularies: greedy, and top-k within SAMPLE_MAX_CAND) ----
+ * A row of n >= 2 SAMPLE_SLICE logits is cut into S slices of SAMPLE_SLICE; sample_slice_kernel (grid S x
+ * rows) copies and penalises its slice, takes its argmax and, when the chain draws, the slice's own top k in
+ * id order (the select and compaction above on the slice). A token of the row's top k is in its slice's top k
+ * (whatever ranks before it in its slice ranks before it in the row), so the slices' lists, concatenated in
+ * slice order (id order), hold the row's top k and keep its ties. sample_merge_kernel (a block per row) takes
+ * the best of the slices' argmaxes (ties: lowest id), then selects and compacts the k from that union and runs
+ * the single-block kernel's steps 2-4 on them: the same candidates, sums and draw, so the same token.
+ * Per row the scratch's second half (n floats after the rows' penalised copies) holds S headers (max, argmax,
+ * count, pad) and S * k candidate slots, 4 S + 2 S k <= n words; the union (S * k logits, then their ids) goes
+ * to the row's penalised copy, which the merge no longer reads. */
+enum { SAMPLE_SLICE = 4096 };
+
+struct sample_slices {
+    int32_t n_slices;
+    int32_t k; /* candidates per slice; 0: greedy */
+};
+
+static __device__ __forceinline__ int32_t *sample_row_area(const struct sample_args &a, int32_t r) {
+    return (int32_t *)a.scratch + (int64_t)a.n_rows * a.n_vocab + (int64_t)r * a.n_vocab;
+}
+
+static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_slice_kernel(const __grid_constant__ struct sample_args a,
+                                                                           const struct sample_slices p) {
+    __shared__ sample_smem s;
+    const int32_t n = a.n_vocab, r = blockIdx.y, i0 = blockIdx.x * SAMPLE_SLICE;
+    const int32_t len = min(SAMPLE_SLICE, n - i0);
+    const float *x = a.logits + (int64_t)r * a.stride + i0;
+    float *v = (float *)a.scratch + (int64_t)r * n + i0;
+    int32_t *area = sample_row_area(a, r), *hdr = area + 4 * blockIdx.x;
+    for (int32_t i = threadIdx.x; i < len; i += SAMPLE_THREADS) {
+        const float f = x[i];
+        v[i] = isnan(f) ? -INFINITY : f;
+    }
+    __syncthreads();
+    for (int32_t j = threadIdx.x; j < a.n_pen; j += SAMPLE_THREADS) { /* the pairs of this slice's tokens */
+        const int32_t t = a.pen[2 * j] - i0;
+        if (t >= 0 && t < len)
+            v[t] = sample_penalise(v[t], a.pen[2 * j + 1], a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
+    }
+    __syncthreads();
+    float max = -INFINITY;
+    int32_t best = INT_MAX;
+    for (int32_t i = threadIdx.x; i < len; i += SAMPLE_THREADS)
+        if (sample_before(v[i], i0 + i, max, best)) max = v[i], best = i0 + i;
+    sample_block_best(&max, &best, s);
+    const int32_t kk = min(p.k, len);
+    if (threadIdx.x == 0) hdr[0] = __float_as_int(max), hdr[1] = best, hdr[2] = kk;
+    if (kk == 0) return;
+    uint32_t T;
+    int32_t need;
+    sample_select(v, len, kk, &T, &need, s);
+    sample_compact(v, NULL, len, T, need, s);
+    __syncthreads();
+    sample_cand *slot = (sample_cand *)(area + 4 * p.n_slices) + (int64_t)blockIdx.x * p.k;
+    for (int32_t i = threadIdx.x; i < kk; i += SAMPLE_THREADS) slot[i] = sample_cand{s.cand[i].l, i0 + s.cand[i].id};
+}
+
+static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_merge_kernel(const __grid_constant__ struct sample_args a,
+                                                                           const struct sample_slices p,
+                                                                           const float log_min_p) {
+    __shared__ sample_smem s;
+    __shared__ int32_t at[SAMPLE_THREADS + 1]; /* where each slice's list starts in the union */
+    const int32_t r = blockIdx.x, S = p.n_slices;
+    int32_t *area = sample_row_area(a, r);
+    float max = -INFINITY;
+    int32_t best = INT_MAX;
+    for (int32_t i = threadIdx.x; i < S; i += SAMPLE_THREADS) {
+        const float l = __int_as_float(area[4 * i]);
+        if (sample_before(l, area[4 * i + 1], max, best)) max = l, best = area[4 * i + 1];
+    }
+    sample_block_best(&max, &best, s);
+    if (a.temp <= 0.0f || max == -INFINITY) {
+        if (threadIdx.x == 0) a.out[r] = best;
+        return;
+    }
+    if (threadIdx.x == 0) {
+        at[0] = 0;
+        for (int32_t i = 0; i < S; i++) at[i + 1] = at[i] + area[4 * i + 2];
+    }
+    __syncthreads();
+    const int32_t U = at[S];
+    const sample_cand *slot = (const sample_cand *)(area + 4 * S);
+    float *uv = (float *)a.scratch + (int64_t)r * a.n_vocab;
+    int32_t *uid = (int32_t *)uv + S * p.k;
+    for (int32_t i = 0; i < S; i++) /* union: slice i's list at at[i] */
+        for (int32_t j = threadIdx.x; j < at[i + 1] - at[i]; j += SAMPLE_THREADS) {
+            const sample_cand c = slot[(int64_t)i * p.k + j];
+            uv[at[i] + j] = c.l, uid[at[i] + j] = c.id;
+        }
+    __syncthreads();
+    /* steps 2-3 of sample_kernel for top-k within SAMPLE_MAX_CAND (never truncated), on the union */
+    const bool top_p = a.top_p < 1.0f, min_p = a.min_p > 0.0f;
+    const float min_logit = __fadd_rn(max, log_min_p);
+    uint32_t T;
+    int32_t need;
+    sample_select(uv, U, p.k, &T, &need, s);
+    sample_compact(uv, uid, U, T, need, s);
+    sample_sort(p.k, s);
+    sample_exps(p.k, max, s);
+    const float z = sample_seq_sum(p.k, s);
+    sample_finish(a, r, p.k, z, false, true, top_p, min_p, min_logit, s);
+}
+
+/* How many slices a row takes (0: one block, sample_kernel): large rows that are greedy or cut by a top-k the
+ * candidates hold, when the slices' lists fit the scratch's second half. */
+static struct sample_slices sample_plan(const struct sample_args *a) {
+    struct sample_slices p = {0, 0};
+    const int32_t S = (a->n_vocab + SAMPLE_SLICE - 1) / SAMPLE_SLICE;
+    if (a->n_vocab < 2 * SAMPLE_SLICE || S > SAMPLE_THREADS) return p;
+    const int32_t k = a->temp > 0.0f ? a->top_k : 0;
+    if (a->temp > 0.0f && (a->top_k <= 0 || a->top_k > SAMPLE_MAX_CAND)) return p;
+    if ((int64_t)4 * S + (int64_t)2 * S * k > a->n_vocab) return p;
+    p.n_slices = S, p.k = k;
+    return p;
+}
+
 cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s) {
     if (!a->logits || !a->out || !a->scratch || a->n_rows < 0 || a->n_vocab < 1 || a->stride < a->n_vocab ||
         a->n_pen < 0 || (a->n_pen && !a->pen) || (a->temp > 0.0f && !a->u))
@@ -346,6 +475,13 @@ cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s) {
     if (a->temp > 0.0f && a->n_vocab > SAMPLE_MAX_CAND && !small_k && !(a->top_p < 1.0f) && !(a->min_p > 0.0f))
         return cudaErrorInvalidValue;
     const float log_min_p = a->min_p > 0.0f ? logf(a->min_p) : 0.0f; /* host libm: lib/sampler.c's bits */
-    launch_kernel(sample_kernel, a->n_rows, SAMPLE_THREADS, 0, s, *a, log_min_p);
+    const struct sample_slices p = sample_plan(a);
+    if (p.n_slices == 0) {
+        launch_kernel(sample_kernel, a->n_rows, SAMPLE_THREADS, 0, s, *a, log_min_p);
+        return cudaGetLastError();
+    }
+    if (a->n_rows > 65535) return cudaErrorInvalidValue; /* grid y */
+    launch_kernel(sample_slice_kernel, dim3((unsigned)p.n_slices, (unsigned)a->n_rows), SAMPLE_THREADS, 0, s, *a, p);
+    launch_kernel(sample_merge_kernel, a->n_rows, SAMPLE_THREADS, 0, s, *a, p, log_min_p);
     return cudaGetLastError();
 }

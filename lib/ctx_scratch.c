@@ -130,8 +130,9 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
                                      .head_dim = (int32_t)hd, .n_kv = d->n_ctx};
         DEV(attn_scratch, attn_scratch_floats(&at), F);
         if (moe) {
+            /* the grouped path (batches from MOE_GROUPED_TOKENS on) also keeps outputs and a plan */
             const struct moe_ffn_args mf = {.n_tokens = d->n_batch, .n_expert_used = (int32_t)n_used,
-                                            .n_ff = hp->n_ff_exp};
+                                            .n_ff = hp->n_ff_exp, .n_embd = n_embd, .n_expert = (int32_t)hp->n_expert};
             DEV(moe_scratch, moe_ffn_scratch_floats(&mf), F);
         }
         if (d->heads) HOST(logits_host, T * V, F);

@@ -710,6 +710,111 @@ static void gl_moe_tokens(void *ctx, int64_t t0, int64_t t1, int ith) {
     }
 }
 
+/* ---- moe_ffn from MOE_GROUPED_TOKENS tokens on (moe_mm.cu): per pair, its gathered row scaled by
+ * row_shift's power of two and rounded to f16, every product an mma.sync dot over the expert's f16 rows,
+ * the sums scaled back; y in top-k order. ---- */
+
+/* moe_mm.cu's row_shift: the power of two bringing max |x| into [2^13, 2^14), clamped to +-100. */
+static int gl_row_shift(const float *x, int64_t n) {
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    if (!(m > 0.0f) || !(m <= 3.4e38f)) return 0;
+    int ex;
+    (void)frexpf(m, &ex);
+    const int sh = 14 - ex;
+    return sh > 100 ? 100 : sh < -100 ? -100 : sh;
+}
+/* x scaled by 2^sh, rounded to f16 (fill_rows). */
+static void gl_row_f16(const float *x, int64_t n, int sh, float *out) {
+    const float sc = ldexpf(1.0f, sh);
+    for (int64_t i = 0; i < n; i++) out[i] = gl_f16(x[i] * sc);
+}
+
+struct gl_moe_grouped_job {
+    const struct moe_ffn_args *a;
+    int perturb;
+    size_t gu, dn;
+    float *h, *yp;  /* (pairs, n_ff), (pairs, n_embd) */
+    float *wbuf;    /* per worker: 2 n_ff n_embd (gate, up) or n_embd n_ff (down) f16 values, then a row */
+    int stage;      /* 0: gate / up, 1: down */
+};
+
+/* Expert e's pairs, stage by stage (moe_mm_gate_up, moe_mm_down). */
+static void gl_moe_experts(void *ctx, int64_t e0, int64_t e1, int ith) {
+    const struct gl_moe_grouped_job *j = ctx;
+    const struct moe_ffn_args *a = j->a;
+    const int64_t E = a->n_embd, F = a->n_ff, pairs = (int64_t)a->n_tokens * a->n_expert_used;
+    float *w = j->wbuf + (size_t)ith * (2 * (size_t)F * (size_t)E + (size_t)(E > F ? E : F));
+    float *row = w + 2 * F * E;
+    for (int64_t e = e0; e < e1; e++) {
+        int loaded = 0;
+        for (int64_t pr = 0; pr < pairs; pr++) {
+            if (a->ids[pr] != e) continue;
+            if (!loaded) {
+                if (j->stage == 0) {
+                    for (int64_t f = 0; f < F; f++) {
+                        const size_t off = ((size_t)e * (size_t)F + (size_t)f) * j->gu;
+                        gl_w_f16(a->type_gate_up, (const uint8_t *)a->gate + off, E, w + f * E);
+                        gl_w_f16(a->type_gate_up, (const uint8_t *)a->up + off, E, w + (F + f) * E);
+                    }
+                } else {
+                    for (int64_t i = 0; i < E; i++)
+                        gl_w_f16(a->type_down, (const uint8_t *)a->down + ((size_t)e * (size_t)E + (size_t)i) * j->dn, F,
+                                 w + i * F);
+                }
+                loaded = 1;
+            }
+            if (j->stage == 0) {
+                const float *x = a->x + (pr / a->n_expert_used) * E;
+                const int sh = gl_row_shift(x, E);
+                const float un = ldexpf(1.0f, -sh);
+                gl_row_f16(x, E, sh, row);
+                for (int64_t f = 0; f < F; f++) {
+                    const float gv = gl_mma_dot(j->perturb, w + f * E, row, E) * un;
+                    const float uv = gl_mma_dot(j->perturb, w + (F + f) * E, row, E) * un;
+                    j->h[pr * F + f] = gv / (1.0f + gl_exp(j->perturb, -gv)) * uv;
+                }
+            } else {
+                const int sh = gl_row_shift(j->h + pr * F, F);
+                const float un = ldexpf(1.0f, -sh);
+                gl_row_f16(j->h + pr * F, F, sh, row);
+                for (int64_t i = 0; i < E; i++) j->yp[pr * E + i] = gl_mma_dot(j->perturb, w + i * F, row, F) * un;
+            }
+        }
+    }
+}
+
+static infer_status gl_moe_grouped(const struct gl *g, const struct moe_ffn_args *a, size_t gu, size_t dn) {
+    const int64_t E = a->n_embd, F = a->n_ff, pairs = (int64_t)a->n_tokens * a->n_expert_used;
+    const int nw = pool_threads(g->pool);
+    struct gl_moe_grouped_job j = {.a = a, .perturb = g->perturb, .gu = gu, .dn = dn};
+    j.h = xmalloc((size_t)pairs * (size_t)(F + E) * sizeof(float));
+    j.wbuf = xmalloc((size_t)nw * (2 * (size_t)F * (size_t)E + (size_t)(E > F ? E : F)) * sizeof(float));
+    if (!j.h || !j.wbuf) {
+        xfree(j.h), xfree(j.wbuf);
+        return INFER_OOM("gpu_like grouped moe scratch");
+    }
+    j.yp = j.h + pairs * F;
+    pool_for(g->pool, a->n_expert, 1, gl_moe_experts, &j);
+    j.stage = 1;
+    pool_for(g->pool, a->n_expert, 1, gl_moe_experts, &j);
+    for (int64_t t = 0; t < a->n_tokens; t++)
+        for (int64_t i = 0; i < E; i++) { /* moe_combine */
+            float y = 0.0f;
+            for (int k = 0; k < a->n_expert_used; k++) {
+                const int64_t pr = t * a->n_expert_used + k;
+                if (a->ids[pr] < 0 || a->ids[pr] >= a->n_expert) {
+                    y = NAN;
+                    break;
+                }
+                y = gl_madd(g->perturb, a->weights[pr], j.yp[pr * E + i], y);
+            }
+            a->y[t * E + i] = y;
+        }
+    xfree(j.h), xfree(j.wbuf);
+    return INFER_OK;
+}
+
 static infer_status gl_moe_ffn(struct infer_backend *b, const struct moe_ffn_args *a) {
     const struct gl *g = gl_of(b);
     const size_t gu = quant_row_bytes(a->type_gate_up, a->n_embd), dn = quant_row_bytes(a->type_down, a->n_ff);
@@ -718,6 +823,7 @@ static infer_status gl_moe_ffn(struct infer_backend *b, const struct moe_ffn_arg
         !a->gate || !a->up || !a->down || !a->x || !a->ids || !a->weights || !a->y || a->n_tokens < 0 ||
         a->n_expert < 1 || a->n_expert_used < 1)
         return infer_fail(INFER_E_UNSUPPORTED, "gpu_like moe_ffn: types %d/%d", a->type_gate_up, a->type_down);
+    if (a->n_tokens >= MOE_GROUPED_TOKENS) return gl_moe_grouped(g, a, gu, dn);
     struct gl_moe_job j = {.a = a, .perturb = g->perturb, .gu = gu, .dn = dn};
     j.h = xmalloc(((size_t)a->n_tokens * (size_t)a->n_expert_used * (size_t)a->n_ff + 1) * sizeof(float));
     if (!j.h) return INFER_OOM("gpu_like moe hidden vectors");
@@ -1210,6 +1316,27 @@ static int gl_probe_case(struct gl_probe *p, int k, const char **name, int *stri
         if (p->failed) break;
 #define A(X) {.type = INFER_TYPE_Q4_K, .table = X(w), .n_embd = 256, .n_rows = 10, .ids = X(q), .n_tokens = 4, .y = X(y)}
         GL_BOTH(p, embed, embed_args, A);
+#undef A
+        same = gl_twin_same(p, y);
+        break;
+    }
+    case 17: {
+        *name = "moe_ffn Q4_K/Q6_K grouped (12 tokens)";
+        int32_t ids[12 * 2];
+        float wts[12 * 2];
+        for (int i = 0; i < 12 * 2; i++) ids[i] = (i / 2 + 3 * (i % 2)) % 4, wts[i] = 0.25f + 0.05f * (float)(i % 5);
+        struct moe_ffn_args shape = {.n_embd = 256, .n_ff = 256, .n_expert = 4, .n_expert_used = 2, .n_tokens = 12};
+        q = gl_twin_new(p, ids, sizeof ids);
+        struct gl_twin *wt = gl_twin_new(p, wts, sizeof wts);
+        w = gl_twin_weights(p, INFER_TYPE_Q4_K, 256, 4 * 256), w2 = gl_twin_weights(p, INFER_TYPE_Q4_K, 256, 4 * 256);
+        struct gl_twin *dn = gl_twin_weights(p, INFER_TYPE_Q6_K, 256, 4 * 256);
+        x = gl_twin_rand(p, 12 * 256, 1.0f), y = gl_twin_new(p, NULL, 12 * 256 * sizeof(float));
+        s = gl_twin_new(p, NULL, moe_ffn_scratch_floats(&shape) * sizeof(float));
+        if (p->failed) break;
+#define A(X) {.type_gate_up = INFER_TYPE_Q4_K, .type_down = INFER_TYPE_Q6_K, .gate = X(w), .up = X(w2), .down = X(dn), \
+               .x = X(x), .ids = X(q), .weights = X(wt), .y = X(y), .n_embd = 256, .n_ff = 256, .n_expert = 4,         \
+               .n_expert_used = 2, .n_tokens = 12, .scratch = X(s)}
+        GL_BOTH(p, moe_ffn, moe_ffn_args, A);
 #undef A
         same = gl_twin_same(p, y);
         break;

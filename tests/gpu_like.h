@@ -22,7 +22,9 @@
  *                 attn_splits() parts merged as attn_merge does; Q8_0 cells: K and V dequantised, q f32;
  *   moe_route     the softmax sum in double per lane (experts l, l + 32, ...) then the butterfly;
  *   moe_ffn       f32 activations against dequantised weights (moe.cu), 32 values per lane step summed
- *                 four products at a time, h = silu(gate) * up in f32, the experts in top-k order;
+ *                 four products at a time, h = silu(gate) * up in f32, the experts in top-k order; from
+ *                 MOE_GROUPED_TOKENS tokens on (moe_mm.cu) every pair's x and h rows scaled by a power of
+ *                 two, rounded to f16 and dotted with f16 weights as mm, scaled back, then summed in top-k order;
  *   gdn           always the recurrence (gdn.cu has no chunked form), a column's dots over the lanes
  *                 (key index lane + 32 n) then the butterfly.
  * rope, act, embed, kv_store, ssm_conv and sample compute what the CPU's do (the kernels' headers

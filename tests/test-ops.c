@@ -35,7 +35,9 @@
  *             nearest q (rotated: 1e-4 of a step), other bytes untouched; cuda cells = its CPU twin's
  *   moe_route the reference top-k as a set, by decreasing probability (ties: lower id), weights 1e-6
  *             relative; cuda ids = its CPU twin's, weights within 2e-6
- *   moe_ffn   NMSE (table); cpu bit for bit its unfused chain; cuda within 2e-4 max |ref|
+ *   moe_ffn   NMSE (table); cpu bit for bit its unfused chain; cuda within 2e-4 max |ref| (per-pair kernels),
+ *             from MOE_GROUPED_TOKENS tokens on (grouped tensor-core GEMMs, f16 operands) 2e-3 max |ref| and
+ *             NMSE <= 4e-6
  *   sample    ref_sample_row's token except within rounding of a boundary (ref.h; at most 1% of the rows or
  *             one); cuda also its CPU twin's, SAMPLE_REFUSED only for a truncated set, a set nothing cuts refused
  *   errors    hostile arguments: INFER_E_* (cpu), cudaErrorInvalidValue before the device is touched (cuda)
@@ -389,6 +391,10 @@ static const struct tcase tops_cases[] = {
     {"moe_ffn", "iq2_xxs,iq2_s,iq1_m", {3, 256, 256, 4}, {2, INFER_TYPE_IQ3_S}, -2, 2, 0, 1e-3},
     {"moe_ffn", "iq2_xs,iq3_xxs,iq1_s,tq1_0", {20, 256, 256, 3}, {2, INFER_TYPE_TQ2_0}, -2, 2, 0, 1e-3},
     {"moe_ffn", "f32", {20, 96, 40, 3}, {2, INFER_TYPE_F32}, -2, 2, 0, 1e-10},
+    /* the grouped path's plan: 256 experts top-8 (many tiles of a few pairs, most of the grid idle), and
+     * two experts with 130 pairs each (three tiles apiece, the last of 2 pairs) */
+    {"moe_ffn", "q4_K", {64, 256, 256, 256}, {8, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "q8_0", {130, 64, 96, 2}, {2, INFER_TYPE_Q8_0}, -2, 2, 0, 1e-3},
     /* ---- sample: {n_vocab, n_rows}, param = {parameter sets (bits of tops_sample_sets, 0: all), logit kinds
      * (bits of MODE_*, 0: all)}; a vocab-248320 row (qwen35) ---- */
     {"sample", "", {1, 4}, {0x6309, 0x9}, 0, 0, 0, 0},
@@ -397,6 +403,8 @@ static const struct tcase tops_cases[] = {
     {"sample", "", {1025, 4}, {0, 0x7}, 0, 0, 0, 0},
     {"sample", "", {32000, 4}, {0x7f3, 0x3}, 0, 0, 0, 0},
     {"sample", "", {248320, 2}, {0x423, 0x1}, 0, 0, 0, 0},
+    /* sliced rows (sample.cu, 16 slices): greedy, penalties, top-k 40 / 1 / 1024, defaults, all, every kind */
+    {"sample", "", {65536, 2}, {0x61f, 0}, 0, 0, 0, 0},
     /* ---- errors: hostile arguments get a status (CPU) or cudaErrorInvalidValue (the launchers), never a crash ---- */
     {"errors", "", {0}, {0}, 0, 0, 0, 0},
     /* ---- CPU only: the thread pool {n, grain, threads}; CUDA only: the backend's memory and op table, and
