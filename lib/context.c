@@ -430,22 +430,45 @@ static infer_status ctx_validate(infer_ctx *c, const infer_batch *b, int32_t *n_
  * its sequence's previous token in the batch, or the sequence's last h from the cache), filling its KV
  * cells, then records the batch's hidden states in the cache (llama.cpp common_speculative draft-mtp
  * process()). All on the head's stage h, where the block, its cells and the hidden states live. */
+struct ctx_mtp_job {
+    infer_ctx *c, *h;
+    const int32_t *tok;
+    int32_t n_tokens;
+};
+/* The block's inputs (each token's previous h) and the block itself: fixed by the batch's sequences, so a device
+ * replays it as a graph. */
+static infer_status ctx_mtp_follow_body(void *arg) {
+    infer_status st = INFER_OK;
+    const struct ctx_mtp_job *j = arg;
+    infer_ctx *c = j->c, *h = j->h;
+    const size_t n_embd = (size_t)c->m->hp.n_embd;
+    int32_t prev[256]; /* per sequence: its previous token in this batch, -1 before the first (n_seq <= 256) */
+    for (int32_t s = 0; s < c->n_seq; s++) prev[s] = -1;
+    for (int32_t t = 0; t < j->n_tokens; t++) {
+        const int32_t s = c->seq[t];
+        TRY(h->be->ops->copy(h->be, h->mtp_h + (size_t)t * n_embd,
+                             prev[s] < 0 ? kv_cache_h(h->kv, s) : h->hid + (size_t)prev[s] * n_embd,
+                             n_embd * sizeof(float)));
+        prev[s] = t;
+    }
+    TRY(layer_mtp(h, j->tok, h->mtp_h, j->n_tokens, NULL));
+fail:
+    return st;
+}
+
 static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
     infer_status st = INFER_OK;
     infer_ctx *h = forward_head_stage(c);
     struct infer_backend *be = h->be;
     struct kv_cache *kv = h->kv;
     const size_t n_embd = (size_t)c->m->hp.n_embd;
-    int32_t prev[256]; /* per sequence: its previous token in this batch, -1 before the first (n_seq <= 256) */
-    for (int32_t s = 0; s < c->n_seq; s++) prev[s] = -1;
+    int32_t seen[256] = {0}; /* n_seq <= 256 */
     for (int32_t t = 0; t < n_tokens; t++) {
         const int32_t s = c->seq[t];
-        if (prev[s] < 0 && kv->mtp_len[s] != c->pos[t])
+        if (!seen[s] && kv->mtp_len[s] != c->pos[t])
             return infer_fail(INFER_E_INTERNAL, "infer_decode: MTP cells of sequence %d hold %d positions, expected %d",
                               s, kv->mtp_len[s], c->pos[t]);
-        TRY(be->ops->copy(be, h->mtp_h + (size_t)t * n_embd,
-                          prev[s] < 0 ? kv_cache_h(kv, s) : h->hid + (size_t)prev[s] * n_embd, n_embd * sizeof(float)));
-        prev[s] = t;
+        seen[s] = 1;
     }
     const int32_t *tok = tokens;
     if (h->on_device) { /* the batch's ids are in dtok of the stage that ran the lookup (forward_segment_run) */
@@ -455,7 +478,8 @@ static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t 
         }
         tok = h->dtok;
     }
-    TRY(layer_mtp(h, tok, h->mtp_h, n_tokens, NULL));
+    struct ctx_mtp_job job = {.c = c, .h = h, .tok = tok, .n_tokens = n_tokens};
+    TRY(be->ops->run(be, forward_mtp_graph_key(h, 1, n_tokens, c->seq, n_tokens), ctx_mtp_follow_body, &job));
     for (int32_t t = 0; t < n_tokens; t++) {
         const int32_t s = c->seq[t];
         if (c->pos[t] >= c->next[s] - kv->n_ring || c->pos[t] == c->next[s] - 1)

@@ -184,20 +184,40 @@ static infer_status forward_shared_body(void *arg) {
 }
 
 /* The graph key of a batch's piece: the ops and their arguments follow from the piece, the token count, the
- * rows asked and each token's sequence (which KV cells and recurrent state it uses) — everything else that
- * changes is read from backend memory. 0 (no graph) for prefill-sized batches and for contexts with a
- * snapshot ring (drafting), whose ring slots are kernel arguments that move with the position; without a
- * ring the recurrent layers' arguments are fixed too. */
+ * rows asked, each token's sequence (which KV cells and recurrent state it uses) and, with a snapshot ring
+ * (drafting), each token's ring slot (the recurrent layers' snapshot argument, layer_gdn) — everything else
+ * that changes is read from backend memory. 0 (no graph) for prefill-sized batches. */
 static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_t piece, int32_t n_tokens,
                                   int32_t n_out) {
-    if (!c->on_device || n_tokens > MMV_MAX_TOKENS || c->kv->n_ring > 0) return 0;
+    if (!c->on_device || n_tokens > MMV_MAX_TOKENS) return 0;
+    const int32_t ring = c->kv->n_ring;
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the segment, the piece and the shape */
     const int32_t shape[4] = {seg, piece, n_tokens, n_out};
     for (int i = 0; i < 4 + n_tokens; i++) {
         h ^= (uint64_t)(uint32_t)(i < 4 ? shape[i] : c->seq[i - 4]);
         h *= 1099511628211ull;
+        if (i >= 4 && ring > 0) {
+            h ^= (uint64_t)(uint32_t)(c->pos[i - 4] % ring);
+            h *= 1099511628211ull;
+        }
     }
     return h | 1;
+}
+
+/* The graph key of an MTP block run on stage h (a draft step, or the block following a batch): 0 unless h is a
+ * device holding the whole block (its token rows and routed experts there: no host step inside) and the batch is
+ * decode-sized; else a hash of the kind and the caller's shape (n values: what fixes the arguments). */
+uint64_t forward_mtp_graph_key(const struct infer_ctx *h, int32_t kind, int32_t n_tokens, const int32_t *shape,
+                               int32_t n) {
+    const int32_t il = (int32_t)h->m->hp.n_layer;
+    if (!h->on_device || n_tokens > MMV_MAX_TOKENS || h->mtp_rows || (h->off_layer && h->off_layer[il])) return 0;
+    uint64_t k = 1469598103934665603ull; /* FNV-1a, apart from the trunk's keys by the leading -2 */
+    const int32_t head[3] = {-2, kind, n_tokens};
+    for (int32_t i = 0; i < 3 + n; i++) {
+        k ^= (uint64_t)(uint32_t)(i < 3 ? head[i] : shape[i - 3]);
+        k *= 1099511628211ull;
+    }
+    return k | 1;
 }
 
 /* The first layer in [il, il1) whose routed experts run on the host, or il1. */

@@ -228,6 +228,10 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
  * (n_tokens, n_embd); writes its own KV cells, c->mtp_hid, and the logits of every row into out (backend memory;
  * NULL: none). Queued: the caller syncs before the host reads. */
 infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, float *out);
+/* The graph key of an MTP block run on stage h (kind 0: a draft step, 1: following a batch), from the n values of
+ * shape that fix its arguments; 0 (no graph) where a host step runs inside the block or the batch is prefill-sized. */
+uint64_t forward_mtp_graph_key(const struct infer_ctx *h, int32_t kind, int32_t n_tokens, const int32_t *shape,
+                               int32_t n);
 infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 infer_status layer_moe(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 /* Expert offload of layer il's MoE block, in three parts (layer_moe.c): start queues the routing and the copies

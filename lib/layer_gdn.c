@@ -39,10 +39,13 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
         const int32_t s = c->seq[t0], n = t1 - t0, snap_from = n > kv->n_ring ? n - kv->n_ring : 0;
+        /* the ring slot of the run's first token rather than its position: the kernels only take it modulo the
+         * ring, and so a decode step's arguments repeat and its graph replays (forward_graph_key) */
+        const int32_t slot0 = kv->n_ring > 0 ? c->pos[t0] % kv->n_ring : c->pos[t0];
         struct ssm_conv_args ca = {c->g_qkv + (size_t)t0 * cd, kv_cache_conv(kv, il, s), L->ssm_conv1d->data,
                                    c->g_conv + (size_t)t0 * cd, cd, cd, n, (int32_t)hp->d_conv,
                                    kv_cache_ring_conv(kv, il, s), kv_cache_ring_stride_conv(kv), kv->n_ring,
-                                   c->pos[t0], snap_from};
+                                   slot0, snap_from};
         TRY(be->ops->ssm_conv(be, &ca));
         const float *qc = c->g_conv + (size_t)t0 * cd;
         const float *bp, *ap;
@@ -56,7 +59,7 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
                               kv_cache_ssm(kv, il, s), c->g_out + (size_t)t0 * vd, n, n_group, n_vhead, d, cd, cd,
                               ab_stride, m->arch->vheads == ARCH_VHEADS_GROUPED, fused_ba ? n_vhead / n_group : 0,
                               hp->rms_eps, GDN_AUTO, kv_cache_ring_ssm(kv, il, s), kv_cache_ring_stride_ssm(kv),
-                              kv->n_ring, c->pos[t0], snap_from};
+                              kv->n_ring, slot0, snap_from};
         TRY(be->ops->gdn(be, &ga));
     }
     struct norm_args gn = {c->g_out, L->ssm_norm->data, c->g_out, d, n_tokens * n_vhead, d, d, hp->rms_eps, c->g_z, d};

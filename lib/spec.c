@@ -48,6 +48,28 @@ static struct sample_args spec_argmax_args(const infer_ctx *h, const float *row,
                                 .scratch = h->draft_scratch};
 }
 
+/* One draft step on h: the MTP block over the previous draft (draft_tok + j) and hin, its row of logits, and
+ * for greedy drafting the row's argmax into draft_tok + j + 1. Queued through run(), so a device replays it as a
+ * graph (forward_mtp_graph_key): every argument is fixed by (j, seq), the position is read from h->dpos. */
+struct spec_draft_job {
+    infer_ctx *h;
+    int32_t j;
+    const float *hin;
+    float *row;
+    int greedy;
+};
+static infer_status spec_draft_body(void *arg) {
+    infer_status st = INFER_OK;
+    const struct spec_draft_job *q = arg;
+    TRY(layer_mtp(q->h, q->h->draft_tok + q->j, q->hin, 1, q->row));
+    if (q->greedy) {
+        const struct sample_args a = spec_argmax_args(q->h, q->row, q->h->draft_tok + q->j + 1);
+        TRY(q->h->be->ops->sample(q->h->be, &a));
+    }
+fail:
+    return st;
+}
+
 /* Drafts k tokens after `last` for seq into d, on the head's stage h (where the MTP block, its cells and the hidden
  * states live). Each step's token is the next one's input in h's memory: greedy drafts stay there (the sample op's
  * argmax) until the k ids come back at the end; temp > 0 brings each row to the host for the sampler's chain and
@@ -67,14 +89,12 @@ static infer_status spec_draft(infer_ctx *c, infer_sampler *s, int32_t seq, int3
         float *row = h->mtp_logits + (size_t)j * n_vocab;
         h->pos[0] = n_past + j, h->seq[0] = seq;
         if (h->dpos != h->pos) TRY(be->ops->upload(be, h->dpos, h->pos, sizeof *h->pos));
-        TRY(layer_mtp(h, h->draft_tok + j, hin, 1, row));
+        struct spec_draft_job job = {.h = h, .j = j, .hin = hin, .row = row, .greedy = greedy};
+        const int32_t shape[3] = {j, greedy, seq};
+        TRY(be->ops->run(be, forward_mtp_graph_key(h, 0, 1, shape, 3), spec_draft_body, &job));
         hin = h->mtp_hid;
         bus += sizeof *h->pos;
-        if (greedy) {
-            const struct sample_args a = spec_argmax_args(h, row, h->draft_tok + j + 1);
-            TRY(be->ops->sample(be, &a));
-            continue;
-        }
+        if (greedy) continue;
         float *q = h->spec_q + (size_t)j * n_vocab;
         TRY(be->ops->download(be, q, row, n_vocab * sizeof(float)));
         sampler_probs(s, q, h->spec_p); /* q_j, kept for the acceptance test */

@@ -20,6 +20,9 @@
  *     stream again;
  *   - temp > 0: a run is reproducible with the seed and accepts drafts on the agreeing head (the rejection
  *     sampling itself is the host's spec_accept, whose distribution test-spec-dist checks);
+ *   - CUDA graphs (agreeing head, F32): streams, acceptance and drafts' logits with graphs equal those without;
+ *     on the emulator a steady greedy step of 3 drafts is 5 graph launches (the drafts, the verification, the
+ *     MTP block's follow-up) and 4 kernel launches outside them (the verification rows' sample ops);
  *   - placements: --n-cpu-moe 1 (the first MoE layer's routed experts in host memory, and the token table, which
  *     the MTP block reads, with them: the block's rows come up from the host), --cpu-moe (the MTP block's own
  *     experts on the host too) and -sm layer over two devices (the head and the MTP block on the second, the token
@@ -36,6 +39,9 @@
 #include "forward.h"
 #include "spec.h"
 #include "t.h"
+#ifdef INFER_EMU
+#include "emu_api.h"
+#endif
 
 enum { N_PROMPT = 8, N_GEN = 24, N_CTX = N_PROMPT + 2 * N_GEN + 16 };
 
@@ -190,6 +196,64 @@ static void check_temp(const infer_model *m, const char *name, const int32_t *pr
             first_diff(a, b, N_GEN), (long long)st.n_accepted, (long long)st.n_drafted);
 }
 
+/* CUDA graphs of the draft-verify round (lib/spec.c spec_draft_body, context.c ctx_mtp_follow_body, forward.c
+ * forward_graph_key with the ring slot): the streams, acceptance and drafts' logits with graphs equal those with
+ * INFER_CUDA_GRAPHS=0 (a stale argument in a replayed draft would lose acceptance, in a replayed verification the
+ * stream), and, on the emulator, a steady greedy step runs its k drafts, the verification and the MTP block's
+ * follow-up as k + 2 graph launches, the only kernels launched outside a graph being the verification rows'
+ * k + 1 sample ops. */
+static void check_graphs(const infer_model *m, const char *name, const int32_t *prompt) {
+    enum { K = 3 };
+    int32_t tok[2][N_GEN];
+    infer_spec_stats st[2] = {{0, 0, 0}, {0, 0, 0}};
+    float *drafts[2] = {NULL, NULL};
+    const size_t nv = (size_t)infer_vocab_size(m);
+    int ok = 1;
+    for (int g = 0; g < 2 && ok; g++) {
+        if (g == 1) setenv("INFER_CUDA_GRAPHS", "0", 1); /* read at context creation */
+        infer_ctx *c = make_ctx(m, K);
+        if (g == 1) unsetenv("INFER_CUDA_GRAPHS");
+        infer_sampler *s = make_sampler(m, 0, 7);
+        infer_batch bt = {N_PROMPT, prompt, NULL, NULL, NULL};
+        int32_t first = -1, next = -1;
+        ok = c && s && infer_decode(c, &bt) == INFER_OK && infer_sample(c, s, -1, &first) == INFER_OK &&
+             spec_continue(c, s, first, tok[g], N_GEN, &next);
+        if (c) st[g] = infer_spec_get_stats(c);
+        if (ok) { /* the last step's drafts' logits */
+            const infer_ctx *h = forward_head_stage(c);
+            drafts[g] = malloc(K * nv * sizeof(float));
+            ok = drafts[g] && h->be->ops->download(h->be, drafts[g], h->mtp_logits, K * nv * sizeof(float)) == INFER_OK;
+        }
+#ifdef INFER_EMU
+        if (ok && g == 0) { /* one more step, counted (the ring slots repeat: every graph is captured by now) */
+            struct emu_counters c0, c1;
+            int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+            emu_counters_get(0, &c0);
+            ok = infer_spec_step(c, s, 0, next, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
+            emu_counters_get(0, &c1);
+            const uint64_t launches = c1.launches - c0.launches, graphs = c1.graph_launches - c0.graph_launches;
+            T_CHECK(ok && k == K + 1 && graphs == K + 2 && launches == K + 1,
+                    "%s: a steady step of %d drafts (%d kept) ran %llu graphs (expected %d) and %llu launches outside "
+                    "graphs (expected the %d rows' sample ops)", name, K, k - 1, (unsigned long long)graphs, K + 2,
+                    (unsigned long long)launches, K + 1);
+            printf("  %-40s a steady step: %llu graph launches, %llu kernels in them, %llu launches outside\n", name,
+                   (unsigned long long)graphs, (unsigned long long)(c1.kernels - c0.kernels - launches),
+                   (unsigned long long)launches);
+        }
+#endif
+        infer_sampler_free(s), infer_ctx_free(c);
+    }
+    double worst = 0;
+    for (size_t i = 0; ok && i < K * nv; i++) worst = fmax(worst, fabs((double)drafts[0][i] - drafts[1][i]));
+    T_CHECK(ok && first_diff(tok[0], tok[1], N_GEN) < 0 && st[0].n_accepted == st[1].n_accepted &&
+                st[0].n_drafted == st[1].n_drafted && worst == 0,
+            "%s: graphs against none: streams differ at %d, %lld / %lld against %lld / %lld drafts accepted, drafts' "
+            "logits max |diff| %g (%s)", name, first_diff(tok[0], tok[1], N_GEN), (long long)st[0].n_accepted,
+            (long long)st[0].n_drafted, (long long)st[1].n_accepted, (long long)st[1].n_drafted, worst,
+            ok ? "" : infer_last_error());
+    free(drafts[0]), free(drafts[1]);
+}
+
 /* The drafts themselves (greedy acceptance hides wrong ones: the stream stays right, only fewer are kept): with a
  * random MTP head, whose argmax depends on everything the block reads (its token row, h, its cells at their
  * positions), the device's drafts equal those of the same file on the CPU, step by step in lockstep. */
@@ -306,6 +370,7 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
     }
     if (rollback) check_rollback(m, name, prompt, want, 2 * N_GEN);
     if (more && agree && noise == 0) check_temp(m, name, prompt);
+    if (more && agree && noise == 0) check_graphs(m, name, prompt);
     infer_model_free(m);
 }
 
