@@ -316,12 +316,15 @@ int32_t sampler_draw(infer_sampler *s, const float *probs, double total) {
 
 int32_t sampler_vocab(const infer_sampler *s) { return s->n_vocab; }
 
-/* infer_sample's buffer in c's backend memory: u (double) | token (int32, padded) | penalty pairs
- * (room for the window) | the op's scratch for one row. Grown on first use, freed with the context. */
-static infer_status sampler_ctx_buf(infer_ctx *c, const infer_sampler *s, size_t *pen_off, size_t *scr_off) {
+/* infer_sample's buffer in c's backend memory: u (double) | tokens (n_rows int32 at 8, padded to 16 bytes) |
+ * penalty pairs (room for the window) | the op's scratch for n_rows rows. Grown on first use, freed with the
+ * context. */
+static infer_status sampler_ctx_buf(infer_ctx *c, const infer_sampler *s, int32_t n_rows, size_t *pen_off,
+                                    size_t *scr_off) {
     const size_t pen_cap = (size_t)(s->p.penalty_last_n ? s->p.penalty_last_n : 1) * 2 * sizeof(int32_t);
-    *pen_off = 16, *scr_off = 16 + ((pen_cap + 15) & ~(size_t)15);
-    const size_t need = *scr_off + sample_scratch_bytes(1, s->n_vocab);
+    *pen_off = (8 + (size_t)n_rows * sizeof(int32_t) + 15) & ~(size_t)15;
+    *scr_off = *pen_off + ((pen_cap + 15) & ~(size_t)15);
+    const size_t need = *scr_off + sample_scratch_bytes(n_rows, s->n_vocab);
     if (c->sample_buf_bytes >= need) return INFER_OK;
     c->be->ops->free(c->be, c->sample_buf);
     c->sample_buf = NULL, c->sample_buf_bytes = 0;
@@ -363,7 +366,7 @@ static infer_status sample_tp_greedy(infer_ctx *c, infer_sampler *s, int32_t row
                 n_loc++;
             }
         size_t pen_off, scr_off;
-        TRY(sampler_ctx_buf(k, s, &pen_off, &scr_off));
+        TRY(sampler_ctx_buf(k, s, 1, &pen_off, &scr_off));
         char *b = k->sample_buf;
         if (n_loc) TRY(k->be->ops->upload(k->be, b + pen_off, loc, (size_t)n_loc * 2 * sizeof(int32_t)));
         const float *l = k->head_part + (size_t)row * (size_t)rows;
@@ -399,6 +402,37 @@ fail:
     return st;
 }
 
+infer_status sampler_greedy_rows(infer_ctx *c, infer_sampler *s, int32_t i0, int32_t n, int32_t *tokens, int *done) {
+    infer_status st = INFER_OK;
+    *done = 0;
+    const int32_t n_vocab = c->m->hp.n_vocab;
+    infer_ctx *h = forward_head_stage(c); /* where the logits are */
+    const int penalties = s->p.penalty_last_n != 0 &&
+                          (s->p.repeat_penalty != 1.0f || s->p.frequency_penalty != 0.0f || s->p.presence_penalty != 0.0f);
+    if (!sampler_is_greedy(s) || penalties || s->n_vocab != n_vocab || c->tp_head_pending || !h->on_device ||
+        !h->be->ops->sample || i0 < 0 || n < 1 || i0 + n > c->n_tokens || c->out_row[i0] < 0)
+        return INFER_OK;
+    for (int32_t j = 1; j < n; j++)
+        if (c->out_row[i0 + j] != c->out_row[i0] + j) return INFER_OK; /* not one block of rows */
+    size_t pen_off, scr_off;
+    TRY(sampler_ctx_buf(h, s, n, &pen_off, &scr_off));
+    char *b = h->sample_buf;
+    struct sample_args a = sampler_op_args(s, h->logits + (size_t)c->out_row[i0] * (size_t)n_vocab, n_vocab, NULL, 0, b,
+                                           scr_off);
+    a.n_rows = n;
+    st = h->be->ops->sample(h->be, &a);
+    if (st == INFER_E_UNSUPPORTED) return INFER_OK;
+    if (st != INFER_OK) goto fail;
+    TRY(h->be->ops->download(h->be, tokens, b + 8, (size_t)n * sizeof *tokens));
+    for (int32_t j = 0; j < n; j++)
+        if (tokens[j] < 0 || tokens[j] >= n_vocab)
+            return infer_fail(INFER_E_DEVICE, "infer_sample: the %s backend picked token %d: expected 0..%d",
+                              h->be->ops->name, tokens[j], n_vocab - 1);
+    *done = 1;
+fail:
+    return st;
+}
+
 infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *token) {
     infer_status st = INFER_OK;
     if (token) *token = -1;
@@ -417,7 +451,7 @@ infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *to
     if (pick == SAMPLE_REFUSED && c->tp_head_pending) TRY(forward_tp_gather(c)); /* the whole row, on rank 0 */
     if (pick == SAMPLE_REFUSED && h->be->ops->sample) {
         size_t pen_off, scr_off;
-        TRY(sampler_ctx_buf(h, s, &pen_off, &scr_off));
+        TRY(sampler_ctx_buf(h, s, 1, &pen_off, &scr_off));
         char *b = h->sample_buf;
         const int32_t n_pen = sampler_penalty_pairs(s, s->pairs);
         TRY(h->be->ops->upload(h->be, b, &u, sizeof u));

@@ -38,5 +38,9 @@ void sampler_probs(infer_sampler *s, const float *logits, float *probs);
 int32_t sampler_draw(infer_sampler *s, const float *probs, double total);
 /* A uniform double in [0, 1) from s's generator. */
 double sampler_uniform(infer_sampler *s);
+/* The greedy picks of rows i0 .. i0+n-1 of c's last batch in one sample op over the n rows (one launch, one copy
+ * back) where the logits are on a device, the rows are one block and no penalty is in effect (else each row would
+ * see the picks before it); records nothing. *done 0: not applicable (nothing ran), the caller samples row by row. */
+infer_status sampler_greedy_rows(infer_ctx *c, infer_sampler *s, int32_t i0, int32_t n, int32_t *tokens, int *done);
 
 #endif

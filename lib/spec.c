@@ -158,6 +158,9 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
     const int32_t force = c->spec_force < k ? c->spec_force : k;
     c->spec_force = -1; /* the hook holds for one step */
     infer_ctx *h = forward_head_stage(c); /* the drafts' distributions and the acceptance's rows */
+    int32_t picks[INFER_MAX_DRAFT + 1];
+    int batched = 0; /* greedy on a device without penalties: every row's pick in one op, one copy back */
+    if (greedy) TRY(sampler_greedy_rows(c, s, 0, k + 1, picks, &batched));
     for (int32_t i = 0; i <= k; i++) {
         int32_t t;
         int accepted = 0;
@@ -165,7 +168,12 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
             t = tok[i + 1], accepted = 1;
             infer_sampler_accept(s, t);
         } else if (greedy) {
-            TRY(infer_sample(c, s, i, &t)); /* where the logits are; records t */
+            if (batched) {
+                t = picks[i];
+                infer_sampler_accept(s, t);
+            } else {
+                TRY(infer_sample(c, s, i, &t)); /* where the logits are; records t */
+            }
             accepted = i < k && t == tok[i + 1];
         } else {
             const float *logits = infer_logits(c, i);
