@@ -228,18 +228,19 @@ static infer_status spec_gen(infer_ctx *c, infer_sampler *smp, const int32_t *to
 }
 
 #ifdef INFER_EMU
-/* Built on the CUDA emulator: what the last timed run cost per infer_decode call on the device (kernel
- * launches made and kernels run, graph launches, host waits, bytes over the bus). */
+/* Built on the CUDA emulator: what the last timed run cost per infer_decode call (per infer_spec_step with --mtp)
+ * on the device (kernel launches made and kernels run, graph launches, host waits, bytes over the bus). */
 static void emu_per_call(const struct args *a, const struct bench_result *r, int32_t calls) {
     struct emu_counters c;
     emu_counters_get(a->main_gpu, &c);
     const double n = calls > 0 ? (double)calls : 1.0;
     char name[32];
-    snprintf(name, sizeof name, "%s%d", r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen);
-    fprintf(stderr, "llm-bench: emulator, %s, per infer_decode call (%d calls): %.1f kernel launches, %.1f kernels run, "
-            "%.2f graph launches, %.2f host syncs, %.0f B to the device, %.0f B from it\n", name, calls,
-            (double)c.launches / n, (double)c.kernels / n, (double)c.graph_launches / n, (double)c.syncs / n,
-            (double)c.h2d_bytes / n, (double)c.d2h_bytes / n);
+    snprintf(name, sizeof name, "%s%d%s", r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen,
+             r->mtp ? " mtp" : "");
+    fprintf(stderr, "llm-bench: emulator, %s, per %s call (%d calls): %.1f kernel launches, %.1f kernels run, "
+            "%.2f graph launches, %.2f host syncs, %.0f B to the device, %.0f B from it\n", name,
+            r->mtp ? "infer_spec_step" : "infer_decode", calls, (double)c.launches / n, (double)c.kernels / n,
+            (double)c.graph_launches / n, (double)c.syncs / n, (double)c.h2d_bytes / n, (double)c.d2h_bytes / n);
 }
 #endif
 
@@ -308,6 +309,9 @@ static infer_status run_test(const infer_model *m, const struct args *a, struct 
             infer_spec_stats s1 = infer_spec_get_stats(c);
             const double steps = (double)(s1.n_steps - s0.n_steps), acc = (double)(s1.n_accepted - s0.n_accepted);
             r->acc_len += acc / steps / a->reps, r->tok_fwd += (acc + steps) / steps / a->reps;
+#ifdef INFER_EMU
+            if (r->ngl > 0 && rep == a->reps) emu_per_call(a, r, (int32_t)steps);
+#endif
         }
     }
     double s = 0, s2 = 0;
