@@ -233,8 +233,10 @@ struct ssm_conv_args {
  * index i, value index c) at state[j][c][i]. a/b index: head j reads a[t*ab_stride + idx(j)] with
  * idx(j) = j, or for ab_group = r > 0 (qwen3next's fused ssm_ba, grouped by key head, b then a per
  * group: pass b = ba, a = ba + r) idx(j) = (j / r) * 2r + j % r.
- * Variants: GDN_RECURRENT steps token by token; GDN_CHUNKED is the WY/UT chunked form (chunk 64,
- * §5.2); GDN_AUTO (0) picks. Both must agree with a float64 recurrence to f32 rounding.
+ * Variants: GDN_RECURRENT steps token by token; GDN_CHUNKED is the WY/UT chunked form (chunk 64, §5.2; CUDA:
+ * tensor cores, chunk 32 above d_state 128); GDN_AUTO (0) runs chunked from 64 tokens on, recurrent below.
+ * With snapshots the chunked form covers tokens [0, snap_from) and the recurrence the rest. Both must agree
+ * with a float64 recurrence to f32 rounding.
  * Snapshots as in ssm_conv: token t >= snap_from writes S after token t to
  * snap + ((snap_pos0 + t) % snap_ring) * snap_stride (n_vhead * d_state^2 floats). ---- */
 enum { GDN_AUTO = 0, GDN_RECURRENT = 1, GDN_CHUNKED = 2 };

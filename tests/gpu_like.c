@@ -832,11 +832,207 @@ static infer_status gl_moe_ffn(struct infer_backend *b, const struct moe_ffn_arg
     return INFER_OK;
 }
 
-/* ---- gdn (gdn.cu gdn_recurrent_kernel) ---- */
+/* ---- gdn, chunked (gdn.cu gdn_chunk_kernel): GDN_CHUNKED, or GDN_AUTO from GL_GDN_AUTO_CHUNKED tokens, up to the
+ * first snapshot token. Each value column group of 16 (a warp) keeps its own operand scales. ---- */
+enum { GL_GDN_AUTO_CHUNKED = 64, GL_GDN_QK_EXP = 12 };
+
+static float gl_pow2(int e) { return ldexpf(1.0f, e); }
+
+/* gdn_scale_exp: the power of two that brings amax into [2^13, 2^14). */
+static int gl_gdn_scale_exp(float amax) {
+    if (!(amax > 0.0f) || !(amax <= 3.0e38f)) return 0;
+    uint32_t u;
+    memcpy(&u, &amax, sizeof u);
+    const int k = 13 - ((int)((u >> 23) & 0xff) - 127);
+    return k < -60 ? -60 : k > 60 ? 60 : k;
+}
+
+/* One mma step on one element: the 16 products of a and b (f16 values) added to c (gl_mma_dot's rule). */
+static float gl_mma_step(int perturb, const float a[16], const float b[16], float c) {
+    if (perturb & GL_P_MMA) {
+        double s = 0.0;
+        for (int k = 0; k < 16; k++) s += (double)a[k] * b[k];
+        return (float)((double)c + s);
+    }
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++) s += a[k] * b[k];
+    return c + s;
+}
+
+/* gdn_mma3 on one element: x and y (16 values each, already scaled) split into f16 hi + lo; hi hi, hi lo,
+ * lo hi in that order. */
+static float gl_mma3(int perturb, const float x[16], const float y[16], float c) {
+    float xh[16], xl[16], yh[16], yl[16];
+    for (int k = 0; k < 16; k++) {
+        xh[k] = gl_f16(x[k]), xl[k] = gl_f16(x[k] - xh[k]);
+        yh[k] = gl_f16(y[k]), yl[k] = gl_f16(y[k] - yh[k]);
+    }
+    c = gl_mma_step(perturb, xh, yh, c);
+    c = gl_mma_step(perturb, xh, yl, c);
+    return gl_mma_step(perturb, xl, yh, c);
+}
+
+/* Per-worker arrays of the chunked form (chunk C <= 64, Dp <= 256). */
+struct gl_gdn_chunk {
+    float q[64 * 256], k[64 * 256];               /* normalised rows [C][Dp], zero past L and D */
+    float P[64][64], A[64][64], T[64][64];
+    float X[64][16], Y[64][16], R[64][16], V[64][16];
+    float beta[64], eg[64], ed[64], g[64];
+    double gam[64];
+};
+
+/* Tokens [0, cut) of head j on its state S, as gdn_chunk_kernel computes them. */
+static void gl_gdn_chunked(const struct gdn_args *a, int64_t j, int cut, int pt, float *S, struct gl_gdn_chunk *w) {
+    const int D = a->d_state, Dp = (D + 15) & ~15, C = Dp <= 128 ? 64 : 32;
+    const int kh = a->grouped ? (int)j / (a->n_vhead / a->n_group) : (int)j % a->n_group;
+    const int r = a->ab_group;
+    const int64_t ab = r > 0 ? (j / r) * 2 * r + j % r : j;
+    const float sn = 1.0f / sqrtf((float)D), scale = 1.0f / sqrtf((float)D), sqk = gl_pow2(GL_GDN_QK_EXP);
+    float x[16], y[16];
+    for (int t0 = 0; t0 < cut; t0 += C) {
+        const int L = cut - t0 < C ? cut - t0 : C;
+        for (int t = 0; t < C; t++) {
+            w->beta[t] = 0.0f, w->g[t] = 0.0f;
+            float *qr = w->q + t * Dp, *kr = w->k + t * Dp;
+            memset(qr, 0, sizeof(float) * (size_t)Dp), memset(kr, 0, sizeof(float) * (size_t)Dp);
+            if (t >= L) continue;
+            const int64_t o = (int64_t)(t0 + t) * a->ab_stride + ab;
+            const float xg = a->a[o] + a->dt_bias[j];
+            const float sp = xg > 20.0f ? xg : logf(1.0f + gl_exp(pt, xg));
+            w->beta[t] = 1.0f / (1.0f + gl_exp(pt, -a->b[o]));
+            w->g[t] = sp * a->ssm_a[j];
+            /* a warp per token: lane l sums the squares of i = l + 32 n in double, then the butterfly */
+            const float *q = a->q + (int64_t)(t0 + t) * a->qk_stride + (int64_t)kh * D;
+            const float *k = a->k + (int64_t)(t0 + t) * a->qk_stride + (int64_t)kh * D;
+            double lq[GL_WARP], lk[GL_WARP];
+            for (int l = 0; l < GL_WARP; l++) {
+                lq[l] = 0.0, lk[l] = 0.0;
+                for (int i = l; i < D; i += GL_WARP) lq[l] += (double)(q[i] * q[i]), lk[l] += (double)(k[i] * k[i]);
+            }
+            const double sq = gl_warp_sum_f64(lq), sk = gl_warp_sum_f64(lk);
+            const float scq = 1.0f / sqrtf((float)(sq / D) + a->eps / (float)D);
+            const float sck = 1.0f / sqrtf((float)(sk / D) + a->eps / (float)D);
+            for (int i = 0; i < D; i++) qr[i] = (q[i] * scq) * sn, kr[i] = (k[i] * sck) * sn;
+        }
+        for (int t = 0; t < C; t++) {
+            double acc = 0.0, gt = 0.0;
+            const int tl = t < L - 1 ? t : L - 1;
+            for (int s = 0; s < L; s++) {
+                acc += w->g[s];
+                if (s == tl) gt = acc;
+            }
+            w->gam[t] = gt, w->eg[t] = (float)exp(gt), w->ed[t] = (float)exp(acc - gt);
+        }
+        /* P and A */
+        const float un = gl_pow2(-2 * GL_GDN_QK_EXP);
+        for (int t = 0; t < C; t++)
+            for (int s = 0; s <= t; s++) {
+                float cp = 0.0f, ca = 0.0f;
+                for (int kk = 0; kk < Dp / 16; kk++) {
+                    for (int i = 0; i < 16; i++) y[i] = w->k[s * Dp + 16 * kk + i] * sqk;
+                    for (int i = 0; i < 16; i++) x[i] = w->q[t * Dp + 16 * kk + i] * sqk;
+                    cp = gl_mma3(pt, x, y, cp);
+                    for (int i = 0; i < 16; i++) x[i] = w->k[t * Dp + 16 * kk + i] * sqk;
+                    ca = gl_mma3(pt, x, y, ca);
+                }
+                const float f = gl_exp(pt, (float)(w->gam[t] - w->gam[s]));
+                const float dp = cp * un, da = ca * un;
+                w->P[t][s] = dp * f;
+                w->A[t][s] = w->beta[t] * da * f;
+            }
+        /* T = (I + A)^-1, a column at a time */
+        float tmax = 1.0f;
+        for (int s = 0; s < C; s++)
+            for (int t = 0; t < C; t++) {
+                float v = t == s ? 1.0f : 0.0f;
+                if (t > s && t < L) {
+                    float acc = w->A[t][s];
+                    for (int u = s + 1; u < t; u++) acc = gl_madd(pt, w->A[t][u], w->T[u][s], acc);
+                    v = -acc;
+                }
+                w->T[t][s] = v;
+                tmax = fmaxf(tmax, fabsf(v));
+            }
+        const int eT = gl_gdn_scale_exp(tmax);
+        const float sT = gl_pow2(eT), egL = w->eg[L - 1];
+        for (int cw = 0; cw < Dp; cw += 16) { /* a warp's 16 value columns */
+#define GL_S(c, i) ((c) < D && (i) < D ? S[(size_t)(c) * D + (i)] : 0.0f)
+            float amax = 0.0f;
+            for (int c = cw; c < cw + 16; c++)
+                for (int i = 0; i < Dp; i++) amax = fmaxf(amax, fabsf(GL_S(c, i)));
+            const int eS = gl_gdn_scale_exp(amax);
+            const float sS = gl_pow2(eS);
+            for (int t = 0; t < C; t++)
+                for (int cl = 0; cl < 16; cl++) {
+                    float cx = 0.0f, cy = 0.0f;
+                    for (int kk = 0; 16 * (t / 16) < L && kk < Dp / 16; kk++) {
+                        for (int i = 0; i < 16; i++) y[i] = GL_S(cw + cl, 16 * kk + i) * sS;
+                        for (int i = 0; i < 16; i++) x[i] = w->k[t * Dp + 16 * kk + i] * sqk;
+                        cx = gl_mma3(pt, x, y, cx);
+                        for (int i = 0; i < 16; i++) x[i] = w->q[t * Dp + 16 * kk + i] * sqk;
+                        cy = gl_mma3(pt, x, y, cy);
+                    }
+                    w->X[t][cl] = cx, w->Y[t][cl] = cy;
+                }
+            amax = 0.0f;
+            const float ux = gl_pow2(-GL_GDN_QK_EXP - eS);
+            for (int t = 0; t < C; t++)
+                for (int cl = 0; cl < 16; cl++) {
+                    const int c = cw + cl;
+                    const float v = t < L && c < D ? a->v[(int64_t)(t0 + t) * a->v_stride + j * D + c] : 0.0f;
+                    w->R[t][cl] = w->beta[t] * gl_madd(pt, -(w->eg[t] * w->X[t][cl]), ux, v);
+                    amax = fmaxf(amax, fabsf(w->R[t][cl]));
+                }
+            const int eR = gl_gdn_scale_exp(amax);
+            const float sR = gl_pow2(eR), uv = gl_pow2(-eT - eR);
+            amax = 0.0f;
+            for (int t = 0; t < C; t++)
+                for (int cl = 0; cl < 16; cl++) {
+                    float cv = 0.0f;
+                    for (int kk = 0; 16 * (t / 16) < L && kk <= t / 16; kk++) {
+                        for (int i = 0; i < 16; i++) x[i] = w->T[t][16 * kk + i] * sT;
+                        for (int i = 0; i < 16; i++) y[i] = w->R[16 * kk + i][cl] * sR;
+                        cv = gl_mma3(pt, x, y, cv);
+                    }
+                    w->V[t][cl] = cv * uv;
+                    amax = fmaxf(amax, fabsf(w->V[t][cl]));
+                }
+            const int eV = gl_gdn_scale_exp(amax);
+            const float sV = gl_pow2(eV), uo = gl_pow2(-GL_GDN_QK_EXP - eS), up = gl_pow2(-GL_GDN_QK_EXP - eV);
+            for (int t = 0; t < L; t++)
+                for (int cl = 0; cl < 16 && cw + cl < D; cl++) {
+                    float co = 0.0f;
+                    for (int kk = 0; kk <= t / 16; kk++) {
+                        for (int i = 0; i < 16; i++) x[i] = 16 * kk + i <= t ? w->P[t][16 * kk + i] * sqk : 0.0f;
+                        for (int i = 0; i < 16; i++) y[i] = w->V[16 * kk + i][cl] * sV;
+                        co = gl_mma3(pt, x, y, co);
+                    }
+                    a->out[((int64_t)(t0 + t) * a->n_vhead + j) * D + cw + cl] =
+                        gl_madd(pt, co, up, w->eg[t] * (w->Y[t][cl] * uo)) * scale;
+                }
+            for (int cl = 0; cl < 16 && cw + cl < D; cl++)
+                for (int i = 0; i < D; i++) {
+                    float cu = 0.0f;
+                    for (int kk = 0; 16 * kk < L && kk < C / 16; kk++) {
+                        for (int s = 0; s < 16; s++) x[s] = w->V[16 * kk + s][cl] * (w->ed[16 * kk + s] * sV);
+                        for (int s = 0; s < 16; s++) y[s] = w->k[(16 * kk + s) * Dp + i] * sqk;
+                        cu = gl_mma3(pt, x, y, cu);
+                    }
+                    float *e = S + (size_t)(cw + cl) * D + i;
+                    *e = gl_madd(pt, cu, up, *e * egL);
+                }
+#undef GL_S
+        }
+    }
+}
+
+/* ---- gdn, recurrent (gdn.cu gdn_recurrent_kernel), from token cut on ---- */
 
 struct gl_gdn_job {
     const struct gdn_args *a;
     int perturb;
+    int cut;                    /* tokens [0, cut) chunked */
+    struct gl_gdn_chunk *chunk; /* one per pool thread */
 };
 
 /* q or k of one token normalised as the kernel does: the squares in double per thread (i = tid + 128 n),
@@ -854,7 +1050,6 @@ static void gl_gdn_l2(const struct gdn_args *a, const float *x, float *y) {
 }
 
 static void gl_gdn_heads(void *ctx, int64_t j0, int64_t j1, int ith) {
-    (void)ith;
     const struct gl_gdn_job *jb = ctx;
     const struct gdn_args *a = jb->a;
     const int D = a->d_state, ni = (D + GL_WARP - 1) / GL_WARP, pt = jb->perturb;
@@ -862,12 +1057,14 @@ static void gl_gdn_heads(void *ctx, int64_t j0, int64_t j1, int ith) {
     const size_t dd = (size_t)D * (size_t)D;
     const float scale = 1.0f / sqrtf((float)D);
     float qn[256], kn[256];
+    struct gl_gdn_chunk *w = jb->chunk ? jb->chunk + ith : NULL;
     for (int64_t j = j0; j < j1; j++) {
+        if (jb->cut > 0) gl_gdn_chunked(a, j, jb->cut, pt, a->state + (size_t)j * dd, w);
         const int kh = a->grouped ? (int)j / (a->n_vhead / a->n_group) : (int)j % a->n_group;
         const int r = a->ab_group;
         const int64_t ab = r > 0 ? (j / r) * 2 * r + j % r : j;
         float *S = a->state + (size_t)j * dd;
-        for (int64_t t = 0; t < a->n_tokens; t++) {
+        for (int64_t t = jb->cut; t < a->n_tokens; t++) {
             gl_gdn_l2(a, a->q + t * a->qk_stride + (int64_t)kh * D, qn);
             gl_gdn_l2(a, a->k + t * a->qk_stride + (int64_t)kh * D, kn);
             const int64_t o = t * a->ab_stride + ab;
@@ -910,8 +1107,15 @@ static infer_status gl_gdn(struct infer_backend *b, const struct gdn_args *a) {
         a->n_group <= 0 || a->n_vhead <= 0 || a->n_vhead % a->n_group || a->d_state <= 0 || a->d_state > 256 ||
         a->ab_group < 0 || (a->snap && a->snap_ring <= 0))
         return infer_fail(INFER_E_UNSUPPORTED, "gpu_like gdn: d_state %d", a->d_state);
-    const struct gl_gdn_job j = {.a = a, .perturb = gl_of(b)->perturb};
+    const int chunked = a->variant == GDN_CHUNKED || (a->variant == GDN_AUTO && a->n_tokens >= GL_GDN_AUTO_CHUNKED);
+    const int cut = !chunked ? 0 : a->snap && a->snap_from < a->n_tokens ? (a->snap_from > 0 ? a->snap_from : 0) : a->n_tokens;
+    struct gl_gdn_job j = {.a = a, .perturb = gl_of(b)->perturb, .cut = cut};
+    if (cut > 0) {
+        j.chunk = xmalloc(sizeof *j.chunk * (size_t)pool_threads(gl_of(b)->pool));
+        if (!j.chunk) return INFER_OOM("gpu_like gdn chunk arrays");
+    }
     pool_for(gl_of(b)->pool, a->n_vhead, 1, gl_gdn_heads, (void *)&j);
+    xfree(j.chunk);
     return INFER_OK;
 }
 
@@ -1339,6 +1543,24 @@ static int gl_probe_case(struct gl_probe *p, int k, const char **name, int *stri
         GL_BOTH(p, moe_ffn, moe_ffn_args, A);
 #undef A
         same = gl_twin_same(p, y);
+        break;
+    }
+    case 18: {
+        /* the chunked form (GDN_AUTO from 64 tokens): 1 key head, 2 value heads of 128 (tiled), 70 tokens, a full
+         * chunk and a partial one */
+        *name = "gdn chunked";
+        const int64_t cd = 2 * 128 + 2 * 128;
+        x = gl_twin_rand(p, 70 * (size_t)cd, 1.0f), w = gl_twin_rand(p, 70 * 4, 2.0f), w2 = gl_twin_rand(p, 2, 1.0f);
+        const float sa[2] = {-0.3f, -1.1f};
+        q = gl_twin_new(p, sa, sizeof sa), s = gl_twin_rand(p, 2 * 128 * 128, 0.1f);
+        o = gl_twin_new(p, NULL, 70 * 2 * 128 * sizeof(float));
+        if (p->failed) break;
+#define A(X) {.q = X(x), .k = (float *)X(x) + 128, .v = (float *)X(x) + 256, .a = (float *)X(w) + 2, .b = X(w),        \
+               .dt_bias = X(w2), .ssm_a = X(q), .state = X(s), .out = X(o), .n_tokens = 70, .n_group = 1, .n_vhead = 2, \
+               .d_state = 128, .qk_stride = cd, .v_stride = cd, .ab_stride = 4, .eps = 1e-6f}
+        GL_BOTH(p, gdn, gdn_args, A);
+#undef A
+        same = gl_twin_same(p, o) == 1 && gl_twin_same(p, s) == 1;
         break;
     }
     default:

@@ -25,14 +25,15 @@
  *                 four products at a time, h = silu(gate) * up in f32, the experts in top-k order; from
  *                 MOE_GROUPED_TOKENS tokens on (moe_mm.cu) every pair's x and h rows scaled by a power of
  *                 two, rounded to f16 and dotted with f16 weights as mm, scaled back, then summed in top-k order;
- *   gdn           always the recurrence (gdn.cu has no chunked form), a column's dots over the lanes
- *                 (key index lane + 32 n) then the butterfly.
+ *   gdn           the recurrence: a column's dots over the lanes (key index lane + 32 n) then the butterfly;
+ *                 GDN_CHUNKED and GDN_AUTO from 64 tokens (up to snap_from): gdn.cu's chunked kernel, its
+ *                 f16 hi / lo operand splits, power-of-two scales per 16 value columns and mma steps.
  * rope, act, embed, kv_store, ssm_conv and sample compute what the CPU's do (the kernels' headers
  * state it; rope only differs by sincosf against sinf / cosf, a few ulps).
  * Every op was found bit-identical to its kernel's source run on the CPU (g++ -ffp-contract=off, glibc
- * libm, the kernels' warps as fibers; mm against mm.cu's kernel on the emulator, which test-gpu-like
- * repeats in EMU=1 builds), so a device running the kernels' float operations as written gives these numbers bit
- * for bit. A GPU differs by what the code leaves open: nvcc's FMA contraction, CUDA's __expf / expf /
+ * libm, the kernels' warps as fibers; mm and gdn against mm.cu's and gdn.cu's kernels on the emulator,
+ * which test-gpu-like repeats in EMU=1 builds), so a device running the kernels' float operations as
+ * written gives these numbers bit for bit. A GPU differs by what the code leaves open: nvcc's FMA contraction, CUDA's __expf / expf /
  * sincosf against glibc's, and the tensor cores' own accumulation. The "perturbed" variant adds exactly
  * those (fmaf where nvcc would contract a product into a sum, expf and sinf / cosf one ulp off, __expf as
  * exp2f(x log2 e), the 16 products of an mma step summed exactly): its distance from the plain variant is

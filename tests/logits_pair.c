@@ -181,6 +181,22 @@ infer_status pair_two_seq(infer_ctx *a, infer_ctx *b, struct pair_stats *s) {
     return st;
 }
 
+infer_status pair_two_prefill(infer_ctx *a, infer_ctx *b, struct pair_stats *s) {
+    const int32_t n_vocab = pair_vocab(b), n0 = PAIR_TWO_PREFILL_0, n = PAIR_TWO_PREFILL_0 + PAIR_TWO_PREFILL_1;
+    int32_t tok[PAIR_TWO_PREFILL_0 + PAIR_TWO_PREFILL_1], seq[PAIR_TWO_PREFILL_0 + PAIR_TWO_PREFILL_1];
+    pair_prompt(tok, n0, 0, n_vocab);
+    pair_prompt(tok + n0, n - n0, 500, n_vocab);
+    for (int32_t i = 0; i < n; i++) seq[i] = i >= n0;
+    infer_status st = pair_decode(a, b, tok, seq, n);
+    if (st == INFER_OK) st = pair_compare(a, b, n, n_vocab, s);
+    for (int k = 0; k < 3 && st == INFER_OK; k++) {
+        const int32_t t2[2] = {30 + k, 40 + k}, s2[2] = {0, 1};
+        st = pair_decode(a, b, t2, s2, 2);
+        if (st == INFER_OK) st = pair_compare(a, b, 2, n_vocab, s);
+    }
+    return st;
+}
+
 int pair_probe_mode(enum pair_mode *mode, char *msg, size_t msg_size) {
     struct infer_backend *dev = NULL;
     char why[512];

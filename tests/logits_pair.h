@@ -86,5 +86,11 @@ enum { PAIR_LONG_BATCH = 320, PAIR_LONG_FILL = 16, PAIR_LONG_DECODE = 4 };
 infer_status pair_long(infer_ctx *a, infer_ctx *b, struct pair_stats *s);
 /* Two sequences (contexts with n_seq 2): 4 + 4 tokens in one batch, then 6 steps of one token each. */
 infer_status pair_two_seq(infer_ctx *a, infer_ctx *b, struct pair_stats *s);
+/* Two sequences prefilled in one batch (contexts with n_seq 2, n_ctx >= 80, n_batch >= the sum): PAIR_TWO_PREFILL_0
+ * tokens of sequence 0 then PAIR_TWO_PREFILL_1 of sequence 1, every row asked (a hybrid model runs its GDN op once
+ * per sequence, each over >= 64 tokens: the device's chunked form, a full chunk and a partial one), then 3 steps
+ * of one token for each sequence. */
+enum { PAIR_TWO_PREFILL_0 = 70, PAIR_TWO_PREFILL_1 = 66 };
+infer_status pair_two_prefill(infer_ctx *a, infer_ctx *b, struct pair_stats *s);
 
 #endif

@@ -23,6 +23,9 @@
  *     and merges them;
  *   - two sequences decoded in one batch (the graph key includes the sequence of each token), against the
  *     reference;
+ *   - two sequences prefilled in one batch on qwen35 F32 (70 + 66 tokens: layer_gdn runs the GDN op once per
+ *     sequence, each over >= 64 tokens, so GDN_AUTO takes the chunked tensor-core kernel, a full chunk and a
+ *     partial one; gpu_like re-enacts it), then 3 steps of both sequences, against the reference;
  *   - graphs change nothing: decode logits with graphs and with INFER_CUDA_GRAPHS=0 are bit-identical;
  *   - infer_sample on the device picks what infer_sampler_sample picks from the downloaded logits.
  * Bounds (rel = ||gpu - ref|| / ||ref|| per logits row; the constants are in logits_pair.h):
@@ -112,23 +115,27 @@ static int argmax(const float *x, int32_t n) {
     return b;
 }
 
-enum { SCEN_BASIC, SCEN_LONG, SCEN_TWO_SEQ };
+enum { SCEN_BASIC, SCEN_LONG, SCEN_TWO_SEQ, SCEN_TWO_PREFILL };
 
 /* One scenario of one file on the device against the reference, judged in the probe's mode. */
 static void check_model(const char *arch, const char *ftype, int scen) {
-    const char *names[] = {"", " long", " two sequences"};
+    const char *names[] = {"", " long", " two sequences", " two prefills"};
     const char *path = synth_file(arch, ftype);
     if (!path) return;
     infer_model *mg = load(path, 99), *mh = load(path, 0);
-    const int32_t n_ctx = scen == SCEN_LONG ? N_CTX_LONG : N_CTX, n_batch = scen == SCEN_LONG ? PAIR_LONG_BATCH : 64;
-    const int32_t n_seq = scen == SCEN_TWO_SEQ ? 2 : 1;
+    const int32_t n_ctx = scen == SCEN_LONG ? N_CTX_LONG : N_CTX;
+    const int32_t n_batch = scen == SCEN_LONG           ? PAIR_LONG_BATCH
+                            : scen == SCEN_TWO_PREFILL ? PAIR_TWO_PREFILL_0 + PAIR_TWO_PREFILL_1
+                                                       : 64;
+    const int32_t n_seq = scen == SCEN_TWO_SEQ || scen == SCEN_TWO_PREFILL ? 2 : 1;
     infer_ctx *g = mg ? make_ctx_on(mg, 0, n_ctx, n_batch, n_seq) : NULL, *r = mh ? make_ctx_on(mh, 1, n_ctx, n_batch, n_seq) : NULL;
     struct pair_stats s;
     pair_stats_init(&s);
     if (g && r) {
         const infer_status st = scen == SCEN_BASIC ? pair_basic(g, r, N_PROMPT, N_DECODE, &s)
                               : scen == SCEN_LONG  ? pair_long(g, r, &s)
-                                                   : pair_two_seq(g, r, &s);
+                              : scen == SCEN_TWO_SEQ ? pair_two_seq(g, r, &s)
+                                                     : pair_two_prefill(g, r, &s);
         T_CHECK(st == INFER_OK, "%s %s%s: %s", arch, ftype, names[scen], pair_error());
         char msg[256];
         T_CHECK(pair_within(&s, mode, ftype, msg, sizeof msg), "%s %s%s (%s mode): %s", arch, ftype, names[scen],
@@ -279,6 +286,7 @@ int main(void) {
     check_model("qwen3", "Q4_K_M", SCEN_LONG);
     check_model("qwen35moe", "Q4_K_M", SCEN_LONG);
     check_model("qwen3moe", "Q8_0", SCEN_TWO_SEQ);
+    check_model("qwen35", "F32", SCEN_TWO_PREFILL);
     check_graphs();
     check_sample();
     rmdir(dir);

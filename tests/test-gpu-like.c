@@ -15,7 +15,8 @@
  *   - attn (f16 and Q8_0 cells with the Hadamard rotation, head_dim 64 / 128 / 256, 1 / 3 / 8 decode tokens
  *     over a 4096-cell capacity, i.e. 16 splits merged, and a 40-token prefill) against ref_attn, moe_ffn
  *     against ref_moe_ffn, gdn against ref_gdn: |y - ref| <= 2e-5 max |ref| (gdn: 1e-4, 7 tokens of
- *     recurrence);
+ *     recurrence, 70 tokens of the chunked form); in an EMU=1 build gdn also bit-identical to gdn.cu run by the
+ *     emulator (recurrent, chunked with snapshots, d_state 40 / 128 / 256: every chunk shape);
  *   - gpu_like_probe finds the reference equal to itself, and the perturbed variant different in the
  *     rounding-sensitive ops only (so the probe that picks test-cuda-e2e's mode can tell);
  *   - the reference is deterministic: 1 and 2 threads give bit-identical logits.
@@ -225,6 +226,65 @@ static void check_mm_kernel(void) {
     T_CHECK(bad == 0, "mm bit-identical to mm.cu's kernel on the emulator: %d of %d calls differ", bad, n);
 }
 
+/* gdn against gdn.cu on the emulator (recurrent, and the chunked tensor-core kernel with the recurrent tail after
+ * snap_from): out, state and snapshots bit for bit. {n_tokens, n_group, n_vhead, d_state, variant, grouped, snapshots} */
+static void check_gdn_kernel(void) {
+    static const int c[][7] = {{9, 2, 4, 64, GDN_RECURRENT, 1, 0}, {70, 1, 2, 128, GDN_AUTO, 0, 0},
+                               {70, 2, 4, 40, GDN_CHUNKED, 1, 3}, {40, 1, 2, 256, GDN_CHUNKED, 0, 2}};
+    int bad = 0;
+    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
+        const int nt = c[k][0], ng = c[k][1], nv = c[k][2], D = c[k][3], ring = c[k][6];
+        const int64_t cd = 2 * (int64_t)ng * D + (int64_t)nv * D, ns = (int64_t)nv * D * D;
+        const size_t qb = sizeof(float) * (size_t)(nt * cd), abb = sizeof(float) * (size_t)(nt * 2 * nv);
+        const size_t sb = sizeof(float) * (size_t)ns, ob = sizeof(float) * (size_t)(nt * nv * D), rb = sb * (ring ? ring : 1);
+        float *qkv = malloc(qb), *ab = malloc(abb), *dt = malloc(sizeof(float) * nv), *sa = malloc(sizeof(float) * nv);
+        float *st = malloc(sb), *st2 = malloc(sb), *o = nan_floats((size_t)(nt * nv * D)), *o2 = nan_floats((size_t)(nt * nv * D));
+        float *sn = nan_floats((size_t)(ns * (ring ? ring : 1))), *sn2 = nan_floats((size_t)(ns * (ring ? ring : 1)));
+        fill(qkv, (size_t)(nt * cd), 1.0f);
+        fill(ab, (size_t)(nt * 2 * nv), 2.0f);
+        fill(st, (size_t)ns, 0.2f);
+        for (int i = 0; i < nv; i++) dt[i] = frand(-1, 1), sa[i] = -frand(0.1f, 2.0f);
+        void *dq = NULL, *dab = NULL, *ddt = NULL, *dsa = NULL, *dst = NULL, *dout = NULL, *dsn = NULL;
+        cudaError_t e = cudaMalloc(&dq, qb);
+        if (!e) e = cudaMalloc(&dab, abb);
+        if (!e) e = cudaMalloc(&ddt, sizeof(float) * nv);
+        if (!e) e = cudaMalloc(&dsa, sizeof(float) * nv);
+        if (!e) e = cudaMalloc(&dst, sb);
+        if (!e) e = cudaMalloc(&dout, ob);
+        if (!e) e = cudaMalloc(&dsn, rb);
+        if (!e) e = cudaMemcpy(dq, qkv, qb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dab, ab, abb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(ddt, dt, sizeof(float) * nv, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dsa, sa, sizeof(float) * nv, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dst, st, sb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dout, o, ob, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dsn, sn, rb, cudaMemcpyHostToDevice);
+        const int abg = c[k][5] ? nv / ng : 0;
+        struct gdn_args a = {.q = dq, .k = (float *)dq + ng * D, .v = (float *)dq + 2 * ng * D,
+                             .a = (float *)dab + (abg ? abg : nv), .b = dab, .dt_bias = ddt, .ssm_a = dsa, .state = dst,
+                             .out = dout, .n_tokens = nt, .n_group = ng, .n_vhead = nv, .d_state = D, .qk_stride = cd,
+                             .v_stride = cd, .ab_stride = 2 * nv, .grouped = c[k][5], .ab_group = abg, .eps = 1e-6f,
+                             .variant = c[k][4], .snap = ring ? dsn : NULL, .snap_stride = ns, .snap_ring = ring,
+                             .snap_pos0 = 1, .snap_from = nt - ring};
+        if (!e) e = cuda_gdn(&a, 0);
+        if (!e) e = cudaMemcpy(o2, dout, ob, cudaMemcpyDeviceToHost);
+        if (!e) e = cudaMemcpy(st2, dst, sb, cudaMemcpyDeviceToHost);
+        if (!e) e = cudaMemcpy(sn2, dsn, rb, cudaMemcpyDeviceToHost);
+        T_CHECK(e == cudaSuccess, "cuda_gdn case %zu: %s", k, cudaGetErrorString(e));
+        a.q = qkv, a.k = qkv + ng * D, a.v = qkv + 2 * ng * D, a.a = ab + (abg ? abg : nv), a.b = ab, a.dt_bias = dt;
+        a.ssm_a = sa, a.state = st, a.out = o, a.snap = ring ? sn : NULL;
+        T_CHECK(ref_be->ops->gdn(ref_be, &a) == INFER_OK, "gdn: %s", infer_last_error());
+        const int diff = memcmp(o, o2, ob) != 0 || memcmp(st, st2, sb) != 0 || (ring && memcmp(sn, sn2, rb) != 0);
+        T_CHECK(!diff, "gdn bit-identical to gdn.cu on the emulator: %d tokens, d_state %d, variant %d differ", nt, D,
+                c[k][4]);
+        bad += diff;
+        cudaFree(dq), cudaFree(dab), cudaFree(ddt), cudaFree(dsa), cudaFree(dst), cudaFree(dout), cudaFree(dsn);
+        free(qkv), free(ab), free(dt), free(sa), free(st), free(st2), free(o), free(o2), free(sn), free(sn2);
+    }
+    printf("gdn: %d of %zu calls bit-identical to gdn.cu on the emulator\n", (int)(sizeof c / sizeof *c) - bad,
+           sizeof c / sizeof *c);
+}
+
 /* mmv against mmv.cu's kernel on the emulator, the same q8 split activations on both sides: bit for bit. */
 static void check_mmv_kernel(void) {
     int bad = 0, n = 0;
@@ -363,8 +423,8 @@ static void check_moe_gdn(void) {
         check_near(what, y, want, (size_t)(E * nt), 2e-5);
         free(g), free(u), free(d), free(x), free(wt), free(y), free(want);
     }
-    for (int grouped = 0; grouped < 2; grouped++) {
-        const int D = 64, ng = 2, nv = 4, nt = 7, abg = grouped ? nv / ng : 0;
+    for (int c = 0; c < 3; c++) { /* 7 tokens, tiled and grouped; 70 tokens chunked (a full chunk and a partial one) */
+        const int grouped = c == 1, D = 64, ng = 2, nv = 4, nt = c == 2 ? 70 : 7, abg = grouped ? nv / ng : 0;
         const int64_t cd = 2 * ng * D + nv * D;
         float *qkv = malloc(sizeof(float) * nt * cd), *ab = malloc(sizeof(float) * nt * 2 * nv), dt[4], sa[4];
         float *st = malloc(sizeof(float) * nv * D * D), *st0 = malloc(sizeof(float) * nv * D * D);
@@ -378,10 +438,11 @@ static void check_moe_gdn(void) {
         const struct gdn_args a = {.q = qkv, .k = qkv + ng * D, .v = qkv + 2 * ng * D, .a = ab + (abg ? abg : nv), .b = ab,
                                    .dt_bias = dt, .ssm_a = sa, .state = st, .out = o, .n_tokens = nt, .n_group = ng,
                                    .n_vhead = nv, .d_state = D, .qk_stride = cd, .v_stride = cd, .ab_stride = 2 * nv,
-                                   .grouped = grouped, .ab_group = abg, .eps = 1e-6f};
+                                   .grouped = grouped, .ab_group = abg, .eps = 1e-6f,
+                                   .variant = c == 2 ? GDN_CHUNKED : GDN_AUTO};
         T_CHECK(ref_be->ops->gdn(ref_be, &a) == INFER_OK, "gdn: %s", infer_last_error());
         ref_gdn(&a, st0, want, want_st);
-        check_near(grouped ? "gdn grouped, fused ba" : "gdn tiled", o, want, (size_t)(nt * nv * D), 1e-4);
+        check_near(c == 2 ? "gdn chunked" : grouped ? "gdn grouped, fused ba" : "gdn tiled", o, want, (size_t)(nt * nv * D), 1e-4);
         free(qkv), free(ab), free(st), free(st0), free(o), free(want), free(want_st);
     }
 }
@@ -506,6 +567,7 @@ int main(void) {
 #ifdef INFER_EMU
     check_mm_kernel();
     check_mmv_kernel();
+    check_gdn_kernel();
 #endif
     for (int D = 64; D <= 256; D *= 2)
         for (int q8 = 0; q8 < 2; q8++) {
