@@ -4,7 +4,7 @@
  * j = 0..min(pos[t], n_kv-1). The softmax is the online (flash) form like lib/cpu/attn.c: per query
  * row a running max m, sum l and accumulator acc, rescaled by exp(m_old - m_new) when the max moves.
  *
- * One kernel serves decode and prefill (FlashAttention-2 style on CUDA cores, no tensor cores yet):
+ * Two kernels. ATTN_SIMT (attn_kernel, FlashAttention-2 style on CUDA cores) serves decode and prefill:
  * a block owns "rows" = (token, head) pairs of ONE KV group (hb heads of the group x bt tokens, at
  * most 4096 / head_dim rows and 32 / DPT, DPT = ceil(head_dim / 128)), so every K/V cell it loads
  * serves all of them: decode puts all query heads of a group in a block (K/V read once per group),
@@ -19,13 +19,13 @@
  * Q8_0 cells (template Q8): the K tile is dequantised on the load (value = q * d, exact in f32, q stays
  * f32: the CPU rounds q to Q8_0 instead, like llama.cpp's CPU; llama.cpp's CUDA tile kernels also
  * dequantise K), and the V tile is kept as the raw blocks (head_dim / 32 blocks of 34 bytes per cell,
- * smaller than the f16 tile, so the same shared memory) and dequantised in step 4. A Q8_0 value is
- * not exact in f16, so ATTN_MMA (f16 K/V operands) refuses Q8_0 cells: cudaErrorInvalidValue.
- * Rotation (rot_k / rot_v, Q8_0 only): after the q load each thread rotates whole rot_k chunks of the
- * q tile in shared memory (kv_hadamard, the CPU's f32 arithmetic); at the end the normalised rows
- * are staged in the q tile (no longer read), rotated in rot_v chunks the same way, then written; with
- * splits attn_merge rotates the merged row instead (the rotation is linear, so it commutes with the
- * merge up to rounding).
+ * smaller than the f16 tile, so the same shared memory) and dequantised in step 4.
+ * Rotation (rot_k / rot_v, Q8_0 only): after the q load each warp rotates whole rot_k chunks of the
+ * q tile in shared memory (warp_hadamard, common.cuh: kv_hadamard's butterflies spread over the lanes,
+ * the CPU's f32 arithmetic bit for bit); at the end the normalised rows are staged in the q tile (no
+ * longer read), rotated in rot_v chunks the same way, then written; with splits attn_merge rotates the
+ * merged row instead, a warp per chunk (the rotation is linear, so it commutes with the merge up to
+ * rounding). ATTN_MMA rotates the same way (below).
  * Shared memory stays under 48 KB for every head_dim <= 512 (q <= 16 KB, K tile <= 16.6 KB, V tile
  * <= 8.3 KB, scores <= 8 KB).
  * Decode (n_tokens <= ATTN_SPLIT_TOKENS, scratch given): flash-decoding; the live cells are split over
@@ -37,10 +37,27 @@
  * Grid: x = n_head_kv * ceil(G / hb), y = ceil(n_tokens / bt), z = splits; 128 threads.
  * Bytes per call: K and V cells up to the largest pos of each block, once per block (decode: once
  * per KV group), q and out once; split partials 2 * splits * n_tokens * n_head * (head_dim + 2) * 4.
- * Variants (a->variant): ATTN_AUTO = ATTN_SIMT, the kernel above, for every shape; ATTN_MMA, the
- * tensor-core FlashAttention-2 kernel further down (head_dim 64/128/256, one split), is the prefill
- * challenger: written without a device at hand, AUTO picks it once test-ops and bench-ops
- * have run it on one.
+ * Variants (a->variant): ATTN_SIMT, the kernel above; ATTN_MMA, the tensor-core FlashAttention-2
+ * kernel further down (head_dim 64/128/256, one split, f16 and Q8_0 cells); ATTN_AUTO runs
+ * attn_auto_variant (kernels.h): ATTN_MMA for prefill, i.e. n_tokens > ATTN_SPLIT_TOKENS with at least
+ * ATTN_MMA_MIN_ROWS = 32 (token, head) rows per KV group, at those head_dims; ATTN_SIMT for the rest.
+ * Why, from work per byte (no device has timed either yet):
+ *   - shared memory bounds the SIMT kernel: its score loop issues two shared loads (q, a broadcast,
+ *     and k) per FMA instruction, its P V loop about one per DPT; at one warp-wide load a clock per SM
+ *     that is 16-32 of the SM's 128 f32 FMAs a clock. An MMA step is 16 x 8 x 16 = 2048 multiply-adds
+ *     for 6 words a lane, a hi + lo pair 4096 for 10 loads: ~400 per load instruction, so the tensor
+ *     kernel is bound by the tensor rate instead: f16 x f16 + f32 accumulate, 1024 (sm_80) / 2048
+ *     (sm_90) / 128-256 (GeForce sm_86 / sm_89 / sm_120) multiply-adds a clock per SM, halved by the
+ *     hi + lo splits (a third for Q8_0's P V);
+ *   - global memory: a block reads its KV group's cells once per 64 rows (MMA) against 32 / DPT rows
+ *     (SIMT: 32 at head_dim <= 128, 16 at 256), so prefill's K/V bytes halve, or quarter at 256;
+ *   - an MMA block computes all 64 rows whether live or not: with r live rows its useful rate is
+ *     r / 64 of the above. At r >= 32 it is at least even with the SIMT kernel on the slowest case
+ *     (GeForce sm_86: 128 / 2 * 32 / 64 = 32 multiply-adds a clock, Q8_0's P V 21, against 16-32) and
+ *     far ahead on sm_80 / sm_90 (256+), with half the K/V bytes; below 32 rows, and for decode, the
+ *     SIMT kernel wins: decode reads each cell once per KV group either way, and flash-decoding spreads
+ *     the cells over up to ATTN_SPLIT_MAX blocks where the tensor kernel has one block per group
+ *     walking them all.
  */
 #include <cuda_fp16.h>
 
@@ -87,7 +104,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
     }
     __syncthreads();
     if (a.rot_k) { /* block-uniform */
-        for (int c = tid; c < rows * D / a.rot_k; c += ATTN_THREADS) kv_hadamard(qs + c * a.rot_k, a.rot_k);
+        for (int c = warp; c < rows * D / a.rot_k; c += ATTN_WARPS) warp_hadamard(qs + c * a.rot_k, a.rot_k, lane);
         __syncthreads();
     }
     int jmax = -1;
@@ -208,7 +225,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
     }
     if (stage) { /* block-uniform; the last tile's __syncthreads ended every read of the q tile */
         __syncthreads();
-        for (int c = tid; c < rows * D / a.rot_v; c += ATTN_THREADS) kv_hadamard(qs + c * a.rot_v, a.rot_v);
+        for (int c = warp; c < rows * D / a.rot_v; c += ATTN_WARPS) warp_hadamard(qs + c * a.rot_v, a.rot_v, lane);
         __syncthreads();
         for (int i = tid; i < rows * D; i += ATTN_THREADS) {
             const int r = i / D, t = t0 + r / p.hb, hl = r % p.hb;
@@ -243,7 +260,8 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_c
     }
     if (a.rot_v) { /* block-uniform */
         __syncthreads();
-        for (int c = threadIdx.x; c < D / a.rot_v; c += ATTN_THREADS) kv_hadamard(ob + c * a.rot_v, a.rot_v);
+        for (int c = threadIdx.x / WARP_SIZE; c < D / a.rot_v; c += ATTN_WARPS)
+            warp_hadamard(ob + c * a.rot_v, a.rot_v, threadIdx.x % WARP_SIZE);
         __syncthreads();
         for (int d = threadIdx.x; d < D; d += ATTN_THREADS) o[d] = ob[d];
     }
@@ -257,9 +275,27 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge(const __grid_c
  * Per tile of TK cells: K and V copied (f16, rows D+8 halves apart) to shared memory; S (16 x TK per
  * warp) in registers; masked, scaled, the running max / sum per row reduced over the 4 lanes of a row
  * group; P reused straight from the S registers as the A operand of P V; O (16 x D per warp) lives in
- * registers, rescaled per row. Q hi/lo sit in shared memory for the whole block. */
-enum { MMA_WARPS = 4, MMA_ROWS = 16 * MMA_WARPS };
-
+ * registers, rescaled per row. Q hi/lo sit in shared memory for the whole block.
+ * Grid: x = n_head_kv * ceil(G / hb), y = ceil(n_tokens / bt), hb = min(G, 64), bt = 64 / hb; 128 threads.
+ * Bytes per call: K and V cells up to the largest pos of each block, once per block; q and out once.
+ * Q8_0 cells (template Q8), the same accuracy class as f16 cells, two different exact forms:
+ *   - K: the int8 codes q go to the K tile as f16 (exact) and the block scales d (f16, so exact in f32)
+ *     beside it; S takes per 32-value block the partial dot of (q_hi + q_lo) with the codes (four MMAs
+ *     into a zeroed fragment), then adds d * partial in f32: the products are as exact as f16 cells'
+ *     and d is applied in f32 once per block, as the SIMT kernel's q * d dequantisation does per value.
+ *     K's scale runs along S's columns (cells), so it can wait until after the MMAs;
+ *   - V: its scale runs along P V's reduction (cells), so it cannot be pulled out of the MMA; instead
+ *     each value d * q (11-bit d times 8-bit q: at most 18 significant bits, a multiple of 2^-24) is
+ *     split exactly into f16 hi + lo, and P V is p_hi v_hi + p_lo v_hi + p_hi v_lo (three MMAs; the
+ *     dropped p_lo v_lo is below 2^-22 of the term, the size of p's own split error). Exact while
+ *     |d q| < 65520 (f16's range, what an f16 cache holds); folding d into p instead would lose p's
+ *     low bits to f16 subnormals for small d. Shared memory: the codes' tile, V hi and lo tiles, the
+ *     scales (D = 256: 91.5 KB, under sm_86/89/120's 99 KB).
+ * Rotation (rot_k / rot_v): each warp rotates chunks of rot_k q values with warp_hadamard in a scratch
+ * row in the (still unused) K tile, then splits them into the Q tiles; at the end each warp stages its
+ * 16 normalised rows as f32 over the Q tiles (their last read was before the tile loop's last barrier),
+ * rotates them in rot_v chunks, then writes them: the SIMT kernel's convention and arithmetic. */
+enum { MMA_WARPS = 4, MMA_ROWS = 16 * MMA_WARPS, MMA_THREADS = MMA_WARPS * WARP_SIZE };
 
 /* f16 bits of x (round to nearest even) and of the remainder x - f16(x). */
 static __device__ __forceinline__ void f16_split(float x, uint32_t &hi, uint32_t &lo) {
@@ -274,19 +310,41 @@ static __device__ __forceinline__ void pack_split(float x0, float x1, uint32_t &
     hi = h0 | h1 << 16, lo = l0 | l1 << 16; /* the lower index in the low half */
 }
 
-template <int D> struct mma_shape {
+template <int D, bool Q8> struct mma_shape {
     static constexpr int TK = D == 64 ? 64 : 16; /* cells per tile */
     static constexpr int LD = D + 8;             /* halves per shared row: 16-byte rows, conflict-free pairs */
-    static constexpr size_t SMEM = (size_t)2 * (2 * MMA_ROWS * LD + 2 * TK * LD) + sizeof(int) * MMA_ROWS;
+    static constexpr int NB = D / QK8_0;         /* Q8: blocks per head row */
+    static constexpr int NKV = Q8 ? 3 : 2;       /* K/V tiles of halves: K, V (Q8: K's codes, V hi, V lo) */
+    static constexpr size_t SMEM =
+        (size_t)2 * (2 * MMA_ROWS * LD + NKV * TK * LD) + (Q8 ? sizeof(float) * TK * NB : 0) + sizeof(int) * MMA_ROWS;
 };
 
-template <int D>
-static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
+/* c += (q hi + q lo) x K over the 16 dims kk * 16.. of rows rA, rB and the 8 cells of K tile rows cell.. (two MMAs). */
+static __device__ __forceinline__ void mma_qk16(float c[4], const uint32_t *qh32, const uint32_t *ql32,
+                                                const uint32_t *ks32, int ld2, int rA, int rB, int cell, int w0) {
+    const uint32_t b0 = ks32[cell * ld2 + w0], b1 = ks32[cell * ld2 + w0 + 4];
+    const uint32_t ah[4] = {qh32[rA * ld2 + w0], qh32[rB * ld2 + w0], qh32[rA * ld2 + w0 + 4], qh32[rB * ld2 + w0 + 4]};
+    const uint32_t al[4] = {ql32[rA * ld2 + w0], ql32[rB * ld2 + w0], ql32[rA * ld2 + w0 + 4], ql32[rB * ld2 + w0 + 4]};
+    ptx_mma_16816(c, ah, b0, b1);
+    ptx_mma_16816(c, al, b0, b1);
+}
+
+/* B fragment of a V tile (rows = cells, LD halves apart) at v0 = the lane's first cell and dim. */
+static __device__ __forceinline__ void v_frag(const uint16_t *v0, int ld, uint32_t &b0, uint32_t &b1) {
+    b0 = (uint32_t)v0[0] | (uint32_t)v0[ld] << 16;
+    b1 = (uint32_t)v0[8 * ld] | (uint32_t)v0[9 * ld] << 16;
+}
+
+template <int D, bool Q8>
+static __global__ void __launch_bounds__(MMA_THREADS)
     attn_mma_kernel(const __grid_constant__ struct attn_args a, const struct attn_plan p) {
-    constexpr int TK = mma_shape<D>::TK, LD = mma_shape<D>::LD, NT = TK / 8, ND = D / 8;
+    constexpr int TK = mma_shape<D, Q8>::TK, LD = mma_shape<D, Q8>::LD, NB = mma_shape<D, Q8>::NB;
+    constexpr int NT = TK / 8, ND = D / 8;
     float *smem = dyn_smem<float>();
     uint16_t *qh = (uint16_t *)smem, *ql = qh + MMA_ROWS * LD, *ks = ql + MMA_ROWS * LD, *vs = ks + TK * LD;
-    int *last_s = (int *)(vs + TK * LD);
+    uint16_t *vl = vs + TK * LD;                         /* Q8: the lo halves of V */
+    float *dks = (float *)(vs + (Q8 ? 2 : 1) * TK * LD); /* Q8: [TK][NB] scales of the K tile's blocks */
+    int *last_s = (int *)(dks + (Q8 ? TK * NB : 0));
     const int G = a.n_head / a.n_head_kv, tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
     const int gq = lane / 4, cq = lane % 4;
     const int n_hchunk = (G + p.hb - 1) / p.hb;
@@ -297,13 +355,30 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
         const int t = t0 + tid / p.hb, hl = tid % p.hb;
         last_s[tid] = tid < rows && t < a.n_tokens && h0 + hl < G ? min(a.pos[t], a.n_kv - 1) : -1;
     }
-    for (int i = tid; i < MMA_ROWS * D; i += MMA_WARPS * WARP_SIZE) {
-        const int r = i / D, d = i % D, t = t0 + r / p.hb, hl = r % p.hb;
-        const float x = r < rows && t < a.n_tokens && h0 + hl < G
-                            ? a.q[(int64_t)t * a.q_stride + (int64_t)(g * G + h0 + hl) * D + d] : 0.0f;
-        uint32_t hi, lo;
-        f16_split(x, hi, lo);
-        qh[r * LD + d] = (uint16_t)hi, ql[r * LD + d] = (uint16_t)lo;
+    if (a.rot_k) { /* block-uniform: one warp per chunk of rot_k values, rotated in the (still free) K tile */
+        float *x = (float *)ks + warp * a.rot_k;
+        for (int c = warp; c < MMA_ROWS * D / a.rot_k; c += MMA_WARPS) {
+            const int r = c * a.rot_k / D, d0 = c * a.rot_k % D, t = t0 + r / p.hb, hl = r % p.hb;
+            const bool ok = r < rows && t < a.n_tokens && h0 + hl < G;
+            const float *qr = a.q + (int64_t)t * a.q_stride + (int64_t)(g * G + h0 + hl) * D + d0;
+            for (int i = lane; i < a.rot_k; i += WARP_SIZE) x[i] = ok ? qr[i] : 0.0f;
+            warp_hadamard(x, a.rot_k, lane);
+            for (int i = lane; i < a.rot_k; i += WARP_SIZE) {
+                uint32_t hi, lo;
+                f16_split(x[i], hi, lo);
+                qh[r * LD + d0 + i] = (uint16_t)hi, ql[r * LD + d0 + i] = (uint16_t)lo;
+            }
+            __syncwarp(); /* every lane's reads of x before the next chunk overwrites it */
+        }
+    } else {
+        for (int i = tid; i < MMA_ROWS * D; i += MMA_THREADS) {
+            const int r = i / D, d = i % D, t = t0 + r / p.hb, hl = r % p.hb;
+            const float x = r < rows && t < a.n_tokens && h0 + hl < G
+                                ? a.q[(int64_t)t * a.q_stride + (int64_t)(g * G + h0 + hl) * D + d] : 0.0f;
+            uint32_t hi, lo;
+            f16_split(x, hi, lo);
+            qh[r * LD + d] = (uint16_t)hi, ql[r * LD + d] = (uint16_t)lo;
+        }
     }
     __syncthreads();
     int jmax = -1;
@@ -315,15 +390,34 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
     for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
     const uint16_t *kg = (const uint16_t *)a.k + (int64_t)g * D, *vg = (const uint16_t *)a.v + (int64_t)g * D;
+    const int64_t cb = a.kv_stride / QK8_0; /* Q8: blocks between cells */
+    const block_q8_0 *kq = (const block_q8_0 *)a.k + (int64_t)g * NB, *vq = (const block_q8_0 *)a.v + (int64_t)g * NB;
     const uint32_t *qh32 = (const uint32_t *)qh, *ql32 = (const uint32_t *)ql, *ks32 = (const uint32_t *)ks;
 
     for (int jt = 0; jt <= jmax; jt += TK) {
         const int n = min(TK, jmax + 1 - jt);
-        for (int i = tid; i < TK * D / 2; i += MMA_WARPS * WARP_SIZE) { /* pairs of halves; rows past n are 0 */
-            const int jj = i / (D / 2), c2 = i % (D / 2);
-            const int64_t o2 = (int64_t)(jt + jj) * a.kv_stride + 2 * c2;
-            ((uint32_t *)ks)[jj * (LD / 2) + c2] = jj < n ? *(const uint32_t *)(kg + o2) : 0u;
-            ((uint32_t *)vs)[jj * (LD / 2) + c2] = jj < n ? *(const uint32_t *)(vg + o2) : 0u;
+        if constexpr (Q8) { /* K: the int8 codes as f16 (exact) and the scales; V: d * q split into hi + lo (exact) */
+            for (int i = tid; i < TK * D; i += MMA_THREADS) {
+                const int jj = i / D, d = i % D;
+                uint32_t kc = 0, hi = 0, lo = 0;
+                if (jj < n) {
+                    const int64_t bo = (int64_t)(jt + jj) * cb + d / QK8_0;
+                    kc = __half_as_ushort(__float2half_rn((float)kq[bo].qs[d % QK8_0]));
+                    f16_split(blocks_value_q8_0(vq + bo, d % QK8_0), hi, lo);
+                }
+                ks[jj * LD + d] = (uint16_t)kc, vs[jj * LD + d] = (uint16_t)hi, vl[jj * LD + d] = (uint16_t)lo;
+            }
+            for (int i = tid; i < TK * NB; i += MMA_THREADS) {
+                const int jj = i / NB, b = i % NB;
+                dks[i] = jj < n ? blocks_f16_to_f32(kq[(int64_t)(jt + jj) * cb + b].d) : 0.0f;
+            }
+        } else {
+            for (int i = tid; i < TK * D / 2; i += MMA_THREADS) { /* pairs of halves; rows past n are 0 */
+                const int jj = i / (D / 2), c2 = i % (D / 2);
+                const int64_t o2 = (int64_t)(jt + jj) * a.kv_stride + 2 * c2;
+                ((uint32_t *)ks)[jj * (LD / 2) + c2] = jj < n ? *(const uint32_t *)(kg + o2) : 0u;
+                ((uint32_t *)vs)[jj * (LD / 2) + c2] = jj < n ? *(const uint32_t *)(vg + o2) : 0u;
+            }
         }
         __syncthreads();
         /* S = Q K^T for this warp's 16 rows: NT tiles of 8 cells */
@@ -331,16 +425,19 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
             sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+            if constexpr (Q8) { /* per 32-value block: its partial dot, then times the cell's scale (f32) */
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                const int w0 = (16 * kk + 2 * cq) / 2;
-                const uint32_t b0 = ks32[(8 * nt + gq) * (LD / 2) + w0], b1 = ks32[(8 * nt + gq) * (LD / 2) + w0 + 4];
-                const uint32_t ah[4] = {qh32[rA * (LD / 2) + w0], qh32[rB * (LD / 2) + w0], qh32[rA * (LD / 2) + w0 + 4],
-                                        qh32[rB * (LD / 2) + w0 + 4]};
-                const uint32_t al[4] = {ql32[rA * (LD / 2) + w0], ql32[rB * (LD / 2) + w0], ql32[rA * (LD / 2) + w0 + 4],
-                                        ql32[rB * (LD / 2) + w0 + 4]};
-                ptx_mma_16816(sc[nt], ah, b0, b1);
-                ptx_mma_16816(sc[nt], al, b0, b1);
+                for (int b = 0; b < NB; b++) {
+                    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mma_qk16(t, qh32, ql32, ks32, LD / 2, rA, rB, 8 * nt + gq, 16 * b + cq);
+                    mma_qk16(t, qh32, ql32, ks32, LD / 2, rA, rB, 8 * nt + gq, 16 * b + 8 + cq);
+                    const float d0 = dks[(8 * nt + 2 * cq) * NB + b], d1 = dks[(8 * nt + 2 * cq + 1) * NB + b];
+                    sc[nt][0] += d0 * t[0], sc[nt][1] += d1 * t[1], sc[nt][2] += d0 * t[2], sc[nt][3] += d1 * t[3];
+                }
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++)
+                    mma_qk16(sc[nt], qh32, ql32, ks32, LD / 2, rA, rB, 8 * nt + gq, 8 * kk + cq);
             }
         }
         /* mask, scale, online softmax per row (c0 c1: row A, c2 c3: row B) */
@@ -375,7 +472,7 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
         lA = lA * cA + sA, lB = lB * cB + sB, mA = nA, mB = nB;
 #pragma unroll
         for (int d = 0; d < ND; d++) o[d][0] *= cA, o[d][1] *= cA, o[d][2] *= cB, o[d][3] *= cB;
-        /* O += P V, 16 cells per step; P's A fragment is two S tiles */
+        /* O += P V, 16 cells per step; P's A fragment is two S tiles (Q8: p hi x v hi, p lo x v hi, p hi x v lo) */
 #pragma unroll
         for (int kc = 0; kc < TK / 16; kc++) {
             uint32_t ph[4], pl[4];
@@ -383,20 +480,41 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
             pack_split(sc[2 * kc][2], sc[2 * kc][3], ph[1], pl[1]);
             pack_split(sc[2 * kc + 1][0], sc[2 * kc + 1][1], ph[2], pl[2]);
             pack_split(sc[2 * kc + 1][2], sc[2 * kc + 1][3], ph[3], pl[3]);
-            const uint16_t *v0 = vs + (16 * kc + 2 * cq) * LD + gq;
+            const int v0 = (16 * kc + 2 * cq) * LD + gq;
 #pragma unroll
             for (int d = 0; d < ND; d++) {
-                const uint16_t *vd = v0 + 8 * d;
-                const uint32_t b0 = (uint32_t)vd[0] | (uint32_t)vd[LD] << 16;
-                const uint32_t b1 = (uint32_t)vd[8 * LD] | (uint32_t)vd[9 * LD] << 16;
+                uint32_t b0, b1;
+                v_frag(vs + v0 + 8 * d, LD, b0, b1);
                 ptx_mma_16816(o[d], ph, b0, b1);
                 ptx_mma_16816(o[d], pl, b0, b1);
+                if constexpr (Q8) {
+                    v_frag(vl + v0 + 8 * d, LD, b0, b1);
+                    ptx_mma_16816(o[d], ph, b0, b1);
+                }
             }
         }
         __syncthreads(); /* ks and vs are refilled by the next tile */
     }
 
     const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
+    if (a.rot_v) { /* block-uniform: this warp's 16 rows staged as f32 over the q tiles (no longer read: the
+                    * loop's last barrier), rotated by the warp in rot_v chunks, then written */
+        float *os = smem + 16 * warp * D;
+#pragma unroll
+        for (int d = 0; d < ND; d++) {
+            os[gq * D + 8 * d + 2 * cq] = o[d][0] * iA, os[gq * D + 8 * d + 2 * cq + 1] = o[d][1] * iA;
+            os[(gq + 8) * D + 8 * d + 2 * cq] = o[d][2] * iB, os[(gq + 8) * D + 8 * d + 2 * cq + 1] = o[d][3] * iB;
+        }
+        __syncwarp();
+        for (int c = 0; c < 16 * D / a.rot_v; c++) warp_hadamard(os + c * a.rot_v, a.rot_v, lane);
+        for (int i = lane; i < 16 * D; i += WARP_SIZE) {
+            const int r = 16 * warp + i / D;
+            if (last_s[r] < 0) continue; /* no row here */
+            const int t = t0 + r / p.hb, h = g * G + h0 + r % p.hb;
+            a.out[(int64_t)t * a.out_stride + (int64_t)h * D + i % D] = os[i];
+        }
+        return;
+    }
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int r = half ? rB : rA;
@@ -412,21 +530,22 @@ static __global__ void __launch_bounds__(MMA_WARPS * WARP_SIZE)
     }
 }
 
-template <int D>
+template <int D, bool Q8>
 static cudaError_t attn_mma_launch(const struct attn_args *a, cudaStream_t s) {
     const int G = a->n_head / a->n_head_kv;
     struct attn_plan p;
     p.hb = min(G, (int)MMA_ROWS);
     p.bt = max(1, min(MMA_ROWS / p.hb, a->n_tokens));
-    p.tk = mma_shape<D>::TK, p.n_split = 1;
+    p.tk = mma_shape<D, Q8>::TK, p.n_split = 1;
     if ((a->n_tokens + p.bt - 1) / p.bt > 65535) return cudaErrorInvalidValue;
-    const size_t smem = mma_shape<D>::SMEM;
+    const size_t smem = mma_shape<D, Q8>::SMEM;
     if (smem > 48 * 1024) { /* an attribute of the current device's function, not a stream operation */
-        const cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        const cudaError_t e =
+            cudaFuncSetAttribute(attn_mma_kernel<D, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
     const dim3 grid((unsigned)(a->n_head_kv * ((G + p.hb - 1) / p.hb)), (unsigned)((a->n_tokens + p.bt - 1) / p.bt));
-    launch_kernel(attn_mma_kernel<D>, grid, MMA_WARPS * WARP_SIZE, smem, s, *a, p);
+    launch_kernel(attn_mma_kernel<D, Q8>, grid, MMA_THREADS, smem, s, *a, p);
     return cudaGetLastError();
 }
 
@@ -452,15 +571,16 @@ extern "C" cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s) {
     if (a->kv_type != INFER_TYPE_F16 && !q8) return cudaErrorInvalidValue;
     if (!kv_rot_valid(a->rot_k, a->head_dim) || !kv_rot_valid(a->rot_v, a->head_dim) || (!q8 && (a->rot_k || a->rot_v)))
         return cudaErrorInvalidValue;
-    if (q8 && (a->head_dim % QK8_0 || a->kv_stride % QK8_0 || a->variant == ATTN_MMA)) return cudaErrorInvalidValue;
+    if (q8 && (a->head_dim % QK8_0 || a->kv_stride % QK8_0)) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaGetLastError();
     if ((int64_t)a->n_tokens * a->n_head > 2147483647) return cudaErrorInvalidValue;
-    if (a->variant == ATTN_MMA) { /* 4-byte K/V loads: even strides and offsets */
-        if (a->kv_stride % 2 || ((uintptr_t)a->k | (uintptr_t)a->v) % 4) return cudaErrorInvalidValue;
+    const int32_t variant = a->variant == ATTN_AUTO ? attn_auto_variant(a) : a->variant;
+    if (variant == ATTN_MMA) { /* f16 cells: 4-byte K/V loads, so even strides and offsets */
+        if (!q8 && (a->kv_stride % 2 || ((uintptr_t)a->k | (uintptr_t)a->v) % 4)) return cudaErrorInvalidValue;
         switch (a->head_dim) {
-        case 64: return attn_mma_launch<64>(a, s);
-        case 128: return attn_mma_launch<128>(a, s);
-        case 256: return attn_mma_launch<256>(a, s);
+        case 64: return q8 ? attn_mma_launch<64, true>(a, s) : attn_mma_launch<64, false>(a, s);
+        case 128: return q8 ? attn_mma_launch<128, true>(a, s) : attn_mma_launch<128, false>(a, s);
+        case 256: return q8 ? attn_mma_launch<256, true>(a, s) : attn_mma_launch<256, false>(a, s);
         default: return cudaErrorInvalidValue;
         }
     }

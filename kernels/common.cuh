@@ -40,6 +40,24 @@ static __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+/* kv_hadamard(x, n) by the 32 lanes of a warp, x in shared memory (n a power of two >= 32): the scaling
+ * lane-strided, then each butterfly stage's n / 2 pairs spread over the lanes, a __syncwarp between stages. Every
+ * element goes through the f32 operations of the serial loop in the same order (a stage's pairs are disjoint),
+ * so the result is kv_hadamard's bit for bit. Every lane of the warp must call it. */
+static __device__ __forceinline__ void warp_hadamard(float *x, int n, int lane) {
+    const float s = 1.0f / sqrtf((float)n);
+    for (int i = lane; i < n; i += WARP_SIZE) x[i] *= s;
+    __syncwarp();
+    for (int len = 1; len < n; len <<= 1) {
+        for (int q = lane; q < n / 2; q += WARP_SIZE) {
+            const int j = q / len * 2 * len + q % len;
+            const float u = x[j], v = x[j + len];
+            x[j] = u + v, x[j + len] = u - v;
+        }
+        __syncwarp();
+    }
+}
+
 /* 4 bytes from an address that is only 2-byte aligned (Q8_0, Q4_0, IQ4_NL and Q6_K blocks have
  * odd sizes): two 16-bit loads. */
 static __device__ __forceinline__ int load_int_a2(const uint8_t *p) {

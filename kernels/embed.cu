@@ -10,9 +10,10 @@
  * amax by warp reduction, then the CPU's arithmetic in the same order (d = amax / 127, id = 1 / d,
  * q = roundf(x * id), IEEE division: no fast math), so the cells are bit-identical to cpu_kv_store's.
  * Grid (ceil(row / 32 / 8), n_tokens), 8 warps per CUDA block. With rot (llama.cpp's Hadamard rotation):
- * one warp per chunk of rot values, rotated in shared memory with the butterflies of kv_hadamard (each
- * stage's pairs spread over the lanes: the same f32 operations per element as the CPU's sequential
- * loop), then quantised block by block as above. Grid (ceil(row / rot / 8), n_tokens).
+ * one warp per chunk of rot values, rotated in shared memory by warp_hadamard (common.cuh: the
+ * butterflies of kv_hadamard, each stage's pairs spread over the lanes: the same f32 operations per
+ * element as the CPU's sequential loop), then quantised block by block as above. Grid
+ * (ceil(row / rot / 8), n_tokens).
  */
 #include "common.cuh"
 
@@ -76,17 +77,8 @@ static __global__ void __launch_bounds__(EMBED_THREADS) kv_store_q8_0_rot_kernel
     const int64_t c = (int64_t)blockIdx.x * (EMBED_THREADS / WARP_SIZE) + w, t = blockIdx.y; /* chunk c of row t */
     if (c >= a.row / n) return; /* warp-uniform */
     float *x = sh[w];
-    const float s = 1.0f / sqrtf((float)n);
-    for (int i = lane; i < n; i += WARP_SIZE) x[i] = a.x[t * a.x_stride + c * n + i] * s;
-    __syncwarp();
-    for (int len = 1; len < n; len <<= 1) {
-        for (int q = lane; q < n / 2; q += WARP_SIZE) {
-            const int j = q / len * 2 * len + q % len;
-            const float u = x[j], v = x[j + len];
-            x[j] = u + v, x[j + len] = u - v;
-        }
-        __syncwarp();
-    }
+    for (int i = lane; i < n; i += WARP_SIZE) x[i] = a.x[t * a.x_stride + c * n + i];
+    warp_hadamard(x, n, lane); /* each lane scales the values it loaded: no __syncwarp needed before */
     block_q8_0 *y = (block_q8_0 *)a.cells + (size_t)a.pos[t] * (size_t)(a.cell_stride / QK8_0) + (size_t)(c * n / QK8_0);
     for (int b = 0; b < n / QK8_0; b++) {
         const float v = x[b * QK8_0 + lane];

@@ -267,8 +267,9 @@ struct op_cost gdn_cost(const struct gdn_args *a);
  * head_dim must be multiples of 32; a head is head_dim / 32 whole blocks). Strides count values,
  * never bytes: kv_cell_bytes() converts.
  * Q8_0 scores: the CPU rounds each q head row to Q8_0 and takes the integer block dots, like llama.cpp's
- * CPU flash attention (ggml_vec_dot_q8_0_q8_0); CUDA dequantises K and keeps q in f32 (like llama.cpp's
- * CUDA tile kernels). V is dequantised exactly (q * d) on both; the accumulation is f32.
+ * CPU flash attention (ggml_vec_dot_q8_0_q8_0); CUDA keeps q in f32 (like llama.cpp's CUDA tile kernels):
+ * ATTN_SIMT dequantises K, ATTN_MMA splits q into f16 hi + lo and applies K's block scales to the partial
+ * dots in f32. V is dequantised exactly (q * d) on both; the accumulation is f32.
  * Rotation (llama.cpp's attn_rot_k / attn_rot_v for quantised caches): the cells then hold K and V
  * rows rotated by kv_hadamard in chunks of rot_k / rot_v values (kv_store's rot); attn rotates each q
  * head row in chunks of rot_k before its dots and its output rows in chunks of rot_v (H is its own
@@ -320,9 +321,9 @@ static inline INFER_HD size_t kv_cell_bytes(int32_t t, int64_t n) {
     return t == INFER_TYPE_F16 ? (size_t)n * 2 : t == INFER_TYPE_Q8_0 ? (size_t)(n / 32) * 34 : 0;
 }
 
-/* CUDA attention variants: ATTN_AUTO (0) picks; ATTN_SIMT is the CUDA-core kernel (decode split-K and
- * prefill); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split, f16 cells only: it
- * refuses Q8_0 cells with cudaErrorInvalidValue, AUTO takes ATTN_SIMT for them). */
+/* CUDA attention variants: ATTN_AUTO (0) picks (attn_auto_variant); ATTN_SIMT is the CUDA-core kernel (decode
+ * split-K and prefill, any head_dim); ATTN_MMA the tensor-core prefill kernel (head_dim 64/128/256, no split, f16
+ * and Q8_0 cells). */
 enum { ATTN_AUTO = 0, ATTN_SIMT = 1, ATTN_MMA = 2 };
 
 /* CUDA flash-decoding splits the KV cells of a call with at most ATTN_SPLIT_TOKENS tokens over
@@ -347,6 +348,18 @@ static inline INFER_HD int32_t attn_split_cells(const struct attn_args *a, int32
     }
     const int32_t per = (live + n_split - 1) / n_split;
     return (per + tk - 1) / tk * tk;
+}
+/* The variant ATTN_AUTO runs (why: attn.cu's header): ATTN_MMA for prefill, i.e. more than ATTN_SPLIT_TOKENS
+ * tokens, with at least ATTN_MMA_MIN_ROWS (token, head) rows per KV group (half the tensor kernel's 64-row tile
+ * live), at head_dim 64/128/256 where its loads are aligned (f16 cells: 4-byte pairs); ATTN_SIMT for decode
+ * (flash-decoding splits), smaller batches and every other head_dim. A function of the shapes and pointers only. */
+enum { ATTN_MMA_MIN_ROWS = 32 };
+static inline INFER_HD int32_t attn_auto_variant(const struct attn_args *a) {
+    const int hd = a->head_dim == 64 || a->head_dim == 128 || a->head_dim == 256;
+    const int aligned =
+        a->kv_type == INFER_TYPE_Q8_0 || (a->kv_stride % 2 == 0 && ((uintptr_t)a->k | (uintptr_t)a->v) % 4 == 0);
+    const int64_t rows = a->n_head_kv > 0 ? (int64_t)a->n_tokens * (a->n_head / a->n_head_kv) : 0;
+    return a->n_tokens > ATTN_SPLIT_TOKENS && rows >= ATTN_MMA_MIN_ROWS && hd && aligned ? ATTN_MMA : ATTN_SIMT;
 }
 static inline INFER_HD size_t attn_scratch_floats(const struct attn_args *a) {
     const int32_t n = attn_splits(a);

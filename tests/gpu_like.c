@@ -481,7 +481,7 @@ static infer_status gl_rope(struct infer_backend *b, const struct rope_args *a) 
     return INFER_OK;
 }
 
-/* ---- attn (attn.cu attn_kernel, ATTN_SIMT, and attn_merge) ---- */
+/* ---- attn, decode and the rest (attn.cu attn_kernel, ATTN_SIMT, and attn_merge) ---- */
 
 struct gl_attn_job {
     const struct attn_args *a;
@@ -570,6 +570,104 @@ static void gl_attn_items(void *ctx, int64_t i0, int64_t i1, int ith) {
     }
 }
 
+/* ---- attn, prefill (attn.cu attn_mma_kernel, ATTN_MMA: what ATTN_AUTO runs per attn_auto_variant) ---- */
+
+/* One mma.sync m16n8k16 step for one element of C: the 16 products a[k] b[k * bs] (f16 values: exact in f32)
+ * summed in k order, then added to c (the emulator's model); perturbed: their exact sum added with one rounding. */
+static float gl_mma_step(int perturb, float c, const float *a, const float *b, int64_t bs) {
+    if (perturb & GL_P_MMA) {
+        double s = 0.0;
+        for (int k = 0; k < 16; k++) s += (double)a[k] * b[k * bs];
+        return (float)((double)c + s);
+    }
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++) s += a[k] * b[k * bs];
+    return c + s;
+}
+
+/* The row (t, h) as the tensor kernel computes it: q (rotated) split into f16 hi + lo; per tile of TK cells the
+ * scores from two MMAs per 16 dims (Q8_0: per 32-value block the codes' partial, then + d * partial), scaled and
+ * masked; the tile max, p = expf(s - m), the row sum over the 4 lanes of a row group (lane c: cells 8 nt + 2c,
+ * + 1 in order, then the xor 1, 2 butterfly); o rescaled, then per 16 cells p hi x v, p lo x v (Q8_0: v = d q
+ * split, p hi x v hi, p lo x v hi, p hi x v lo). The kernel's tiles past the row's last cell (up to its block's
+ * last) change nothing: a max of -inf, expf(0) = 1, a sum of 0. */
+static void gl_attn_mma_row(const struct gl_attn_job *jb, int64_t t, int h) {
+    const struct attn_args *a = jb->a;
+    const int D = a->head_dim, G = a->n_head / a->n_head_kv, g = h / G, pt = jb->perturb, TK = D == 64 ? 64 : 16;
+    const int q8 = a->kv_type == INFER_TYPE_Q8_0, nb = D / QK8_0;
+    float q[GL_MAX_D], qh[GL_MAX_D], ql[GL_MAX_D], acc[GL_MAX_D], kv[64 * 16], s[64], ph[64], pl[64];
+    static _Thread_local float vh[16 * 256], vl[16 * 256]; /* head_dim <= 256 here */
+    memcpy(q, a->q + t * a->q_stride + (int64_t)h * D, sizeof(float) * (size_t)D);
+    for (int c = 0; a->rot_k && c < D; c += a->rot_k) kv_hadamard(q + c, a->rot_k);
+    for (int d = 0; d < D; d++) qh[d] = gl_f16(q[d]), ql[d] = gl_f16(q[d] - qh[d]), acc[d] = 0.0f;
+    const int32_t last = a->pos[t] < a->n_kv ? a->pos[t] : a->n_kv - 1;
+    const int64_t cb = a->kv_stride / QK8_0;
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t jt = 0; jt <= last; jt += TK) {
+        float mx = -INFINITY;
+        for (int jj = 0; jj < TK; jj++) {
+            const int32_t j = jt + jj;
+            s[jj] = -INFINITY;
+            if (j > last) continue;
+            float sc = 0.0f;
+            if (q8) {
+                const block_q8_0 *bk = (const block_q8_0 *)a->k + j * cb + (int64_t)g * nb;
+                for (int b = 0; b < nb; b++) {
+                    float part = 0.0f;
+                    for (int i = 0; i < QK8_0; i++) kv[i] = (float)bk[b].qs[i];
+                    for (int kk = 0; kk < 2; kk++) {
+                        part = gl_mma_step(pt, part, qh + QK8_0 * b + 16 * kk, kv + 16 * kk, 1);
+                        part = gl_mma_step(pt, part, ql + QK8_0 * b + 16 * kk, kv + 16 * kk, 1);
+                    }
+                    sc = gl_madd(pt, blocks_f16_to_f32(bk[b].d), part, sc);
+                }
+            } else {
+                for (int d = 0; d < D; d++) kv[d] = gl_cell(a, a->k, j, g, d);
+                for (int kk = 0; kk < D / 16; kk++) {
+                    sc = gl_mma_step(pt, sc, qh + 16 * kk, kv + 16 * kk, 1);
+                    sc = gl_mma_step(pt, sc, ql + 16 * kk, kv + 16 * kk, 1);
+                }
+            }
+            s[jj] = sc * a->scale;
+            mx = fmaxf(mx, s[jj]);
+        }
+        const float mn = fmaxf(m, mx), c = m == -INFINITY ? 0.0f : gl_exp(pt, m - mn);
+        float lane[4];
+        for (int jj = 0; jj < TK; jj++) s[jj] = s[jj] == -INFINITY ? 0.0f : gl_exp(pt, s[jj] - mn);
+        for (int cq = 0; cq < 4; cq++) {
+            lane[cq] = 0.0f;
+            for (int nt = 0; nt < TK / 8; nt++) lane[cq] += s[8 * nt + 2 * cq], lane[cq] += s[8 * nt + 2 * cq + 1];
+        }
+        l = gl_madd(pt, l, c, (lane[0] + lane[1]) + (lane[2] + lane[3])), m = mn;
+        for (int d = 0; d < D; d++) acc[d] *= c;
+        for (int jj = 0; jj < TK; jj++) ph[jj] = gl_f16(s[jj]), pl[jj] = gl_f16(s[jj] - ph[jj]);
+        for (int kc = 0; kc < TK / 16; kc++) {
+            for (int jj = 0; jj < 16; jj++) { /* V rows [cell][D]: hi (f16 values, or d q's hi), lo (Q8_0) */
+                const int32_t j = jt + 16 * kc + jj;
+                for (int d = 0; d < D; d++) {
+                    const float v = j <= last ? gl_cell(a, a->v, j, g, d) : 0.0f;
+                    vh[jj * D + d] = gl_f16(v), vl[jj * D + d] = gl_f16(v - vh[jj * D + d]);
+                }
+            }
+            for (int d = 0; d < D; d++) {
+                acc[d] = gl_mma_step(pt, acc[d], ph + 16 * kc, vh + d, D);
+                acc[d] = gl_mma_step(pt, acc[d], pl + 16 * kc, vh + d, D);
+                if (q8) acc[d] = gl_mma_step(pt, acc[d], ph + 16 * kc, vl + d, D);
+            }
+        }
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float *o = a->out + t * a->out_stride + (int64_t)h * D;
+    for (int d = 0; d < D; d++) o[d] = acc[d] * inv;
+    for (int c = 0; a->rot_v && c < D; c += a->rot_v) kv_hadamard(o + c, a->rot_v);
+}
+
+static void gl_attn_mma_items(void *ctx, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const struct gl_attn_job *jb = ctx;
+    for (int64_t it = i0; it < i1; it++) gl_attn_mma_row(jb, it / jb->a->n_head, (int)(it % jb->a->n_head));
+}
+
 static infer_status gl_attn(struct infer_backend *b, const struct attn_args *a) {
     const int q8 = a->kv_type == INFER_TYPE_Q8_0;
     if (!a->q || !a->k || !a->v || !a->out || !a->pos || a->n_tokens < 0 || a->n_head_kv < 1 || a->n_head < 1 ||
@@ -577,7 +675,14 @@ static infer_status gl_attn(struct infer_backend *b, const struct attn_args *a) 
         (a->kv_type != INFER_TYPE_F16 && !q8) || (q8 && (a->head_dim % QK8_0 || a->kv_stride % QK8_0)) ||
         !kv_rot_valid(a->rot_k, a->head_dim) || !kv_rot_valid(a->rot_v, a->head_dim) || (!q8 && (a->rot_k || a->rot_v)))
         return infer_fail(INFER_E_UNSUPPORTED, "gpu_like attn: head_dim %d kv_type %d", a->head_dim, a->kv_type);
+    const int mma = a->variant == ATTN_MMA || (a->variant == ATTN_AUTO && attn_auto_variant(a) == ATTN_MMA);
+    if (mma && a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
+        return infer_fail(INFER_E_UNSUPPORTED, "gpu_like attn: ATTN_MMA at head_dim %d", a->head_dim);
     struct gl_attn_job j = {.a = a, .perturb = gl_of(b)->perturb, .tk = 64, .n_split = attn_splits(a)};
+    if (mma) {
+        pool_for(gl_of(b)->pool, (int64_t)a->n_tokens * a->n_head, 1, gl_attn_mma_items, &j);
+        return INFER_OK;
+    }
     while (j.tk > 8 && j.tk * (a->head_dim + 1) > 4096 + 64) j.tk /= 2; /* ATTN_TILE_FLOATS + 64 */
     j.split_cells = attn_split_cells(a, j.n_split, j.tk);
     pool_for(gl_of(b)->pool, (int64_t)a->n_tokens * a->n_head, 1, gl_attn_items, &j);

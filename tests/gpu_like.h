@@ -15,7 +15,12 @@
  *   norm          the sum of squares with fmaf, thread-strided (32 threads a row below n = 1024, else 256)
  *                 and reduced like norm.cu (the fused norm_q / rope_norm are bit-identical to norm then
  *                 quantize / rope on the device, so this backend leaves them out);
- *   attn          attn.cu's SIMT kernel per (token, head): tiles of tk cells (64 / 32 / 16 by head_dim),
+ *   attn          the variant ATTN_AUTO runs (attn_auto_variant). Prefill (ATTN_MMA) per (token, head):
+ *                 q split into f16 hi + lo, tiles of 64 / 16 cells (head_dim 64 / more), scores from the
+ *                 mma steps (16 exact products summed, then added), Q8_0 K per 32-value block the codes'
+ *                 partial then + d * partial, the tile max, p = expf(s - m), the row sum over 4 lanes then
+ *                 their xor butterfly, p split hi + lo against V (Q8_0: d q split, three steps). Else the
+ *                 SIMT kernel per (token, head): tiles of tk cells (64 / 32 / 16 by head_dim),
  *                 the tile's max, p = expf(s - m), the tile sum over two cells per lane then the
  *                 butterfly, acc rescaled per tile; decode batches (<= ATTN_SPLIT_TOKENS tokens, for
  *                 which the device forward always passes scratch) split the n_kv capacity over

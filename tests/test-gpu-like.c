@@ -13,7 +13,9 @@
  *     emulator (its tiling, fills and fragments; mma.sync summing each element's 16 products, then
  *     adding C);
  *   - attn (f16 and Q8_0 cells with the Hadamard rotation, head_dim 64 / 128 / 256, 1 / 3 / 8 decode tokens
- *     over a 4096-cell capacity, i.e. 16 splits merged, and a 40-token prefill) against ref_attn, moe_ffn
+ *     over a 4096-cell capacity, i.e. 16 splits merged, and a 40-token prefill, attn.cu's tensor-core kernel's
+ *     arithmetic) against ref_attn, in an EMU=1 build also bit-identical to attn.cu's kernels run by the
+ *     emulator; moe_ffn
  *     against ref_moe_ffn, gdn against ref_gdn: |y - ref| <= 2e-5 max |ref| (gdn: 1e-4, 7 tokens of
  *     recurrence, 70 tokens of the chunked form); in an EMU=1 build gdn also bit-identical to gdn.cu run by the
  *     emulator (recurrent, chunked with snapshots, d_state 40 / 128 / 256: every chunk shape);
@@ -372,6 +374,33 @@ static void check_attn(int D, int q8, int nt) {
     snprintf(what, sizeof what, "attn head_dim %d %s, %d tokens, %d splits", D, q8 ? "Q8_0 rotated" : "f16", nt,
              attn_splits(&a));
     check_near(what, o, want, (size_t)(nt * nh * D), 2e-5);
+#ifdef INFER_EMU
+    { /* the same call on attn.cu's kernels run by the emulator (split-K scratch where it splits, as the device
+       * forward passes it): bit for bit */
+        const size_t qb = sizeof(float) * (size_t)(nt * nh * D), sb = sizeof(float) * (attn_scratch_floats(&a) + 1);
+        float *o2 = nan_floats((size_t)(nt * nh * D));
+        void *dk = NULL, *dv = NULL, *dq = NULL, *dout = NULL, *dpos = NULL, *ds = NULL;
+        cudaError_t e = cudaMalloc(&dk, cb);
+        if (!e) e = cudaMalloc(&dv, cb);
+        if (!e) e = cudaMalloc(&dq, qb);
+        if (!e) e = cudaMalloc(&dout, qb);
+        if (!e) e = cudaMalloc(&dpos, sizeof pos);
+        if (!e) e = cudaMalloc(&ds, sb);
+        if (!e) e = cudaMemcpy(dk, k, cb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dv, v, cb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dq, q, qb, cudaMemcpyHostToDevice);
+        if (!e) e = cudaMemcpy(dpos, pos, sizeof pos, cudaMemcpyHostToDevice);
+        struct attn_args d = a;
+        d.q = dq, d.k = dk, d.v = dv, d.out = dout, d.pos = dpos, d.scratch = attn_splits(&a) > 1 ? ds : NULL;
+        if (!e) e = cuda_attn(&d, 0);
+        if (!e) e = cudaMemcpy(o2, dout, qb, cudaMemcpyDeviceToHost);
+        T_CHECK(e == cudaSuccess, "%s: cuda_attn: %s", what, cudaGetErrorString(e));
+        T_CHECK(e || !memcmp(o, o2, qb), "%s: bit-identical to attn.cu's %s on the emulator", what,
+                attn_auto_variant(&d) == ATTN_MMA ? "ATTN_MMA" : "ATTN_SIMT");
+        cudaFree(dk), cudaFree(dv), cudaFree(dq), cudaFree(dout), cudaFree(dpos), cudaFree(ds);
+        free(o2);
+    }
+#endif
     free(k), free(v), free(rows), free(q), free(o), free(want), free(cells);
 }
 

@@ -30,8 +30,10 @@
  *             and snapshots bit for bit; cuda too, its chunked tensor-core kernel included (measured at most
  *             8e-14, like its recurrent one: the same bound)
  *   attn      NMSE (table: 1e-9, 1e-8 / 1e-7 for |q| of 30 / 200) and per output 1e-6 + 4 * 2^-24 * scale *
- *             sum |q| (the scores' f32 rounding, |k| <= 1); cuda: split-K + merge, unsplit, ATTN_MMA (f16),
- *             Q8_0 cells with and without rotation (ATTN_MMA must refuse them); cpu: raw q = q rounded
+ *             sum |q| (the scores' f32 rounding, |k| <= 1); cuda: AUTO, ATTN_SIMT split-K + merge and unsplit,
+ *             ATTN_MMA (head_dim 64/128/256), f16 and Q8_0 cells with and without rotation, all to the same
+ *             bounds; AUTO bit for bit the variant the rule picks (MMA: > 8 tokens, >= 32 rows per KV group);
+ *             rotated: bit for bit the unrotated call on q and out rotated by kv_hadamard; cpu: raw q = q rounded
  *   embed     the float64 dequantised rows rounded to f32; kv_store: f16 nearest even / Q8_0 d = f16(amax / 127),
  *             nearest q (rotated: 1e-4 of a step), other bytes untouched; cuda cells = its CPU twin's
  *   moe_route the reference top-k as a set, by decreasing probability (ties: lower id), weights 1e-6
@@ -327,8 +329,8 @@ static const struct tcase tops_cases[] = {
     {"gdn", "", {80, 16, 32, 128}, {GDN_AUTO, GDN_T_GROUPED | GDN_T_AB_GROUP}, -1, 1, 0, 1e-11},
     /* ---- attn: {n_tokens, n_head, n_head_kv, head_dim}, param = {n_kv, rot_k (rot_v = 64 then)}, fparam = scale
      * (0: 1/sqrt(d)), q in [lo, hi], aux[0] = first position (0: the last n_tokens cells, a causal prefill).
-     * f16 cells (types ""), Q8_0 cells (types "q8_0"); CUDA: the default with split-K scratch, without it,
-     * and ATTN_MMA for f16 head_dim 64/128/256 ---- */
+     * f16 cells (types ""), Q8_0 cells (types "q8_0"); CUDA: the default with split-K scratch, ATTN_SIMT with and
+     * without it, and ATTN_MMA for head_dim 64/128/256 ---- */
     {"attn", "", {1, 8, 2, 128}, {37}, -4, 4, 1.0f, 1e-9},
     {"attn", "", {5, 16, 2, 256}, {40}, -1, 1, 0, 1e-9},
     {"attn", "", {3, 4, 4, 64}, {3}, -16, 16, 1.0f, 1e-9},
@@ -357,6 +359,15 @@ static const struct tcase tops_cases[] = {
     {"attn", "q8_0", {1, 32, 4, 128}, {4096, 128}, -200, 200, 0, 1e-7},
     {"attn", "q8_0", {8, 16, 1, 512}, {600, 512}, -4, 4, 0, 1e-9},
     {"attn", "q8_0", {4, 24, 4, 256}, {777, 256}, -30, 30, 0, 1e-8},
+    /* prefill on the tensor cores (AUTO: ATTN_MMA), Q8_0 cells without and with the rotation */
+    {"attn", "q8_0", {40, 16, 4, 128}, {60}, -8, 8, 0, 1e-9},
+    {"attn", "q8_0", {40, 16, 4, 128}, {60, 128}, -8, 8, 0, 1e-9},
+    {"attn", "q8_0", {70, 8, 8, 64}, {70, 64}, -4, 4, 0, 1e-9},       /* G = 1, one 64-cell tile then a partial */
+    {"attn", "q8_0", {24, 8, 2, 256}, {50}, -200, 200, 0, 1e-7},      /* large scores */
+    {"attn", "q8_0", {33, 24, 4, 256}, {80, 256}, -8, 8, 0, 1e-9},    /* G = 6: 64-row blocks across tokens */
+    /* prefill batches with fewer than ATTN_MMA_MIN_ROWS rows per KV group: AUTO keeps ATTN_SIMT */
+    {"attn", "", {12, 2, 2, 64}, {30}, -4, 4, 0, 1e-9},
+    {"attn", "q8_0", {12, 4, 2, 128}, {40, 128}, -4, 4, 0, 1e-9},
     /* ---- embed: {n_embd, n_rows, n_tokens}; kv_store: {row, n_cells, n_tokens}, param[0] = rot (Q8_0) ---- */
     {"embed", ALL_W, {512, 40, 7}, {0}, -1, 1, 0, 0},
     {"embed", "f32,f16,bf16,q8_0,q4_0,iq4_nl,mxfp4," LEGACY_W, {96, 9, 5}, {0}, -1, 1, 0, 0},
@@ -693,6 +704,8 @@ static void run_errors_cuda(struct tctx *x) {
     REFUSED(cuda_attn(&at, 0), "%s: attn rot_v 128 over head_dim 64", desc);
     at.rot_v = 0, at.kv_type = INFER_TYPE_F16, at.rot_k = 64;
     REFUSED(cuda_attn(&at, 0), "%s: attn a rotation of f16 cells", desc);
+    at.rot_k = 0, at.variant = ATTN_MMA, at.kv_stride = 129;
+    REFUSED(cuda_attn(&at, 0), "%s: ATTN_MMA over f16 cells an odd number of values apart", desc);
     /* ssm_conv, gdn */
     struct ssm_conv_args sc = {.x = f, .state = f, .w = f, .y = y, .n_ch = 8, .x_stride = 8, .n_tokens = 1, .d_conv = 17};
     REFUSED(cuda_ssm_conv(&sc, 0), "%s: ssm_conv d_conv 17", desc);
