@@ -952,18 +952,6 @@ static int gl_gdn_scale_exp(float amax) {
     return k < -60 ? -60 : k > 60 ? 60 : k;
 }
 
-/* One mma step on one element: the 16 products of a and b (f16 values) added to c (gl_mma_dot's rule). */
-static float gl_mma_step(int perturb, const float a[16], const float b[16], float c) {
-    if (perturb & GL_P_MMA) {
-        double s = 0.0;
-        for (int k = 0; k < 16; k++) s += (double)a[k] * b[k];
-        return (float)((double)c + s);
-    }
-    float s = 0.0f;
-    for (int k = 0; k < 16; k++) s += a[k] * b[k];
-    return c + s;
-}
-
 /* gdn_mma3 on one element: x and y (16 values each, already scaled) split into f16 hi + lo; hi hi, hi lo,
  * lo hi in that order. */
 static float gl_mma3(int perturb, const float x[16], const float y[16], float c) {
@@ -972,9 +960,9 @@ static float gl_mma3(int perturb, const float x[16], const float y[16], float c)
         xh[k] = gl_f16(x[k]), xl[k] = gl_f16(x[k] - xh[k]);
         yh[k] = gl_f16(y[k]), yl[k] = gl_f16(y[k] - yh[k]);
     }
-    c = gl_mma_step(perturb, xh, yh, c);
-    c = gl_mma_step(perturb, xh, yl, c);
-    return gl_mma_step(perturb, xl, yh, c);
+    c = gl_mma_step(perturb, c, xh, yh, 1); /* the attention section's step (gl_mma_dot's rule) */
+    c = gl_mma_step(perturb, c, xh, yl, 1);
+    return gl_mma_step(perturb, c, xl, yh, 1);
 }
 
 /* Per-worker arrays of the chunked form (chunk C <= 64, Dp <= 256). */
