@@ -154,14 +154,18 @@ static uint64_t state_bytes(int n_gdn, int channels, int v_heads) {
     return 2 * (r256((uint64_t)n_gdn * 3 * channels * 4) + r256((uint64_t)n_gdn * v_heads * 128 * 128 * 4));
 }
 
+/* The experts' scratch of a T-token batch, for the grouped path (T >= MOE_GROUPED_TOKENS): per (token, expert) pair
+ * its hidden vector (n_ff_exp 512) and down projection (n_embd 2048), then ints: the pairs sorted by expert and the
+ * tile list, 3 per tile, at most pairs / 64 + 256 tiles (256 experts), and its count; rounded up to 256 bytes. */
+static const uint64_t moe_scratch35 =
+    (((uint64_t)T * 8 * (512 + 2048) + (uint64_t)T * 8 + 3 * ((uint64_t)T * 8 / 64 + 256) + 1) * 4 + 255) / 256 * 256;
 /* The device scratch of a T-token context (every buffer a multiple of 256): floats per token of each buffer. */
 static const uint64_t scratch35 =
     (uint64_t)T * 4 * (2048 /* x */ + 4096 /* xn */ + 4096 /* q */ + 8192 /* qg */ + 512 + 512 /* k v */ +
                        4096 /* att */ + 2048 /* h */ + 512 + 1 /* sh shg */ + 4096 /* xq */ + 256 /* router */ +
                        8 + 8 /* moe ids, weights */ + 8192 + 8192 + 4096 + 64 + 4096 /* gdn qkv conv z ab out */ +
                        248320 /* logits */ + 3 /* dtok dpos dout */) +
-    32 * 8 * 16 * 258 * 4 /* split-K attention: 32 splits x 8 tokens x 16 heads x (256 + 2) */ +
-    (uint64_t)T * 8 * 512 * 4 /* the experts' hidden vectors */;
+    32 * 8 * 16 * 258 * 4 /* split-K attention: 32 splits x 8 tokens x 16 heads x (256 + 2) */ + moe_scratch35;
 static const uint64_t scratch27 =
     (uint64_t)T * 4 * (5120 + 6144 + 6144 + 12288 + 1024 + 1024 + 6144 + 17408 /* h */ + 17408 /* xq: n_ff */ +
                        1 + 1 + 1 /* router, ids, weights of one "expert" */ + 10240 + 10240 + 6144 + 96 + 6144 +
@@ -278,7 +282,7 @@ static void test_35b(const char *path) {
                  * of the normed hidden state, the routing (8 ids, 8 weights) and the experts' output per token, the
                  * x it receives, and one flag per layer */
                 const uint64_t cpu_scratch = k ? host_arrays + scratch35 - (uint64_t)T * 4 * 3 - 32 * 8 * 16 * 258 * 4 -
-                                                     (uint64_t)T * 8 * 512 * 4 - logits_bytes +
+                                                     moe_scratch35 - logits_bytes +
                                                      (uint64_t)T * 4 * (2048 + 8 + 8 + 2048 + 2048) + 40
                                                : 0;
                 T_CHECK(h.weights == whost && h.kv == 0 && h.state == 0 && h.scratch == host_scratch_dev + cpu_scratch,
@@ -561,10 +565,12 @@ static uint64_t tp_scratch_by_hand(int r, uint64_t t) {
     const uint64_t per_token[] = {256 /* x */, 256 /* xn */, 128 /* q */, 256 /* qg */, 64, 64 /* k v */,
                                   128 /* att */, 256 /* h: n_embd (MoE) */, 128 /* sh */, 1 /* shg */, 256 /* xq */,
                                   8 /* router */, 2, 2 /* moe ids, weights */, 256, 256 /* gdn qkv, conv */,
-                                  128 /* z */, 4 /* ab */, 128 /* out */, 1, 1, 1 /* dtok dpos dout */,
-                                  2 * 128 /* experts' hidden vectors */};
+                                  128 /* z */, 4 /* ab */, 128 /* out */, 1, 1, 1 /* dtok dpos dout */};
     uint64_t b = 0;
     for (size_t i = 0; i < sizeof per_token / sizeof *per_token; i++) b += r256(t * per_token[i] * 4);
+    /* the experts' grouped-path scratch: per (token, expert) pair (2 per token) its 128 hidden columns and its 256
+     * outputs, then ints: the sorted pairs, 3 per tile (at most pairs / 64 + 8 tiles: 8 experts) and the count */
+    b += r256(4 * (t * 2 * (128 + 256) + t * 2 + 3 * (t * 2 / 64 + 8) + 1));
     b += r256(4 * 8 * 2 * 66 * 4); /* split-K attention at 1024 cells: 4 splits x 8 tokens x 2 heads x (64 + 2) */
     b += r256(t * 320 * 4);                  /* head_part: the logits of its 320 vocabulary rows */
     if (r == 0) b += r256(t * 640 * 4);      /* logits */
