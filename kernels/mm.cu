@@ -104,29 +104,9 @@ static __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const __grid_cons
     const int wm = warp % 2, wn = warp / 2;
     const int64_t m0 = (int64_t)blockIdx.x * MM_BM, n0 = (int64_t)blockIdx.y * MM_BN;
     float acc[2][4][4], acc2[2][4][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[mt][nt][e] = acc2[mt][nt][e] = 0.0f;
-
-    for (int64_t k0 = 0; k0 < a.n_in; k0 += MM_BK) {
-        __syncthreads(); /* the previous step's tiles are consumed */
-        fill_w<T>((const uint8_t *)a.w, rb, a.n_out, a.n_in, m0, k0, tid, ws);
-        if constexpr (SWIGLU) fill_w<T>((const uint8_t *)a.w2, rb, a.n_out, a.n_in, m0, k0, tid, w2s);
-        fill_x(a.x, a.n_tokens, a.n_in, n0, k0, tid, xs);
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < MM_BK / 16; kk++) {
-            const int kw = 8 * kk + c;
-            uint32_t b[4][2];
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) frag_b((const uint32_t *)xs, 32 * wn + 8 * nt + g, kw, b[nt]);
-            mma_step(acc, (const uint32_t *)ws, b, wm, g, kw);
-            if constexpr (SWIGLU) mma_step(acc2, (const uint32_t *)w2s, b, wm, g, kw);
-        }
-    }
+    const auto fill_tokens = [&](int64_t k0, uint16_t *s) { fill_x(a.x, a.n_tokens, a.n_in, n0, k0, tid, s); };
+    mm_tile_loop<T, SWIGLU>((const uint8_t *)a.w, (const uint8_t *)a.w2, rb, a.n_out, a.n_in, m0, fill_tokens, ws, w2s, xs,
+                            acc, acc2);
     store_tile<SWIGLU>(a, acc, acc2, m0, n0, wm, wn, g, c);
 }
 

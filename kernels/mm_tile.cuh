@@ -2,7 +2,7 @@
  * grouped expert GEMM): weight units decoded to f32 in blocks.h's arithmetic (wdec<T>), the 64 x 64 f16
  * weight tile in shared memory (fill_w), mma.sync m16n8k16 fragment loads (frag_a, frag_b) and a warp's
  * 32 x 32 step (mma_step). The block shape (MM_BM x MM_BN outputs, K steps of MM_BK, 4 warps) is fixed
- * here; mm.cu's header describes the algorithm. Include after status.h (it has no C++ guard). */
+ * here, and so is a block's whole K loop (mm_tile_loop); mm.cu's header describes the algorithm. Include after status.h (it has no C++ guard). */
 #ifndef INFER_MM_TILE_CUH
 #define INFER_MM_TILE_CUH
 
@@ -274,6 +274,40 @@ static __device__ __forceinline__ void mma_step(float acc[2][4][4], const uint32
         frag_a(s32, 32 * wm + 16 * mt + g, kw, af);
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) ptx_mma_16816(acc[mt][nt], af, b[nt][0], b[nt][1]);
+    }
+}
+
+/* A block's whole K loop: acc (and acc2 when GATED) = rows m0 .. m0+63 of w (w2) times the B tile's 64 rows, over
+ * all n_in values: per MM_BK step the W tiles (fill_w) and the B tile (fill_b(k0, xs), the caller's rows: mm's
+ * tokens, moe_mm's gathered pairs) go to shared memory, then 4 x 16 values of mma_step per warp. ws, w2s and xs
+ * are the caller's shared tiles (w2s unused unless GATED). */
+template <int T, bool GATED, typename FillB>
+static __device__ __forceinline__ void mm_tile_loop(const uint8_t *w, const uint8_t *w2, size_t rb, int64_t n_out,
+                                                    int64_t n_in, int64_t m0, FillB fill_b, uint16_t *ws, uint16_t *w2s,
+                                                    uint16_t *xs, float acc[2][4][4], float acc2[2][4][4]) {
+    const int tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, c = lane % 4;
+    const int wm = warp % 2, wn = warp / 2;
+MM_UNROLL
+    for (int mt = 0; mt < 2; mt++)
+MM_UNROLL
+        for (int nt = 0; nt < 4; nt++)
+MM_UNROLL
+            for (int e = 0; e < 4; e++) acc[mt][nt][e] = acc2[mt][nt][e] = 0.0f;
+    for (int64_t k0 = 0; k0 < n_in; k0 += MM_BK) {
+        __syncthreads(); /* the previous step's tiles are consumed */
+        fill_w<T>(w, rb, n_out, n_in, m0, k0, tid, ws);
+        if constexpr (GATED) fill_w<T>(w2, rb, n_out, n_in, m0, k0, tid, w2s);
+        fill_b(k0, xs);
+        __syncthreads();
+MM_UNROLL
+        for (int kk = 0; kk < MM_BK / 16; kk++) {
+            const int kw = 8 * kk + c;
+            uint32_t b[4][2];
+MM_UNROLL
+            for (int nt = 0; nt < 4; nt++) frag_b((const uint32_t *)xs, 32 * wn + 8 * nt + g, kw, b[nt]);
+            mma_step(acc, (const uint32_t *)ws, b, wm, g, kw);
+            if constexpr (GATED) mma_step(acc2, (const uint32_t *)w2s, b, wm, g, kw);
+        }
     }
 }
 

@@ -138,28 +138,8 @@ static __device__ __forceinline__ void moe_tile(const uint8_t *w, const uint8_t 
         }
     }
     float acc[2][4][4], acc2[2][4][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[mt][nt][i] = acc2[mt][nt][i] = 0.0f;
-    for (int64_t k0 = 0; k0 < n_in; k0 += MM_BK) {
-        __syncthreads(); /* the previous step's tiles are consumed */
-        fill_w<T>(w, rb, n_out, n_in, m0, k0, tid, ws);
-        if constexpr (GATED) fill_w<T>(w2, rb, n_out, n_in, m0, k0, tid, w2s);
-        fill_rows(src, pair, scale, n_pairs, div, n_in, k0, tid, xs);
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < MM_BK / 16; kk++) {
-            const int kw = 8 * kk + c;
-            uint32_t b[4][2];
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) frag_b((const uint32_t *)xs, 32 * wn + 8 * nt + g, kw, b[nt]);
-            mma_step(acc, (const uint32_t *)ws, b, wm, g, kw);
-            if constexpr (GATED) mma_step(acc2, (const uint32_t *)w2s, b, wm, g, kw);
-        }
-    }
+    const auto fill_pairs = [&](int64_t k0, uint16_t *s) { fill_rows(src, pair, scale, n_pairs, div, n_in, k0, tid, s); };
+    mm_tile_loop<T, GATED>(w, w2, rb, n_out, n_in, m0, fill_pairs, ws, w2s, xs, acc, acc2);
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
