@@ -425,11 +425,6 @@ static infer_status ctx_validate(infer_ctx *c, const infer_batch *b, int32_t *n_
     return INFER_OK;
 }
 
-/* Keeps the MTP block in step with the target after a batch: runs it over the same tokens with the
- * target's hidden states shifted by one (token t pairs with the h of the position before it: that of
- * its sequence's previous token in the batch, or the sequence's last h from the cache), filling its KV
- * cells, then records the batch's hidden states in the cache (llama.cpp common_speculative draft-mtp
- * process()). All on the head's stage h, where the block, its cells and the hidden states live. */
 struct ctx_mtp_job {
     infer_ctx *c, *h;
     const int32_t *tok;
@@ -456,6 +451,11 @@ fail:
     return st;
 }
 
+/* Keeps the MTP block in step with the target after a batch: runs it over the same tokens with the
+ * target's hidden states shifted by one (token t pairs with the h of the position before it: that of
+ * its sequence's previous token in the batch, or the sequence's last h from the cache), filling its KV
+ * cells, then records the batch's hidden states in the cache (llama.cpp common_speculative draft-mtp
+ * process()). All on the head's stage h, where the block, its cells and the hidden states live. */
 static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
     infer_status st = INFER_OK;
     infer_ctx *h = forward_head_stage(c);
