@@ -402,14 +402,19 @@ fail:
     return st;
 }
 
+/* A pick that came back from h's backend: an error unless it is a token id. */
+static infer_status sampler_pick_check(const infer_ctx *h, int32_t pick, int32_t n_vocab) {
+    if (pick >= 0 && pick < n_vocab) return INFER_OK;
+    return infer_fail(INFER_E_DEVICE, "infer_sample: the %s backend picked token %d: expected 0..%d", h->be->ops->name,
+                      pick, n_vocab - 1);
+}
+
 infer_status sampler_greedy_rows(infer_ctx *c, infer_sampler *s, int32_t i0, int32_t n, int32_t *tokens, int *done) {
     infer_status st = INFER_OK;
     *done = 0;
     const int32_t n_vocab = c->m->hp.n_vocab;
     infer_ctx *h = forward_head_stage(c); /* where the logits are */
-    const int penalties = s->p.penalty_last_n != 0 &&
-                          (s->p.repeat_penalty != 1.0f || s->p.frequency_penalty != 0.0f || s->p.presence_penalty != 0.0f);
-    if (!sampler_is_greedy(s) || penalties || s->n_vocab != n_vocab || c->tp_head_pending || !h->on_device ||
+    if (!sampler_is_greedy(s) || sampler_penalties_on(&s->p) || s->n_vocab != n_vocab || c->tp_head_pending || !h->on_device ||
         !h->be->ops->sample || i0 < 0 || n < 1 || i0 + n > c->n_tokens || c->out_row[i0] < 0)
         return INFER_OK;
     for (int32_t j = 1; j < n; j++)
@@ -424,10 +429,7 @@ infer_status sampler_greedy_rows(infer_ctx *c, infer_sampler *s, int32_t i0, int
     if (st == INFER_E_UNSUPPORTED) return INFER_OK;
     if (st != INFER_OK) goto fail;
     TRY(h->be->ops->download(h->be, tokens, b + 8, (size_t)n * sizeof *tokens));
-    for (int32_t j = 0; j < n; j++)
-        if (tokens[j] < 0 || tokens[j] >= n_vocab)
-            return infer_fail(INFER_E_DEVICE, "infer_sample: the %s backend picked token %d: expected 0..%d",
-                              h->be->ops->name, tokens[j], n_vocab - 1);
+    for (int32_t j = 0; j < n; j++) TRY(sampler_pick_check(h, tokens[j], n_vocab));
     *done = 1;
 fail:
     return st;
@@ -468,9 +470,7 @@ infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *to
         if (!l) return infer_fail(INFER_E_ARG, "infer_sample: no host logits for token %d", i);
         pick = sampler_sample_u(s, l, u);
     }
-    if (pick < 0 || pick >= n_vocab)
-        return infer_fail(INFER_E_DEVICE, "infer_sample: the %s backend picked token %d: expected 0..%d",
-                          h->be->ops->name, pick, n_vocab - 1);
+    TRY(sampler_pick_check(h, pick, n_vocab));
     infer_sampler_accept(s, pick);
     *token = pick;
 fail:
