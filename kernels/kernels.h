@@ -460,7 +460,63 @@ struct sample_args {
     const double *u;     /* (n_rows) uniforms in [0, 1); unused when greedy (may be NULL then) */
     int32_t *out;        /* (n_rows) token ids (or SAMPLE_REFUSED, CUDA only) */
     void *scratch;       /* sample_scratch_bytes(n_rows, n_vocab) bytes */
+    /* Optional (NULL: not written): each row's distribution, the draw's survivors in the draw's order with
+     * probability exp((double)l - max') / total each; greedy rows {argmax, 1}; a refused row n = 0. */
+    struct sample_list *list; /* (n_rows) */
 };
+/* A row's distribution as the sample op drew from it (spec_accept reads two of them per draft). */
+struct sample_list {
+    int32_t n;
+    int32_t id[SAMPLE_MAX_CAND];
+    double p[SAMPLE_MAX_CAND];
+};
+
+/* ---- spec_accept: the acceptance of k MTP drafts at temperature > 0 (rejection sampling, Leviathan et
+ * al. 2023), where the lists are. Row i = 0..k-1: with p = target[i], q = draft[i] (sample_list, looked up
+ * by id; absent = 0) and d = drafts[i], d is kept when q(d) > 0 and u_acc[i] * q(d) < p(d); else the
+ * row's token is drawn from r(c) = max(0, p(c) - q(c)) over p's survivors in p's order: the first whose
+ * running sum (double, in that order) exceeds u_res[i] * sum r, else the last with r > 0; when sum r is 0
+ * (p == q up to rounding) it is p_draw[i], the sample op's draw from p with the same u_res[i]. After k
+ * kept drafts the bonus token p_draw[k]. Rows before `force` are kept whatever the rule says and the
+ * step ends at row force (a test hook; -1: off). Writes out[0] = n emitted (1..k+1), out[1..n] their ids.
+ * Both backends take every decision with the same arithmetic in the same order. ---- */
+struct spec_accept_args {
+    const struct sample_list *target; /* (k + 1) the verification rows' distributions */
+    const struct sample_list *draft;  /* (k) the drafts' distributions */
+    const int32_t *drafts;            /* (k) the drafted ids */
+    const int32_t *p_draw;            /* (k + 1) the sample op's draws from target, with u_res */
+    const double *u_acc, *u_res;      /* (k), (k + 1) uniforms in [0, 1) */
+    int32_t k, force;
+    int32_t *out;                     /* (k + 2) */
+};
+/* The probability of token id in l (0 when absent). */
+static inline INFER_HD double sample_list_prob(const struct sample_list *l, int32_t id) {
+    for (int32_t i = 0; i < l->n; i++)
+        if (l->id[i] == id) return l->p[i];
+    return 0.0;
+}
+/* r(c) = max(0, p(c) - q(c)) of survivor c of p: spec_accept's residual. */
+static inline INFER_HD double spec_residual(const struct sample_list *p, const struct sample_list *q, int32_t c) {
+    const double r = p->p[c] - sample_list_prob(q, p->id[c]);
+    return r > 0 ? r : 0.0;
+}
+/* The draw from the residuals r (p->n of them, p's order) with u, as spec_accept defines it; fallback when they
+ * sum to 0. Sequential on purpose: both backends add in the same order. */
+static inline INFER_HD int32_t spec_residual_pick(const struct sample_list *p, const double *r, double u,
+                                                  int32_t fallback) {
+    double total = 0.0, cum = 0.0;
+    for (int32_t c = 0; c < p->n; c++) total += r[c];
+    if (!(total > 0)) return fallback;
+    u *= total;
+    int32_t last = fallback;
+    for (int32_t c = 0; c < p->n; c++) {
+        if (!(r[c] > 0)) continue;
+        cum += r[c];
+        last = p->id[c];
+        if (u < cum) return last;
+    }
+    return last; /* rounding left u at the very top */
+}
 static inline INFER_HD size_t sample_scratch_bytes(int32_t n_rows, int32_t n_vocab) {
     return (size_t)n_rows * (size_t)n_vocab * 8; /* CPU: {id, logit} candidates; CUDA: penalised rows */
 }
@@ -499,6 +555,7 @@ cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s);
  * moe_grouped_scratch_floats of scratch. */
 cudaError_t cuda_moe_ffn_grouped(const struct moe_ffn_args *a, cudaStream_t s);
 cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s);
+cudaError_t cuda_spec_accept(const struct spec_accept_args *a, cudaStream_t s);
 /* mm keeps a state per backend, made on the backend's device: its mode from env INFER_MATMUL (unset
  * or "mma": nothing on the device; "cublas": a cuBLAS handle, a 32 MiB cuBLAS workspace and the
  * MM_SCRATCH_BYTES scratch; anything else: cudaErrorInvalidValue), all allocated here so cuda_mm

@@ -31,6 +31,8 @@
  * Penalty tokens are not range-checked on the device (the host builds them from accepted tokens).
  * Cost: the row is read once to copy, 4 times by the select, once to compact (L2-resident); the
  * sequential walks touch at most SAMPLE_MAX_CAND shared entries.
+ * The list (sample_args.list, for spec_accept): step 4's survivors, their ids and s.w / total, written by the whole
+ * block after the draw, so it is the distribution the token was drawn from, in the order it was drawn in.
  * Large rows (n_vocab >= 2 SAMPLE_SLICE: 248320 is 61 slices) that are greedy or cut by a top-k within
  * SAMPLE_MAX_CAND (the default chain) do that work on many blocks instead of one: each slice of 4096 its copy,
  * argmax and own top k, then one block per row merges the slices' lists (sample_slice_kernel,
@@ -58,6 +60,7 @@ struct sample_smem {
     int32_t ri[SAMPLE_WARPS];
     /* broadcasts */
     float bf;
+    double bd;
     int32_t bi, sel_rem, n_cut, refused;
     uint32_t sel_prefix;
 };
@@ -73,6 +76,11 @@ static __device__ __forceinline__ float sample_unkey(uint32_t k) {
 /* The chain's total order: logit descending, then id ascending. */
 static __device__ __forceinline__ bool sample_before(float la, int32_t ia, float lb, int32_t ib) {
     return la > lb || (la == lb && ia < ib);
+}
+
+/* Row r's list (sample_args.list) when it has a single survivor: a greedy row, every logit -inf. */
+static __device__ void sample_list_one(const struct sample_args &a, int32_t r, int32_t id) {
+    if (a.list && threadIdx.x == 0) a.list[r].n = 1, a.list[r].id[0] = id, a.list[r].p[0] = 1.0;
 }
 
 static __device__ float sample_block_sum(float x, sample_smem &s) {
@@ -247,6 +255,7 @@ static __device__ void sample_finish(const struct sample_args &a, int32_t r, int
     const int32_t k = s.n_cut;
     if (s.refused) {
         if (threadIdx.x == 0) a.out[r] = SAMPLE_REFUSED;
+        if (a.list && threadIdx.x == 0) a.list[r].n = 0;
         return;
     }
     float lmax = -INFINITY;
@@ -273,7 +282,14 @@ static __device__ void sample_finish(const struct sample_args &a, int32_t r, int
             }
         }
         a.out[r] = pick;
+        s.bd = total;
     }
+    if (!a.list) return;
+    __syncthreads();
+    struct sample_list *li = a.list + r;
+    for (int32_t i = threadIdx.x; i < k; i += SAMPLE_THREADS) li->id[i] = s.cand[i].id, li->p[i] = s.w[i] / s.bd;
+    if (threadIdx.x == 0 && k == 0) li->id[0] = a.out[r], li->p[0] = 1.0; /* no survivor: the host's pick alone */
+    if (threadIdx.x == 0) li->n = k > 0 ? k : 1;
 }
 
 static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __grid_constant__ struct sample_args a,
@@ -301,6 +317,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __g
     sample_block_best(&max, &best, s);
     if (a.temp <= 0.0f || max == -INFINITY) {
         if (threadIdx.x == 0) a.out[r] = best;
+        sample_list_one(a, r, best);
         return;
     }
 
@@ -317,6 +334,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __g
         m = sample_compact(v, NULL, n, min_p ? sample_key(min_logit) : 0u, INT_MAX, s);
         if (m > SAMPLE_MAX_CAND) {
             if (threadIdx.x == 0) a.out[r] = SAMPLE_REFUSED;
+            if (a.list && threadIdx.x == 0) a.list[r].n = 0;
             return;
         }
     } else {
@@ -422,6 +440,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_merge_kernel(con
     sample_block_best(&max, &best, s);
     if (a.temp <= 0.0f || max == -INFINITY) {
         if (threadIdx.x == 0) a.out[r] = best;
+        sample_list_one(a, r, best);
         return;
     }
     if (threadIdx.x == 0) {
@@ -473,6 +492,8 @@ cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s) {
     /* nothing could cut a set larger than the candidates: the host samples */
     const bool small_k = a->top_k > 0 && a->top_k <= SAMPLE_MAX_CAND;
     if (a->temp > 0.0f && a->n_vocab > SAMPLE_MAX_CAND && !small_k && !(a->top_p < 1.0f) && !(a->min_p > 0.0f))
+        return cudaErrorInvalidValue;
+    if (a->list && a->temp > 0.0f && a->n_vocab > SAMPLE_MAX_CAND && !small_k) /* as the CPU twin: lists need a cut */
         return cudaErrorInvalidValue;
     const float log_min_p = a->min_p > 0.0f ? logf(a->min_p) : 0.0f; /* host libm: lib/sampler.c's bits */
     const struct sample_slices p = sample_plan(a);

@@ -63,6 +63,7 @@ struct infer_backend_ops {
     infer_status (*embed)(struct infer_backend *b, const struct embed_args *a);
     infer_status (*kv_store)(struct infer_backend *b, const struct kv_store_args *a);
     infer_status (*sample)(struct infer_backend *b, const struct sample_args *a); /* SAMPLE_REFUSED rows: use the host */
+    infer_status (*spec_accept)(struct infer_backend *b, const struct spec_accept_args *a);
 };
 
 struct infer_backend {

@@ -77,6 +77,7 @@ BACKEND_CPU_OP(gdn, gdn_args)
 BACKEND_CPU_OP(embed, embed_args)
 BACKEND_CPU_OP(kv_store, kv_store_args)
 BACKEND_CPU_OP(sample, sample_args)
+BACKEND_CPU_OP(spec_accept, spec_accept_args)
 
 static const struct infer_backend_ops backend_cpu_ops = {
     .name = "cpu",
@@ -109,6 +110,7 @@ static const struct infer_backend_ops backend_cpu_ops = {
     .embed = backend_cpu_embed,
     .kv_store = backend_cpu_kv_store,
     .sample = backend_cpu_sample,
+    .spec_accept = backend_cpu_spec_accept,
 };
 
 infer_status backend_cpu_create(int n_threads, struct infer_backend **out) {

@@ -260,6 +260,7 @@ BACKEND_CUDA_OP(gdn, gdn_args)
 BACKEND_CUDA_OP(norm_q, norm_q_args)
 BACKEND_CUDA_OP(rope_norm, rope_norm_args)
 BACKEND_CUDA_OP(sample, sample_args)
+BACKEND_CUDA_OP(spec_accept, spec_accept_args)
 
 static const struct infer_backend_ops backend_cuda_ops = {
     .name = "cuda",
@@ -294,6 +295,7 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .norm_q = backend_cuda_norm_q,
     .rope_norm = backend_cuda_rope_norm,
     .sample = backend_cuda_sample,
+    .spec_accept = backend_cuda_spec_accept,
 };
 
 infer_status backend_cuda_create(int device, struct infer_backend **out) {

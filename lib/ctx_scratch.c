@@ -113,6 +113,12 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
             HOST(mtp_ids, T, I);
             PINNED(mtp_rows, T * (size_t)n_embd, F);
         }
+        if (d->on_device) { /* spec.c SPEC_LISTS: drafting and acceptance at temp > 0 on the device */
+            DEV(spec_u, 3 * (size_t)d->n_draft + 1, sizeof(double));
+            DEV(spec_lists, 2 * (size_t)d->n_draft + 1, sizeof(struct sample_list));
+            DEV(spec_ints, 2 * (size_t)d->n_draft + 3, I);
+            DEV(spec_scratch, sample_scratch_bytes(d->n_draft + 1, (int32_t)V), 1);
+        }
         HOST(spec_q, (size_t)d->n_draft * V, F);
         HOST(spec_p, V, F);
         HOST(spec_r, V, F);

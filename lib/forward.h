@@ -81,6 +81,14 @@ struct infer_ctx {
     /* host, read by the sampler: (n_draft, n_vocab) each draft's distribution q (temp > 0), then (n_vocab) a target
      * distribution p and the residual max(0, p - q) */
     float *spec_q, *spec_p, *spec_r;
+    /* device contexts, temp > 0 where the chain runs as lists (spec.c SPEC_LISTS): the step's uniforms (drafts at
+     * 0, acceptances at n_draft, residual and bonus draws at 2 n_draft); the lists (n_draft drafts', then n_draft + 1
+     * verification rows'); the sample op's draws from those rows (n_draft + 1), then spec_accept's out (n_draft + 2);
+     * the sample op's scratch for the n_draft + 1 rows */
+    double *spec_u;
+    struct sample_list *spec_lists;
+    int32_t *spec_ints;
+    void *spec_scratch;
     /* per batch (host) */
     int32_t *pos, *seq;   /* (T) the position and sequence of each token */
     int32_t *out_row;     /* (T) row of token i in logits, -1 if not asked */

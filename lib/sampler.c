@@ -344,6 +344,26 @@ static struct sample_args sampler_op_args(const infer_sampler *s, const float *l
                                 .u = (const double *)b, .out = (int32_t *)(b + 8), .scratch = b + scr_off};
 }
 
+int sampler_lists_ok(const infer_sampler *s) {
+    const int small_k = s->p.top_k > 0 && s->p.top_k <= SAMPLE_MAX_CAND;
+    return !sampler_is_greedy(s) && !sampler_penalties_on(&s->p) && (small_k || s->n_vocab <= SAMPLE_MAX_CAND);
+}
+
+struct sample_args sampler_list_args(const infer_sampler *s, const float *logits, int32_t n_rows, const double *u,
+                                     int32_t *out, void *scratch, struct sample_list *list) {
+    return (struct sample_args){.logits = logits, .stride = s->n_vocab, .n_rows = n_rows, .n_vocab = s->n_vocab,
+                                .repeat_penalty = 1.0f, .top_k = s->p.top_k, .top_p = s->p.top_p,
+                                .min_p = s->p.min_p, .temp = s->p.temp, .u = u, .out = out, .scratch = scratch,
+                                .list = list};
+}
+
+void sampler_chain_key(const infer_sampler *s, int32_t key[4]) {
+    key[0] = s->p.top_k;
+    memcpy(key + 1, &s->p.temp, sizeof(float));
+    memcpy(key + 2, &s->p.top_p, sizeof(float));
+    memcpy(key + 3, &s->p.min_p, sizeof(float));
+}
+
 /* Greedy sampling over a tensor-parallel group whose logits are not gathered yet (forward_tp.c): each rank's sample
  * op takes the argmax of its own vocabulary rows (the window's penalties of those rows), and the best of the ranks'
  * picks is the token, ties to the lowest id as in the whole row (the ranks hold ascending rows): an int and a float

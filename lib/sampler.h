@@ -2,6 +2,7 @@
 #ifndef INFER_SAMPLER_H
 #define INFER_SAMPLER_H
 
+#include "kernels.h"
 #include "status.h"
 
 struct sampler_cand {
@@ -41,6 +42,16 @@ double sampler_uniform(infer_sampler *s);
 /* The greedy picks of rows i0 .. i0+n-1 of c's last batch in one sample op over the n rows (one launch, one copy
  * back) where the logits are on a device, the rows are one block and no penalty is in effect (else each row would
  * see the picks before it); records nothing. *done 0: not applicable (nothing ran), the caller samples row by row. */
+/* 1 when s's chain can run on a device as the sample op's lists (sample_args.list, for spec_accept): temp > 0, no
+ * penalty in effect (the verification rows would each need the drafts before them in the window), and a list holds
+ * every survivor (top-k within SAMPLE_MAX_CAND, or a vocabulary that small). */
+int sampler_lists_ok(const infer_sampler *s);
+/* The sample op's arguments for n_rows rows of logits (stride n_vocab) under s's chain without penalties, with the
+ * caller's u, out, scratch and list (all in the backend's memory). */
+struct sample_args sampler_list_args(const infer_sampler *s, const float *logits, int32_t n_rows, const double *u,
+                                     int32_t *out, void *scratch, struct sample_list *list);
+/* What fixes the chain's arguments, for a graph key: top-k and the bits of temp, top-p and min-p. */
+void sampler_chain_key(const infer_sampler *s, int32_t key[4]);
 infer_status sampler_greedy_rows(infer_ctx *c, infer_sampler *s, int32_t i0, int32_t n, int32_t *tokens, int *done);
 
 #endif

@@ -11,6 +11,12 @@
  *            with probability min(1, p_i(d_i) / q_i(d_i)); on rejection the token is drawn from
  *            norm(max(0, p_i - q_i)); after k acceptances one more from p_k. The output then has
  *            exactly the distribution p of the sampler on the target's logits.
+ * Where temp > 0 runs: on a device whose sampler chain fits lists (sampler_lists_ok: no penalties, a top-k the
+ * sample op's candidates hold), SPEC_LISTS: the host draws the step's 3k + 1 uniforms up front and uploads them
+ * once; each draft step's sample op draws d_j with u_j and leaves q_j as a list on the device; after the
+ * verification batch one sample op lists p_0..p_k (and draws from each with its residual uniform) and spec_accept
+ * decides (kernels.h spec_accept_args): k + 2 ints come back, never a row of logits. Elsewhere (the CPU, penalties, other
+ * chains) SPEC_HOST brings each row to the host and decides there with spec_accept() below.
  *   rollback truncate the sequence to n + (tokens emitted): KV cells past it are dropped, the recurrent
  *            state and the last hidden state come back from the snapshot ring (cache.c).
  * The target rows (p) come from the same sampler chain as plain decoding, with the accepted tokens
@@ -21,6 +27,16 @@
 #include "forward.h"
 #include "sampler.h"
 #include "spec.h"
+
+/* How a step drafts and accepts (see the header). */
+enum spec_mode { SPEC_HOST, SPEC_GREEDY, SPEC_LISTS };
+
+static enum spec_mode spec_mode_of(const infer_ctx *h, const infer_sampler *s) {
+    if (sampler_is_greedy(s)) return SPEC_GREEDY;
+    const struct infer_backend_ops *o = h->be->ops;
+    if (h->on_device && h->spec_lists && o->sample && o->spec_accept && sampler_lists_ok(s)) return SPEC_LISTS;
+    return SPEC_HOST;
+}
 
 int32_t spec_accept(infer_sampler *s, const float *p, const float *q, int32_t d, float *resid, int *accepted) {
     const int32_t n_vocab = sampler_vocab(s);
@@ -48,53 +64,68 @@ static struct sample_args spec_argmax_args(const infer_ctx *h, const float *row,
                                 .scratch = h->draft_scratch};
 }
 
-/* One draft step on h: the MTP block over the previous draft (draft_tok + j) and hin, its row of logits, and
- * for greedy drafting the row's argmax into draft_tok + j + 1. Queued through run(), so a device replays it as a
- * graph (forward_mtp_graph_key): every argument is fixed by (j, seq), the position is read from h->dpos. */
+/* One draft step on h: the MTP block over the previous draft (draft_tok + j) and hin, its row of logits, and the
+ * draft into draft_tok + j + 1: greedy, the row's argmax; SPEC_LISTS, s's draw with u_j, and q_j's list. Queued
+ * through run(), so a device replays it as a graph (forward_mtp_graph_key): every argument is fixed by (j, mode,
+ * seq, s's chain), the position is read from h->dpos and u_j from h->spec_u. */
 struct spec_draft_job {
     infer_ctx *h;
+    const infer_sampler *s;
     int32_t j;
     const float *hin;
     float *row;
-    int greedy;
+    enum spec_mode mode;
 };
 static infer_status spec_draft_body(void *arg) {
     infer_status st = INFER_OK;
     const struct spec_draft_job *q = arg;
-    TRY(layer_mtp(q->h, q->h->draft_tok + q->j, q->hin, 1, q->row));
-    if (q->greedy) {
-        const struct sample_args a = spec_argmax_args(q->h, q->row, q->h->draft_tok + q->j + 1);
-        TRY(q->h->be->ops->sample(q->h->be, &a));
+    infer_ctx *h = q->h;
+    TRY(layer_mtp(h, h->draft_tok + q->j, q->hin, 1, q->row));
+    if (q->mode == SPEC_GREEDY) {
+        const struct sample_args a = spec_argmax_args(h, q->row, h->draft_tok + q->j + 1);
+        TRY(h->be->ops->sample(h->be, &a));
+    } else if (q->mode == SPEC_LISTS) {
+        const struct sample_args a = sampler_list_args(q->s, q->row, 1, h->spec_u + q->j, h->draft_tok + q->j + 1,
+                                                       h->draft_scratch, h->spec_lists + q->j);
+        TRY(h->be->ops->sample(h->be, &a));
     }
 fail:
     return st;
 }
 
 /* Drafts k tokens after `last` for seq into d, on the head's stage h (where the MTP block, its cells and the hidden
- * states live). Each step's token is the next one's input in h's memory: greedy drafts stay there (the sample op's
- * argmax) until the k ids come back at the end; temp > 0 brings each row to the host for the sampler's chain and
- * keeps its distribution in h->spec_q for the acceptance test. */
-static infer_status spec_draft(infer_ctx *c, infer_sampler *s, int32_t seq, int32_t last, int32_t k, int32_t *d) {
+ * states live). Each step's token is the next one's input in h's memory: greedy and SPEC_LISTS drafts stay there
+ * (the sample op's pick) until the k ids come back at the end, SPEC_LISTS with the step's uniforms uploaded first;
+ * SPEC_HOST brings each row to the host for the sampler's chain and keeps its distribution in h->spec_q for the
+ * acceptance test. */
+static infer_status spec_draft(infer_ctx *c, infer_sampler *s, enum spec_mode mode, int32_t seq, int32_t last,
+                               int32_t k, int32_t *d) {
     infer_status st = INFER_OK;
     infer_ctx *h = forward_head_stage(c);
     struct infer_backend *be = h->be;
     const size_t n_vocab = (size_t)h->m->hp.n_vocab;
-    const int32_t n_past = c->kv->len[seq];
-    const int greedy = sampler_is_greedy(s);
+    const int32_t n_past = c->kv->len[seq], nd = c->n_draft;
     const float *hin = kv_cache_h(h->kv, seq);
     uint64_t bus = sizeof last;
     c->n_tokens = 0; /* the scratch rows are reused: the last batch's logits are gone */
     TRY(be->ops->upload(be, h->draft_tok, &last, sizeof last));
+    if (mode == SPEC_LISTS) { /* every uniform of the step, whatever it keeps: drafts, acceptances, residual draws */
+        double u[3 * INFER_MAX_DRAFT + 1];
+        for (int32_t i = 0; i < 3 * nd + 1; i++) u[i] = sampler_uniform(s);
+        TRY(be->ops->upload(be, h->spec_u, u, (size_t)(3 * nd + 1) * sizeof *u));
+        bus += (size_t)(3 * nd + 1) * sizeof *u;
+    }
     for (int32_t j = 0; j < k; j++) {
         float *row = h->mtp_logits + (size_t)j * n_vocab;
         h->pos[0] = n_past + j, h->seq[0] = seq;
         if (h->dpos != h->pos) TRY(be->ops->upload(be, h->dpos, h->pos, sizeof *h->pos));
-        struct spec_draft_job job = {.h = h, .j = j, .hin = hin, .row = row, .greedy = greedy};
-        const int32_t shape[3] = {j, greedy, seq};
-        TRY(be->ops->run(be, forward_mtp_graph_key(h, 0, 1, shape, 3), spec_draft_body, &job));
+        struct spec_draft_job job = {.h = h, .s = s, .j = j, .hin = hin, .row = row, .mode = mode};
+        int32_t shape[7] = {j, (int32_t)mode, seq};
+        if (mode == SPEC_LISTS) sampler_chain_key(s, shape + 3);
+        TRY(be->ops->run(be, forward_mtp_graph_key(h, 0, 1, shape, 7), spec_draft_body, &job));
         hin = h->mtp_hid;
         bus += sizeof *h->pos;
-        if (greedy) continue;
+        if (mode != SPEC_HOST) continue;
         float *q = h->spec_q + (size_t)j * n_vocab;
         TRY(be->ops->download(be, q, row, n_vocab * sizeof(float)));
         sampler_probs(s, q, h->spec_p); /* q_j, kept for the acceptance test */
@@ -103,7 +134,7 @@ static infer_status spec_draft(infer_ctx *c, infer_sampler *s, int32_t seq, int3
         TRY(be->ops->upload(be, h->draft_tok + j + 1, d + j, sizeof *d));
         bus += n_vocab * sizeof(float) + sizeof *d;
     }
-    if (greedy) {
+    if (mode != SPEC_HOST) {
         TRY(be->ops->download(be, d, h->draft_tok + 1, (size_t)k * sizeof *d));
         bus += (size_t)k * sizeof *d;
         for (int32_t j = 0; j < k; j++)
@@ -113,6 +144,45 @@ static infer_status spec_draft(infer_ctx *c, infer_sampler *s, int32_t seq, int3
     }
     TRY(be->ops->sync(be));
     if (h->on_device) h->bus_bytes += bus;
+fail:
+    return st;
+}
+
+/* SPEC_LISTS acceptance on the head's stage h, after the verification batch of k + 1 rows: the rows' lists and
+ * draws in one sample op, spec_accept, and its k + 2 ints back. out gets the n emitted tokens, each recorded in s. */
+static infer_status spec_accept_lists(infer_ctx *c, infer_sampler *s, int32_t k, int32_t force, const int32_t *tok,
+                                      int32_t *out, int32_t *n) {
+    infer_status st = INFER_OK;
+    infer_ctx *h = forward_head_stage(c);
+    struct infer_backend *be = h->be;
+    const int32_t nd = c->n_draft, n_vocab = (int32_t)c->m->hp.n_vocab;
+    for (int32_t i = 1; i <= k; i++)
+        if (c->out_row[i] != c->out_row[0] + i)
+            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the verification rows are not one block");
+    const struct sample_args a = sampler_list_args(s, h->logits + (size_t)c->out_row[0] * (size_t)n_vocab, k + 1,
+                                                   h->spec_u + 2 * nd, h->spec_ints, h->spec_scratch,
+                                                   h->spec_lists + nd);
+    TRY(be->ops->sample(be, &a));
+    const struct spec_accept_args sa = {.target = h->spec_lists + nd, .draft = h->spec_lists, .drafts = h->draft_tok + 1,
+                                        .p_draw = h->spec_ints, .u_acc = h->spec_u + nd, .u_res = h->spec_u + 2 * nd,
+                                        .k = k, .force = force, .out = h->spec_ints + nd + 1};
+    TRY(be->ops->spec_accept(be, &sa));
+    int32_t got[INFER_MAX_DRAFT + 2];
+    TRY(be->ops->download(be, got, h->spec_ints + nd + 1, (size_t)(k + 2) * sizeof *got));
+    TRY(be->ops->sync(be));
+    h->bus_bytes += (size_t)(k + 2) * sizeof *got;
+    if (got[0] < 1 || got[0] > k + 1)
+        return infer_fail(INFER_E_DEVICE, "infer_spec_step: the %s backend accepted %d tokens: expected 1..%d",
+                          be->ops->name, got[0], k + 1);
+    for (int32_t i = 0; i < got[0]; i++) {
+        const int32_t t = got[1 + i];
+        if (t < 0 || t >= n_vocab || (i + 1 < got[0] && t != tok[i + 1]))
+            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the %s backend emitted token %d at %d: expected %s",
+                              be->ops->name, t, i, i + 1 < got[0] ? "the draft it kept" : "an id in the vocabulary");
+        out[i] = t;
+        infer_sampler_accept(s, t);
+    }
+    *n = got[0];
 fail:
     return st;
 }
@@ -148,20 +218,22 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
     int32_t tok[INFER_MAX_DRAFT + 1], seqs[INFER_MAX_DRAFT + 1];
     int8_t want[INFER_MAX_DRAFT + 1];
     tok[0] = last;
-    TRY(spec_draft(c, s, seq, last, k, tok + 1));
+    const enum spec_mode mode = spec_mode_of(forward_head_stage(c), s);
+    TRY(spec_draft(c, s, mode, seq, last, k, tok + 1));
     for (int32_t i = 0; i <= k; i++) seqs[i] = seq, want[i] = 1;
     infer_batch b = {k + 1, tok, NULL, seqs, want};
     TRY(infer_decode(c, &b));
 
     int32_t n = 0;
-    const int greedy = sampler_is_greedy(s);
+    const int greedy = mode == SPEC_GREEDY;
     const int32_t force = c->spec_force < k ? c->spec_force : k;
     c->spec_force = -1; /* the hook holds for one step */
     infer_ctx *h = forward_head_stage(c); /* the drafts' distributions and the acceptance's rows */
     int32_t picks[INFER_MAX_DRAFT + 1];
     int batched = 0; /* greedy on a device without penalties: every row's pick in one op, one copy back */
     if (greedy) TRY(sampler_greedy_rows(c, s, 0, k + 1, picks, &batched));
-    for (int32_t i = 0; i <= k; i++) {
+    if (mode == SPEC_LISTS) TRY(spec_accept_lists(c, s, k, force, tok, out, &n));
+    for (int32_t i = 0; i <= k && mode != SPEC_LISTS; i++) {
         int32_t t;
         int accepted = 0;
         if (i < force) { /* test hook: kept whatever the rule says */

@@ -1268,6 +1268,7 @@ GL_CPU_OP(ssm_conv, ssm_conv_args)
 GL_CPU_OP(embed, embed_args)
 GL_CPU_OP(kv_store, kv_store_args)
 GL_CPU_OP(sample, sample_args)
+GL_CPU_OP(spec_accept, spec_accept_args)
 #undef GL_CPU_OP
 
 static const struct infer_backend_ops gl_ops = {
@@ -1301,6 +1302,7 @@ static const struct infer_backend_ops gl_ops = {
     .embed = gl_cpu_embed,
     .kv_store = gl_cpu_kv_store,
     .sample = gl_cpu_sample,
+    .spec_accept = gl_cpu_spec_accept,
 };
 
 static infer_status gl_create(int n_threads, int perturb, struct infer_backend **out) {

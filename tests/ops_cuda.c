@@ -237,7 +237,22 @@ int cu_sample(const struct sample_args *h) {
     dm_add(&m, &d.out, I4(h->n_rows > 0 ? h->n_rows : 0), DM_OUT);
     dm_add(&m, &d.scratch, h->n_rows > 0 && h->n_vocab > 0 ? sample_scratch_bytes(h->n_rows, h->n_vocab) : 0,
            DM_OUT);
+    dm_add(&m, &d.list, sizeof(struct sample_list) * (size_t)(h->n_rows > 0 ? h->n_rows : 0), DM_OUT);
     return CU_RUN(m, cuda_sample(&d, 0));
+}
+
+int cu_spec_accept(const struct spec_accept_args *h) {
+    struct spec_accept_args d = *h;
+    struct dmirror m = {0};
+    const size_t k = (size_t)(h->k > 0 ? h->k : 0);
+    dm_add(&m, &d.target, sizeof(struct sample_list) * (k + 1), DM_IN);
+    dm_add(&m, &d.draft, sizeof(struct sample_list) * k, DM_IN);
+    dm_add(&m, &d.drafts, I4(k), DM_IN);
+    dm_add(&m, &d.p_draw, I4(k + 1), DM_IN);
+    dm_add(&m, &d.u_acc, sizeof(double) * k, DM_IN);
+    dm_add(&m, &d.u_res, sizeof(double) * (k + 1), DM_IN);
+    dm_add(&m, &d.out, I4(k + 2), DM_OUT);
+    return CU_RUN(m, cuda_spec_accept(&d, 0));
 }
 
 const char *cu_error(int e) {
@@ -273,6 +288,7 @@ int cu_kv_store(const struct kv_store_args *a, size_t cells_bytes) { return (voi
 int cu_moe_route(const struct moe_route_args *a) { return (void)a, -1; }
 int cu_moe_ffn(const struct moe_ffn_args *a) { return (void)a, -1; }
 int cu_sample(const struct sample_args *a) { return (void)a, -1; }
+int cu_spec_accept(const struct spec_accept_args *a) { return (void)a, -1; }
 const char *cu_error(int e) { return (void)e, "built without CUDA"; }
 int cu_refused(int e) { return (void)e, 0; }
 int32_t cu_act_type(int32_t weight_type) { return (void)weight_type, -1; }

@@ -29,6 +29,7 @@ int cu_kv_store(const struct kv_store_args *a, size_t cells_bytes);
 int cu_moe_route(const struct moe_route_args *a);
 int cu_moe_ffn(const struct moe_ffn_args *a);
 int cu_sample(const struct sample_args *a);
+int cu_spec_accept(const struct spec_accept_args *a);
 const char *cu_error(int e);
 /* mmv_act_type_cuda (-1 without CUDA). */
 int32_t cu_act_type(int32_t weight_type);

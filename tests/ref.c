@@ -529,7 +529,9 @@ static int ref_cand_cmp(const void *x, const void *y) {
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-int32_t ref_sample_row(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz) {
+/* ref_sample_row, and with list non-NULL the distribution it draws from (the survivors in the draw's order). */
+static int32_t ref_sample(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz,
+                          struct sample_list *list) {
     const int32_t n = a->n_vocab;
     struct ref_cand *c = malloc(sizeof *c * (size_t)n), *s = malloc(sizeof *s * (size_t)n);
     *mp = *mu = INFINITY, *mz = 0;
@@ -557,7 +559,7 @@ int32_t ref_sample_row(const float *logits, const struct sample_args *a, double 
             if (set[i].l >= min_logit) set[m++] = set[i];
         if (m == 0) { /* nothing left: the first candidate */
             pick = set[0].id;
-            goto done;
+            goto one;
         }
         k = m;
     }
@@ -592,8 +594,67 @@ int32_t ref_sample_row(const float *logits, const struct sample_args *a, double 
             break;
         }
     }
+    if (list) {
+        list->n = k;
+        for (int32_t i = 0; i < k && i < SAMPLE_MAX_CAND; i++)
+            list->id[i] = set[i].id, list->p[i] = exp((double)set[i].l - m2) / total;
+    }
+    goto out;
 done:
+one:
+    if (list) list->n = 1, list->id[0] = pick, list->p[0] = 1.0;
+out:
     free(c);
     free(s);
     return pick;
+}
+
+int32_t ref_sample_row(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz) {
+    return ref_sample(logits, a, u, mp, mu, mz, NULL);
+}
+
+void ref_sample_list(const float *logits, const struct sample_args *a, struct sample_list *list) {
+    double mp, mu, mz;
+    ref_sample(logits, a, 0.0, &mp, &mu, &mz, list);
+}
+
+void ref_spec_accept(const double *p, const double *q, int32_t n_vocab, const int32_t *const *order,
+                     const int32_t *n_order, const struct spec_accept_args *a, int32_t *out) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < a->k; i++) {
+        const double *pi = p + (size_t)i * n_vocab, *qi = q + (size_t)i * n_vocab;
+        const int32_t d = a->drafts[i];
+        const int forced = a->force >= 0 && i < a->force;
+        if (forced || (qi[d] > 0 && a->u_acc[i] * qi[d] < pi[d])) {
+            out[1 + n++] = d;
+            if (i == a->force) { /* the hook ends the step here */
+                out[0] = n;
+                return;
+            }
+            continue;
+        }
+        /* rejected: norm(max(0, p - q)) over p's survivors in their order */
+        double total = 0;
+        for (int32_t j = 0; j < n_order[i]; j++) {
+            const int32_t c = order[i][j];
+            total += pi[c] > qi[c] ? pi[c] - qi[c] : 0;
+        }
+        int32_t t = a->p_draw[i];
+        if (total > 0) {
+            const double u = a->u_res[i] * total;
+            double cum = 0;
+            for (int32_t j = 0; j < n_order[i]; j++) {
+                const int32_t c = order[i][j];
+                if (!(pi[c] > qi[c])) continue;
+                cum += pi[c] - qi[c];
+                t = c;
+                if (u < cum) break;
+            }
+        }
+        out[1 + n++] = t;
+        out[0] = n;
+        return;
+    }
+    out[1 + n++] = a->p_draw[a->k]; /* every draft kept */
+    out[0] = n;
 }

@@ -54,5 +54,13 @@ void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, doubl
  * *mz the relative error of the float z in the chain's order (how far another summation order may land).
  * A backend summing in another order may pick another token only where mp < 1e-4 + 4 mz or mu < 1e-9. */
 int32_t ref_sample_row(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz);
-
+/* The distribution ref_sample_row draws from (kernels.h sample_args.list): its survivors in the draw's order, each
+ * exp(l - max) / total in double; one survivor (greedy, nothing left) with probability 1. n may exceed the list's
+ * room (only SAMPLE_MAX_CAND are written). */
+void ref_sample_list(const float *logits, const struct sample_args *a, struct sample_list *list);
+/* spec_accept's rule (kernels.h) written from its comment over dense distributions: p and q (k + 1 and k rows of
+ * n_vocab doubles, 0 outside the survivors) with each target row's survivors in draw order (order[i], n_order[i]
+ * ids). Writes out (k + 2 ints) as the op does. */
+void ref_spec_accept(const double *p, const double *q, int32_t n_vocab, const int32_t *const *order,
+                     const int32_t *n_order, const struct spec_accept_args *a, int32_t *out);
 #endif

@@ -97,7 +97,8 @@ if [ "$INFER_EMU_RUN" = 1 ]; then
     # the kernel-level tests first: with INFER_TEST_FAILFAST (tests/emu/mutants.sh) they fail soonest
     run test-emu "$B/tests/emu/test-emu"
     run test-ops-cuda "$B/tests/test-ops" -b cuda
-    for t in $(slow_first \( -name 'test-cuda-*' -o -name 'test-device' -o -name 'test-gpu-tools' -o -name 'test-plan' \)); do
+    for t in $(slow_first \( -name 'test-cuda-*' -o -name 'test-device' -o -name 'test-gpu-tools' -o -name 'test-plan' \
+                              -o -name 'test-spec-dist' \)); do
         run "$(basename "$t")" "$t"
     done
     finish

@@ -18,8 +18,10 @@
  *   - rollback on the device: a checkpoint after the prompt, generation, back to the checkpoint and again, then
  *     truncations 1..n_draft positions back into the snapshot ring after plain decodes, each resumed: the plain
  *     stream again;
- *   - temp > 0: a run is reproducible with the seed and accepts drafts on the agreeing head (the rejection
- *     sampling itself is the host's spec_accept, whose distribution test-spec-dist checks);
+ *   - temp > 0 with the default chain (lib/spec.c SPEC_LISTS: drafts drawn, listed and accepted on the device): a
+ *     run is reproducible with the seed, accepts drafts on the agreeing head, and a step moves only ids, positions
+ *     and the step's uniforms over the bus (the distribution is test-spec-dist's, which runs on the device too);
+ *     with a penalty (SPEC_HOST: the rows come to the host) the same reproducibility;
  *   - CUDA graphs (agreeing head, F32): streams, acceptance and drafts' logits with graphs equal those without;
  *     on the emulator a steady greedy step of 3 drafts is 5 graph launches (the drafts, the verification, the
  *     MTP block's follow-up) and one kernel launch outside them (the sample op over the 4 verification rows);
@@ -176,24 +178,47 @@ done:
     infer_sampler_free(s), infer_ctx_free(c);
 }
 
-/* temp > 0 on the device: reproducible with the seed; on the agreeing head most drafts are accepted. */
+/* temp > 0 on the device: reproducible with the seed; on the agreeing head most drafts are accepted. With the default
+ * chain (penalty 0) the device path's bus: per step the last token, the 3 n_draft + 1 uniforms, a position and an
+ * id per draft, the verification's ids, positions and rows, and spec_accept's k + 2 ints; with a penalty the host
+ * path, which brings the rows. */
 static void check_temp(const infer_model *m, const char *name, const int32_t *prompt) {
-    int32_t a[N_GEN], b[N_GEN];
-    infer_spec_stats st = {0, 0, 0};
-    int ok = 1;
-    for (int run = 0; run < 2 && ok; run++) {
-        infer_ctx *c = make_ctx(m, 3);
-        infer_sampler *s = make_sampler(m, 0.8f, 11);
-        infer_batch bt = {N_PROMPT, prompt, NULL, NULL, NULL};
-        int32_t first = -1;
-        ok = c && s && infer_decode(c, &bt) == INFER_OK && infer_sample(c, s, -1, &first) == INFER_OK &&
-             spec_continue(c, s, first, run ? b : a, N_GEN, NULL);
-        if (c) st = infer_spec_get_stats(c);
-        infer_sampler_free(s), infer_ctx_free(c);
+    for (int penalty = 0; penalty < 2; penalty++) {
+        int32_t a[N_GEN], b[N_GEN];
+        infer_spec_stats st = {0, 0, 0};
+        uint64_t bus = 0;
+        int ok = 1;
+        for (int run = 0; run < 2 && ok; run++) {
+            infer_ctx *c = make_ctx(m, 3);
+            infer_sampler_params sp = infer_sampler_params_default();
+            sp.temp = 0.8f, sp.seed = 11, sp.repeat_penalty = penalty ? 1.1f : 1.0f;
+            infer_sampler *s = NULL;
+            infer_batch bt = {N_PROMPT, prompt, NULL, NULL, NULL};
+            int32_t first = -1, next = -1;
+            ok = c && infer_sampler_create(&sp, infer_vocab_size(m), &s) == INFER_OK && infer_decode(c, &bt) == INFER_OK &&
+                 infer_sample(c, s, -1, &first) == INFER_OK && spec_continue(c, s, first, run ? b : a, N_GEN, &next);
+            if (c) st = infer_spec_get_stats(c);
+            if (ok && run == 1) { /* one more step, measured */
+                int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+                const uint64_t before = infer_ctx_bus_bytes(c);
+                ok = infer_spec_step(c, s, 0, next, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
+                bus = infer_ctx_bus_bytes(c) - before;
+                const uint64_t d = (uint64_t)c->spec_drafts, i4 = sizeof(int32_t), nd = 3;
+                const uint64_t want = i4 + (3 * nd + 1) * sizeof(double) + 2 * d * i4 + 3 * (d + 1) * i4 + (d + 2) * i4;
+                if (!penalty)
+                    T_CHECK(ok && bus == want, "%s temp 0.8: a step of %llu drafts moved %llu bytes over the bus, "
+                            "expected %llu (no logits row)", name, (unsigned long long)d, (unsigned long long)bus,
+                            (unsigned long long)want);
+                else
+                    T_CHECK(ok && bus > (uint64_t)c->m->hp.n_vocab * sizeof(float), "%s temp 0.8 with a penalty: "
+                            "%llu bytes over the bus: expected the rows (the host's path)", name, (unsigned long long)bus);
+            }
+            infer_sampler_free(s), infer_ctx_free(c);
+        }
+        T_CHECK(ok && first_diff(a, b, N_GEN) < 0 && st.n_accepted > st.n_drafted / 2,
+                "%s temp 0.8%s: two runs with one seed differ at %d; %lld of %lld drafts accepted", name,
+                penalty ? " + penalty" : "", first_diff(a, b, N_GEN), (long long)st.n_accepted, (long long)st.n_drafted);
     }
-    T_CHECK(ok && first_diff(a, b, N_GEN) < 0 && st.n_accepted > st.n_drafted / 2,
-            "%s temp 0.8: two runs with one seed differ at %d; %lld of %lld drafts accepted", name,
-            first_diff(a, b, N_GEN), (long long)st.n_accepted, (long long)st.n_drafted);
 }
 
 /* CUDA graphs of the draft-verify round (lib/spec.c spec_draft_body, context.c ctx_mtp_follow_body, forward.c

@@ -43,6 +43,11 @@
  *             NMSE <= 4e-6
  *   sample    ref_sample_row's token except within rounding of a boundary (ref.h; at most 1% of the rows or
  *             one); cuda also its CPU twin's, SAMPLE_REFUSED only for a truncated set, a set nothing cuts refused
+ *             and, where the chain allows a list, its list: the reference's survivors in order, probabilities
+ *             within 1e-12 relative; cuda the twin's within 4 ulps
+ *   spec_accept ref_spec_accept (the rule over dense distributions, ref.h) exactly, on random lists that overlap
+ *             partly, drafts drawn from q, out of p, or with q 0; p == q rows (residual 0); the test hook; cuda
+ *             its CPU twin's. cpu also: with k = 1, the first token of a step follows p (chi-squared, 200000 steps)
  *   errors    hostile arguments: INFER_E_* (cpu), cudaErrorInvalidValue before the device is touched (cuda)
  *   pool (cpu), backend (cuda: op table, memory, OOM), mm_plan (cuda, host arithmetic)
  *
@@ -50,6 +55,7 @@
  * Without a CUDA device the cuda column prints `SKIP (no CUDA device)` once; exit 0 when the other columns
  * passed, 77 only if everything was skipped.
  */
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -427,6 +433,10 @@ static const struct tcase tops_cases[] = {
     /* sliced rows (sample.cu, 16 slices): greedy, penalties, top-k 40 / 1 / 1024, defaults, all, every kind */
     {"sample", "", {65536, 2}, {0x61f, 0}, 0, 0, 0, 0},
     /* ---- errors: hostile arguments get a status (CPU) or cudaErrorInvalidValue (the launchers), never a crash ---- */
+    /* ---- spec_accept: {n_vocab, list length, steps}, param = {k} ---- */
+    {"spec_accept", "", {50, 12, 400}, {1}, 0, 0, 0, 0},
+    {"spec_accept", "", {300, 40, 300}, {4}, 0, 0, 0, 0},
+    {"spec_accept", "", {5000, 1024, 60}, {3}, 0, 0, 0, 0},
     {"errors", "", {0}, {0}, 0, 0, 0, 0},
     /* ---- CPU only: the thread pool {n, grain, threads}; CUDA only: the backend's memory and op table, and
      * the cuBLAS mode's chunk planner (host arithmetic) ---- */
@@ -509,6 +519,20 @@ static void run_errors_cpu(struct tctx *x) {
     T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: epilogue 7", desc);
     struct quantize_args qa = {.type = INFER_TYPE_F32, .x = f, .y = q, .n = 256, .n_rows = 1, .x_stride = 256};
     T_CHECK(be->ops->quantize(be, &qa) == INFER_E_UNSUPPORTED, "%s: quantize to F32", desc);
+    /* a list of a chain that keeps more survivors than a list holds; spec_accept with an empty list */
+    static struct sample_list lists[2];
+    static float big[2000];
+    double u1[2] = {0.5, 0.5};
+    struct sample_args sl = {.logits = big, .stride = 2000, .n_rows = 1, .n_vocab = 2000, .repeat_penalty = 1, .top_p = 1,
+                             .temp = 1, .u = u1, .out = ids, .scratch = malloc(sample_scratch_bytes(1, 2000)),
+                             .list = lists};
+    T_CHECK(be->ops->sample(be, &sl) == INFER_E_ARG, "%s: a list of 2000 survivors", desc);
+    free(sl.scratch);
+    lists[0].n = 0, lists[1].n = 1;
+    int32_t sa_out[3];
+    struct spec_accept_args sa = {.target = lists, .draft = lists + 1, .drafts = ids, .p_draw = ids, .u_acc = u1,
+                                  .u_res = u1, .k = 1, .force = -1, .out = sa_out};
+    T_CHECK(be->ops->spec_accept(be, &sa) == INFER_E_ARG, "%s: spec_accept over an empty list", desc);
     qa.type = INFER_TYPE_Q8_0;
     qa.n = 33;
     T_CHECK(be->ops->quantize(be, &qa) == INFER_E_ARG, "%s: quantize n 33", desc);
@@ -739,6 +763,14 @@ static void run_errors_cuda(struct tctx *x) {
     REFUSED(cuda_sample(&sa, 0), "%s: sample top-k 4000 alone over 32000 logits", desc);
     sa.top_k = 0, sa.n_vocab = 1000, sa.stride = 1000, sa.u = NULL;
     REFUSED(cuda_sample(&sa, 0), "%s: sample temp > 0 without u", desc);
+    sa.n_vocab = sa.stride = 2000, sa.u = (const double *)f, sa.top_p = 0.9f, sa.list = (struct sample_list *)q;
+    REFUSED(cuda_sample(&sa, 0), "%s: a list of a chain with no top-k over 2000 logits", desc);
+    struct spec_accept_args spa = {.target = (const struct sample_list *)q, .draft = (const struct sample_list *)q,
+                                   .drafts = ids, .p_draw = ids, .u_acc = (const double *)f, .u_res = NULL, .k = 1,
+                                   .out = ids};
+    REFUSED(cuda_spec_accept(&spa, 0), "%s: spec_accept without u_res", desc);
+    spa.u_res = (const double *)f, spa.k = -1;
+    REFUSED(cuda_spec_accept(&spa, 0), "%s: spec_accept k -1", desc);
     cudaGetLastError();
 }
 #else
@@ -938,6 +970,7 @@ static void run_case(struct tctx *x) {
     else if (!strcmp(op, "moe_route")) run_moe_route(x);
     else if (!strcmp(op, "moe_ffn")) run_moe_ffn(x);
     else if (!strcmp(op, "sample")) run_sample(x);
+    else if (!strcmp(op, "spec_accept")) run_spec_accept(x);
     else if (!strcmp(op, "errors")) x->col == COL_CUDA ? run_errors_cuda(x) : run_errors_cpu(x);
     else if (!strcmp(op, "backend")) run_backend(x);
     else if (!strcmp(op, "mm_plan")) run_mm_plan(x);

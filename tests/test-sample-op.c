@@ -174,7 +174,7 @@ static void test_reference(struct pool *pool) {
                 u[0] = 0.0, u[ROWS - 1] = 1.0 - 0x1.0p-53; /* the ends of [0, 1) */
                 const struct sample_args a = {l, n + 3, ROWS, n, np ? pairs : NULL, np, p->repeat_penalty,
                                               p->frequency_penalty, p->presence_penalty, p->top_k, p->top_p,
-                                              p->min_p, p->temp, u, out, scratch};
+                                              p->min_p, p->temp, u, out, scratch, NULL};
                 const infer_status st = cpu_sample(&a, pool);
                 T_CHECK(st == INFER_OK, "cpu_sample %s n %d: %s", sets[si].name, n, infer_last_error());
                 for (int r = 0; r < ROWS; r++) {
@@ -193,7 +193,7 @@ static void test_reference(struct pool *pool) {
     float l1[4] = {0};
     int32_t o1, badpen[2] = {7, 1};
     void *scr = malloc(sample_scratch_bytes(1, 4));
-    struct sample_args b = {l1, 4, 1, 4, NULL, 0, 1, 0, 0, 0, 1, 0, 1, NULL, &o1, scr};
+    struct sample_args b = {l1, 4, 1, 4, NULL, 0, 1, 0, 0, 0, 1, 0, 1, NULL, &o1, scr, NULL};
     T_CHECK(cpu_sample(&b, pool) == INFER_E_ARG && strstr(infer_last_error(), "cpu_sample"), "temp > 0 without u");
     b.temp = 0, b.pen = badpen, b.n_pen = 1;
     T_CHECK(cpu_sample(&b, pool) == INFER_E_ARG && strstr(infer_last_error(), "token 7"), "penalty token out of range");
@@ -228,7 +228,7 @@ static void test_sequence(void) {
             int32_t got = -2;
             const struct sample_args a = {l, N, 1, N, pairs, np, sets[si].repeat_penalty, sets[si].frequency_penalty,
                                           sets[si].presence_penalty, sets[si].top_k, sets[si].top_p, sets[si].min_p,
-                                          sets[si].temp, &u, &got, scratch};
+                                          sets[si].temp, &u, &got, scratch, NULL};
             if (cpu_sample(&a, NULL) != INFER_OK) got = -3;
             infer_sampler_accept(s1, got);
             if (got != want && same) T_CHECK(0, "set %zu step %d: op %d, infer_sampler_sample %d", si, step, got, want);

@@ -18,6 +18,10 @@
  * consecutive draws of one seeded generator, so a run is deterministic; over seeds each of the 3
  * chi-squared checks fails by chance with probability 1e-6, all together at most 3e-6.
  * The p-value (the regularised upper incomplete gamma function) is checked first against closed forms.
+ * On a device (the emulator in check-emu) the same test runs once more with the model at -ngl 99, where this
+ * chain takes the device path (lib/spec.c SPEC_LISTS: the drafts' draws, the lists and spec_accept on the device),
+ * n_draft 1 and 2 with N_TRIALS_DEVICE trials each (quick, the sanitizers' run: n_draft 2, a fifth of them), the table from a plain context on the device; its steps must
+ * move no row of logits over the bus.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -25,11 +29,13 @@
 #include <unistd.h>
 
 #include "../tools/synth.h"
+#include "device.h"
 #include "sampler.h"
 #include "spec.h"
 #include "t.h"
 
-enum { N_VOCAB = 259, N_PROMPT = 8, N_TOK = 3, TOP_K = 4, N_TRIALS = 20000, N_CELLS = TOP_K * TOP_K * TOP_K };
+enum { N_VOCAB = 259, N_PROMPT = 8, N_TOK = 3, TOP_K = 4, N_TRIALS = 20000, N_TRIALS_DEVICE = 1000,
+       N_CELLS = TOP_K * TOP_K * TOP_K };
 static const double ALPHA = 1e-6, MIN_EXPECTED = 5;
 static const float TEMP = 3.0f;
 
@@ -172,7 +178,9 @@ static void check_counts(const char *what, const struct table *t, const long *co
 }
 
 /* N_TRIALS speculative runs of N_TOK tokens from the checkpoint (the prompt's last token not decoded). */
-static void check_spec(const infer_model *m, const int32_t *prompt, const struct table *t, int32_t n_draft) {
+static void check_spec(const infer_model *m, const int32_t *prompt, const struct table *t, int32_t n_draft,
+                       int on_device) {
+    const long n_trials = !on_device ? N_TRIALS : t_quick() ? N_TRIALS_DEVICE / 5 : N_TRIALS_DEVICE;
     infer_ctx_params cp = infer_ctx_params_default();
     cp.n_ctx = 32, cp.n_batch = 8, cp.n_threads = 1, cp.n_draft = n_draft;
     infer_sampler_params sp = infer_sampler_params_default();
@@ -184,7 +192,8 @@ static void check_spec(const infer_model *m, const int32_t *prompt, const struct
              infer_decode(c, &b) == INFER_OK && infer_seq_checkpoint(c, 0) == INFER_OK;
     T_CHECK(ok, "n_draft %d: context and prompt: %s", n_draft, infer_last_error());
     long count[N_CELLS] = {0}, outside = 0, n = 0;
-    for (; ok && n < N_TRIALS; n++) {
+    const uint64_t bus0 = c ? infer_ctx_bus_bytes(c) : 0;
+    for (; ok && n < n_trials; n++) {
         int32_t got[N_TOK + INFER_MAX_DRAFT], n_got = 0, last = prompt[N_PROMPT - 1], k = 0;
         ok = infer_seq_rm(c, 0, N_PROMPT - 1, -1) == INFER_OK;
         while (ok && n_got < N_TOK) {
@@ -201,8 +210,14 @@ static void check_spec(const infer_model *m, const int32_t *prompt, const struct
     T_CHECK(ok, "n_draft %d: speculative trial %ld: %s", n_draft, n, infer_last_error());
     const infer_spec_stats st = infer_spec_get_stats(c);
     char what[64];
-    snprintf(what, sizeof what, "speculative, n_draft %d (%.2f accepted)", n_draft,
+    snprintf(what, sizeof what, "%s, n_draft %d (%.2f accepted)", on_device ? "device" : "speculative", n_draft,
              st.n_drafted ? (double)st.n_accepted / (double)st.n_drafted : 0.0);
+    if (on_device) { /* the decode of the prompt's tokens left no trace: the bus bytes are the steps' */
+        const uint64_t per_step = st.n_steps ? (infer_ctx_bus_bytes(c) - bus0) / (uint64_t)st.n_steps : 0;
+        T_CHECK(ok && per_step > 0 && per_step < N_VOCAB * sizeof(float), "n_draft %d on the device: %llu bytes over "
+                "the bus per step: expected no row of logits (%zu bytes)", n_draft, (unsigned long long)per_step,
+                N_VOCAB * sizeof(float));
+    }
     if (ok) check_counts(what, t, count, outside, n);
     T_CHECK(st.n_accepted > st.n_drafted / 5 && st.n_accepted < st.n_drafted * 4 / 5,
             "n_draft %d: %lld of %lld drafts accepted: both branches of the rule must run often", n_draft,
@@ -238,6 +253,25 @@ static void check_plain(const struct table *t) {
     infer_sampler_free(s);
 }
 
+/* The test on m's placement: the expected table from a plain context, the control (on the host only: it samples
+ * rows the table holds), then the speculative runs. */
+static void check_placement(const infer_model *m, const int32_t *prompt, int on_device) {
+    static struct table t;
+    infer_ctx *plain = NULL;
+    infer_sampler *s = NULL;
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = 32, cp.n_batch = 8, cp.n_threads = 1;
+    infer_sampler_params spp = infer_sampler_params_default();
+    spp.temp = TEMP, spp.top_k = TOP_K, spp.top_p = 1, spp.min_p = 0;
+    const int ok = infer_ctx_create(m, &cp, &plain) == INFER_OK && infer_sampler_create(&spp, N_VOCAB, &s) == INFER_OK &&
+                   build_table(plain, s, prompt, &t);
+    T_CHECK(ok, "%s: plain context and the expected table: %s", on_device ? "device" : "host", infer_last_error());
+    if (ok && !on_device) check_plain(&t);
+    for (int32_t n_draft = on_device && t_quick() ? 2 : 1; ok && n_draft <= 2; n_draft++)
+        check_spec(m, prompt, &t, n_draft, on_device);
+    infer_sampler_free(s), infer_ctx_free(plain);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     check_chi2_sf();
@@ -248,25 +282,24 @@ int main(void) {
     sp.n_head_kv = 1, sp.head_dim = 32, sp.n_ff = 128, sp.ssm_d_state = 16, sp.ssm_n_group = 1, sp.ssm_dt_rank = 2;
     char path[256];
     snprintf(path, sizeof path, "%s/m.gguf", dir);
-    infer_model *m = NULL;
-    infer_ctx *plain = NULL;
-    infer_sampler *s = NULL;
-    static struct table t;
     const int32_t prompt[N_PROMPT] = {5, 70, 33, 2, 99, 140, 7, 200};
-    infer_ctx_params cp = infer_ctx_params_default();
-    cp.n_ctx = 32, cp.n_batch = 8, cp.n_threads = 1;
-    infer_sampler_params spp = infer_sampler_params_default();
-    spp.temp = TEMP, spp.top_k = TOP_K, spp.top_p = 1, spp.min_p = 0;
-    int ok = synth_write(&sp, path) == INFER_OK && infer_model_load(path, NULL, &m) == INFER_OK &&
-             infer_ctx_create(m, &cp, &plain) == INFER_OK && infer_sampler_create(&spp, N_VOCAB, &s) == INFER_OK;
-    ok = ok && build_table(plain, s, prompt, &t);
-    T_CHECK(ok, "model, plain context and the expected table: %s", infer_last_error());
-    unlink(path);
-    if (ok) {
-        check_plain(&t);
-        for (int32_t n_draft = 1; n_draft <= 2; n_draft++) check_spec(m, prompt, &t, n_draft);
+    const int written = synth_write(&sp, path) == INFER_OK;
+    T_CHECK(written, "synth: %s", infer_last_error());
+    const char *why = NULL;
+    const int n_dev = written ? device_count(&why) : 0;
+    for (int on_device = 0; written && on_device <= (n_dev > 0); on_device++) {
+        infer_model_params mp = infer_model_params_default();
+        mp.n_gpu_layers = on_device ? 99 : 0;
+        infer_model *m = NULL;
+        if (infer_model_load(path, &mp, &m) == INFER_OK) {
+            check_placement(m, prompt, on_device);
+        } else {
+            T_CHECK(0, "model (-ngl %d): %s", mp.n_gpu_layers, infer_last_error());
+        }
+        infer_model_free(m);
     }
-    infer_sampler_free(s), infer_ctx_free(plain), infer_model_free(m);
+    if (written && n_dev == 0) T_SKIP("no CUDA device (%s): the device path", why ? why : "none");
+    unlink(path);
     rmdir(dir);
     return t_done();
 }

@@ -43,6 +43,7 @@ infer_status cpu_gdn(const struct gdn_args *a, struct pool *p);
 infer_status cpu_embed(const struct embed_args *a, struct pool *p);
 infer_status cpu_kv_store(const struct kv_store_args *a, struct pool *p);
 infer_status cpu_sample(const struct sample_args *a, struct pool *p);
+infer_status cpu_spec_accept(const struct spec_accept_args *a, struct pool *p);
 
 /* One quantised (or float) dot product of a weight row with one activation row of n elements:
  * the kernel cpu_mmv uses, exposed for the tests. variant is an enum cpu_isa_level: CPU_ISA_BEST = the

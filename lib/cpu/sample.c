@@ -7,6 +7,26 @@
 #include "cpu.h"
 #include "sampler.h"
 
+/* The list of n survivors c (sampler_chain's, tempered): sampler_pick's weights over their total, in its order;
+ * no survivor (min_p > 1) is sampler_pick's c[0] alone. */
+static void sample_list_fill(struct sample_list *l, const struct sampler_cand *c, int32_t n) {
+    if (n <= 1) {
+        l->n = 1, l->id[0] = c[0].id, l->p[0] = 1.0;
+        return;
+    }
+    float max = c[0].logit;
+    for (int32_t i = 1; i < n; i++)
+        if (c[i].logit > max) max = c[i].logit;
+    double total = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        l->id[i] = c[i].id;
+        l->p[i] = exp((double)c[i].logit - max);
+        total += l->p[i];
+    }
+    for (int32_t i = 0; i < n; i++) l->p[i] /= total;
+    l->n = n;
+}
+
 static void sample_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
     (void)ith;
     const struct sample_args *a = ctx;
@@ -25,6 +45,7 @@ static void sample_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
         }
         const int32_t n = sampler_chain(c, a->n_vocab, &p);
         a->out[r] = sampler_pick(c, n, a->temp <= 0 ? 0.0 : a->u[r]);
+        if (a->list) sample_list_fill(a->list + r, c, n);
     }
 }
 
@@ -34,6 +55,10 @@ infer_status cpu_sample(const struct sample_args *a, struct pool *p) {
         return infer_fail(INFER_E_ARG, "cpu_sample: %d rows of %d logits (stride %lld), %d penalties: expected "
                           "buffers, n_vocab >= 1, stride >= n_vocab, and u when temp > 0", a->n_rows, a->n_vocab,
                           (long long)a->stride, a->n_pen);
+    if (a->list && a->temp > 0 && !(a->top_k > 0 && a->top_k <= SAMPLE_MAX_CAND) && a->n_vocab > SAMPLE_MAX_CAND)
+        return infer_fail(INFER_E_ARG, "cpu_sample: a list of %d logits with top-k %d: a list holds at most %d "
+                          "survivors, so it needs top-k within that or a vocabulary that small", a->n_vocab, a->top_k,
+                          SAMPLE_MAX_CAND);
     for (int32_t j = 0; j < a->n_pen; j++)
         if (a->pen[2 * j] < 0 || a->pen[2 * j] >= a->n_vocab || a->pen[2 * j + 1] < 1)
             return infer_fail(INFER_E_ARG, "cpu_sample: penalty pair %d (token %d, count %d): expected a token "
