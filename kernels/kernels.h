@@ -461,7 +461,9 @@ struct sample_args {
     int32_t *out;        /* (n_rows) token ids (or SAMPLE_REFUSED, CUDA only) */
     void *scratch;       /* sample_scratch_bytes(n_rows, n_vocab) bytes */
     /* Optional (NULL: not written): each row's distribution, the draw's survivors in the draw's order with
-     * probability exp((double)l - max') / total each; greedy rows {argmax, 1}; a refused row n = 0. */
+     * probability exp((double)l - max') / total each and l, their logit as the draw weighed it (penalised, divided
+     * by temp); greedy rows {argmax, 1, its penalised logit}; no survivor (min_p > 1) {the pick, 1, -inf}; a refused
+     * row n = 0. */
     struct sample_list *list; /* (n_rows) */
 };
 /* A row's distribution as the sample op drew from it (spec_accept reads two of them per draft). */
@@ -469,6 +471,7 @@ struct sample_list {
     int32_t n;
     int32_t id[SAMPLE_MAX_CAND];
     double p[SAMPLE_MAX_CAND];
+    float l[SAMPLE_MAX_CAND];
 };
 
 /* ---- spec_accept: the acceptance of k MTP drafts at temperature > 0 (rejection sampling, Leviathan et

@@ -79,8 +79,8 @@ static __device__ __forceinline__ bool sample_before(float la, int32_t ia, float
 }
 
 /* Row r's list (sample_args.list) when it has a single survivor: a greedy row, every logit -inf. */
-static __device__ void sample_list_one(const struct sample_args &a, int32_t r, int32_t id) {
-    if (a.list && threadIdx.x == 0) a.list[r].n = 1, a.list[r].id[0] = id, a.list[r].p[0] = 1.0;
+static __device__ void sample_list_one(const struct sample_args &a, int32_t r, int32_t id, float l) {
+    if (a.list && threadIdx.x == 0) a.list[r].n = 1, a.list[r].id[0] = id, a.list[r].p[0] = 1.0, a.list[r].l[0] = l;
 }
 
 static __device__ float sample_block_sum(float x, sample_smem &s) {
@@ -287,8 +287,10 @@ static __device__ void sample_finish(const struct sample_args &a, int32_t r, int
     if (!a.list) return;
     __syncthreads();
     struct sample_list *li = a.list + r;
-    for (int32_t i = threadIdx.x; i < k; i += SAMPLE_THREADS) li->id[i] = s.cand[i].id, li->p[i] = s.w[i] / s.bd;
-    if (threadIdx.x == 0 && k == 0) li->id[0] = a.out[r], li->p[0] = 1.0; /* no survivor: the host's pick alone */
+    for (int32_t i = threadIdx.x; i < k; i += SAMPLE_THREADS)
+        li->id[i] = s.cand[i].id, li->p[i] = s.w[i] / s.bd, li->l[i] = s.cand[i].l;
+    if (threadIdx.x == 0 && k == 0) /* no survivor: the host's pick alone, logit -inf */
+        li->id[0] = a.out[r], li->p[0] = 1.0, li->l[0] = -INFINITY;
     if (threadIdx.x == 0) li->n = k > 0 ? k : 1;
 }
 
@@ -317,7 +319,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __g
     sample_block_best(&max, &best, s);
     if (a.temp <= 0.0f || max == -INFINITY) {
         if (threadIdx.x == 0) a.out[r] = best;
-        sample_list_one(a, r, best);
+        sample_list_one(a, r, best, max);
         return;
     }
 
@@ -440,7 +442,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_merge_kernel(con
     sample_block_best(&max, &best, s);
     if (a.temp <= 0.0f || max == -INFINITY) {
         if (threadIdx.x == 0) a.out[r] = best;
-        sample_list_one(a, r, best);
+        sample_list_one(a, r, best, max);
         return;
     }
     if (threadIdx.x == 0) {

@@ -317,14 +317,18 @@ int32_t sampler_draw(infer_sampler *s, const float *probs, double total) {
 int32_t sampler_vocab(const infer_sampler *s) { return s->n_vocab; }
 
 /* infer_sample's buffer in c's backend memory: u (double) | tokens (n_rows int32 at 8, padded to 16 bytes) |
- * penalty pairs (room for the window) | the op's scratch for n_rows rows. Grown on first use, freed with the
- * context. */
+ * penalty pairs (room for the window) | the op's scratch for n_rows rows | one sample_list (sampler_list_off).
+ * Grown on first use, freed with the context. */
+static size_t sampler_list_off(size_t scr_off, int32_t n_rows, int32_t n_vocab) {
+    return (scr_off + sample_scratch_bytes(n_rows, n_vocab) + 15) & ~(size_t)15;
+}
+
 static infer_status sampler_ctx_buf(infer_ctx *c, const infer_sampler *s, int32_t n_rows, size_t *pen_off,
                                     size_t *scr_off) {
     const size_t pen_cap = (size_t)(s->p.penalty_last_n ? s->p.penalty_last_n : 1) * 2 * sizeof(int32_t);
     *pen_off = (8 + (size_t)n_rows * sizeof(int32_t) + 15) & ~(size_t)15;
     *scr_off = *pen_off + ((pen_cap + 15) & ~(size_t)15);
-    const size_t need = *scr_off + sample_scratch_bytes(n_rows, s->n_vocab);
+    const size_t need = sampler_list_off(*scr_off, n_rows, s->n_vocab) + sizeof(struct sample_list);
     if (c->sample_buf_bytes >= need) return INFER_OK;
     c->be->ops->free(c->be, c->sample_buf);
     c->sample_buf = NULL, c->sample_buf_bytes = 0;
@@ -422,6 +426,77 @@ fail:
     return st;
 }
 
+/* Sampling at temperature > 0 over a tensor-parallel group whose logits are not gathered yet, for a chain cut by a
+ * top-k the sample op's lists hold: each rank's sample op lists its rows' top k (penalised with the window's pairs of
+ * those rows; temp 1, no top-p / min-p, so the list's logits are the penalised logits themselves), and the host runs
+ * the chain's stages after the penalties (sampler_chain) and the draw with u over the union of the ranks' lists. The
+ * row's top k are in that union (whatever outranks a token in its rank's rows outranks it in the row), so with the
+ * union larger than k the chain selects, sorts and sums exactly what it would over the whole row: the same token. A
+ * list per rank crosses the bus instead of the row. *pick stays SAMPLE_REFUSED where this does not apply. */
+static infer_status sample_tp_topk(infer_ctx *c, infer_sampler *s, int32_t row, double u, int32_t *pick) {
+    infer_status st = INFER_OK;
+    const int32_t k_top = s->p.top_k;
+    if (sampler_is_greedy(s) || k_top <= 0 || k_top > SAMPLE_MAX_CAND) return INFER_OK;
+    const int32_t n_pen = sampler_penalty_pairs(s, s->pairs);
+    int32_t *loc = xmalloc((size_t)(n_pen > 0 ? n_pen : 1) * 2 * sizeof *loc);
+    struct sample_list *list = xmalloc(sizeof *list);
+    struct sampler_cand *u_cand = xmalloc((size_t)c->tp_n * (size_t)k_top * sizeof *u_cand);
+    int32_t n_union = 0, refused = 0;
+    if (!loc || !list || !u_cand) {
+        st = INFER_OOM("infer_sample: the ranks' lists");
+        goto fail;
+    }
+    const infer_sampler_params chain = {.temp = 1.0f, .top_k = k_top, .top_p = 1.0f, .repeat_penalty = 1.0f};
+    for (int32_t r = 0; r < c->tp_n && !refused; r++) {
+        infer_ctx *k = c->tp[r];
+        const int64_t v0 = k->head_v0, rows = k->head_rows;
+        int32_t n_loc = 0;
+        for (int32_t j = 0; j < n_pen; j++)
+            if (s->pairs[2 * j] >= v0 && s->pairs[2 * j] < v0 + rows) {
+                loc[2 * n_loc] = s->pairs[2 * j] - (int32_t)v0;
+                loc[2 * n_loc + 1] = s->pairs[2 * j + 1];
+                n_loc++;
+            }
+        size_t pen_off, scr_off;
+        TRY(sampler_ctx_buf(k, s, 1, &pen_off, &scr_off));
+        char *b = k->sample_buf;
+        const double u_rank = 0.0; /* the rank's own draw is not used */
+        TRY(k->be->ops->upload(k->be, b, &u_rank, sizeof u_rank));
+        if (n_loc) TRY(k->be->ops->upload(k->be, b + pen_off, loc, (size_t)n_loc * 2 * sizeof(int32_t)));
+        struct sample_args a = sampler_op_args(s, k->head_part + (size_t)row * (size_t)rows, (int32_t)rows,
+                                               (const int32_t *)(b + pen_off), n_loc, b, scr_off);
+        a.temp = chain.temp, a.top_k = chain.top_k, a.top_p = chain.top_p, a.min_p = 0.0f;
+        a.list = (struct sample_list *)(b + sampler_list_off(scr_off, 1, s->n_vocab));
+        st = k->be->ops->sample ? k->be->ops->sample(k->be, &a) : INFER_E_UNSUPPORTED;
+        if (st == INFER_E_UNSUPPORTED) {
+            st = INFER_OK;
+            refused = 1;
+            break;
+        }
+        TRY(st);
+        TRY(k->be->ops->download(k->be, list, a.list, sizeof *list));
+        c->bus_bytes += sizeof *list;
+        if (list->n < 1 || list->n > k_top || list->n > rows) {
+            refused = 1;
+            break;
+        }
+        for (int32_t i = 0; i < list->n; i++) {
+            u_cand[n_union].id = (int32_t)v0 + list->id[i];
+            u_cand[n_union].logit = list->l[i];
+            n_union++;
+        }
+    }
+    if (!refused && n_union > k_top) { /* else the chain would skip its top-k here: gather the row instead */
+        const int32_t n = sampler_chain(u_cand, n_union, &s->p);
+        *pick = sampler_pick(u_cand, n, u);
+    }
+fail:
+    xfree(loc);
+    xfree(list);
+    xfree(u_cand);
+    return st;
+}
+
 /* A pick that came back from h's backend: an error unless it is a token id. */
 static infer_status sampler_pick_check(const infer_ctx *h, int32_t pick, int32_t n_vocab) {
     if (pick >= 0 && pick < n_vocab) return INFER_OK;
@@ -470,6 +545,7 @@ infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *to
     int32_t pick = SAMPLE_REFUSED;
     infer_ctx *h = forward_head_stage(c); /* where the logits are */
     if (c->tp_head_pending && sampler_is_greedy(s)) TRY(sample_tp_greedy(c, s, c->out_row[t], &pick));
+    if (c->tp_head_pending && !sampler_is_greedy(s)) TRY(sample_tp_topk(c, s, c->out_row[t], u, &pick));
     if (pick == SAMPLE_REFUSED && c->tp_head_pending) TRY(forward_tp_gather(c)); /* the whole row, on rank 0 */
     if (pick == SAMPLE_REFUSED && h->be->ops->sample) {
         size_t pen_off, scr_off;

@@ -597,12 +597,14 @@ static int32_t ref_sample(const float *logits, const struct sample_args *a, doub
     if (list) {
         list->n = k;
         for (int32_t i = 0; i < k && i < SAMPLE_MAX_CAND; i++)
-            list->id[i] = set[i].id, list->p[i] = exp((double)set[i].l - m2) / total;
+            list->id[i] = set[i].id, list->p[i] = exp((double)set[i].l - m2) / total, list->l[i] = set[i].l;
     }
     goto out;
 done:
+    if (list) list->n = 1, list->id[0] = pick, list->p[0] = 1.0, list->l[0] = max;
+    goto out;
 one:
-    if (list) list->n = 1, list->id[0] = pick, list->p[0] = 1.0;
+    if (list) list->n = 1, list->id[0] = pick, list->p[0] = 1.0, list->l[0] = -INFINITY;
 out:
     free(c);
     free(s);

@@ -25,7 +25,9 @@
  *     plan's bytes for it (qwen35moe over 2, qwen3moe over devices 1 and 2 of 4, llama over 4 with replicated KV
  *     heads), nothing outside the group, the load's ranks on the plan's devices;
  *   - greedy infer_sample with a repeat penalty picks one device's tokens without gathering the vocabulary (each
- *     rank's argmax of its rows compared), and infer_logits afterwards gathers the row once;
+ *     rank's argmax of its rows compared), and infer_logits afterwards gathers the row once; at temp 0.8 with the
+ *     default chain the same (each rank lists its rows' top k, the host chains the union: lib/sampler.c
+ *     sample_tp_topk);
  *   - MTP drafting under -sm tensor is refused with one clear error (not built yet; one GPU and -sm layer draft).
  */
 #include <signal.h>
@@ -272,11 +274,12 @@ static int greedy(infer_ctx *c, int32_t n_vocab, int32_t *out) {
     return 1;
 }
 
-/* Greedy tokens through infer_sample with a repeat penalty over N_GREEDY steps; *gathers: the head reduces the context
- * ran meanwhile (-1 for a context that is no group). */
-static int sampled(infer_ctx *c, int32_t *out, int *gathers) {
+/* Tokens through infer_sample with a repeat penalty over N_GREEDY steps, greedy or at temp (the default chain: top-k
+ * 40, top-p 0.95, min-p 0.05, seed 3); *gathers: the head reduces the context ran meanwhile (-1 for a context that is
+ * no group). */
+static int sampled(infer_ctx *c, int32_t *out, int *gathers, float temp) {
     infer_sampler_params sp = infer_sampler_params_default();
-    sp.temp = 0;
+    sp.temp = temp, sp.seed = 3;
     sp.repeat_penalty = 1.5f;
     sp.penalty_last_n = 16;
     infer_sampler *s = NULL;
@@ -293,6 +296,30 @@ static int sampled(infer_ctx *c, int32_t *out, int *gathers) {
     *gathers = c->tp_n > 1 ? c->tp_gathers - g0 : -1;
     infer_sampler_free(s);
     return ok;
+}
+
+/* sampled()'s run at temp 0.8, each step's infer_sample token against infer_sampler_sample (a twin sampler, the same
+ * seed) on the row infer_logits then gathers: how many steps agree (-1: an error). */
+static int sampled_vs_row(infer_ctx *c) {
+    infer_sampler_params sp = infer_sampler_params_default();
+    sp.temp = 0.8f, sp.seed = 3, sp.repeat_penalty = 1.5f, sp.penalty_last_n = 16;
+    infer_sampler *s = NULL, *twin = NULL;
+    const int32_t prompt[4] = {7, 3, 11, 5};
+    infer_batch b = {4, prompt, NULL, NULL, NULL};
+    int ok = infer_sampler_create(&sp, infer_vocab_size(c->m), &s) == INFER_OK &&
+             infer_sampler_create(&sp, infer_vocab_size(c->m), &twin) == INFER_OK && infer_decode(c, &b) == INFER_OK;
+    int same = 0;
+    for (int i = 0; ok && i < N_GREEDY; i++) {
+        int32_t t = -1;
+        ok = infer_sample(c, s, -1, &t) == INFER_OK;
+        const float *row = ok ? infer_logits(c, -1) : NULL;
+        ok = row != NULL;
+        same += ok && infer_sampler_sample(twin, row) == t;
+        infer_batch d = {1, &t, NULL, NULL, NULL};
+        ok = ok && infer_decode(c, &d) == INFER_OK;
+    }
+    infer_sampler_free(s), infer_sampler_free(twin);
+    return ok ? same : -1;
 }
 
 /* The head cut at vocabulary rows: rank r of n holds rows V*r/n .. V*(r+1)/n - 1 (worked here, not by tp.c), a tied
@@ -351,10 +378,23 @@ static void check_same(const char *arch, const char *ftype, int32_t n_dev, void 
         infer_ctx_free(ca), infer_ctx_free(cb);
         ca = make_ctx(a, 0), cb = make_ctx(b, 0);
         int gathers = 0, unused = 0;
-        T_CHECK(ca && cb && sampled(ca, ga, &gathers) && sampled(cb, gb, &unused) && !memcmp(ga, gb, sizeof ga),
+        T_CHECK(ca && cb && sampled(ca, ga, &gathers, 0) && sampled(cb, gb, &unused, 0) && !memcmp(ga, gb, sizeof ga),
                 "%s: infer_sample's greedy tokens with a repeat penalty equal to one device's", what);
-        if (ca && n_dev > 1) {
+        if (ca && n_dev > 1)
             T_CHECK(gathers == 0, "%s: greedy sampling reduced the vocabulary %d times, expected none", what, gathers);
+        /* at temp > 0 each rank lists its rows' top k and the host chains the union: no reduce, and at every step the
+         * token the host's chain draws from the whole (then gathered) row with the same uniform */
+        infer_ctx_free(ca);
+        ca = make_ctx(a, 0);
+        T_CHECK(ca && sampled(ca, ga, &gathers, 0.8f), "%s: infer_sample at temp 0.8: %s", what, infer_last_error());
+        infer_ctx_free(ca);
+        ca = make_ctx(a, 0);
+        if (ca && n_dev > 1) T_CHECK(gathers == 0, "%s: sampling at temp 0.8 reduced the vocabulary %d times, expected "
+                                     "none", what, gathers);
+        const int same = ca ? sampled_vs_row(ca) : -1;
+        T_CHECK(same == N_GREEDY, "%s: at temp 0.8 infer_sample's token is the host chain's on the whole row at %d of "
+                "%d steps", what, same, N_GREEDY);
+        if (ca && n_dev > 1) {
             const int before = ca->tp_gathers;
             T_CHECK(infer_logits(ca, -1) && infer_logits(ca, -1) && ca->tp_gathers == before + 1,
                     "%s: infer_logits after sampling gathers the row once (%d)", what, ca->tp_gathers - before);

@@ -8,10 +8,10 @@
 #include "sampler.h"
 
 /* The list of n survivors c (sampler_chain's, tempered): sampler_pick's weights over their total, in its order;
- * no survivor (min_p > 1) is sampler_pick's c[0] alone. */
+ * no survivor (min_p > 1) is sampler_pick's c[0] alone, logit -inf. */
 static void sample_list_fill(struct sample_list *l, const struct sampler_cand *c, int32_t n) {
     if (n <= 1) {
-        l->n = 1, l->id[0] = c[0].id, l->p[0] = 1.0;
+        l->n = 1, l->id[0] = c[0].id, l->p[0] = 1.0, l->l[0] = n == 1 ? c[0].logit : -INFINITY;
         return;
     }
     float max = c[0].logit;
@@ -20,6 +20,7 @@ static void sample_list_fill(struct sample_list *l, const struct sampler_cand *c
     double total = 0.0;
     for (int32_t i = 0; i < n; i++) {
         l->id[i] = c[i].id;
+        l->l[i] = c[i].logit;
         l->p[i] = exp((double)c[i].logit - max);
         total += l->p[i];
     }
