@@ -1417,3 +1417,18 @@ infer_status cpu_mmv(const struct mmv_args *a, struct pool *p) {
                         a->y, a->add, a->epilogue, a->variant};
     return cpu_mm(&m, p);
 }
+
+infer_status cpu_mmv_multi(const struct mmv_multi_args *a, struct pool *p) {
+    infer_status st = INFER_OK;
+    if (a->n < 1 || a->n > MMV_MULTI_MAX)
+        return infer_fail(INFER_E_ARG, "cpu_mmv_multi: %d products: expected 1..%d", a->n, MMV_MULTI_MAX);
+    for (int32_t k = 1; k < a->n; k++)
+        if (a->p[k].n_tokens != a->p[0].n_tokens)
+            return infer_fail(INFER_E_ARG, "cpu_mmv_multi: product %d has %d tokens, product 0 %d", k, a->p[k].n_tokens,
+                              a->p[0].n_tokens);
+    if (!mmv_multi_disjoint(a))
+        return infer_fail(INFER_E_ARG, "cpu_mmv_multi: a product's output overlaps another product's buffers");
+    for (int32_t k = 0; k < a->n; k++) TRY(cpu_mmv(&a->p[k], p));
+fail:
+    return st;
+}
