@@ -1,10 +1,12 @@
 /* forward: embedding lookup, the layer stack and the LM head, as llama.cpp's llm_build_llama /
  * llm_build_qwen3 / llm_build_qwen3moe graphs compute them (see forward.h for the context).
  *
- * Every matrix product goes through forward_matmul: the input is quantised once into the backend's
+ * Every matrix product goes through forward_matmul(s): the input is quantised once into the backend's
  * activation type for that weight type (Q8_K for K-quants, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for
  * Q4_1/Q5_1, f32 for float weights) as ggml's CPU mul_mat does, then mmv (n_tokens <= MMV_MAX_TOKENS)
- * or mm runs. The head only runs over the rows that asked for logits (llama.cpp's output selection),
+ * or mm runs. Products of one input go through forward_matmuls: at decode one mmv_multi launch per activation
+ * type (any mix of weight types is one on CUDA), the same bits as the products one by one.
+ * The head only runs over the rows that asked for logits (llama.cpp's output selection),
  * gathered into xn.
  * On a device the batch's token ids, positions and asked rows are uploaded first, then the whole pass
  * is queued through the backend's run(), which replays a captured CUDA graph for decode-sized batches.

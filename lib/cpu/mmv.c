@@ -1,4 +1,5 @@
-/* mmv: the dot products of a weight row with one activation row, for every weight type, and cpu_mmv.
+/* mmv: the dot products of a weight row with one activation row, for every weight type, cpu_mmv, and
+ * cpu_mmv_multi (the parts in turn through cpu_mmv: the CPU twin of CUDA's one-launch form).
  *
  * Math (llama.cpp's CPU vec_dot, docs/quant.md §5): the activations are quantised once per op to the weight
  * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1); per
