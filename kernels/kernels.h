@@ -82,6 +82,45 @@ int32_t mmv_act_type_cpu(int32_t weight_type);
 int32_t mmv_act_type_cuda(int32_t weight_type);
 struct op_cost mmv_cost(const struct mmv_args *a);
 
+/* ---- mmv_multi: up to MMV_MULTI_MAX mmv products in one launch (decode: the products of one normed input) ----
+ * p[0 .. n-1] are whole mmv ops, each with its own type, weights, rows, output and epilogue, all with the same
+ * n_tokens; every output row is computed exactly as mmv computes it, so y is that of n separate mmv calls, bit
+ * for bit. Parts run concurrently: no part's y may overlap another part's y, x or add (mmv_multi_disjoint).
+ * Mixed types are the point: a Q4_K_M file mixes Q4_K, Q5_K and Q6_K (and F32 routers) among the products of one
+ * input; on CUDA every quantised type reads the same q8 split activations and float types the f32 x, so one
+ * launch takes any mix. The CPU twin runs the parts in turn (cpu_mmv each). */
+enum { MMV_MULTI_MAX = 4 };
+
+struct mmv_multi_args {
+    int32_t n;                         /* 1..MMV_MULTI_MAX */
+    struct mmv_args p[MMV_MULTI_MAX];
+};
+
+/* Whether [a, a + na) and [b, b + nb) (floats) share an element. */
+static inline int mmv_multi_overlap(const float *a, int64_t na, const float *b, int64_t nb) {
+    const uintptr_t a0 = (uintptr_t)a, a1 = a0 + (uintptr_t)na * sizeof(float);
+    const uintptr_t b0 = (uintptr_t)b, b1 = b0 + (uintptr_t)nb * sizeof(float);
+    return a && b && na > 0 && nb > 0 && a0 < b1 && b0 < a1;
+}
+
+/* 1 when no part's output overlaps another part's output, f32 input or residual (a part's own add may alias its
+ * own y, as in mmv); the n_tokens and sizes are the parts' own, assumed already checked. */
+static inline int mmv_multi_disjoint(const struct mmv_multi_args *a) {
+    for (int32_t i = 0; i < a->n; i++) {
+        const struct mmv_args *p = &a->p[i];
+        const int64_t ny = (int64_t)p->n_tokens * p->n_out;
+        for (int32_t j = 0; j < a->n; j++) {
+            const struct mmv_args *o = &a->p[j];
+            if (j == i) continue;
+            if (mmv_multi_overlap(p->y, ny, o->y, (int64_t)o->n_tokens * o->n_out) ||
+                mmv_multi_overlap(p->y, ny, o->x, (int64_t)o->n_tokens * o->n_in) ||
+                mmv_multi_overlap(p->y, ny, o->add, (int64_t)o->n_tokens * o->n_out))
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* ---- mm: quantised matrix x many tokens (prefill). Same math and epilogues as mmv, any n_tokens;
  * xq/x/y/add are (n_tokens, n_in|n_out) with rows packed. ---- */
 struct mm_args {
@@ -542,6 +581,7 @@ static inline INFER_HD float sample_penalise(float l, int32_t count, float repea
 #include <cuda_runtime_api.h>
 cudaError_t cuda_quantize(const struct quantize_args *a, cudaStream_t s);
 cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s);
+cudaError_t cuda_mmv_multi(const struct mmv_multi_args *a, cudaStream_t s);
 cudaError_t cuda_norm(const struct norm_args *a, cudaStream_t s);
 cudaError_t cuda_act(const struct act_args *a, cudaStream_t s);
 cudaError_t cuda_rope(const struct rope_args *a, cudaStream_t s);

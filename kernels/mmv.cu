@@ -7,6 +7,9 @@
  * Work split: one warp per output row (all tokens at once, so W is read once for the whole batch),
  * lanes stride over the units of the row, a warp reduction at the end, then the epilogue
  * (plain / + residual / SwiGLU of two matrices). Float weights (F32/F16/BF16) use f32 x directly.
+ * mmv_multi: up to four such products in one grid (the products of one input: GDN's qkv / gate / beta /
+ * alpha, attention's q / k / v), each part its own run of blocks and its own type (a switch per block); a
+ * row is the same code as mmv's (mmv_row), so a part's bits are its separate launch's.
  * Bytes per call: the weights once (n_out * row bytes), x (L2-resident), y once.
  * note: the weight read is the whole cost at batch 1; loads are 16-byte where the block layout is
  * 16-byte aligned (Q4_K, Q5_K qs; IQ4_XS 8-byte), 2-byte pairs where blocks have odd sizes.
@@ -386,12 +389,12 @@ static __device__ __forceinline__ void row_dots(const struct mmv_args &a, const 
     for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
 }
 
+/* Output row r of a (all tokens) by the calling warp: the dots, then the epilogue. Both kernels run rows
+ * through here, so mmv_multi's rows are mmv's, bit for bit. */
 template <int T, int NT>
-static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_constant__ struct mmv_args a) {
+static __device__ __forceinline__ void mmv_row(const struct mmv_args &a, int64_t r) {
     const size_t rb = row_bytes_of<T>(a.n_in);
     const int lane = threadIdx.x % WARP_SIZE;
-    const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE;
-    if (r >= a.n_out) return; /* whole warp */
     float acc[NT], acc2[NT];
     row_dots<T, NT>(a, (const uint8_t *)a.w + r * rb, acc);
     if (a.epilogue == MMV_SWIGLU) row_dots<T, NT>(a, (const uint8_t *)a.w2 + r * rb, acc2);
@@ -405,6 +408,13 @@ static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_co
         else if (a.epilogue == MMV_SWIGLU) v = silu(v) * acc2[t];
         a.y[o] = v;
     }
+}
+
+template <int T, int NT>
+static __global__ void __launch_bounds__(MMV_THREADS) mmv_kernel(const __grid_constant__ struct mmv_args a) {
+    const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.x / WARP_SIZE;
+    if (r >= a.n_out) return; /* whole warp */
+    mmv_row<T, NT>(a, r);
 }
 
 template <int T>
@@ -423,6 +433,32 @@ static cudaError_t launch_type(const struct mmv_args *a, cudaStream_t s) {
 #define MMV_TYPES(X) X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(IQ4_NL) X(IQ4_XS) X(Q2_K) X(Q3_K) \
     X(Q4_K) X(Q5_K) X(Q6_K) X(MXFP4) BLOCKS_IQ_TYPE_IDS(X)
 
+/* Several products in one grid: part k takes the next ceil(n_out_k / MMV_WARPS) blocks, a warp per output row as
+ * in mmv_kernel, and the part's type picks the row code at run time (uniform over a block: no divergence), so
+ * any mix of types is one launch. note: the kernel holds every type's code and reads its part's args by a
+ * run-time index (registers, where mmv_kernel's come from the constant bank): ptxas, sm_90, one token: 56
+ * registers, 36 resident warps an SM, against 30-42 and 40-64 warps for mmv_kernel<T, 1>; a part-of-one-type
+ * kernel measured 40-54, so one kernel for every mix; forward_matmuls sends a lone product to mmv. */
+template <int NT>
+static __global__ void __launch_bounds__(MMV_THREADS) mmv_multi_kernel(const __grid_constant__ struct mmv_multi_args a) {
+    int k = 0;
+    int64_t b = blockIdx.x;
+    for (; k < a.n - 1; k++) {
+        const int64_t nb = (a.p[k].n_out + MMV_WARPS - 1) / MMV_WARPS;
+        if (b < nb) break;
+        b -= nb;
+    }
+    const struct mmv_args &p = a.p[k];
+    const int64_t r = b * MMV_WARPS + threadIdx.x / WARP_SIZE;
+    if (r >= p.n_out) return; /* whole warp */
+    switch (p.type) {
+#define MMV_MULTI_ROW(t) case INFER_TYPE_##t: mmv_row<INFER_TYPE_##t, NT>(p, r); break;
+        MMV_TYPES(MMV_MULTI_ROW)
+#undef MMV_MULTI_ROW
+    default: break; /* the launcher refused it */
+    }
+}
+
 extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
     switch (weight_type) {
     case INFER_TYPE_F32: case INFER_TYPE_F16: case INFER_TYPE_BF16: return -1;
@@ -430,7 +466,8 @@ extern "C" int32_t mmv_act_type_cuda(int32_t weight_type) {
     }
 }
 
-extern "C" cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s) {
+/* What a launcher refuses of one product (cudaErrorInvalidValue) before anything runs; cudaSuccess otherwise. */
+static cudaError_t mmv_check(const struct mmv_args *a) {
     const struct quant_type *qt = quant_type(a->type);
     const int64_t blck = qt ? qt->blck : 1;
     if (a->n_in <= 0 || a->n_out <= 0 || a->n_in % blck != 0 || (blck > 1 && a->n_in % Q8_SPLIT_BLOCK != 0))
@@ -440,10 +477,43 @@ extern "C" cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s) {
         (a->epilogue == MMV_ADD && !a->add))
         return cudaErrorInvalidValue; /* an unknown epilogue would otherwise run as MMV_PLAIN */
     if (a->n_out > (int64_t)MMV_WARPS * 2147483647) return cudaErrorInvalidValue;
+    if (a->n_tokens < 1 || a->n_tokens > MMV_MAX_TOKENS) return cudaErrorInvalidValue;
+    switch (a->type) {
+#define MMV_KNOWN(t) case INFER_TYPE_##t: return cudaSuccess;
+        MMV_TYPES(MMV_KNOWN)
+#undef MMV_KNOWN
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t cuda_mmv(const struct mmv_args *a, cudaStream_t s) {
+    const cudaError_t e = mmv_check(a);
+    if (e != cudaSuccess) return e;
     switch (a->type) {
 #define MMV_DISPATCH(t) case INFER_TYPE_##t: return launch_type<INFER_TYPE_##t>(a, s);
         MMV_TYPES(MMV_DISPATCH)
 #undef MMV_DISPATCH
     default: return cudaErrorInvalidValue;
     }
+}
+
+extern "C" cudaError_t cuda_mmv_multi(const struct mmv_multi_args *a, cudaStream_t s) {
+    if (a->n < 1 || a->n > MMV_MULTI_MAX) return cudaErrorInvalidValue;
+    int64_t blocks = 0;
+    for (int32_t k = 0; k < a->n; k++) {
+        const cudaError_t e = mmv_check(&a->p[k]);
+        if (e != cudaSuccess) return e;
+        if (a->p[k].n_tokens != a->p[0].n_tokens) return cudaErrorInvalidValue; /* one NT per kernel */
+        blocks += (a->p[k].n_out + MMV_WARPS - 1) / MMV_WARPS;
+    }
+    if (blocks > 2147483647 || !mmv_multi_disjoint(a)) return cudaErrorInvalidValue;
+    const dim3 grid((unsigned)blocks);
+    switch (a->p[0].n_tokens) {
+#define MMV_MULTI_CASE(nt) case nt: launch_kernel(mmv_multi_kernel<nt>, grid, MMV_THREADS, 0, s, *a); break;
+        MMV_MULTI_CASE(1) MMV_MULTI_CASE(2) MMV_MULTI_CASE(3) MMV_MULTI_CASE(4) MMV_MULTI_CASE(5) MMV_MULTI_CASE(6)
+        MMV_MULTI_CASE(7) MMV_MULTI_CASE(8)
+#undef MMV_MULTI_CASE
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
 }

@@ -49,6 +49,8 @@ struct infer_backend_ops {
     infer_status (*quantize)(struct infer_backend *b, const struct quantize_args *a);
     infer_status (*mmv)(struct infer_backend *b, const struct mmv_args *a);
     infer_status (*mm)(struct infer_backend *b, const struct mm_args *a);
+    /* several mmv products in one launch (kernels.h); NULL: callers run the products one by one */
+    infer_status (*mmv_multi)(struct infer_backend *b, const struct mmv_multi_args *a);
     infer_status (*norm)(struct infer_backend *b, const struct norm_args *a);
     infer_status (*rope)(struct infer_backend *b, const struct rope_args *a);
     infer_status (*act)(struct infer_backend *b, const struct act_args *a);

@@ -65,6 +65,7 @@ static infer_status backend_cpu_run(struct infer_backend *b, uint64_t key, infer
     }
 BACKEND_CPU_OP(quantize, quantize_args)
 BACKEND_CPU_OP(mmv, mmv_args)
+BACKEND_CPU_OP(mmv_multi, mmv_multi_args)
 BACKEND_CPU_OP(mm, mm_args)
 BACKEND_CPU_OP(norm, norm_args)
 BACKEND_CPU_OP(rope, rope_args)
@@ -99,6 +100,7 @@ static const struct infer_backend_ops backend_cpu_ops = {
     .quantize = backend_cpu_quantize,
     .mmv = backend_cpu_mmv,
     .mm = backend_cpu_mm,
+    .mmv_multi = backend_cpu_mmv_multi,
     .norm = backend_cpu_norm,
     .rope = backend_cpu_rope,
     .act = backend_cpu_act,

@@ -247,6 +247,7 @@ static infer_status backend_cuda_mm(struct infer_backend *b, const struct mm_arg
 
 BACKEND_CUDA_OP(quantize, quantize_args)
 BACKEND_CUDA_OP(mmv, mmv_args)
+BACKEND_CUDA_OP(mmv_multi, mmv_multi_args)
 BACKEND_CUDA_OP(norm, norm_args)
 BACKEND_CUDA_OP(rope, rope_args)
 BACKEND_CUDA_OP(act, act_args)
@@ -282,6 +283,7 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .quantize = backend_cuda_quantize,
     .mmv = backend_cuda_mmv,
     .mm = backend_cuda_mm,
+    .mmv_multi = backend_cuda_mmv_multi,
     .norm = backend_cuda_norm,
     .rope = backend_cuda_rope,
     .act = backend_cuda_act,

@@ -1,10 +1,12 @@
 /* forward: embedding lookup, the layer stack and the LM head, as llama.cpp's llm_build_llama /
  * llm_build_qwen3 / llm_build_qwen3moe graphs compute them (see forward.h for the context).
  *
- * Every matrix product goes through forward_matmul: the input is quantised once into the backend's
+ * Every matrix product goes through forward_matmul(s): the input is quantised once into the backend's
  * activation type for that weight type (Q8_K for K-quants, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for
  * Q4_1/Q5_1, f32 for float weights) as ggml's CPU mul_mat does, then mmv (n_tokens <= MMV_MAX_TOKENS)
- * or mm runs. The head only runs over the rows that asked for logits (llama.cpp's output selection),
+ * or mm runs. Products of one input go through forward_matmuls: at decode one mmv_multi launch per activation
+ * type (any mix of weight types is one on CUDA), the same bits as the products one by one.
+ * The head only runs over the rows that asked for logits (llama.cpp's output selection),
  * gathered into xn.
  * On a device the batch's token ids, positions and asked rows are uploaded first, then the whole pass
  * is queued through the backend's run(), which replays a captured CUDA graph for decode-sized batches.
@@ -37,6 +39,63 @@ infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, co
     } else {
         struct mm_args a = {w->type, w->data, w2 ? w2->data : NULL, n_in, n_out, n_tokens, xq, x, y, add, epilogue, 0};
         TRY(be->ops->mm(be, &a));
+    }
+fail:
+    return st;
+}
+
+/* The activation type for the launch over the pending products (bit k of pending): the one x is already
+ * quantised to when a pending product reads it (no quantize), else the first pending quantised product's; -1
+ * when only float products are left. */
+static int32_t forward_matmuls_act(struct infer_backend *be, const struct forward_product *p, int32_t n,
+                                   uint32_t pending, int32_t xq_type) {
+    int32_t at = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (!(pending >> i & 1)) continue;
+        const int32_t a = be->ops->mmv_act_type(p[i].w->type);
+        if (a >= 0 && a == xq_type) return a;
+        if (a >= 0 && at < 0) at = a;
+    }
+    return at;
+}
+
+infer_status forward_matmuls(struct infer_ctx *c, const struct forward_product *p, int32_t n, const float *x,
+                             int32_t n_tokens, int32_t *xq_type) {
+    infer_status st = INFER_OK;
+    struct infer_backend *be = c->be;
+    if (n < 1 || n > 32) return infer_fail(INFER_E_ARG, "forward_matmuls: %d products: expected 1..32", n);
+    const int64_t n_in = p[0].w->ne[0];
+    for (int32_t i = 1; i < n; i++)
+        if (p[i].w->ne[0] != n_in)
+            return infer_fail(INFER_E_ARG, "forward_matmuls: product %d reads %lld values, product 0 %lld", i,
+                              (long long)p[i].w->ne[0], (long long)n_in);
+    if (n_tokens > MMV_MAX_TOKENS || !be->ops->mmv_multi) {
+        for (int32_t i = 0; i < n; i++)
+            TRY(forward_matmul(c, p[i].w, p[i].w2, x, n_tokens, p[i].y, p[i].add, p[i].epilogue, xq_type));
+        return INFER_OK;
+    }
+    uint32_t pending = n == 32 ? 0xFFFFFFFFu : (1u << n) - 1;
+    while (pending) {
+        const int32_t at = forward_matmuls_act(be, p, n, pending, *xq_type);
+        if (at >= 0 && *xq_type != at) {
+            struct quantize_args qa = {.type = at, .x = x, .y = c->xq, .n = n_in, .n_rows = n_tokens, .x_stride = n_in};
+            TRY(be->ops->quantize(be, &qa));
+            *xq_type = at;
+        }
+        /* this launch: the pending products that read x in type at, and the float ones */
+        struct mmv_multi_args m = {.n = 0};
+        for (int32_t i = 0; i < n; i++) {
+            const int32_t a = be->ops->mmv_act_type(p[i].w->type);
+            if (!(pending >> i & 1) || (a >= 0 && a != at)) continue;
+            pending &= ~(1u << i);
+            m.p[m.n++] = (struct mmv_args){.type = p[i].w->type, .w = p[i].w->data, .w2 = p[i].w2 ? p[i].w2->data : NULL,
+                                           .n_in = n_in, .n_out = p[i].w->ne[1], .n_tokens = n_tokens,
+                                           .xq = a >= 0 ? c->xq : NULL, .x = x, .y = p[i].y, .add = p[i].add,
+                                           .epilogue = p[i].epilogue};
+            if (m.n == MMV_MULTI_MAX) break; /* the rest in the next launch */
+        }
+        if (m.n == 1) TRY(be->ops->mmv(be, &m.p[0]));
+        else TRY(be->ops->mmv_multi(be, &m));
     }
 fail:
     return st;

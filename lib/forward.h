@@ -183,6 +183,19 @@ infer_status forward_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_t
 infer_status forward_matmul(struct infer_ctx *c, const struct gguf_tensor *w, const struct gguf_tensor *w2,
                             const float *x, int32_t n_tokens, float *y, const float *add, int32_t epilogue,
                             int32_t *xq_type);
+/* One product of forward_matmuls: forward_matmul's w, w2, y, add and epilogue. */
+struct forward_product {
+    const struct gguf_tensor *w, *w2;
+    float *y;
+    const float *add;
+    int32_t epilogue;
+};
+/* The n products of one input x (every w of the same n_in; outputs disjoint): the results of n forward_matmul calls,
+ * bit for bit. A decode-sized batch (mmv) on a backend with mmv_multi runs them as one launch per activation
+ * type x needs (float weights join any; on CUDA every quantised type shares one, so any mix is one launch),
+ * x quantised once per type; a lone product of a launch runs as plain mmv. Else (prefill) forward_matmul each. */
+infer_status forward_matmuls(struct infer_ctx *c, const struct forward_product *p, int32_t n, const float *x,
+                             int32_t n_tokens, int32_t *xq_type);
 /* RMSNorm of n_rows rows of n floats with weight w (an F32 tensor). */
 infer_status forward_norm(struct infer_ctx *c, const float *x, const struct gguf_tensor *w, float *y, int64_t n,
                           int32_t n_rows);

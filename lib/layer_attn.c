@@ -1,6 +1,6 @@
 /* layer_attn: the self-attention block of llama / qwen3 / qwen3moe and the gated full-attention
  * block of the hybrid archs (and their MTP block):
- *   n = RMSNorm(x) * attn_norm;  q, k, v = Wq n, Wk n, Wv n
+ *   n = RMSNorm(x) * attn_norm;  q, k, v = Wq n, Wk n, Wv n   (one launch at decode: forward_matmuls)
  *   gated (qwen35*, qwen3next): Wq n packs [query | gate] per head (2 * head_dim rows each)
  *   qwen3 / gated: q, k = per-head RMSNorm(q) * attn_q_norm, (k) * attn_k_norm
  *   q, k = RoPE(q, k) over the first n_rot dims at each token's position (llama: adjacent pairs;
@@ -42,9 +42,12 @@ infer_status layer_attn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
 
     const int gated = (m->arch->flags & ARCH_F_ATTN_GATE) != 0;
     TRY(forward_norm_in(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens, L->attn_q, &xq_type));
-    TRY(forward_matmul(c, L->attn_q, NULL, c->xn, n_tokens, gated ? c->qg : c->q, NULL, MMV_PLAIN, &xq_type));
-    TRY(forward_matmul(c, L->attn_k, NULL, c->xn, n_tokens, c->k, NULL, MMV_PLAIN, &xq_type));
-    TRY(forward_matmul(c, L->attn_v, NULL, c->xn, n_tokens, c->v, NULL, MMV_PLAIN, &xq_type));
+    const struct forward_product qkv[3] = { /* one launch at decode (forward_matmuls) */
+        {.w = L->attn_q, .y = gated ? c->qg : c->q, .epilogue = MMV_PLAIN},
+        {.w = L->attn_k, .y = c->k, .epilogue = MMV_PLAIN},
+        {.w = L->attn_v, .y = c->v, .epilogue = MMV_PLAIN},
+    };
+    TRY(forward_matmuls(c, qkv, 3, c->xn, n_tokens, &xq_type));
     const int32_t mode = m->arch->rope == ARCH_ROPE_NORM ? ROPE_NORMAL : ROPE_NEOX;
     struct rope_args rq = {c->q, c->dpos, n_tokens, nh, hd, (int32_t)hp->n_rot, nq, hd, mode, hp->rope_freq_base, 1.0f};
     struct rope_args rk = {c->k, c->dpos, n_tokens, nkv, hd, (int32_t)hp->n_rot, nk, hd, mode, hp->rope_freq_base, 1.0f};

@@ -25,17 +25,16 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     int32_t xq_type = -2;
 
     TRY(forward_norm_in(c, c->x, L->attn_norm, c->xn, n_embd, n_tokens, L->ssm_qkv, &xq_type));
-    TRY(forward_matmul(c, L->ssm_qkv, NULL, c->xn, n_tokens, c->g_qkv, NULL, MMV_PLAIN, &xq_type));
-    TRY(forward_matmul(c, L->ssm_gate, NULL, c->xn, n_tokens, c->g_z, NULL, MMV_PLAIN, &xq_type));
-    if (fused_ba) {
-        TRY(forward_matmul(c, L->ssm_ba, NULL, c->xn, n_tokens, c->g_ab, NULL, MMV_PLAIN, &xq_type));
-    } else {
-        /* beta rows then alpha rows share one (T, 2 Hv) buffer: two products written side by side
-         * would need a strided output, so each goes to its own half, tokens packed */
-        TRY(forward_matmul(c, L->ssm_beta, NULL, c->xn, n_tokens, c->g_ab, NULL, MMV_PLAIN, &xq_type));
-        TRY(forward_matmul(c, L->ssm_alpha, NULL, c->xn, n_tokens, c->g_ab + (size_t)n_tokens * n_vhead, NULL,
-                           MMV_PLAIN, &xq_type));
-    }
+    /* the products of n, one launch at decode (forward_matmuls). Beta rows then alpha rows share one (T, 2 Hv)
+     * buffer: two products written side by side would need a strided output, so each goes to its own half,
+     * tokens packed */
+    const struct forward_product in[4] = {
+        {.w = L->ssm_qkv, .y = c->g_qkv, .epilogue = MMV_PLAIN},
+        {.w = L->ssm_gate, .y = c->g_z, .epilogue = MMV_PLAIN},
+        {.w = fused_ba ? L->ssm_ba : L->ssm_beta, .y = c->g_ab, .epilogue = MMV_PLAIN},
+        {.w = L->ssm_alpha, .y = c->g_ab + (size_t)n_tokens * n_vhead, .epilogue = MMV_PLAIN},
+    };
+    TRY(forward_matmuls(c, in, fused_ba ? 3 : 4, c->xn, n_tokens, &xq_type));
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
         const int32_t s = c->seq[t0], n = t1 - t0, snap_from = n > kv->n_ring ? n - kv->n_ring : 0;

@@ -7,17 +7,17 @@
  *   x += moe + s      (in llama.cpp's order: the gate scales the down product's output, which is
  *                      added to the routed sum before the residual — scaling the hidden activations
  *                      instead would change their 8-bit quantisation)
- * The routers are F32 (never quantised), so they take f32 n. */
+ * The routers are F32 (never quantised), so they take f32 n. The products of n (router, shared gate, shared
+ * gate / up) run together in the routing step, one launch at decode (forward_matmuls); the shared expert's down
+ * product waits for the routed experts, which leave sh / shg alone. */
 #include "forward.h"
 
-/* c->xn = sigmoid(w_sg . n) * shared expert(n), n = c->xn (consumed: the down product lands there). */
+/* c->xn = sigmoid(w_sg . n) * shared expert(n), from c->shg = w_sg . n and c->sh = silu(gate_s n) * up_s n
+ * (layer_moe_route's); xn is overwritten (the down product lands there). */
 static infer_status layer_moe_shared_into_xn(struct infer_ctx *c, const struct model_layer *L, int32_t n_tokens) {
     infer_status st = INFER_OK;
     const int64_t n_embd = c->m->hp.n_embd;
     int32_t xq_type = -2;
-    TRY(forward_matmul(c, L->ffn_gate_inp_shexp, NULL, c->xn, n_tokens, c->shg, NULL, MMV_PLAIN, &xq_type));
-    TRY(forward_matmul(c, L->ffn_gate_shexp, L->ffn_up_shexp, c->xn, n_tokens, c->sh, NULL, MMV_SWIGLU, &xq_type));
-    xq_type = -2;
     TRY(forward_matmul(c, L->ffn_down_shexp, NULL, c->sh, n_tokens, c->xn, NULL, MMV_PLAIN, &xq_type));
     struct act_args g = {ACT_SIGMOID_MUL_ROW, c->xn, c->shg, c->xn, n_embd, n_tokens, 0, 1};
     TRY(c->be->ops->act(c->be, &g));
@@ -25,13 +25,19 @@ fail:
     return st;
 }
 
-/* c->xn = RMSNorm(x) * ffn_norm; c->moe_ids / c->moe_w = the top-k experts of each token and their weights. */
+/* c->xn = RMSNorm(x) * ffn_norm; c->moe_ids / c->moe_w = the top-k experts of each token and their weights; with
+ * a shared expert also c->shg = w_sg . n and c->sh = silu(gate_s n) * up_s n. */
 static infer_status layer_moe_route(struct infer_ctx *c, const struct model_layer *L, int32_t n_tokens) {
     infer_status st = INFER_OK;
     const struct arch_hparams *hp = &c->m->hp;
     int32_t xq_type = -2;
     TRY(forward_norm(c, c->x, forward_ffn_norm(L), c->xn, hp->n_embd, n_tokens));
-    TRY(forward_matmul(c, L->ffn_gate_inp, NULL, c->xn, n_tokens, c->router, NULL, MMV_PLAIN, &xq_type));
+    const struct forward_product in[3] = {
+        {.w = L->ffn_gate_inp, .y = c->router, .epilogue = MMV_PLAIN},
+        {.w = L->ffn_gate_inp_shexp, .y = c->shg, .epilogue = MMV_PLAIN},
+        {.w = L->ffn_gate_shexp, .w2 = L->ffn_up_shexp, .y = c->sh, .epilogue = MMV_SWIGLU},
+    };
+    TRY(forward_matmuls(c, in, L->ffn_gate_shexp ? 3 : 1, c->xn, n_tokens, &xq_type));
     struct moe_route_args r = {c->router, c->moe_ids, c->moe_w, n_tokens, (int32_t)hp->n_expert,
                                (int32_t)hp->n_expert_used, 1};
     TRY(c->be->ops->moe_route(c->be, &r));

@@ -1,7 +1,7 @@
 /* model_repack: the matrices the CPU computes, repacked once at load into the CPU backend's strip layout
  * (cpu/mm_r16.c), as llama.cpp's CPU backend repacks its weights.
  *
- * Which: every matrix a host layer or a host head multiplies through forward_matmul (attention and Gated DeltaNet
+ * Which: every matrix a host layer or a host head multiplies through forward_matmul(s) (attention and Gated DeltaNet
  * projections, the dense FFN, the shared expert, the MTP projection, the LM head) whose type and row length the
  * CPU takes (cpu_r16_takes); and the routed experts (3-D: each expert's matrix its own strips, expert e at
  * e · cpu_r16_bytes) of the host's layers and of the layers whose experts expert offload keeps on the host, where
@@ -17,7 +17,7 @@
 #include "model.h"
 #include "quant.h"
 
-/* The matrix slots of a layer that go through forward_matmul. */
+/* The matrix slots of a layer that go through forward_matmul(s). */
 static const struct gguf_tensor **repack_slot(struct model_layer *L, int k) {
     const struct gguf_tensor **s[] = {&L->attn_q,        &L->attn_k,         &L->attn_v,         &L->attn_out,
                                       &L->ssm_qkv,       &L->ssm_gate,       &L->ssm_beta,       &L->ssm_alpha,

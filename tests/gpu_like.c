@@ -327,6 +327,20 @@ static infer_status gl_mmv(struct infer_backend *b, const struct mmv_args *a) {
     return INFER_OK;
 }
 
+/* mmv_multi: each part as mmv (mmv.cu's rows are mmv's whichever kernel runs them). */
+static infer_status gl_mmv_multi(struct infer_backend *b, const struct mmv_multi_args *a) {
+    infer_status st = INFER_OK;
+    if (a->n < 1 || a->n > MMV_MULTI_MAX || !mmv_multi_disjoint(a))
+        return infer_fail(INFER_E_UNSUPPORTED, "gpu_like mmv_multi: %d products", a->n);
+    for (int32_t k = 0; k < a->n; k++) {
+        if (a->p[k].n_tokens != a->p[0].n_tokens)
+            return infer_fail(INFER_E_UNSUPPORTED, "gpu_like mmv_multi: products of different token counts");
+    }
+    for (int32_t k = 0; k < a->n; k++) TRY(gl_mmv(b, &a->p[k]));
+fail:
+    return st;
+}
+
 /* ---- mm: the tensor-core path (mm.cu "mma") ---- */
 
 /* A row of W as mm.cu's fill_w stores it: decoded in blocks.h's arithmetic (lib/quant.c's, bit for
@@ -1291,6 +1305,7 @@ static const struct infer_backend_ops gl_ops = {
     .quantize = gl_quantize,
     .mmv = gl_mmv,
     .mm = gl_mm,
+    .mmv_multi = gl_mmv_multi,
     .norm = gl_norm,
     .rope = gl_rope,
     .act = gl_cpu_act,

@@ -52,6 +52,22 @@ int cu_mmv(const struct mmv_args *h) {
     return CU_RUN(m, cuda_mmv(&d, 0));
 }
 
+int cu_mmv_multi(const struct mmv_multi_args *h) {
+    struct mmv_multi_args d = *h;
+    struct dmirror m = {0};
+    if (h->n < 1 || h->n > MMV_MULTI_MAX) return (int)cuda_mmv_multi(h, 0); /* the launcher's refusal */
+    for (int32_t k = 0; k < h->n; k++) {
+        const struct mmv_args *p = &h->p[k];
+        if (p->n_tokens < 1 || p->n_in < 1 || p->n_out < 1) return (int)cuda_mmv_multi(h, 0);
+    }
+    /* parts sharing x or xq share its device copy (dm_upload merges overlapping host ranges) */
+    for (int32_t k = 0; k < h->n; k++) {
+        struct mmv_args *p = &d.p[k];
+        mm_mirror(&m, p->type, p->n_in, p->n_out, p->n_tokens, &p->w, &p->w2, &p->xq, &p->x, &p->y, &p->add);
+    }
+    return CU_RUN(m, cuda_mmv_multi(&d, 0));
+}
+
 static struct cuda_mm_state *cu_mm_states[2];
 static int cu_mm_made[2];
 
@@ -275,6 +291,7 @@ void cu_done(void) {
 int cu_quantize(const struct quantize_args *a) { return (void)a, -1; }
 int cu_mmv(const struct mmv_args *a) { return (void)a, -1; }
 int cu_mm(const struct mm_args *a, int mode) { return (void)a, (void)mode, -1; }
+int cu_mmv_multi(const struct mmv_multi_args *a) { return (void)a, -1; }
 int cu_norm(const struct norm_args *a) { return (void)a, -1; }
 int cu_norm_q(const struct norm_q_args *a) { return (void)a, -1; }
 int cu_rope(const struct rope_args *a) { return (void)a, -1; }

@@ -13,6 +13,7 @@
 
 int cu_quantize(const struct quantize_args *a);
 int cu_mmv(const struct mmv_args *a);
+int cu_mmv_multi(const struct mmv_multi_args *a);
 /* mode 0: INFER_MATMUL=mma (the tensor-core kernel), 1: INFER_MATMUL=cublas; each state made once */
 int cu_mm(const struct mm_args *a, int mode);
 int cu_norm(const struct norm_args *a);

@@ -19,6 +19,9 @@
  *             (|silu'| <= 1.1) + 1e-6 |ref| (cuda mm 1e-4). cpu also: fused epilogues bit for bit the
  *             unfused chain, mm the mmv dots, ggml's vec_dot (peer); the 32-value types at AVX-512 (dots,
  *             GEMM of mm_q32.c) the scalar dots
+ *   mmv_multi a type per part, mixed ("q4_K+q6_K+f32"): every part within mmv's bound of ref on the activations
+ *             the column used (cpu: each part's partner type; cuda: one q8 split for every quantised part) and
+ *             bit for bit a separate mmv of that part in the same column; nothing written between the outputs
  *   norm      NMSE (table) and 1e-5 |ref| + 1e-12; norm_q (cuda): y and its 8-bit activations bit for bit
  *             norm then quantize on the device
  *   rope      NMSE (table), dims past n_rot and the gaps untouched; cuda also within 1e-5 (|x0| + |x1|) of
@@ -175,6 +178,15 @@ static const struct tcase tops_cases[] = {
     {"mmv", "q4_K,q6_K", {2048, 40, 4}, {MMV_PLAIN}, -1, 1, 0, 0, .flags = MM_T_QUANTISED},
     {"mmv", "q4_K,q6_K", {1280, 33, 5}, {MMV_SWIGLU}, -1, 1, 0, 0},
     {"mmv", "q4_K,q6_K", {768, 19, 7}, {MMV_ADD}, -2, 2, 0, 0, .flags = MM_T_QUANTISED},
+    /* ---- mmv_multi: {n_in, rows of part 0, n_tokens, parts}, aux = rows of parts 1..3, param[0] = part k's
+     * epilogue in bits 2k..2k+1; a type per part ("a+b+c", the last repeating): the mixes real files put on one
+     * input (Q4_K_M's attention and GDN products, F32 routers, a one-row shared-expert gate) and odd row counts ---- */
+    {"mmv_multi", "q4_K+q6_K+q5_K+q4_K,q8_0+f32+q4_0+iq4_xs,f16+bf16+f32,q4_K", {512, 37, 1, 4}, {0}, -1, 1, 0, 0, {50, 1, 19}},
+    {"mmv_multi", "f32+f32+q4_K,q8_0+q6_K+q4_K", {256, 64, 1, 3}, {MMV_SWIGLU << 4}, -1, 1, 0, 0, {1, 23}},
+    {"mmv_multi", "q4_K+q6_K+q4_K+q4_K,q2_K+q3_K+iq2_xs+mxfp4", {768, 29, 3, 4}, {0}, -2, 2, 0, 0, {13, 7, 6}},
+    {"mmv_multi", "q5_0+q4_1+q8_0,iq3_s+tq2_0+iq1_m", {512, 17, 8, 3}, {MMV_ADD | MMV_SWIGLU << 2}, -1, 1, 0, 0, {33, 5}},
+    {"mmv_multi", "q5_1+q5_0+f16+iq4_nl,q4_0+q4_1+bf16+mxfp4", {288, 11, 2, 4}, {MMV_ADD << 6}, -1, 1, 0, 0, {3, 9, 2}},
+    {"mmv_multi", "q6_K", {256, 9, 5, 1}, {0}, -1, 1, 0, 0},
     /* ---- mm: {n_in, n_out, n_tokens}; CUDA runs INFER_MATMUL=mma and =cublas. Against its 64 x 64 tiles and
      * 64-value K steps: n_out 33 / 67 / 130, tokens 9 / 19 / 64 / 70, K one step, a half step (32-value
      * types: an odd number of units), odd for float types, one value ---- */
@@ -454,6 +466,7 @@ struct tctx {
     int32_t type;
     int col;
     struct infer_backend *cpu; /* the CPU backend: the cpu column, and the CUDA column's twin */
+    const char *tname;         /* the type's name as the case lists it (mmv_multi: one per part, '+' between) */
     char desc[200];
 };
 
@@ -517,6 +530,20 @@ static void run_errors_cpu(struct tctx *x) {
     T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: SwiGLU without w2", desc);
     m.epilogue = 7;
     T_CHECK(be->ops->mmv(be, &m) == INFER_E_ARG, "%s: epilogue 7", desc);
+    m.epilogue = MMV_PLAIN;
+    struct mmv_multi_args mm = {.n = 0, .p = {m, m}};
+    mm.p[1].y = y + 8;
+    T_CHECK(be->ops->mmv_multi(be, &mm) == INFER_E_ARG, "%s: mmv_multi of 0 products", desc);
+    mm.n = MMV_MULTI_MAX + 1;
+    T_CHECK(be->ops->mmv_multi(be, &mm) == INFER_E_ARG, "%s: mmv_multi of %d products", desc, MMV_MULTI_MAX + 1);
+    mm.n = 2, mm.p[1].n_tokens = 2;
+    T_CHECK(be->ops->mmv_multi(be, &mm) == INFER_E_ARG, "%s: mmv_multi of 1 and 2 tokens", desc);
+    mm.p[1].n_tokens = 1, mm.p[1].y = y;
+    T_CHECK(be->ops->mmv_multi(be, &mm) == INFER_E_ARG, "%s: mmv_multi with one output twice", desc);
+    mm.p[1].y = f + 4; /* inside part 0's x */
+    T_CHECK(be->ops->mmv_multi(be, &mm) == INFER_E_ARG, "%s: mmv_multi writing another part's input", desc);
+    mm.p[1].y = y + 8, mm.p[1].type = 40;
+    T_CHECK(be->ops->mmv_multi(be, &mm) == INFER_E_UNSUPPORTED, "%s: mmv_multi with an NVFP4 part", desc);
     struct quantize_args qa = {.type = INFER_TYPE_F32, .x = f, .y = q, .n = 256, .n_rows = 1, .x_stride = 256};
     T_CHECK(be->ops->quantize(be, &qa) == INFER_E_UNSUPPORTED, "%s: quantize to F32", desc);
     /* a list of a chain that keeps more survivors than a list holds; spec_accept with an empty list */
@@ -624,6 +651,24 @@ static void run_errors_cuda(struct tctx *x) {
     REFUSED(cuda_mmv(&m, 0), "%s: mmv Q4_K without quantised activations", desc);
     m.type = INFER_TYPE_F16, m.xq = q, m.x = NULL;
     REFUSED(cuda_mmv(&m, 0), "%s: mmv F16 without activations", desc);
+    m.type = INFER_TYPE_Q4_K, m.x = f;
+    struct mmv_multi_args mu = {.n = 0, .p = {m, m}};
+    mu.p[1].y = y + 8;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi of 0 products", desc);
+    mu.n = MMV_MULTI_MAX + 1;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi of %d products", desc, MMV_MULTI_MAX + 1);
+    mu.n = 2, mu.p[1].n_tokens = 2;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi of 1 and 2 tokens", desc);
+    mu.p[1].n_tokens = 1, mu.p[1].y = y;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi with one output twice", desc);
+    mu.p[1].y = f + 4;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi writing another part's input", desc);
+    mu.p[1].y = y + 8, mu.p[1].type = 40;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi with an NVFP4 part", desc);
+    mu.p[1].type = INFER_TYPE_Q4_K, mu.p[1].n_in = 128;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi with a Q4_K part over 128 values", desc);
+    mu.p[1].n_in = 256, mu.p[1].n_tokens = mu.p[0].n_tokens = 9;
+    REFUSED(cuda_mmv_multi(&mu, 0), "%s: mmv_multi with 9 tokens", desc);
     struct quantize_args qa = {.type = INFER_TYPE_Q8_0, .x = f, .y = q, .n = 64, .n_rows = 1, .x_stride = 64};
     REFUSED(cuda_quantize(&qa, 0), "%s: quantize to Q8_0 blocks (CUDA makes the q8 split)", desc);
     qa.type = INFER_TYPE_Q8_1, qa.n = 33;
@@ -785,7 +830,7 @@ static void run_backend(struct tctx *x) {
     T_CHECK(st == INFER_OK && b, "%s: backend_cuda_create(0): %s", desc, infer_last_error());
     if (!b) return;
     const struct infer_backend_ops *o = b->ops;
-    T_CHECK(!strcmp(o->name, "cuda") && o->quantize && o->mmv && o->mm && o->norm && o->rope && o->act && o->attn &&
+    T_CHECK(!strcmp(o->name, "cuda") && o->quantize && o->mmv && o->mm && o->mmv_multi && o->norm && o->rope && o->act && o->attn &&
                 o->moe_route && o->moe_ffn && o->ssm_conv && o->gdn && o->norm_q && o->rope_norm && o->embed &&
                 o->kv_store && o->sample,
             "%s: the cuda op table ('%s') has every op, the fused forms included", desc, o->name);
@@ -957,6 +1002,7 @@ static void run_case(struct tctx *x) {
     if (!strcmp(op, "quantize")) run_quantize(x);
     else if (!strcmp(op, "mmv")) run_matmul(x, 1);
     else if (!strcmp(op, "mm")) run_matmul(x, 0);
+    else if (!strcmp(op, "mmv_multi")) run_mmv_multi(x);
     else if (!strcmp(op, "norm")) run_norm(x);
     else if (!strcmp(op, "norm_q")) run_norm_q(x);
     else if (!strcmp(op, "rope")) run_rope(x);
@@ -986,6 +1032,19 @@ static int tops_in(const char *list, const char *s) {
         const size_t len = e ? (size_t)(e - p) : strlen(p);
         if (len == n && strncasecmp(p, s, n) == 0) return 1;
         p += len + (e != NULL);
+    }
+    return 0;
+}
+
+/* tops_in for a type name of several parts ("q4_K+f32": mmv_multi): whether the list names any part or the whole. */
+static int tops_in_parts(const char *list, const char *name) {
+    if (tops_in(list, name)) return 1;
+    for (const char *p = name; *p;) {
+        const char *e = strchr(p, '+');
+        char part[64];
+        snprintf(part, sizeof part, "%.*s", (int)(e ? e - p : (ptrdiff_t)strlen(p)), p);
+        if (tops_in(list, part)) return 1;
+        p = e ? e + 1 : p + strlen(p);
     }
     return 0;
 }
@@ -1037,14 +1096,14 @@ int main(int argc, char **argv) {
             const char *e = strchr(p, ',');
             const size_t len = e ? (size_t)(e - p) : strlen(p);
             const int32_t t = len ? tops_type_id(p, len) : -1;
-            char tname[16];
+            char tname[64];
             snprintf(tname, sizeof tname, "%.*s", (int)len, p);
             p += len + (e != NULL);
-            if (len && types && !tops_in(types, tname)) continue;
+            if (len && types && !tops_in_parts(types, tname)) continue;
             for (int col = 0; col < COL_N; col++) {
                 if (!use[col] && !list) continue;
                 if (!tops_applies(c, t, col) || (list && !tops_in(cols, col_name[col]))) continue;
-                struct tctx x = {.c = c, .type = t, .col = col, .cpu = cpu};
+                struct tctx x = {.c = c, .type = t, .col = col, .cpu = cpu, .tname = tname};
                 snprintf(x.desc, sizeof x.desc, "%s %s %s ne=[%lld,%lld,%lld,%lld] p=[%d,%d]", col_name[col], c->op,
                          len ? tname : "f32", (long long)c->ne[0], (long long)c->ne[1], (long long)c->ne[2],
                          (long long)c->ne[3], c->param[0], c->param[1]);

@@ -31,6 +31,10 @@ void pool_for(struct pool *p, int64_t n, int64_t grain, pool_fn fn, void *ctx);
 /* ---- the ops ---- */
 infer_status cpu_quantize(const struct quantize_args *a, struct pool *p);
 infer_status cpu_mmv(const struct mmv_args *a, struct pool *p);
+/* The parts in turn, each cpu_mmv (so each part's bits are its own mmv's); refuses a count outside
+ * 1..MMV_MULTI_MAX, parts of different n_tokens and overlapping parts (mmv_multi_disjoint) before any runs. A part
+ * cpu_mmv refuses stops the op there, the parts before it written. */
+infer_status cpu_mmv_multi(const struct mmv_multi_args *a, struct pool *p);
 infer_status cpu_mm(const struct mm_args *a, struct pool *p);
 infer_status cpu_norm(const struct norm_args *a, struct pool *p);
 infer_status cpu_rope(const struct rope_args *a, struct pool *p);

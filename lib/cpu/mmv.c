@@ -1,4 +1,5 @@
-/* mmv: the dot products of a weight row with one activation row, for every weight type, and cpu_mmv.
+/* mmv: the dot products of a weight row with one activation row, for every weight type, cpu_mmv, and
+ * cpu_mmv_multi (the parts in turn through cpu_mmv: the CPU twin of CUDA's one-launch form).
  *
  * Math (llama.cpp's CPU vec_dot, docs/quant.md §5): the activations are quantised once per op to the weight
  * type's partner (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1); per
@@ -1416,4 +1417,19 @@ infer_status cpu_mmv(const struct mmv_args *a, struct pool *p) {
     struct mm_args m = {a->type, a->w, a->w2, a->n_in, a->n_out, a->n_tokens, a->xq, a->x,
                         a->y, a->add, a->epilogue, a->variant};
     return cpu_mm(&m, p);
+}
+
+infer_status cpu_mmv_multi(const struct mmv_multi_args *a, struct pool *p) {
+    infer_status st = INFER_OK;
+    if (a->n < 1 || a->n > MMV_MULTI_MAX)
+        return infer_fail(INFER_E_ARG, "cpu_mmv_multi: %d products: expected 1..%d", a->n, MMV_MULTI_MAX);
+    for (int32_t k = 1; k < a->n; k++)
+        if (a->p[k].n_tokens != a->p[0].n_tokens)
+            return infer_fail(INFER_E_ARG, "cpu_mmv_multi: product %d has %d tokens, product 0 %d", k, a->p[k].n_tokens,
+                              a->p[0].n_tokens);
+    if (!mmv_multi_disjoint(a))
+        return infer_fail(INFER_E_ARG, "cpu_mmv_multi: a product's output overlaps another product's buffers");
+    for (int32_t k = 0; k < a->n; k++) TRY(cpu_mmv(&a->p[k], p));
+fail:
+    return st;
 }
