@@ -17,6 +17,20 @@
  * token t to ring slot (snap_pos0 + t) % snap_ring (n_vhead * D^2 floats each).
  * Bytes: the state twice (n_vhead D^2 * 8), q/k per block of a head, v, a, b, out once.
  *
+ * Fused decode form (gdn_conv_kernel, gdn_conv_args: up to MMV_MAX_TOKENS tokens): the recurrent kernel with
+ * the conv in front, in one launch. Per token each block convolves (ssm_conv_kernel's arithmetic: taps in
+ * order, unfused, then SiLU) the 2 D q / k channels of its key head into qn / kn and its 16 columns' v
+ * channels; the rest is the recurrent kernel's, so out, state and snapshots are bit for bit ssm_conv then
+ * gdn on the device. The conv window is the cache's ring indexed by position (kernels.h ssm_conv_args):
+ * tokens read positions p0-d_conv+1 .. p0-1 from it, and after the last token each channel's owner (q, k:
+ * the key head's first value head, column block 0; v: the column's block) writes the run's inputs to the
+ * slots of p0 .. p0+n-1, which are none of those read since the ring has d_conv-1 + MMV_MAX_TOKENS slots:
+ * no block waits for another. The position comes from device memory (pos), so a graph replays. Extra cost
+ * over the pair: the key head's q / k conv recomputed by every block of the head (2 D d_conv loads per
+ * block and token, cached); saved: conv output written and read back, a launch. The output's RMSNorm *
+ * SiLU(z) is not fused: a block owns 16 value columns, and the norm reduces over the whole head (D = 128:
+ * 8 blocks), which would need a cross-block reduction; it stays one norm launch over all heads.
+ *
  * Chunked form (gdn_chunk_kernel): GDN_CHUNKED, and GDN_AUTO from GDN_AUTO_CHUNKED = 64 tokens (the CPU's
  * threshold). With snapshots it covers tokens [0, snap_from) and the recurrent kernel the rest, launched
  * after it on the same stream (each snapshot needs its own state), so a call stopped at any token t >=
@@ -172,6 +186,155 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_recurrent_kernel(const
             const int c = cbase + m, i = lane + WARP_SIZE * n;
             if (c < D && i < D) Sg[(size_t)c * D + i] = S[m][n];
         }
+}
+
+/* ---- the fused decode form (gdn_conv_args): the conv, then the recurrence, in one launch ---- */
+
+static __device__ __forceinline__ int64_t gdn_conv_slot(int64_t p, int64_t ring) { return ((p % ring) + ring) % ring; }
+
+/* The input of channel ch at position p: the run's row for p >= p0, else the ring's slot. */
+static __device__ __forceinline__ float gdn_conv_in(const struct ssm_conv_args &c, int64_t ch, int64_t p, int64_t p0,
+                                                    int64_t ring) {
+    return p >= p0 ? c.x[(p - p0) * c.x_stride + ch] : c.state[gdn_conv_slot(p, ring) * c.n_ch + ch];
+}
+
+/* SiLU(conv) of channel ch for token t, the arithmetic of ssm_conv_kernel (taps in order, unfused). */
+static __device__ __forceinline__ float gdn_conv_at(const struct ssm_conv_args &c, int64_t ch, int64_t t, int64_t p0,
+                                                    int64_t ring) {
+    const int nw = c.d_conv - 1;
+    float s = 0.0f;
+    for (int i = 0; i < c.d_conv; i++)
+        s = __fadd_rn(s, __fmul_rn(c.w[ch * c.d_conv + i], gdn_conv_in(c, ch, p0 + t - nw + i, p0, ring)));
+    return s / (1.0f + expf(-s));
+}
+
+/* gdn_recurrent_kernel with q, k and its columns' v computed from the conv ring instead of read. Each block
+ * convolves its key head's q, k channels itself (every column block of the head: 2 D channels, d_conv taps),
+ * and its own 16 value columns' v channels. Afterwards the ring takes the run's inputs: q, k channels from the
+ * head's first block (value head j0 of the key head, column block 0), v channels from their column's block.
+ * No block reads what another writes: tokens read positions p0-d_conv+1 .. p0-1 from the ring, the writes go
+ * to the slots of p0 .. p0+n-1, distinct since n <= ring - (d_conv-1) (launcher). */
+template <int NI>
+static __global__ void __launch_bounds__(GDN_THREADS) gdn_conv_kernel(const __grid_constant__ struct gdn_conv_args f) {
+    const struct ssm_conv_args &c = f.conv;
+    const struct gdn_args &a = f.gdn;
+    __shared__ float qn[GDN_MAX_D], kn[GDN_MAX_D], vc[GDN_COLS];
+    __shared__ double red[2][GDN_WARPS];
+    __shared__ float gate[2]; /* beta, e^g */
+    const int D = a.d_state, j = blockIdx.x, tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
+    const int kh = a.grouped ? j / (a.n_vhead / a.n_group) : j % a.n_group;
+    const int r = a.ab_group;
+    const int64_t ab = r > 0 ? (int64_t)(j / r) * 2 * r + j % r : j;
+    const size_t dd = (size_t)D * D;
+    const int c0 = blockIdx.y * GDN_COLS, cbase = c0 + warp * GDN_CPW;
+    const int64_t kd = (int64_t)a.n_group * D, qch = (int64_t)kh * D, kch = kd + qch, vch = 2 * kd + (int64_t)j * D;
+    const int64_t R = ssm_conv_ring(c.d_conv), p0 = *c.pos;
+    float *Sg = a.state + (size_t)j * dd;
+
+    float S[GDN_CPW][NI];
+#pragma unroll
+    for (int m = 0; m < GDN_CPW; m++)
+#pragma unroll
+        for (int n = 0; n < NI; n++) {
+            const int cc = cbase + m, i = lane + WARP_SIZE * n;
+            S[m][n] = cc < D && i < D ? Sg[(size_t)cc * D + i] : 0.0f;
+        }
+    const float scale = 1.0f / sqrtf((float)D), sn = 1.0f / sqrtf((float)D);
+    for (int64_t t = 0; t < a.n_tokens; t++) {
+        double sq = 0.0, sk = 0.0;
+        for (int i = tid; i < D; i += GDN_THREADS) {
+            const float x = gdn_conv_at(c, qch + i, t, p0, R), y = gdn_conv_at(c, kch + i, t, p0, R);
+            qn[i] = x, kn[i] = y;
+            sq += (double)(x * x), sk += (double)(y * y);
+        }
+        if (tid < GDN_COLS && c0 + tid < D) vc[tid] = gdn_conv_at(c, vch + c0 + tid, t, p0, R);
+        sq = warp_sum_f64(sq), sk = warp_sum_f64(sk);
+        if (lane == 0) red[0][warp] = sq, red[1][warp] = sk;
+        if (tid == 0) {
+            const int64_t o = t * a.ab_stride + ab;
+            const float x = a.a[o] + a.dt_bias[j];
+            const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+            gate[0] = 1.0f / (1.0f + expf(-a.b[o]));
+            gate[1] = expf(sp * a.ssm_a[j]);
+        }
+        __syncthreads();
+        double SQ = 0.0, SK = 0.0;
+#pragma unroll
+        for (int w = 0; w < GDN_WARPS; w++) SQ += red[0][w], SK += red[1][w];
+        const float scq = 1.0f / sqrtf((float)(SQ / D) + a.eps / (float)D);
+        const float sck = 1.0f / sqrtf((float)(SK / D) + a.eps / (float)D);
+        for (int i = tid; i < D; i += GDN_THREADS) qn[i] = (qn[i] * scq) * sn, kn[i] = (kn[i] * sck) * sn;
+        __syncthreads();
+        float kr[NI], qr[NI];
+#pragma unroll
+        for (int n = 0; n < NI; n++) {
+            const int i = lane + WARP_SIZE * n;
+            kr[n] = i < D ? kn[i] : 0.0f, qr[n] = i < D ? qn[i] : 0.0f;
+        }
+        const float beta = gate[0], eg = gate[1];
+        float *out = a.out + (t * a.n_vhead + j) * D;
+#pragma unroll
+        for (int m = 0; m < GDN_CPW; m++) {
+            const int cc = cbase + m;
+            if (cc >= D) break; /* warp-uniform */
+            float dk = 0.0f;
+#pragma unroll
+            for (int n = 0; n < NI; n++) S[m][n] *= eg, dk += S[m][n] * kr[n];
+            const float d = (vc[cc - c0] - warp_sum(dk)) * beta;
+            float o = 0.0f;
+#pragma unroll
+            for (int n = 0; n < NI; n++) S[m][n] += kr[n] * d, o += S[m][n] * qr[n];
+            o = warp_sum(o);
+            if (lane == 0) out[cc] = o * scale;
+        }
+        if (a.snap && t >= a.snap_from) {
+            float *sg = a.snap + ((a.snap_pos0 + t) % a.snap_ring) * a.snap_stride + (size_t)j * dd;
+#pragma unroll
+            for (int m = 0; m < GDN_CPW; m++)
+#pragma unroll
+                for (int n = 0; n < NI; n++) {
+                    const int cc = cbase + m, i = lane + WARP_SIZE * n;
+                    if (cc < D && i < D) sg[(size_t)cc * D + i] = S[m][n];
+                }
+        }
+        __syncthreads(); /* qn, kn, vc, red and gate are rewritten by the next token */
+    }
+#pragma unroll
+    for (int m = 0; m < GDN_CPW; m++)
+#pragma unroll
+        for (int n = 0; n < NI; n++) {
+            const int cc = cbase + m, i = lane + WARP_SIZE * n;
+            if (cc < D && i < D) Sg[(size_t)cc * D + i] = S[m][n];
+        }
+
+    /* the ring and its snapshots, each channel by its one owner: conv snapshot of token t = the inputs of
+     * positions p0+t-d_conv+2 .. p0+t at their slots; then the run's inputs into their slots */
+    const int nw = c.d_conv - 1;
+    const bool qk_owner = blockIdx.y == 0 && j == (a.grouped ? kh * (a.n_vhead / a.n_group) : kh);
+    const int nown = (qk_owner ? 2 * D : 0) + GDN_COLS;
+    for (int e = tid; e < nown; e += GDN_THREADS) {
+        int64_t ch;
+        if (e < GDN_COLS) {
+            if (c0 + e >= D) continue;
+            ch = vch + c0 + e;
+        } else {
+            ch = e - GDN_COLS < D ? qch + (e - GDN_COLS) : kch + (e - GDN_COLS - D);
+        }
+        for (int64_t t = c.snap ? c.snap_from : c.n_tokens; t < c.n_tokens; t++) {
+            float *sc = c.snap + ((c.snap_pos0 + t) % c.snap_ring) * c.snap_stride;
+            for (int64_t p = p0 + t - nw + 1; p <= p0 + t; p++)
+                sc[gdn_conv_slot(p, R) * c.n_ch + ch] = gdn_conv_in(c, ch, p, p0, R);
+        }
+        for (int64_t t = 0; t < c.n_tokens; t++)
+            c.state[gdn_conv_slot(p0 + t, R) * c.n_ch + ch] = c.x[t * c.x_stride + ch];
+    }
+}
+
+template <int NI>
+static cudaError_t gdn_conv_launch(const struct gdn_conv_args *a, cudaStream_t s) {
+    const dim3 grid((unsigned)a->gdn.n_vhead, (unsigned)((a->gdn.d_state + GDN_COLS - 1) / GDN_COLS));
+    launch_kernel(gdn_conv_kernel<NI>, grid, GDN_THREADS, 0, s, *a);
+    return cudaGetLastError();
 }
 
 /* ---- the chunked form (GDN_CHUNKED) ---- */
@@ -586,17 +749,39 @@ static cudaError_t gdn_chunk_launch(const struct gdn_args *a, int cut, cudaStrea
     return cudaGetLastError();
 }
 
+/* The checks cuda_gdn and cuda_gdn_conv share (all but q, k, v, their strides and the variant). */
+static bool gdn_args_ok(const struct gdn_args *a) {
+    if (!a->a || !a->b || !a->dt_bias || !a->ssm_a || !a->state || !a->out || a->n_tokens < 0 || a->n_group <= 0 ||
+        a->n_vhead <= 0 || a->n_vhead % a->n_group || a->d_state <= 0 || a->d_state > GDN_MAX_D || a->ab_stride < 0 ||
+        !(a->eps >= 0) || a->n_vhead > 2147483647 / 2)
+        return false;
+    if (a->ab_group < 0 || (a->ab_group > 0 && a->ab_group != a->n_vhead / a->n_group)) return false;
+    return !a->snap ||
+           (a->snap_ring > 0 && a->snap_pos0 >= 0 && a->snap_stride >= (int64_t)a->n_vhead * a->d_state * a->d_state);
+}
+
+extern "C" cudaError_t cuda_gdn_conv(const struct gdn_conv_args *f, cudaStream_t s) {
+    const struct ssm_conv_args *c = &f->conv;
+    const struct gdn_args *a = &f->gdn;
+    if (!gdn_args_ok(a) || !c->x || !c->state || !c->w || !c->pos || c->n_tokens != a->n_tokens ||
+        a->n_tokens > MMV_MAX_TOKENS || c->d_conv < 2 || c->d_conv > 16 ||
+        c->n_ch != (int64_t)(2 * a->n_group + a->n_vhead) * a->d_state || c->x_stride < c->n_ch)
+        return cudaErrorInvalidValue;
+    if (c->snap &&
+        (c->snap_ring <= 0 || c->snap_pos0 < 0 || c->snap_stride < (int64_t)ssm_conv_ring(c->d_conv) * c->n_ch))
+        return cudaErrorInvalidValue;
+    if (a->n_tokens == 0) return cudaSuccess;
+    const int ni = (a->d_state + WARP_SIZE - 1) / WARP_SIZE;
+    if (ni <= 1) return gdn_conv_launch<1>(f, s);
+    if (ni <= 2) return gdn_conv_launch<2>(f, s);
+    if (ni <= 4) return gdn_conv_launch<4>(f, s);
+    return gdn_conv_launch<8>(f, s);
+}
+
 extern "C" cudaError_t cuda_gdn(const struct gdn_args *a, cudaStream_t s) {
-    if (!a->q || !a->k || !a->v || !a->a || !a->b || !a->dt_bias || !a->ssm_a || !a->state || !a->out ||
-        a->n_tokens < 0 || a->n_group <= 0 || a->n_vhead <= 0 || a->n_vhead % a->n_group || a->d_state <= 0 ||
-        a->d_state > GDN_MAX_D || a->qk_stride < (int64_t)a->n_group * a->d_state ||
-        a->v_stride < (int64_t)a->n_vhead * a->d_state || a->ab_stride < 0 || !(a->eps >= 0))
+    if (!gdn_args_ok(a) || !a->q || !a->k || !a->v || a->qk_stride < (int64_t)a->n_group * a->d_state ||
+        a->v_stride < (int64_t)a->n_vhead * a->d_state || a->variant < GDN_AUTO || a->variant > GDN_CHUNKED)
         return cudaErrorInvalidValue;
-    if (a->ab_group < 0 || (a->ab_group > 0 && a->ab_group != a->n_vhead / a->n_group)) return cudaErrorInvalidValue;
-    if (a->snap && (a->snap_ring <= 0 || a->snap_pos0 < 0 || a->snap_stride < (int64_t)a->n_vhead * a->d_state * a->d_state))
-        return cudaErrorInvalidValue;
-    if (a->variant < GDN_AUTO || a->variant > GDN_CHUNKED) return cudaErrorInvalidValue;
-    if (a->n_vhead > 2147483647 / 2) return cudaErrorInvalidValue;
     const bool chunked = a->variant == GDN_CHUNKED || (a->variant == GDN_AUTO && a->n_tokens >= GDN_AUTO_CHUNKED);
     /* chunked up to the first snapshot token (each snapshot needs its own state), recurrent from there */
     const int cut = !chunked ? 0 : a->snap && a->snap_from < a->n_tokens ? max(a->snap_from, 0) : a->n_tokens;

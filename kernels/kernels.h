@@ -243,22 +243,35 @@ struct act_args {
 };
 
 /* ---- ssm_conv: the causal depthwise conv1d of a Gated DeltaNet layer, with its carried window, then
- * SiLU (llama.cpp ggml_ssm_conv + silu). With X = the d_conv-1 state rows followed by the n_tokens
- * input rows:  y[t][ch] = silu( sum_{i<d_conv} w[ch][i] * X[t + i][ch] )  (taps summed in float in
- * order i = 0..d_conv-1; tap d_conv-1 multiplies the current token), and afterwards state = the last
- * d_conv-1 rows of X (pre-conv inputs, oldest first).
- * Snapshots (speculative rollback): token t >= snap_from also writes the window as it stands after
- * token t to snap + ((snap_pos0 + t) % snap_ring) * snap_stride; snap NULL: none. ---- */
+ * SiLU (llama.cpp ggml_ssm_conv + silu). The window is a ring of ssm_conv_ring(d_conv) slots of n_ch
+ * floats indexed by position: the pre-conv input of position p lives in slot p mod ring (p < 0: slot
+ * (p mod ring + ring) mod ring; a fresh sequence's ring is zero). With p0 = *pos the position of token 0
+ * and X(p) = x row p - p0 for p >= p0, else ring slot of p:
+ *   y[t][ch] = silu( sum_{i<d_conv} w[ch][i] * X(p0 + t - (d_conv-1) + i)[ch] )  (taps summed in float in
+ * order i = 0..d_conv-1; tap d_conv-1 multiplies the current token), and afterwards the slot of every
+ * position p0 .. p0+n_tokens-1 holds its input (each overwrites the input ring positions older, which no
+ * token from p0 on reads). Why a ring and not a shifted window: a fused GDN decode kernel (gdn_conv)
+ * reads a key head's q / k window from every column block of the head while one block stores the new
+ * inputs; with ring >= d_conv-1 + MMV_MAX_TOKENS the slots a run of up to MMV_MAX_TOKENS tokens writes
+ * are none that any of its tokens reads, so there is no race and no grid-wide barrier.
+ * pos is backend memory (one int32: the context's device copy of the positions), so a replayed CUDA graph
+ * reads each step's position instead of baking it in.
+ * Snapshots (speculative rollback): token t >= snap_from also writes an image of the ring as it stands
+ * after token t to snap + ((snap_pos0 + t) % snap_ring) * snap_stride, of which only the d_conv-1 slots
+ * of the window after token t (positions p0+t-d_conv+2 .. p0+t) are written: restoring copies the whole
+ * image back, and the other slots are not read before the following tokens rewrite them; snap NULL: none. ---- */
+static inline INFER_HD int32_t ssm_conv_ring(int32_t d_conv) { return d_conv - 1 + MMV_MAX_TOKENS; }
 struct ssm_conv_args {
     const float *x;      /* (n_tokens, n_ch), rows x_stride floats apart */
-    float *state;        /* (d_conv - 1, n_ch) f32, read then replaced */
+    float *state;        /* (ssm_conv_ring(d_conv), n_ch) f32 ring, read then updated */
     const float *w;      /* (n_ch, d_conv) f32: ssm_conv1d.weight */
     float *y;            /* (n_tokens, n_ch) packed; must not alias x */
     int64_t n_ch, x_stride;
     int32_t n_tokens, d_conv;
-    float *snap;         /* ring of (d_conv - 1, n_ch) windows, or NULL */
-    int64_t snap_stride; /* floats between ring slots */
+    float *snap;         /* ring of ring images (ssm_conv_ring(d_conv), n_ch), or NULL */
+    int64_t snap_stride; /* floats between snapshot slots */
     int32_t snap_ring, snap_pos0, snap_from;
+    const int32_t *pos;  /* (1): the position of token 0, >= 0 (backend memory) */
 };
 
 /* ---- gdn: the gated delta rule of a Gated DeltaNet layer over n_tokens of one sequence
@@ -298,6 +311,18 @@ struct gdn_args {
     int32_t snap_ring, snap_pos0, snap_from;
 };
 struct op_cost gdn_cost(const struct gdn_args *a);
+
+/* ---- gdn_conv (fused form, device backends; the CPU runs ssm_conv then gdn, its reference): a decode run
+ * of 1..MMV_MAX_TOKENS tokens of one sequence in one launch, the conv over the ring, the SiLU, the q / k L2
+ * norms, the gates and the recurrence, bit for bit that pair on the device. conv.x holds the raw channels
+ * [q (n_group d) | k (n_group d) | v (n_vhead d)] (conv.n_ch = (2 n_group + n_vhead) d), conv.y is not
+ * written (may be NULL); gdn.q / k / v and their strides are unused, gdn.variant is taken as recurrent;
+ * both snapshot sets as in the unfused ops. The output RMSNorm * SiLU(z) stays a separate norm op: a block
+ * owns 16 value columns of a head, not the whole head the norm reduces over (gdn.cu). ---- */
+struct gdn_conv_args {
+    struct ssm_conv_args conv;
+    struct gdn_args gdn;
+};
 
 /* ---- attn: softmax(scale * q k^T) v over a KV cache of f16 or Q8_0 cells, GQA (head h reads kv head
  * h / (n_head / n_head_kv)), causal: query t sees cells 0..pos[t] (cell j holds position j).
@@ -592,6 +617,7 @@ cudaError_t cuda_kv_store(const struct kv_store_args *a, cudaStream_t s);
 cudaError_t cuda_attn(const struct attn_args *a, cudaStream_t s);
 cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t s);
 cudaError_t cuda_gdn(const struct gdn_args *a, cudaStream_t s);
+cudaError_t cuda_gdn_conv(const struct gdn_conv_args *a, cudaStream_t s);
 cudaError_t cuda_moe_route(const struct moe_route_args *a, cudaStream_t s);
 cudaError_t cuda_moe_ffn(const struct moe_ffn_args *a, cudaStream_t s);
 /* The grouped path alone, whatever n_tokens (cuda_moe_ffn takes it from MOE_GROUPED_TOKENS on), with

@@ -62,6 +62,7 @@ struct infer_backend_ops {
     /* fused forms (kernels.h); NULL on the CPU, where callers run the unfused pair */
     infer_status (*norm_q)(struct infer_backend *b, const struct norm_q_args *a);
     infer_status (*rope_norm)(struct infer_backend *b, const struct rope_norm_args *a);
+    infer_status (*gdn_conv)(struct infer_backend *b, const struct gdn_conv_args *a);
     infer_status (*embed)(struct infer_backend *b, const struct embed_args *a);
     infer_status (*kv_store)(struct infer_backend *b, const struct kv_store_args *a);
     infer_status (*sample)(struct infer_backend *b, const struct sample_args *a); /* SAMPLE_REFUSED rows: use the host */

@@ -260,6 +260,7 @@ BACKEND_CUDA_OP(ssm_conv, ssm_conv_args)
 BACKEND_CUDA_OP(gdn, gdn_args)
 BACKEND_CUDA_OP(norm_q, norm_q_args)
 BACKEND_CUDA_OP(rope_norm, rope_norm_args)
+BACKEND_CUDA_OP(gdn_conv, gdn_conv_args)
 BACKEND_CUDA_OP(sample, sample_args)
 BACKEND_CUDA_OP(spec_accept, spec_accept_args)
 
@@ -296,6 +297,7 @@ static const struct infer_backend_ops backend_cuda_ops = {
     .gdn = backend_cuda_gdn,
     .norm_q = backend_cuda_norm_q,
     .rope_norm = backend_cuda_rope_norm,
+    .gdn_conv = backend_cuda_gdn_conv,
     .sample = backend_cuda_sample,
     .spec_accept = backend_cuda_spec_accept,
 };

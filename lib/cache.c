@@ -21,7 +21,9 @@ enum kv_cache_kind kv_cache_layer(const struct infer_model *m, int32_t il, int m
 void kv_cache_bytes_of(const struct arch_hparams *hp, int32_t n_kv_layer, int32_t n_gdn, int hidden, int32_t n_seq,
                        int32_t n_ctx, int32_t n_ring, int32_t kv_type, struct kv_cache_bytes *out) {
     const double row_bytes = (double)kv_cell_bytes(kv_type, hp->n_head_kv * hp->head_dim);
-    const double conv_n = n_gdn ? (double)((hp->d_conv - 1) * (2 * hp->n_group * hp->d_state + hp->d_inner)) : 0;
+    /* the conv window as a ring of slots by position (kernels.h ssm_conv_args) */
+    const double conv_n =
+        n_gdn ? (double)(ssm_conv_ring((int32_t)hp->d_conv) * (2 * hp->n_group * hp->d_state + hp->d_inner)) : 0;
     const double ssm_n = n_gdn ? (double)(hp->d_inner * hp->d_state) : 0;
     const double cells = (double)n_kv_layer * n_seq * n_ctx, f = sizeof(float);
     const double conv = (double)n_gdn * n_seq * conv_n * f, ssm = (double)n_gdn * n_seq * ssm_n * f;
@@ -76,7 +78,7 @@ infer_status kv_cache_create_range(struct infer_backend *be, const struct infer_
     }
     c->type = kv_type, c->row = hp->n_head_kv * hp->head_dim, c->row_bytes = kv_cell_bytes(kv_type, c->row);
     if (kv_type == INFER_TYPE_Q8_0) c->rot_k = kv_rot_k(hp->head_dim), c->rot_v = kv_rot_v(hp->head_dim);
-    c->conv_n = c->n_gdn ? (hp->d_conv - 1) * (2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
+    c->conv_n = c->n_gdn ? ssm_conv_ring((int32_t)hp->d_conv) * (2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
     c->ssm_n = c->n_gdn ? hp->d_inner * hp->d_state : 0;
     c->n_embd_h = mtp ? hp->n_embd : 0;
     struct kv_cache_bytes b;

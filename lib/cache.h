@@ -13,8 +13,10 @@
  * Layout (cells of kv type: f16 or Q8_0 rows; f32 states):
  *   k, v      [kv layer][seq][cell][n_head_kv * head_dim]   kv layers: trunk attention layers, then
  *                                                           the MTP block when the context drafts
- *   conv      [gdn layer][seq][(d_conv - 1) * conv channels]  ssm [gdn layer][seq][Hv * d_state^2]
+ *   conv      [gdn layer][seq][ssm_conv_ring(d_conv) * conv channels]  ssm [gdn layer][seq][Hv * d_state^2]
+ *             (the conv window as a ring of slots indexed by position, kernels.h ssm_conv_args)
  *   ring_conv [seq][slot][gdn layer][conv_n]   ring_ssm [seq][slot][gdn layer][ssm_n]   slot = pos % n_ring
+ *             (a conv snapshot is a ring image holding the window's d_conv-1 slots: restored whole)
  *   h         [seq][n_embd]         the target's post-norm hidden state of the last position (MTP input)
  *   ring_h    [seq][slot][n_embd]   ckpt_*: [seq][...] one saved copy of conv, ssm and h
  */

@@ -6,6 +6,8 @@
  *   c = SiLU(causal depthwise conv1d(qkv)) with the sequence's carried window   (ssm_conv op)
  *   o = gated delta rule over c's q, k, v with beta = sigmoid(b), decay = exp(softplus(a + dt) * A)
  *       on the sequence's recurrent state                                        (gdn op)
+ *   (a device's decode run of up to MMV_MAX_TOKENS tokens: both in one gdn_conv launch; the window is a
+ *   ring indexed by position, read through the device copy of the positions so graphs replay)
  *   o = RMSNorm(o per head) * ssm_norm * SiLU(z);  x += W_out o
  * The conv and the recurrence run once per run of consecutive tokens of one sequence, each on that
  * sequence's state; with snapshots on (a drafting context) the ops also write the state after each of
@@ -41,11 +43,12 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
         /* the ring slot of the run's first token rather than its position: the kernels only take it modulo the
          * ring, and so a decode step's arguments repeat and its graph replays (forward_graph_key) */
         const int32_t slot0 = kv->n_ring > 0 ? c->pos[t0] % kv->n_ring : c->pos[t0];
-        struct ssm_conv_args ca = {c->g_qkv + (size_t)t0 * cd, kv_cache_conv(kv, il, s), L->ssm_conv1d->data,
-                                   c->g_conv + (size_t)t0 * cd, cd, cd, n, (int32_t)hp->d_conv,
-                                   kv_cache_ring_conv(kv, il, s), kv_cache_ring_stride_conv(kv), kv->n_ring,
-                                   slot0, snap_from};
-        TRY(be->ops->ssm_conv(be, &ca));
+        const int32_t *pos = c->dpos + t0; /* backend memory: a replayed graph reads each step's position */
+        struct ssm_conv_args ca = {.x = c->g_qkv + (size_t)t0 * cd, .state = kv_cache_conv(kv, il, s),
+                                   .w = L->ssm_conv1d->data, .y = c->g_conv + (size_t)t0 * cd, .n_ch = cd,
+                                   .x_stride = cd, .n_tokens = n, .d_conv = (int32_t)hp->d_conv,
+                                   .snap = kv_cache_ring_conv(kv, il, s), .snap_stride = kv_cache_ring_stride_conv(kv),
+                                   .snap_ring = kv->n_ring, .snap_pos0 = slot0, .snap_from = snap_from, .pos = pos};
         const float *qc = c->g_conv + (size_t)t0 * cd;
         const float *bp, *ap;
         int64_t ab_stride;
@@ -59,6 +62,14 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
                               ab_stride, m->arch->vheads == ARCH_VHEADS_GROUPED, fused_ba ? n_vhead / n_group : 0,
                               hp->rms_eps, GDN_AUTO, kv_cache_ring_ssm(kv, il, s), kv_cache_ring_stride_ssm(kv),
                               kv->n_ring, slot0, snap_from};
+        if (be->ops->gdn_conv && n <= MMV_MAX_TOKENS) { /* a decode run: conv and recurrence in one launch */
+            struct gdn_conv_args fa = {.conv = ca, .gdn = ga};
+            fa.conv.y = NULL;
+            fa.gdn.q = fa.gdn.k = fa.gdn.v = NULL;
+            TRY(be->ops->gdn_conv(be, &fa));
+            continue;
+        }
+        TRY(be->ops->ssm_conv(be, &ca));
         TRY(be->ops->gdn(be, &ga));
     }
     struct norm_args gn = {c->g_out, L->ssm_norm->data, c->g_out, d, n_tokens * n_vhead, d, d, hp->rms_eps, c->g_z, d};

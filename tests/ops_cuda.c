@@ -169,36 +169,55 @@ int cu_attn(const struct attn_args *h) {
     return CU_RUN(m, cuda_attn(&d, 0));
 }
 
+/* The conv's mirrors (x, ring, w, y, snapshots, pos) into m, with d. */
+static void cu_conv_mirror(struct dmirror *m, struct ssm_conv_args *d, const struct ssm_conv_args *h) {
+    const int64_t ring = h->d_conv > 0 ? (int64_t)ssm_conv_ring(h->d_conv) * h->n_ch : 0;
+    dm_add(m, &d->x, span(h->n_tokens, h->x_stride, h->n_ch), DM_IN);
+    dm_add(m, &d->state, ring > 0 ? F4(ring) : 0, DM_OUT);
+    dm_add(m, &d->w, h->d_conv > 0 ? F4(h->n_ch * h->d_conv) : 0, DM_IN);
+    dm_add(m, &d->y, span(h->n_tokens, h->n_ch, h->n_ch), DM_OUT);
+    dm_add(m, &d->snap, ring > 0 ? span(h->snap_ring, h->snap_stride, ring) : 0, DM_OUT);
+    dm_add(m, &d->pos, I4(1), DM_IN);
+}
+
 int cu_ssm_conv(const struct ssm_conv_args *h) {
     struct ssm_conv_args d = *h;
     struct dmirror m = {0};
-    const int64_t win = (int64_t)(h->d_conv - 1) * h->n_ch;
-    dm_add(&m, &d.x, span(h->n_tokens, h->x_stride, h->n_ch), DM_IN);
-    dm_add(&m, &d.state, win > 0 ? F4(win) : 0, DM_OUT);
-    dm_add(&m, &d.w, h->d_conv > 0 ? F4(h->n_ch * h->d_conv) : 0, DM_IN);
-    dm_add(&m, &d.y, span(h->n_tokens, h->n_ch, h->n_ch), DM_OUT);
-    dm_add(&m, &d.snap, win > 0 ? span(h->snap_ring, h->snap_stride, win) : 0, DM_OUT);
+    cu_conv_mirror(&m, &d, h);
     return CU_RUN(m, cuda_ssm_conv(&d, 0));
+}
+
+/* The gdn mirrors but q, k, v (the fused form computes them). */
+static void cu_gdn_mirror(struct dmirror *m, struct gdn_args *d, const struct gdn_args *h) {
+    const int32_t nv = h->n_vhead, r = h->ab_group;
+    const int64_t ab_last =
+        r > 0 ? (int64_t)((nv - 1) / r) * 2 * r + (nv - 1) % r : nv - 1; /* the largest idx(j) */
+    const int64_t ns = (int64_t)nv * h->d_state * h->d_state;
+    dm_add(m, &d->a, span(h->n_tokens, h->ab_stride, ab_last + 1), DM_IN);
+    dm_add(m, &d->b, span(h->n_tokens, h->ab_stride, ab_last + 1), DM_IN);
+    dm_add(m, &d->dt_bias, F4(nv), DM_IN);
+    dm_add(m, &d->ssm_a, F4(nv), DM_IN);
+    dm_add(m, &d->state, F4(ns), DM_OUT);
+    dm_add(m, &d->out, span(h->n_tokens, (int64_t)nv * h->d_state, (int64_t)nv * h->d_state), DM_OUT);
+    dm_add(m, &d->snap, span(h->snap_ring, h->snap_stride, ns), DM_OUT);
 }
 
 int cu_gdn(const struct gdn_args *h) {
     struct gdn_args d = *h;
     struct dmirror m = {0};
-    const int32_t nv = h->n_vhead, r = h->ab_group;
-    const int64_t ab_last =
-        r > 0 ? (int64_t)((nv - 1) / r) * 2 * r + (nv - 1) % r : nv - 1; /* the largest idx(j) */
-    const int64_t ns = (int64_t)nv * h->d_state * h->d_state;
     dm_add(&m, &d.q, span(h->n_tokens, h->qk_stride, (int64_t)h->n_group * h->d_state), DM_IN);
     dm_add(&m, &d.k, span(h->n_tokens, h->qk_stride, (int64_t)h->n_group * h->d_state), DM_IN);
-    dm_add(&m, &d.v, span(h->n_tokens, h->v_stride, (int64_t)nv * h->d_state), DM_IN);
-    dm_add(&m, &d.a, span(h->n_tokens, h->ab_stride, ab_last + 1), DM_IN);
-    dm_add(&m, &d.b, span(h->n_tokens, h->ab_stride, ab_last + 1), DM_IN);
-    dm_add(&m, &d.dt_bias, F4(nv), DM_IN);
-    dm_add(&m, &d.ssm_a, F4(nv), DM_IN);
-    dm_add(&m, &d.state, F4(ns), DM_OUT);
-    dm_add(&m, &d.out, span(h->n_tokens, (int64_t)nv * h->d_state, (int64_t)nv * h->d_state), DM_OUT);
-    dm_add(&m, &d.snap, span(h->snap_ring, h->snap_stride, ns), DM_OUT);
+    dm_add(&m, &d.v, span(h->n_tokens, h->v_stride, (int64_t)h->n_vhead * h->d_state), DM_IN);
+    cu_gdn_mirror(&m, &d, h);
     return CU_RUN(m, cuda_gdn(&d, 0));
+}
+
+int cu_gdn_conv(const struct gdn_conv_args *h) {
+    struct gdn_conv_args d = *h;
+    struct dmirror m = {0};
+    cu_conv_mirror(&m, &d.conv, &h->conv);
+    cu_gdn_mirror(&m, &d.gdn, &h->gdn);
+    return CU_RUN(m, cuda_gdn_conv(&d, 0));
 }
 
 int cu_embed(const struct embed_args *h) {
@@ -300,6 +319,7 @@ int cu_act(const struct act_args *a) { return (void)a, -1; }
 int cu_attn(const struct attn_args *a) { return (void)a, -1; }
 int cu_ssm_conv(const struct ssm_conv_args *a) { return (void)a, -1; }
 int cu_gdn(const struct gdn_args *a) { return (void)a, -1; }
+int cu_gdn_conv(const struct gdn_conv_args *a) { return (void)a, -1; }
 int cu_embed(const struct embed_args *a) { return (void)a, -1; }
 int cu_kv_store(const struct kv_store_args *a, size_t cells_bytes) { return (void)a, (void)cells_bytes, -1; }
 int cu_moe_route(const struct moe_route_args *a) { return (void)a, -1; }

@@ -24,6 +24,7 @@ int cu_act(const struct act_args *a);
 int cu_attn(const struct attn_args *a);
 int cu_ssm_conv(const struct ssm_conv_args *a);
 int cu_gdn(const struct gdn_args *a);
+int cu_gdn_conv(const struct gdn_conv_args *a);
 int cu_embed(const struct embed_args *a);
 /* cells_bytes: the whole cell buffer (the args name cells by position only) */
 int cu_kv_store(const struct kv_store_args *a, size_t cells_bytes);

@@ -452,19 +452,19 @@ void ref_moe_ffn(const struct moe_ffn_args *a, double *y) {
 }
 
 void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *y, double *state_out) {
-    int64_t nc = a->n_ch, nw = a->d_conv - 1, nx = nw + a->n_tokens;
-    double *X = malloc(sizeof(double) * nx * nc);
-    for (int64_t r = 0; r < nx; r++)
-        for (int64_t ch = 0; ch < nc; ch++) X[r * nc + ch] = r < nw ? state_in[r * nc + ch] : a->x[(r - nw) * a->x_stride + ch];
+    const int64_t nc = a->n_ch, nw = a->d_conv - 1, ring = a->d_conv - 1 + MMV_MAX_TOKENS, p0 = *a->pos;
+    for (int64_t i = 0; i < ring * nc; i++) state_out[i] = state_in[i];
     for (int64_t t = 0; t < a->n_tokens; t++)
         for (int64_t ch = 0; ch < nc; ch++) {
             double s = 0;
-            for (int i = 0; i < a->d_conv; i++) s += (double)a->w[ch * a->d_conv + i] * X[(t + i) * nc + ch];
+            for (int i = 0; i < a->d_conv; i++) {
+                const int64_t p = p0 + t - nw + i, slot = ((p % ring) + ring) % ring;
+                s += (double)a->w[ch * a->d_conv + i] * (p >= p0 ? a->x[(p - p0) * a->x_stride + ch] : state_in[slot * nc + ch]);
+            }
             y[t * nc + ch] = s / (1 + exp(-s));
         }
-    for (int64_t r = 0; r < nw; r++)
-        for (int64_t ch = 0; ch < nc; ch++) state_out[r * nc + ch] = X[(a->n_tokens + r) * nc + ch];
-    free(X);
+    for (int64_t t = 0; t < a->n_tokens; t++) /* in order: a later position takes its slot over */
+        for (int64_t ch = 0; ch < nc; ch++) state_out[((p0 + t) % ring) * nc + ch] = a->x[t * a->x_stride + ch];
 }
 
 /* x / sqrt(||x||^2 + eps) in double */

@@ -41,8 +41,9 @@ void ref_hadamard(const double *x, double *y, int len, int n);
 void ref_moe_route(const struct moe_route_args *a, double *probs /* (n_tokens, n_expert) */);
 /* MoE FFN in double on dequantised weights and unquantised activations. */
 void ref_moe_ffn(const struct moe_ffn_args *a, double *y);
-/* Depthwise causal conv + SiLU from the window state_in (the args' layout); y (n_tokens, n_ch) and the
- * final window state_out ((d_conv-1), n_ch). a->state, a->snap are not read. */
+/* Depthwise causal conv + SiLU from the ring state_in (the args' layout: d_conv - 1 + MMV_MAX_TOKENS slots
+ * indexed by position, token 0 at *a->pos); y (n_tokens, n_ch) and the final ring state_out. a->state,
+ * a->snap are not read. */
 void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *y, double *state_out);
 /* The gated delta rule as a plain double recurrence (docs/qwen35.md §4.4 steps 2, 5-7) from state_in (the
  * args' layout, S[i][c] at [j][c][i]): out (n_tokens, n_vhead, d_state) and the final state_out. */

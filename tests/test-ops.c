@@ -29,6 +29,9 @@
  *   act       NMSE and 2e-6 |ref| (softmax 1e-5 |ref| + 1e-12), ADD bit for bit; in place = out of place
  *   ssm_conv  NMSE 1e-12, the window exactly, split calls and snapshots bit for bit; cuda y within
  *             1e-6 |y| + 1e-7 of its CPU twin
+ *   ssm_conv  (its window a ring indexed by position: positions below 0 and runs longer than the ring too)
+ *   gdn_conv  (fused, cuda) bit for bit the CUDA pair ssm_conv, gdn (out, state, ring, snapshots); every
+ *             column NMSE 1e-11 against ref_ssm_conv then ref_gdn, the ring exactly (cpu runs the pair)
  *   gdn       NMSE 1e-11 (out and state) against ref and against the recurrent form; split calls (recurrent)
  *             and snapshots bit for bit; cuda too, its chunked tensor-core kernel included (measured at most
  *             8e-14, like its recurrent one: the same bound)
@@ -312,6 +315,8 @@ static const struct tcase tops_cases[] = {
     {"ssm_conv", "", {96, 6, 16}, {2}, -3, 3, 0, 1e-12, {4, 1}}, /* d_conv 16, CUDA's limit */
     {"ssm_conv", "", {129, 0, 4}, {0}, -3, 3, 0, 1e-12},         /* no tokens: the window stays */
     {"ssm_conv", "", {8192, 3, 4}, {4}, -3, 3, 0, 1e-12},        /* a real conv width (qwen35 2 x 2048 + 4096) */
+    {"ssm_conv", "", {96, 3, 4}, {3}, -3, 3, 0, 1e-12, {0, 1}},   /* position 1: taps of positions < 0 */
+    {"ssm_conv", "", {64, 30, 4}, {2}, -3, 3, 0, 1e-12, {0, 23}}, /* more tokens than ring slots */
     /* ---- gdn: {n_tokens, n_group, n_vhead, d_state}, param[0] = variant, param[1] = GDN_T_* flags ---- */
     {"gdn", "", {1, 2, 4, 128}, {GDN_RECURRENT, 0}, -1, 1, 0, 1e-11},
     {"gdn", "", {2, 2, 6, 64}, {GDN_RECURRENT, GDN_T_GROUPED}, -1, 1, 0, 1e-11},
@@ -345,6 +350,18 @@ static const struct tcase tops_cases[] = {
     {"gdn", "", {2, 16, 32, 128}, {GDN_AUTO, 0}, -1, 1, 0, 1e-11},
     {"gdn", "", {3, 16, 32, 128}, {GDN_RECURRENT, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
     {"gdn", "", {80, 16, 32, 128}, {GDN_AUTO, GDN_T_GROUPED | GDN_T_AB_GROUP}, -1, 1, 0, 1e-11},
+    /* ---- gdn_conv (fused decode form, CUDA; cpu: its reference pair): {n_tokens, n_group, n_vhead, d_state},
+     * param[1] = GDN_T_* flags, aux[1] = the run's position (0: 6) ---- */
+    {"gdn_conv", "", {1, 2, 4, 128}, {0, 0}, -1, 1, 0, 1e-11},
+    {"gdn_conv", "", {2, 2, 6, 64}, {0, GDN_T_GROUPED}, -1, 1, 0, 1e-11},
+    {"gdn_conv", "", {5, 2, 6, 32}, {0, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
+    {"gdn_conv", "", {8, 2, 4, 128}, {0, GDN_T_SNAP}, -1, 1, 0, 1e-11, {0, 9}},
+    {"gdn_conv", "", {3, 1, 3, 40}, {0, GDN_T_SNAP}, -1, 1, 0, 1e-11, {0, 1}},
+    {"gdn_conv", "", {4, 2, 2, 72}, {0, 0}, -1, 1, 0, 1e-11},
+    {"gdn_conv", "", {2, 2, 2, 256}, {0, GDN_T_GROUPED}, -1, 1, 0, 1e-11},
+    {"gdn_conv", "", {7, 3, 6, 32}, {0, GDN_T_SNAP}, -1, 1, 0, 1e-11, {0, 13}},
+    {"gdn_conv", "", {1, 16, 32, 128}, {0, 0}, -1, 1, 0, 1e-11},
+    {"gdn_conv", "", {5, 16, 32, 128}, {0, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
     /* ---- attn: {n_tokens, n_head, n_head_kv, head_dim}, param = {n_kv, rot_k (rot_v = 64 then)}, fparam = scale
      * (0: 1/sqrt(d)), q in [lo, hi], aux[0] = first position (0: the last n_tokens cells, a causal prefill).
      * f16 cells (types ""), Q8_0 cells (types "q8_0"); CUDA: the default with split-K scratch, ATTN_SIMT with and
@@ -602,9 +619,14 @@ static void run_errors_cpu(struct tctx *x) {
     ac.op = ACT_ADD;
     ac.x2 = NULL;
     T_CHECK(be->ops->act(be, &ac) == INFER_E_ARG, "%s: ACT_ADD without x2", desc);
-    struct ssm_conv_args sc = {.x = f, .state = f, .w = f, .y = y, .n_ch = 8, .x_stride = 8, .n_tokens = 2, .d_conv = 1};
+    const int32_t cpos = 3;
+    struct ssm_conv_args sc = {.x = f, .state = f, .w = f, .y = y, .n_ch = 8, .x_stride = 8, .n_tokens = 2, .d_conv = 1,
+                               .pos = &cpos};
     T_CHECK(be->ops->ssm_conv(be, &sc) == INFER_E_ARG, "%s: ssm_conv d_conv 1", desc);
     sc.d_conv = 4;
+    sc.pos = pos; /* -1 */
+    T_CHECK(be->ops->ssm_conv(be, &sc) == INFER_E_ARG, "%s: ssm_conv position -1", desc);
+    sc.pos = &cpos;
     sc.snap = y;
     T_CHECK(be->ops->ssm_conv(be, &sc) == INFER_E_ARG, "%s: ssm_conv snapshot ring 0", desc);
     struct gdn_args gd = {.q = f, .k = f, .v = f, .a = f, .b = f, .dt_bias = f, .ssm_a = f, .state = y, .out = y,
@@ -776,7 +798,8 @@ static void run_errors_cuda(struct tctx *x) {
     at.rot_k = 0, at.variant = ATTN_MMA, at.kv_stride = 129;
     REFUSED(cuda_attn(&at, 0), "%s: ATTN_MMA over f16 cells an odd number of values apart", desc);
     /* ssm_conv, gdn */
-    struct ssm_conv_args sc = {.x = f, .state = f, .w = f, .y = y, .n_ch = 8, .x_stride = 8, .n_tokens = 1, .d_conv = 17};
+    struct ssm_conv_args sc = {.x = f, .state = f, .w = f, .y = y, .n_ch = 8, .x_stride = 8, .n_tokens = 1, .d_conv = 17,
+                               .pos = (const int32_t *)f};
     REFUSED(cuda_ssm_conv(&sc, 0), "%s: ssm_conv d_conv 17", desc);
     sc.d_conv = 1;
     REFUSED(cuda_ssm_conv(&sc, 0), "%s: ssm_conv d_conv 1", desc);
@@ -792,6 +815,14 @@ static void run_errors_cuda(struct tctx *x) {
     REFUSED(cuda_gdn(&gd, 0), "%s: gdn variant 3", desc);
     gd.variant = GDN_RECURRENT, gd.d_state = 512, gd.qk_stride = 1024, gd.v_stride = 2048;
     REFUSED(cuda_gdn(&gd, 0), "%s: gdn d_state 512", desc);
+    gd.d_state = 4, gd.qk_stride = 8, gd.v_stride = 16;
+    struct gdn_conv_args gc = {.conv = sc, .gdn = gd};
+    gc.conv.snap = NULL, gc.conv.n_ch = gc.conv.x_stride = 31, gc.conv.d_conv = 4;
+    REFUSED(cuda_gdn_conv(&gc, 0), "%s: gdn_conv 31 channels for (2 * 2 + 4) heads of 4", desc);
+    gc.conv.n_ch = gc.conv.x_stride = 32, gc.conv.n_tokens = gc.gdn.n_tokens = MMV_MAX_TOKENS + 1;
+    REFUSED(cuda_gdn_conv(&gc, 0), "%s: gdn_conv over more than MMV_MAX_TOKENS tokens", desc);
+    gc.conv.n_tokens = 1;
+    REFUSED(cuda_gdn_conv(&gc, 0), "%s: gdn_conv token counts differ", desc);
     /* moe */
     struct moe_route_args mr = {.logits = f, .ids = ids, .weights = y, .n_tokens = 1, .n_expert = 4, .n_expert_used = 5,
                                 .norm = 1};
@@ -830,12 +861,12 @@ static void run_backend(struct tctx *x) {
     T_CHECK(st == INFER_OK && b, "%s: backend_cuda_create(0): %s", desc, infer_last_error());
     if (!b) return;
     const struct infer_backend_ops *o = b->ops;
-    T_CHECK(!strcmp(o->name, "cuda") && o->quantize && o->mmv && o->mm && o->mmv_multi && o->norm && o->rope && o->act && o->attn &&
-                o->moe_route && o->moe_ffn && o->ssm_conv && o->gdn && o->norm_q && o->rope_norm && o->embed &&
-                o->kv_store && o->sample,
+    T_CHECK(!strcmp(o->name, "cuda") && o->quantize && o->mmv && o->mm && o->mmv_multi && o->norm && o->rope && o->act &&
+                o->attn && o->moe_route && o->moe_ffn && o->ssm_conv && o->gdn && o->norm_q && o->rope_norm &&
+                o->gdn_conv && o->embed && o->kv_store && o->sample && o->spec_accept,
             "%s: the cuda op table ('%s') has every op, the fused forms included", desc, o->name);
-    T_CHECK(!x->cpu->ops->norm_q && !x->cpu->ops->rope_norm, "%s: the CPU has no fused forms (the pairs are their reference)",
-            desc);
+    T_CHECK(!x->cpu->ops->norm_q && !x->cpu->ops->rope_norm && !x->cpu->ops->gdn_conv,
+            "%s: the CPU has no fused forms (the pairs are their reference)", desc);
     T_CHECK(o->mmv_act_type(INFER_TYPE_Q4_K) == INFER_TYPE_Q8_1 && o->mmv_act_type(INFER_TYPE_F16) == -1,
             "%s: cuda mmv_act_type pairs quantised weights with Q8_1, float weights with f32", desc);
     enum { N = 4099 };
@@ -1011,6 +1042,7 @@ static void run_case(struct tctx *x) {
     else if (!strcmp(op, "attn")) run_attn(x);
     else if (!strcmp(op, "ssm_conv")) run_ssm_conv(x);
     else if (!strcmp(op, "gdn")) run_gdn(x);
+    else if (!strcmp(op, "gdn_conv")) run_gdn_conv(x);
     else if (!strcmp(op, "embed")) run_embed(x);
     else if (!strcmp(op, "kv_store")) run_kv_store(x);
     else if (!strcmp(op, "moe_route")) run_moe_route(x);

@@ -148,10 +148,10 @@ static uint64_t kv_bytes(int n_layers, int n_head_kv, int64_t n_ctx, int q8) {
     return 2 * r256((uint64_t)n_layers * (uint64_t)n_ctx * row);
 }
 
-/* Recurrent state of n GDN layers, one sequence: conv window (kernel 4 - 1) * channels and the delta-rule
+/* Recurrent state of n GDN layers, one sequence: conv ring (ssm_conv_ring(kernel 4) slots) * channels and the delta-rule
  * state v_heads * 128 * 128, f32, live and the checkpoint cache.c always keeps. */
 static uint64_t state_bytes(int n_gdn, int channels, int v_heads) {
-    return 2 * (r256((uint64_t)n_gdn * 3 * channels * 4) + r256((uint64_t)n_gdn * v_heads * 128 * 128 * 4));
+    return 2 * (r256((uint64_t)n_gdn * ssm_conv_ring(4) * channels * 4) + r256((uint64_t)n_gdn * v_heads * 128 * 128 * 4));
 }
 
 /* The experts' scratch of a T-token batch, for the grouped path (T >= MOE_GROUPED_TOKENS): per (token, expert) pair
@@ -403,10 +403,10 @@ static void test_semantics(const char *path) {
     /* KV for the one attention layer (3) only: 2 x 256 cells x 2 heads x 64 x f16; layers 0-2 are GDN */
     T_CHECK(mem_of(p, 0).kv == 2 * 256 * 2 * 64 * 2 && mem_of(p, -1).kv == 0, "-ngl 2: KV GPU %llu host %llu",
             (unsigned long long)mem_of(p, 0).kv, (unsigned long long)mem_of(p, -1).kv);
-    /* state: GDN layer 2 on the GPU, 0 and 1 on the host: a conv window of 3 x (2 x 2 x 64 + 4 x 64) floats and
+    /* state: GDN layer 2 on the GPU, 0 and 1 on the host: a conv ring of ssm_conv_ring(4) x (2 x 2 x 64 + 4 x 64) floats and
      * 4 v-heads x 64 x 64 floats per layer, live and checkpoint */
-    T_CHECK(mem_of(p, 0).state == 2 * (r256(3 * 512 * 4) + r256(4 * 64 * 64 * 4)) &&
-                mem_of(p, -1).state == 2 * (2 * 3 * 512 * 4 + 2 * 4 * 64 * 64 * 4),
+    T_CHECK(mem_of(p, 0).state == 2 * (r256(ssm_conv_ring(4) * 512 * 4) + r256(4 * 64 * 64 * 4)) &&
+                mem_of(p, -1).state == 2 * (2 * (uint64_t)ssm_conv_ring(4) * 512 * 4 + 2 * 4 * 64 * 64 * 4),
             "-ngl 2: state GPU %llu host %llu", (unsigned long long)mem_of(p, 0).state,
             (unsigned long long)mem_of(p, -1).state);
     infer_plan_free(p);
@@ -603,9 +603,9 @@ static void test_tp(const char *small_q4k) {
     for (int il = 0; il < 4; il++) homes_ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == 0;
     T_CHECK(homes_ok, "-sm tensor over 2: degree %d, devices %d %d, every layer's home the group (its first device)",
             in.tp, infer_plan_tp_device(p, 0), infer_plan_tp_device(p, 1));
-    /* each rank: its heads' cells (1 KV head of 64, f16, 1024 cells, K and V) and state (3 GDN layers: a conv window
-     * of 3 x 256 channels and 2 value heads x 64 x 64, f32, live and the checkpoint) */
-    const uint64_t kv = 2 * r256(1024 * 64 * 2), state = 2 * (r256(3 * 3 * 256 * 4) + r256(3 * 2 * 64 * 64 * 4));
+    /* each rank: its heads' cells (1 KV head of 64, f16, 1024 cells, K and V) and state (3 GDN layers: a conv ring
+     * of ssm_conv_ring(4) x 256 channels and 2 value heads x 64 x 64, f32, live and the checkpoint) */
+    const uint64_t kv = 2 * r256(1024 * 64 * 2), state = 2 * (r256(3 * ssm_conv_ring(4) * 256 * 4) + r256(3 * 2 * 64 * 64 * 4));
     for (int r = 0; r < 2; r++) {
         const infer_plan_memory d = mem_of(p, r);
         const uint64_t w = tp_weights_by_hand(r), sc = tp_scratch_by_hand(r, 32);
