@@ -11,16 +11,16 @@
  *            with probability min(1, p_i(d_i) / q_i(d_i)); on rejection the token is drawn from
  *            norm(max(0, p_i - q_i)); after k acceptances one more from p_k. The output then has
  *            exactly the distribution p of the sampler on the target's logits.
- * Where temp > 0 runs: on a device whose sampler chain fits lists (sampler_lists_ok: no penalties, a top-k the
- * sample op's candidates hold), SPEC_LISTS: the host draws the step's 3k + 1 uniforms up front and uploads them
- * once; each draft step's sample op draws d_j with u_j and leaves q_j as a list on the device; after the
- * verification batch one sample op lists p_0..p_k (and draws from each with its residual uniform) and spec_accept
- * decides (kernels.h spec_accept_args): k + 2 ints come back, never a row of logits. Elsewhere (the CPU, penalties, other
- * chains) SPEC_HOST brings each row to the host and decides there with spec_accept() below.
  *   rollback truncate the sequence to n + (tokens emitted): KV cells past it are dropped, the recurrent
  *            state and the last hidden state come back from the snapshot ring (cache.c).
  * The target rows (p) come from the same sampler chain as plain decoding, with the accepted tokens
  * recorded in order, so penalties see exactly what they would without speculation.
+ * Where temp > 0 runs: on a device whose sampler chain fits lists (sampler_lists_ok: no penalties, a top-k the
+ * sample op's candidates hold), SPEC_LISTS: the host draws the step's 3 n_draft + 1 uniforms up front and uploads
+ * them once; each draft step's sample op draws d_j with u_j and leaves q_j as a list on the device; after the
+ * verification batch one sample op lists p_0..p_k (and draws from each with its residual uniform) and spec_accept
+ * decides (kernels.h spec_accept_args): k + 2 ints come back, never a row of logits. Elsewhere (the CPU, penalties,
+ * other chains) SPEC_HOST brings each row to the host and decides there with spec_accept() below.
  */
 #include <string.h>
 
