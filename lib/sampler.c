@@ -368,6 +368,30 @@ void sampler_chain_key(const infer_sampler *s, int32_t key[4]) {
     memcpy(key + 3, &s->p.min_p, sizeof(float));
 }
 
+/* Rank k's sample op over row `row` of its head part (its vocabulary rows head_v0..), s's chain: the n_pen window
+ * pairs (token, count) that fall in its rows, mapped to them in loc (room for n_pen) and uploaded to k's infer_sample
+ * buffer (sampler_ctx_buf; *scr_off: its scratch offset there). */
+static infer_status sample_tp_rank_args(infer_ctx *k, infer_sampler *s, int32_t row, const int32_t *pairs,
+                                        int32_t n_pen, int32_t *loc, struct sample_args *a, size_t *scr_off) {
+    infer_status st = INFER_OK;
+    const int64_t v0 = k->head_v0, rows = k->head_rows;
+    int32_t n_loc = 0;
+    for (int32_t j = 0; j < n_pen; j++)
+        if (pairs[2 * j] >= v0 && pairs[2 * j] < v0 + rows) {
+            loc[2 * n_loc] = pairs[2 * j] - (int32_t)v0;
+            loc[2 * n_loc + 1] = pairs[2 * j + 1];
+            n_loc++;
+        }
+    size_t pen_off;
+    TRY(sampler_ctx_buf(k, s, 1, &pen_off, scr_off));
+    char *b = k->sample_buf;
+    if (n_loc) TRY(k->be->ops->upload(k->be, b + pen_off, loc, (size_t)n_loc * 2 * sizeof(int32_t)));
+    *a = sampler_op_args(s, k->head_part + (size_t)row * (size_t)rows, (int32_t)rows, (const int32_t *)(b + pen_off),
+                         n_loc, b, *scr_off);
+fail:
+    return st;
+}
+
 /* Greedy sampling over a tensor-parallel group whose logits are not gathered yet (forward_tp.c): each rank's sample
  * op takes the argmax of its own vocabulary rows (the window's penalties of those rows), and the best of the ranks'
  * picks is the token, ties to the lowest id as in the whole row (the ranks hold ascending rows): an int and a float
@@ -382,19 +406,11 @@ static infer_status sample_tp_greedy(infer_ctx *c, infer_sampler *s, int32_t row
     for (int32_t r = 0; r < c->tp_n && !refused; r++) {
         infer_ctx *k = c->tp[r];
         const int64_t v0 = k->head_v0, rows = k->head_rows;
-        int32_t n_loc = 0;
-        for (int32_t j = 0; j < n_pen; j++)
-            if (s->pairs[2 * j] >= v0 && s->pairs[2 * j] < v0 + rows) {
-                loc[2 * n_loc] = s->pairs[2 * j] - (int32_t)v0;
-                loc[2 * n_loc + 1] = s->pairs[2 * j + 1];
-                n_loc++;
-            }
-        size_t pen_off, scr_off;
-        TRY(sampler_ctx_buf(k, s, 1, &pen_off, &scr_off));
+        struct sample_args a;
+        size_t scr_off;
+        TRY(sample_tp_rank_args(k, s, row, s->pairs, n_pen, loc, &a, &scr_off));
         char *b = k->sample_buf;
-        if (n_loc) TRY(k->be->ops->upload(k->be, b + pen_off, loc, (size_t)n_loc * 2 * sizeof(int32_t)));
-        const float *l = k->head_part + (size_t)row * (size_t)rows;
-        const struct sample_args a = sampler_op_args(s, l, (int32_t)rows, (const int32_t *)(b + pen_off), n_loc, b, scr_off);
+        const float *l = a.logits;
         st = k->be->ops->sample ? k->be->ops->sample(k->be, &a) : INFER_E_UNSUPPORTED;
         if (st == INFER_E_UNSUPPORTED) {
             st = INFER_OK;
@@ -446,26 +462,16 @@ static infer_status sample_tp_topk(infer_ctx *c, infer_sampler *s, int32_t row, 
         st = INFER_OOM("infer_sample: the ranks' lists");
         goto fail;
     }
-    const infer_sampler_params chain = {.temp = 1.0f, .top_k = k_top, .top_p = 1.0f, .repeat_penalty = 1.0f};
     for (int32_t r = 0; r < c->tp_n && !refused; r++) {
         infer_ctx *k = c->tp[r];
         const int64_t v0 = k->head_v0, rows = k->head_rows;
-        int32_t n_loc = 0;
-        for (int32_t j = 0; j < n_pen; j++)
-            if (s->pairs[2 * j] >= v0 && s->pairs[2 * j] < v0 + rows) {
-                loc[2 * n_loc] = s->pairs[2 * j] - (int32_t)v0;
-                loc[2 * n_loc + 1] = s->pairs[2 * j + 1];
-                n_loc++;
-            }
-        size_t pen_off, scr_off;
-        TRY(sampler_ctx_buf(k, s, 1, &pen_off, &scr_off));
+        struct sample_args a;
+        size_t scr_off;
+        TRY(sample_tp_rank_args(k, s, row, s->pairs, n_pen, loc, &a, &scr_off));
         char *b = k->sample_buf;
         const double u_rank = 0.0; /* the rank's own draw is not used */
         TRY(k->be->ops->upload(k->be, b, &u_rank, sizeof u_rank));
-        if (n_loc) TRY(k->be->ops->upload(k->be, b + pen_off, loc, (size_t)n_loc * 2 * sizeof(int32_t)));
-        struct sample_args a = sampler_op_args(s, k->head_part + (size_t)row * (size_t)rows, (int32_t)rows,
-                                               (const int32_t *)(b + pen_off), n_loc, b, scr_off);
-        a.temp = chain.temp, a.top_k = chain.top_k, a.top_p = chain.top_p, a.min_p = 0.0f;
+        a.temp = 1.0f, a.top_p = 1.0f, a.min_p = 0.0f; /* the top k alone, their logits as penalised (s's top_k kept) */
         a.list = (struct sample_list *)(b + sampler_list_off(scr_off, 1, s->n_vocab));
         st = k->be->ops->sample ? k->be->ops->sample(k->be, &a) : INFER_E_UNSUPPORTED;
         if (st == INFER_E_UNSUPPORTED) {
