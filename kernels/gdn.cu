@@ -97,6 +97,84 @@ static __device__ __forceinline__ double warp_sum_f64(double v) {
     return v;
 }
 
+/* The recurrent kernels' pieces, shared by gdn_recurrent_kernel and gdn_conv_kernel (the same bits either way).
+ * A warp holds columns cbase .. cbase + GDN_CPW - 1 of a head's state, key index lane + 32 n in S[m][n]. */
+template <int NI>
+static __device__ __forceinline__ void gdn_state_load(float (&S)[GDN_CPW][NI], const float *Sg, int D, int cbase, int lane) {
+#pragma unroll
+    for (int m = 0; m < GDN_CPW; m++)
+#pragma unroll
+        for (int n = 0; n < NI; n++) {
+            const int c = cbase + m, i = lane + WARP_SIZE * n;
+            S[m][n] = c < D && i < D ? Sg[(size_t)c * D + i] : 0.0f;
+        }
+}
+
+template <int NI>
+static __device__ __forceinline__ void gdn_state_store(const float (&S)[GDN_CPW][NI], float *Sg, int D, int cbase, int lane) {
+#pragma unroll
+    for (int m = 0; m < GDN_CPW; m++)
+#pragma unroll
+        for (int n = 0; n < NI; n++) {
+            const int c = cbase + m, i = lane + WARP_SIZE * n;
+            if (c < D && i < D) Sg[(size_t)c * D + i] = S[m][n];
+        }
+}
+
+/* Token t's q / k L2 norms and gates: sq, sk are each thread's sums of squares of its q / k values, already in qn /
+ * kn (unnormalised); leaves them normalised and scaled by sn there, the warp's registers kr / qr, and gate = {beta,
+ * e^g}. Two barriers; the caller's next token must sync before rewriting qn, kn, red or gate. */
+template <int NI>
+static __device__ __forceinline__ void gdn_norm_gates(const struct gdn_args &a, int64_t t, int64_t ab, int j, double sq,
+                                                      double sk, float *qn, float *kn, double (*red)[GDN_WARPS],
+                                                      float *gate, float sn, float (&kr)[NI], float (&qr)[NI]) {
+    const int D = a.d_state, tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
+    sq = warp_sum_f64(sq), sk = warp_sum_f64(sk);
+    if (lane == 0) red[0][warp] = sq, red[1][warp] = sk;
+    if (tid == 0) {
+        const int64_t o = t * a.ab_stride + ab;
+        const float x = a.a[o] + a.dt_bias[j];
+        const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+        gate[0] = 1.0f / (1.0f + expf(-a.b[o]));
+        gate[1] = expf(sp * a.ssm_a[j]);
+    }
+    __syncthreads();
+    double SQ = 0.0, SK = 0.0;
+#pragma unroll
+    for (int w = 0; w < GDN_WARPS; w++) SQ += red[0][w], SK += red[1][w];
+    const float scq = 1.0f / sqrtf((float)(SQ / D) + a.eps / (float)D);
+    const float sck = 1.0f / sqrtf((float)(SK / D) + a.eps / (float)D);
+    for (int i = tid; i < D; i += GDN_THREADS) qn[i] = (qn[i] * scq) * sn, kn[i] = (kn[i] * sck) * sn;
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < NI; n++) {
+        const int i = lane + WARP_SIZE * n;
+        kr[n] = i < D ? kn[i] : 0.0f, qr[n] = i < D ? qn[i] : 0.0f;
+    }
+}
+
+/* One token's delta rule on the warp's columns: S = e^g S; S += k (beta (v - S^T k))^T; out = S^T q * scale. Column c's
+ * v is vr[c - vbase]. */
+template <int NI>
+static __device__ __forceinline__ void gdn_step_cols(float (&S)[GDN_CPW][NI], const float (&kr)[NI], const float (&qr)[NI],
+                                                     float beta, float eg, const float *vr, int vbase, float *out,
+                                                     float scale, int D, int cbase, int lane) {
+#pragma unroll
+    for (int m = 0; m < GDN_CPW; m++) {
+        const int c = cbase + m;
+        if (c >= D) break; /* warp-uniform */
+        float dk = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NI; n++) S[m][n] *= eg, dk += S[m][n] * kr[n];
+        const float d = (vr[c - vbase] - warp_sum(dk)) * beta;
+        float o = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NI; n++) S[m][n] += kr[n] * d, o += S[m][n] * qr[n];
+        o = warp_sum(o);
+        if (lane == 0) out[c] = o * scale;
+    }
+}
+
 template <int NI> /* NI = ceil(d_state / 32) */
 static __global__ void __launch_bounds__(GDN_THREADS) gdn_recurrent_kernel(const __grid_constant__ struct gdn_args a) {
     __shared__ float qn[GDN_MAX_D], kn[GDN_MAX_D];
@@ -111,13 +189,7 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_recurrent_kernel(const
     float *Sg = a.state + (size_t)j * dd;
 
     float S[GDN_CPW][NI];
-#pragma unroll
-    for (int m = 0; m < GDN_CPW; m++)
-#pragma unroll
-        for (int n = 0; n < NI; n++) {
-            const int c = cbase + m, i = lane + WARP_SIZE * n;
-            S[m][n] = c < D && i < D ? Sg[(size_t)c * D + i] : 0.0f;
-        }
+    gdn_state_load(S, Sg, D, cbase, lane);
     const float scale = 1.0f / sqrtf((float)D), sn = 1.0f / sqrtf((float)D);
     for (int64_t t = 0; t < a.n_tokens; t++) {
         const float *q = a.q + t * a.qk_stride + (int64_t)kh * D, *k = a.k + t * a.qk_stride + (int64_t)kh * D;
@@ -127,65 +199,16 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_recurrent_kernel(const
             qn[i] = x, kn[i] = y;
             sq += (double)(x * x), sk += (double)(y * y);
         }
-        sq = warp_sum_f64(sq), sk = warp_sum_f64(sk);
-        if (lane == 0) red[0][warp] = sq, red[1][warp] = sk;
-        if (tid == 0) {
-            const int64_t o = t * a.ab_stride + ab;
-            const float x = a.a[o] + a.dt_bias[j];
-            const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-            gate[0] = 1.0f / (1.0f + expf(-a.b[o]));
-            gate[1] = expf(sp * a.ssm_a[j]);
-        }
-        __syncthreads();
-        double SQ = 0.0, SK = 0.0;
-#pragma unroll
-        for (int w = 0; w < GDN_WARPS; w++) SQ += red[0][w], SK += red[1][w];
-        const float scq = 1.0f / sqrtf((float)(SQ / D) + a.eps / (float)D);
-        const float sck = 1.0f / sqrtf((float)(SK / D) + a.eps / (float)D);
-        for (int i = tid; i < D; i += GDN_THREADS) qn[i] = (qn[i] * scq) * sn, kn[i] = (kn[i] * sck) * sn;
-        __syncthreads();
         float kr[NI], qr[NI];
-#pragma unroll
-        for (int n = 0; n < NI; n++) {
-            const int i = lane + WARP_SIZE * n;
-            kr[n] = i < D ? kn[i] : 0.0f, qr[n] = i < D ? qn[i] : 0.0f;
-        }
-        const float beta = gate[0], eg = gate[1];
+        gdn_norm_gates(a, t, ab, j, sq, sk, qn, kn, red, gate, sn, kr, qr);
         const float *v = a.v + t * a.v_stride + (int64_t)j * D;
-        float *out = a.out + (t * a.n_vhead + j) * D;
-#pragma unroll
-        for (int m = 0; m < GDN_CPW; m++) {
-            const int c = cbase + m;
-            if (c >= D) break; /* warp-uniform */
-            float dk = 0.0f;
-#pragma unroll
-            for (int n = 0; n < NI; n++) S[m][n] *= eg, dk += S[m][n] * kr[n];
-            const float d = (v[c] - warp_sum(dk)) * beta;
-            float o = 0.0f;
-#pragma unroll
-            for (int n = 0; n < NI; n++) S[m][n] += kr[n] * d, o += S[m][n] * qr[n];
-            o = warp_sum(o);
-            if (lane == 0) out[c] = o * scale;
-        }
-        if (a.snap && t >= a.snap_from) {
-            float *sg = a.snap + ((a.snap_pos0 + t) % a.snap_ring) * a.snap_stride + (size_t)j * dd;
-#pragma unroll
-            for (int m = 0; m < GDN_CPW; m++)
-#pragma unroll
-                for (int n = 0; n < NI; n++) {
-                    const int c = cbase + m, i = lane + WARP_SIZE * n;
-                    if (c < D && i < D) sg[(size_t)c * D + i] = S[m][n];
-                }
-        }
+        gdn_step_cols(S, kr, qr, gate[0], gate[1], v, 0, a.out + (t * a.n_vhead + j) * D, scale, D, cbase, lane);
+        if (a.snap && t >= a.snap_from)
+            gdn_state_store(S, a.snap + ((a.snap_pos0 + t) % a.snap_ring) * a.snap_stride + (size_t)j * dd, D, cbase,
+                            lane);
         __syncthreads(); /* qn, kn, red and gate are rewritten by the next token */
     }
-#pragma unroll
-    for (int m = 0; m < GDN_CPW; m++)
-#pragma unroll
-        for (int n = 0; n < NI; n++) {
-            const int c = cbase + m, i = lane + WARP_SIZE * n;
-            if (c < D && i < D) Sg[(size_t)c * D + i] = S[m][n];
-        }
+    gdn_state_store(S, Sg, D, cbase, lane);
 }
 
 /* ---- the fused decode form (gdn_conv_args): the conv, then the recurrence, in one launch ---- */
@@ -232,13 +255,7 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_conv_kernel(const __gr
     float *Sg = a.state + (size_t)j * dd;
 
     float S[GDN_CPW][NI];
-#pragma unroll
-    for (int m = 0; m < GDN_CPW; m++)
-#pragma unroll
-        for (int n = 0; n < NI; n++) {
-            const int cc = cbase + m, i = lane + WARP_SIZE * n;
-            S[m][n] = cc < D && i < D ? Sg[(size_t)cc * D + i] : 0.0f;
-        }
+    gdn_state_load(S, Sg, D, cbase, lane);
     const float scale = 1.0f / sqrtf((float)D), sn = 1.0f / sqrtf((float)D);
     for (int64_t t = 0; t < a.n_tokens; t++) {
         double sq = 0.0, sk = 0.0;
@@ -248,64 +265,15 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_conv_kernel(const __gr
             sq += (double)(x * x), sk += (double)(y * y);
         }
         if (tid < GDN_COLS && c0 + tid < D) vc[tid] = gdn_conv_at(c, vch + c0 + tid, t, p0, R);
-        sq = warp_sum_f64(sq), sk = warp_sum_f64(sk);
-        if (lane == 0) red[0][warp] = sq, red[1][warp] = sk;
-        if (tid == 0) {
-            const int64_t o = t * a.ab_stride + ab;
-            const float x = a.a[o] + a.dt_bias[j];
-            const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-            gate[0] = 1.0f / (1.0f + expf(-a.b[o]));
-            gate[1] = expf(sp * a.ssm_a[j]);
-        }
-        __syncthreads();
-        double SQ = 0.0, SK = 0.0;
-#pragma unroll
-        for (int w = 0; w < GDN_WARPS; w++) SQ += red[0][w], SK += red[1][w];
-        const float scq = 1.0f / sqrtf((float)(SQ / D) + a.eps / (float)D);
-        const float sck = 1.0f / sqrtf((float)(SK / D) + a.eps / (float)D);
-        for (int i = tid; i < D; i += GDN_THREADS) qn[i] = (qn[i] * scq) * sn, kn[i] = (kn[i] * sck) * sn;
-        __syncthreads();
         float kr[NI], qr[NI];
-#pragma unroll
-        for (int n = 0; n < NI; n++) {
-            const int i = lane + WARP_SIZE * n;
-            kr[n] = i < D ? kn[i] : 0.0f, qr[n] = i < D ? qn[i] : 0.0f;
-        }
-        const float beta = gate[0], eg = gate[1];
-        float *out = a.out + (t * a.n_vhead + j) * D;
-#pragma unroll
-        for (int m = 0; m < GDN_CPW; m++) {
-            const int cc = cbase + m;
-            if (cc >= D) break; /* warp-uniform */
-            float dk = 0.0f;
-#pragma unroll
-            for (int n = 0; n < NI; n++) S[m][n] *= eg, dk += S[m][n] * kr[n];
-            const float d = (vc[cc - c0] - warp_sum(dk)) * beta;
-            float o = 0.0f;
-#pragma unroll
-            for (int n = 0; n < NI; n++) S[m][n] += kr[n] * d, o += S[m][n] * qr[n];
-            o = warp_sum(o);
-            if (lane == 0) out[cc] = o * scale;
-        }
-        if (a.snap && t >= a.snap_from) {
-            float *sg = a.snap + ((a.snap_pos0 + t) % a.snap_ring) * a.snap_stride + (size_t)j * dd;
-#pragma unroll
-            for (int m = 0; m < GDN_CPW; m++)
-#pragma unroll
-                for (int n = 0; n < NI; n++) {
-                    const int cc = cbase + m, i = lane + WARP_SIZE * n;
-                    if (cc < D && i < D) sg[(size_t)cc * D + i] = S[m][n];
-                }
-        }
+        gdn_norm_gates(a, t, ab, j, sq, sk, qn, kn, red, gate, sn, kr, qr);
+        gdn_step_cols(S, kr, qr, gate[0], gate[1], vc, c0, a.out + (t * a.n_vhead + j) * D, scale, D, cbase, lane);
+        if (a.snap && t >= a.snap_from)
+            gdn_state_store(S, a.snap + ((a.snap_pos0 + t) % a.snap_ring) * a.snap_stride + (size_t)j * dd, D, cbase,
+                            lane);
         __syncthreads(); /* qn, kn, vc, red and gate are rewritten by the next token */
     }
-#pragma unroll
-    for (int m = 0; m < GDN_CPW; m++)
-#pragma unroll
-        for (int n = 0; n < NI; n++) {
-            const int cc = cbase + m, i = lane + WARP_SIZE * n;
-            if (cc < D && i < D) Sg[(size_t)cc * D + i] = S[m][n];
-        }
+    gdn_state_store(S, Sg, D, cbase, lane);
 
     /* the ring and its snapshots, each channel by its one owner: conv snapshot of token t = the inputs of
      * positions p0+t-d_conv+2 .. p0+t at their slots; then the run's inputs into their slots */
