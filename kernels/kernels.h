@@ -546,16 +546,33 @@ struct sample_list {
  * (p == q up to rounding) it is p_draw[i], the sample op's draw from p with the same u_res[i]. After k
  * kept drafts the bonus token p_draw[k]. Rows before `force` are kept whatever the rule says and the
  * step ends at row force (a test hook; -1: off). Writes out[0] = n emitted (1..k+1), out[1..n] their ids.
- * Both backends take every decision with the same arithmetic in the same order. ---- */
+ * Both backends take every decision with the same arithmetic in the same order.
+ * Greedy (target, draft, u_acc and u_res NULL): p_draw[i] is row i's argmax, the greedy token; d_i is kept while it
+ * is that token (rows before force whatever it is) and the first row that differs (or row force) ends the step with
+ * its token (spec_accept_greedy). ---- */
 struct spec_accept_args {
-    const struct sample_list *target; /* (k + 1) the verification rows' distributions */
-    const struct sample_list *draft;  /* (k) the drafts' distributions */
+    const struct sample_list *target; /* (k + 1) the verification rows' distributions; NULL: greedy */
+    const struct sample_list *draft;  /* (k) the drafts' distributions; NULL: greedy */
     const int32_t *drafts;            /* (k) the drafted ids */
-    const int32_t *p_draw;            /* (k + 1) the sample op's draws from target, with u_res */
+    const int32_t *p_draw;            /* (k + 1) the sample op's draws from target, with u_res (greedy: argmaxes) */
     const double *u_acc, *u_res;      /* (k), (k + 1) uniforms in [0, 1) */
     int32_t k, force;
     int32_t *out;                     /* (k + 2) */
 };
+/* spec_accept's greedy form, the same on both backends. */
+static inline INFER_HD void spec_accept_greedy(const struct spec_accept_args *a) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < a->k; i++) {
+        const int kept = (a->force >= 0 && i < a->force) || a->p_draw[i] == a->drafts[i];
+        a->out[1 + n++] = kept ? a->drafts[i] : a->p_draw[i];
+        if (!kept || i == a->force) {
+            a->out[0] = n;
+            return;
+        }
+    }
+    a->out[1 + n++] = a->p_draw[a->k]; /* every draft kept: the bonus token */
+    a->out[0] = n;
+}
 /* The probability of token id in l (0 when absent). */
 static inline INFER_HD double sample_list_prob(const struct sample_list *l, int32_t id) {
     for (int32_t i = 0; i < l->n; i++)

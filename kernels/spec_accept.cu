@@ -1,5 +1,6 @@
-/* spec_accept.cu: the acceptance of k MTP drafts at temperature > 0 on the device (kernels.h spec_accept_args),
- * so that a speculative step brings back k + 2 ints instead of 2k + 1 rows of n_vocab floats.
+/* spec_accept.cu: the acceptance of k MTP drafts on the device (kernels.h spec_accept_args), so that a speculative
+ * step brings back k + 2 ints instead of 2k + 1 rows of n_vocab floats (temperature > 0) or the drafts and every
+ * row's pick (greedy: one thread compares the picks with the drafts, spec_accept_greedy).
  * One block walks the rows in order (a row matters only when every draft before it was kept). Thread 0 looks up
  * p(d) and q(d) and decides; on a rejection every thread takes some of p's survivors and computes their residual
  * max(0, p(c) - q(c)) (a scan of q's list each) into shared memory, and thread 0 sums and walks them in p's order
@@ -15,6 +16,10 @@ static __global__ void __launch_bounds__(SPEC_ACCEPT_THREADS) spec_accept_kernel
     __shared__ double r[SAMPLE_MAX_CAND];
     __shared__ int32_t verdict; /* -1: the step goes on to the next row; else the row that ends it */
     __shared__ int32_t n, ended;
+    if (!a.target) { /* greedy: a compare per row */
+        if (threadIdx.x == 0) spec_accept_greedy(&a);
+        return;
+    }
     if (threadIdx.x == 0) {
         n = 0, ended = 0;
         for (int32_t i = 0; i <= a.k; i++)
@@ -61,8 +66,9 @@ static __global__ void __launch_bounds__(SPEC_ACCEPT_THREADS) spec_accept_kernel
 }
 
 cudaError_t cuda_spec_accept(const struct spec_accept_args *a, cudaStream_t s) {
-    if (!a->target || !a->draft || !a->drafts || !a->p_draw || !a->u_acc || !a->u_res || !a->out || a->k < 0 ||
-        a->k > 64)
+    const int greedy = !a->target && !a->draft && !a->u_acc && !a->u_res;
+    if ((!greedy && (!a->target || !a->draft || !a->u_acc || !a->u_res)) || !a->drafts || !a->p_draw || !a->out ||
+        a->k < 0 || a->k > 64)
         return cudaErrorInvalidValue;
     launch_kernel(spec_accept_kernel, 1, SPEC_ACCEPT_THREADS, 0, s, *a);
     return cudaGetLastError();

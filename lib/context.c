@@ -122,16 +122,16 @@ struct ctx_stage {
  * allocated: a context that cannot fit is one error with both numbers, never a failed allocation halfway. */
 static infer_status ctx_check_fit(const infer_ctx *c, const struct ctx_stage *stage) {
     const struct infer_model *m = c->m;
-    const int drafting = c->n_draft > 0;
+    const int drafting = c->n_draft > 0, mtp = ctx_dims_mtp(&c->dims);
     int32_t n_kv = 0, n_gdn = 0;
     for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++) {
-        const int mine = (il >= stage->d->il0 && il < stage->d->il1) || (il >= m->hp.n_layer && stage->d->heads);
+        const int mine = (il >= stage->d->il0 && il < stage->d->il1) || (il >= m->hp.n_layer && mtp);
         const enum kv_cache_kind kind = mine ? kv_cache_layer(m, il, drafting) : KV_CACHE_NONE;
         n_kv += kind == KV_CACHE_CELLS;
         n_gdn += kind == KV_CACHE_STATE;
     }
     struct kv_cache_bytes b;
-    kv_cache_bytes_of(&m->hp, n_kv, n_gdn, drafting && stage->d->heads, c->n_seq, c->n_ctx,
+    kv_cache_bytes_of(&m->hp, n_kv, n_gdn, mtp, c->n_seq, c->n_ctx,
                       drafting ? c->n_draft + 1 : 0, c->dims.kv_type, &b);
     const double parts[] = {b.k, b.v, b.conv, b.ssm, b.ring_conv, b.ring_ssm, b.ckpt_conv, b.ckpt_ssm, b.h, b.ring_h,
                             b.ckpt_h};
@@ -193,9 +193,9 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     TRY(ctx_check_ops(c));
     if (c->on_device) TRY(ctx_check_fit(c, stage));
     /* every stage keeps snapshots of its recurrent layers for the drafts' rollback; the MTP block's cells and
-     * hidden states live with the head */
+     * hidden states live with the head (every rank of a tensor-parallel group: ctx_dims_mtp) */
     TRY(kv_cache_create_range(c->be, m, stage->d->il0, stage->d->il1, c->n_seq, c->n_ctx,
-                              c->n_draft ? c->n_draft + 1 : 0, c->n_draft > 0 && stage->d->heads, dims.kv_type, &c->kv));
+                              c->n_draft ? c->n_draft + 1 : 0, ctx_dims_mtp(&dims), dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));
     if (dims.exps_host) { /* the host's part of expert offload: the stage's flags and its own CPU backend */
         for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++)
@@ -259,9 +259,10 @@ static infer_status ctx_create_tp(const infer_model *m, const infer_ctx_params *
     infer_status st = INFER_OK;
     infer_ctx *st_[INFER_MAX_DEVICES] = {NULL};
     struct tp_rank rk[INFER_MAX_DEVICES];
-    if (p && p->n_draft > 0)
+    if (p && p->n_draft > 0 && m->tp_world > m->tp_n)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: n_draft %d: MTP drafting under tensor parallelism "
-                          "(-sm tensor) is not supported yet; use one GPU or -sm layer", p->n_draft);
+                          "over several processes is not supported yet; run the group's GPUs from one process",
+                          p->n_draft);
     TRY(tp_ranks(m, m->tp_world, rk)); /* as the load cut them: each rank's rows of the head */
     for (int32_t r = 0; r < m->tp_n; r++) {
         const int32_t rank = m->tp_rank0 + r;
@@ -432,20 +433,30 @@ struct ctx_mtp_job {
 };
 /* The block's inputs (each token's previous h) and the block itself: fixed by the batch's sequences, so a device
  * replays it as a graph. */
-static infer_status ctx_mtp_follow_body(void *arg) {
+static infer_status ctx_mtp_inputs(const infer_ctx *c, infer_ctx *h, int32_t n_tokens) {
     infer_status st = INFER_OK;
-    const struct ctx_mtp_job *j = arg;
-    infer_ctx *c = j->c, *h = j->h;
     const size_t n_embd = (size_t)c->m->hp.n_embd;
     int32_t prev[256]; /* per sequence: its previous token in this batch, -1 before the first (n_seq <= 256) */
     for (int32_t s = 0; s < c->n_seq; s++) prev[s] = -1;
-    for (int32_t t = 0; t < j->n_tokens; t++) {
+    for (int32_t t = 0; t < n_tokens; t++) {
         const int32_t s = c->seq[t];
         TRY(h->be->ops->copy(h->be, h->mtp_h + (size_t)t * n_embd,
                              prev[s] < 0 ? kv_cache_h(h->kv, s) : h->hid + (size_t)prev[s] * n_embd,
                              n_embd * sizeof(float)));
         prev[s] = t;
     }
+fail:
+    return st;
+}
+static infer_status ctx_mtp_follow_body(void *arg) {
+    infer_status st = INFER_OK;
+    const struct ctx_mtp_job *j = arg;
+    infer_ctx *c = j->c, *h = j->h;
+    if (h->tp_n > 0) { /* every rank its own copy of the states, its part of the block */
+        for (int32_t r = 0; r < h->tp_n; r++) TRY(ctx_mtp_inputs(c, h->tp[r], j->n_tokens));
+        return forward_tp_mtp(h, j->tok, j->n_tokens, FORWARD_MTP_H_BATCH, -1, NULL);
+    }
+    TRY(ctx_mtp_inputs(c, h, j->n_tokens));
     TRY(layer_mtp(h, j->tok, h->mtp_h, j->n_tokens, NULL));
 fail:
     return st;
@@ -480,11 +491,15 @@ static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t 
     }
     struct ctx_mtp_job job = {.c = c, .h = h, .tok = tok, .n_tokens = n_tokens};
     TRY(be->ops->run(be, forward_mtp_graph_key(h, 1, n_tokens, c->seq, n_tokens), ctx_mtp_follow_body, &job));
-    for (int32_t t = 0; t < n_tokens; t++) {
-        const int32_t s = c->seq[t];
-        if (c->pos[t] >= c->next[s] - kv->n_ring || c->pos[t] == c->next[s] - 1)
-            TRY(kv_cache_put_h(kv, s, c->pos[t], c->pos[t] == c->next[s] - 1, h->hid + (size_t)t * n_embd));
-        kv->mtp_len[s] = c->pos[t] + 1;
+    /* a tensor-parallel group: every rank keeps the (same) hidden states, the MTP block's input on its rank */
+    for (int32_t r = 0; r < (h->tp_n > 0 ? h->tp_n : 1); r++) {
+        infer_ctx *k = h->tp_n > 0 ? h->tp[r] : h;
+        for (int32_t t = 0; t < n_tokens; t++) {
+            const int32_t s = c->seq[t];
+            if (c->pos[t] >= c->next[s] - k->kv->n_ring || c->pos[t] == c->next[s] - 1)
+                TRY(kv_cache_put_h(k->kv, s, c->pos[t], c->pos[t] == c->next[s] - 1, k->hid + (size_t)t * n_embd));
+            k->kv->mtp_len[s] = c->pos[t] + 1;
+        }
     }
 fail:
     return st;
@@ -508,6 +523,7 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     c->n_tokens = b->n_tokens;
     c->n_out = n_out;
 fail:
+    if (c) c->dev_tokens = NULL; /* one batch's */
     return st;
 }
 

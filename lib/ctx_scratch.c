@@ -69,7 +69,7 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
     const int64_t n_h = scratch_max(hp->n_ff, moe ? n_embd : 0);
     /* xq holds the 8-bit activations of the widest matmul input */
     int64_t n_in_max = scratch_max(scratch_max(n_embd, nq), scratch_max(scratch_max(hp->n_ff, hp->n_ff_exp), hp->n_ff_shexp));
-    const int mtp = d->n_draft > 0 && d->heads; /* the MTP block runs where the head does */
+    const int mtp = ctx_dims_mtp(d);
     n_in_max = scratch_max(n_in_max, scratch_max(vd, mtp ? 2 * n_embd : 0));
     const int64_t n_e = hp->n_expert > 0 ? hp->n_expert : 1, n_used = hp->n_expert_used > 0 ? hp->n_expert_used : 1;
     const size_t V = (size_t)hp->n_vocab;
@@ -106,6 +106,8 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
         DEV(mtp_h, T * (size_t)n_embd, F);
         DEV(mtp_in, T * (size_t)(2 * n_embd), F);
         DEV(mtp_hid, T * (size_t)n_embd, F);
+    }
+    if (mtp && d->heads) { /* the drafts and their acceptance: where the whole rows are (rank 0 of a group) */
         DEV(mtp_logits, (size_t)d->n_draft * V, F);
         DEV(draft_tok, (size_t)d->n_draft + 1, I);
         DEV(draft_scratch, 2 * V, F); /* the sample op's scratch for one row: sample_scratch_bytes(1, V) */

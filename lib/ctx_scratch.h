@@ -29,6 +29,10 @@ struct ctx_dims {
     int64_t head_rows; /* a rank of a tensor-parallel group of several: its vocabulary rows of the head (else 0) */
 };
 
+/* The stage runs the MTP block: where the head runs or, under tensor parallelism, each rank with rows of it (every
+ * rank keeps its heads' part of the block, its cells and the hidden states). */
+static inline int ctx_dims_mtp(const struct ctx_dims *d) { return d->n_draft > 0 && (d->heads || d->head_rows > 0); }
+
 enum { CTX_TP_HEAD_ROWS = 8 }; /* logits rows per reduce of a tensor-parallel head (forward_tp.c) */
 
 /* Checks p (NULL: defaults) against m and resolves its zeros to the defaults, for a whole context (heads 1).

@@ -270,6 +270,7 @@ uint64_t forward_mtp_graph_key(const struct infer_ctx *h, int32_t kind, int32_t 
                                int32_t n) {
     const int32_t il = (int32_t)h->m->hp.n_layer;
     if (!h->on_device || n_tokens > MMV_MAX_TOKENS || h->mtp_rows || (h->off_layer && h->off_layer[il])) return 0;
+    if (h->tp_n > 0) return 0; /* a tensor-parallel group queues on every rank's stream (no graphs there yet) */
     uint64_t k = 1469598103934665603ull; /* FNV-1a, apart from the trunk's keys by the leading -2 */
     const int32_t head[3] = {-2, kind, n_tokens};
     for (int32_t i = 0; i < 3 + n; i++) {
@@ -337,10 +338,13 @@ static infer_status forward_segment_run(struct infer_ctx *c, int32_t k, const in
     }
     j.x_out = k + 1 < c->n_seg && s->x_host != NULL;
     if (s->on_device) { /* the batch's ids and positions cross once, before the (captured) ops */
-        if (sg->embeds) TRY(be->ops->upload(be, s->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
+        const int up = sg->embeds && !c->dev_tokens; /* the ids cross, or are on the device already (drafts) */
+        if (up) TRY(be->ops->upload(be, s->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
+        if (sg->embeds && c->dev_tokens)
+            TRY(be->ops->copy(be, s->dtok, c->dev_tokens, (size_t)n_tokens * sizeof(int32_t)));
         TRY(be->ops->upload(be, s->dpos, s->pos, (size_t)n_tokens * sizeof(int32_t)));
         if (sg->heads && n_out > 0) TRY(be->ops->upload(be, s->dout, s->out_ids, (size_t)n_out * sizeof(int32_t)));
-        c->bus_bytes += (uint64_t)(sg->embeds ? n_tokens : 0) * sizeof(int32_t) + (uint64_t)n_tokens * sizeof(int32_t) +
+        c->bus_bytes += (uint64_t)(up ? n_tokens : 0) * sizeof(int32_t) + (uint64_t)n_tokens * sizeof(int32_t) +
                         (uint64_t)(sg->heads ? n_out : 0) * sizeof(int32_t);
         c->bus_bytes += (uint64_t)(j.x_in + j.x_out) * x_bytes;
         j.tokens = s->dtok;

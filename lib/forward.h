@@ -110,6 +110,10 @@ struct infer_ctx {
     int32_t spec_kept;  /* rows of the last step's verification batch still in logits (spec_verify_logits) */
     int32_t spec_drafts; /* drafts of the last step in mtp_logits (spec_draft_logits) */
     int32_t spec_draft_ids[INFER_MAX_DRAFT]; /* and their ids (spec_last_drafts) */
+    int spec_drafts_dev;      /* they stayed in the head stage's draft_tok (spec.c spec_resident) */
+    /* set by infer_spec_step for one infer_decode (which clears it): the batch's ids already in the first stage's
+     * device memory, copied there into dtok instead of uploading the host's */
+    const int32_t *dev_tokens;
     void *sample_buf;         /* infer_sample's backend buffer (u, token, penalties, scratch), on first use */
     size_t sample_buf_bytes;
     /* the layer split (see the top): segments of the pass, in order (in the public context); its other stage */
@@ -240,6 +244,16 @@ static inline size_t tp_msg_ints(int32_t n_batch) { return TP_MSG_HEADER + 3 * (
 infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out);
 /* The pending rows of logits (tp_head_pending) reduced into rank 0's logits; nothing when none are pending. */
 infer_status forward_tp_gather(struct infer_ctx *c);
+/* c->pos / c->seq of n_tokens to every rank of c's group (its host copies and its device's). */
+infer_status forward_tp_positions(struct infer_ctx *c, int32_t n_tokens);
+/* The hidden states each rank's MTP block pairs its tokens with: the sequence's last h (kv_cache_h, a step's first
+ * draft), the block's own previous output (mtp_hid, the later drafts) or the batch's shifted states (mtp_h). */
+enum forward_mtp_h { FORWARD_MTP_H_CACHE, FORWARD_MTP_H_DRAFT, FORWARD_MTP_H_BATCH };
+/* The MTP block over n_tokens on every rank of c's group (c: rank 0, in this process), tokens in rank 0's memory,
+ * positions already on every rank (forward_tp_positions), seq for FORWARD_MTP_H_CACHE; out: the logits' full rows in
+ * rank 0's memory, gathered from the ranks' rows of the head (NULL: none). */
+infer_status forward_tp_mtp(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, enum forward_mtp_h which,
+                            int32_t seq, float *out);
 /* The FFN block of layer il (dense, MoE, MoE + shared expert), residual included. */
 infer_status forward_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
 
@@ -249,8 +263,16 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens);
  * (n_tokens, n_embd); writes its own KV cells, c->mtp_hid, and the logits of every row into out (backend memory;
  * NULL: none). Queued: the caller syncs before the host reads. */
 infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, float *out);
+/* layer_mtp's four parts, which a tensor-parallel group runs with an all-reduce of x after the first three
+ * (forward_tp_mtp): x = the tokens' rows; u = W_eh [..] and the attention block (residual included); the FFN block;
+ * mtp_hid and the head's logits (the rank's vocabulary rows under tensor parallelism). */
+infer_status layer_mtp_embed(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens);
+infer_status layer_mtp_mixer(struct infer_ctx *c, const float *h, int32_t n_tokens);
+infer_status layer_mtp_ffn(struct infer_ctx *c, int32_t n_tokens);
+infer_status layer_mtp_head(struct infer_ctx *c, int32_t n_tokens, float *out);
 /* The graph key of an MTP block run on stage h (kind 0: a draft step, 1: following a batch), from the n values of
- * shape that fix its arguments; 0 (no graph) where a host step runs inside the block or the batch is prefill-sized. */
+ * shape that fix its arguments; 0 (no graph) where a host step runs inside the block, the batch is prefill-sized or
+ * h leads a tensor-parallel group. */
 uint64_t forward_mtp_graph_key(const struct infer_ctx *h, int32_t kind, int32_t n_tokens, const int32_t *shape,
                                int32_t n);
 infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);

@@ -29,27 +29,24 @@ static infer_status forward_tp_allreduce(struct infer_ctx *c, int32_t n_tokens) 
 }
 
 /* The logits of the n_out asked rows: the whole head on rank 0 when the group is one rank; else each rank's rows
- * into its head_part, gathered now (followers in other processes) or when first needed (forward_tp_gather). */
+ * into its head_part, gathered now (followers in other processes) or when first needed (forward_tp_gather). A
+ * drafting group's ranks each keep every token's normed hidden state (hid, the MTP block's input), rows or not. */
 static infer_status forward_tp_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
     if (c->head_rows == 0) return c->tp_rank == 0 ? forward_head(c, n_tokens, n_out) : INFER_OK;
-    if (n_out == 0) return INFER_OK;
     for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_head_to(c->tp[r], n_tokens, n_out, c->tp[r]->head_part));
+    if (n_out == 0) return INFER_OK;
     c->tp_head_pending = n_out;
     if (c->tp_msg_host) TRY(forward_tp_gather(c));
 fail:
     return st;
 }
 
-/* CTX_TP_HEAD_ROWS outputs at a time, each rank places its logits at its columns of zeroed full rows (rank 0: its
- * logits) and a reduce sums them into rank 0's. Every other column is a zero, so each logit arrives exactly as its
- * rank computed it. */
-infer_status forward_tp_gather(struct infer_ctx *c) {
+/* n_out rows of the ranks' head_part into dst (rank 0's memory, full rows), CTX_TP_HEAD_ROWS at a time: each rank
+ * places its logits at its columns of zeroed full rows (rank 0: dst) and a reduce sums them into rank 0's. Every
+ * other column is a zero, so each logit arrives exactly as its rank computed it. */
+static infer_status forward_tp_gather_rows(struct infer_ctx *c, int32_t n_out, float *dst) {
     infer_status st = INFER_OK;
-    const int32_t n_out = c->tp_head_pending;
-    if (n_out <= 0) return INFER_OK;
-    c->tp_head_pending = 0;
-    c->tp_gathers++;
     const int64_t V = c->m->hp.n_vocab;
     for (int32_t t0 = 0; t0 < n_out; t0 += CTX_TP_HEAD_ROWS) {
         const int32_t nt = n_out - t0 < CTX_TP_HEAD_ROWS ? n_out - t0 : CTX_TP_HEAD_ROWS;
@@ -57,7 +54,7 @@ infer_status forward_tp_gather(struct infer_ctx *c) {
         float *sums[INFER_MAX_DEVICES];
         for (int32_t r = 0; r < c->tp_n; r++) {
             struct infer_ctx *s = c->tp[r];
-            float *sum = s->tp_rank == 0 ? s->logits + (size_t)t0 * (size_t)V : s->head_sum;
+            float *sum = s->tp_rank == 0 ? dst + (size_t)t0 * (size_t)V : s->head_sum;
             TRY(s->be->ops->zero(s->be, sum, (size_t)nt * (size_t)V * sizeof(float)));
             for (int32_t t = 0; t < nt; t++) {
                 const float *part = s->head_part + (size_t)(t0 + t) * (size_t)s->head_rows;
@@ -73,10 +70,49 @@ fail:
     return st;
 }
 
-infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
+infer_status forward_tp_gather(struct infer_ctx *c) {
+    const int32_t n_out = c->tp_head_pending;
+    if (n_out <= 0) return INFER_OK;
+    c->tp_head_pending = 0;
+    c->tp_gathers++;
+    return forward_tp_gather_rows(c, n_out, c->logits);
+}
+
+/* The hidden states rank s pairs the MTP block's tokens with. */
+static const float *forward_tp_mtp_h(struct infer_ctx *s, enum forward_mtp_h which, int32_t seq) {
+    if (which == FORWARD_MTP_H_CACHE) return kv_cache_h(s->kv, seq);
+    return which == FORWARD_MTP_H_DRAFT ? s->mtp_hid : s->mtp_h;
+}
+
+/* The MTP block is a decoder block like the trunk's (forward_tp_run): rank 0 looks the tokens up (the others zero
+ * x) and each of its parts is followed by an all-reduce of x, so every rank ends with the same mtp_hid. */
+infer_status forward_tp_mtp(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, enum forward_mtp_h which,
+                            int32_t seq, float *out) {
+    infer_status st = INFER_OK;
+    TRY(layer_mtp_embed(c, tokens, n_tokens));
+    for (int32_t r = 1; r < c->tp_n; r++) {
+        struct infer_ctx *s = c->tp[r];
+        TRY(s->be->ops->zero(s->be, s->x, (size_t)n_tokens * (size_t)s->m->hp.n_embd * sizeof(float)));
+    }
+    TRY(forward_tp_allreduce(c, n_tokens));
+    for (int32_t r = 0; r < c->tp_n; r++) TRY(layer_mtp_mixer(c->tp[r], forward_tp_mtp_h(c->tp[r], which, seq), n_tokens));
+    TRY(forward_tp_allreduce(c, n_tokens));
+    for (int32_t r = 0; r < c->tp_n; r++) TRY(layer_mtp_ffn(c->tp[r], n_tokens));
+    TRY(forward_tp_allreduce(c, n_tokens));
+    if (!out || c->head_rows == 0) { /* no logits, or a group of one: the whole head on rank 0 */
+        for (int32_t r = 0; r < c->tp_n; r++) TRY(layer_mtp_head(c->tp[r], n_tokens, r == 0 ? out : NULL));
+        return INFER_OK;
+    }
+    for (int32_t r = 0; r < c->tp_n; r++) TRY(layer_mtp_head(c->tp[r], n_tokens, c->tp[r]->head_part));
+    TRY(forward_tp_gather_rows(c, n_tokens, out));
+fail:
+    return st;
+}
+
+infer_status forward_tp_positions(struct infer_ctx *c, int32_t n_tokens) {
     infer_status st = INFER_OK;
     const size_t ids = (size_t)n_tokens * sizeof(int32_t);
-    for (int32_t r = 0; r < c->tp_n; r++) { /* the batch's description: every rank's layers read positions */
+    for (int32_t r = 0; r < c->tp_n; r++) {
         struct infer_ctx *s = c->tp[r];
         if (r > 0) {
             memcpy(s->pos, c->pos, ids);
@@ -84,6 +120,17 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         }
         TRY(s->be->ops->upload(s->be, s->dpos, s->pos, ids));
         c->bus_bytes += ids;
+    }
+fail:
+    return st;
+}
+
+infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
+    infer_status st = INFER_OK;
+    const size_t ids = (size_t)n_tokens * sizeof(int32_t);
+    TRY(forward_tp_positions(c, n_tokens)); /* the batch's description: every rank's layers read positions */
+    for (int32_t r = 0; r < c->tp_n; r++) {
+        struct infer_ctx *s = c->tp[r];
         if (n_out > 0 && (r == 0 || s->head_rows > 0)) { /* the asked rows, to every rank computing logits */
             TRY(s->be->ops->upload(s->be, s->dout, c->out_ids, (size_t)n_out * sizeof(int32_t)));
             c->bus_bytes += (uint64_t)n_out * sizeof(int32_t);

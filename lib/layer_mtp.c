@@ -32,7 +32,13 @@ fail:
     return st;
 }
 
-infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, float *out) {
+infer_status layer_mtp_embed(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
+    const struct model_layer *L = &c->m->layers[c->m->hp.n_layer];
+    if (c->mtp_rows) return mtp_embed_away(c, tokens, n_tokens);
+    return forward_embed(c, L->nextn_embed_tokens ? L->nextn_embed_tokens : c->m->token_embd, tokens, n_tokens);
+}
+
+infer_status layer_mtp_mixer(struct infer_ctx *c, const float *h, int32_t n_tokens) {
     infer_status st = INFER_OK;
     const struct infer_model *m = c->m;
     const int32_t il = (int32_t)m->hp.n_layer;
@@ -40,11 +46,6 @@ infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *
     const int64_t n_embd = m->hp.n_embd;
     struct infer_backend *be = c->be;
     int32_t xq_type = -2;
-
-    if (c->mtp_rows)
-        TRY(mtp_embed_away(c, tokens, n_tokens));
-    else
-        TRY(forward_embed(c, L->nextn_embed_tokens ? L->nextn_embed_tokens : m->token_embd, tokens, n_tokens));
     struct norm_args ne = {c->x, L->nextn_enorm->data, c->mtp_in, n_embd, n_tokens, n_embd, 2 * n_embd,
                            m->hp.rms_eps, NULL, 0};
     TRY(be->ops->norm(be, &ne));
@@ -53,17 +54,37 @@ infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *
     TRY(be->ops->norm(be, &nh));
     TRY(forward_matmul(c, L->nextn_eh_proj, NULL, c->mtp_in, n_tokens, c->x, NULL, MMV_PLAIN, &xq_type));
     TRY(layer_attn(c, il, n_tokens));
-    if (c->off_layer && c->off_layer[il]) /* its routed experts in host memory */
-        TRY(layer_moe_offload(c, il, n_tokens));
-    else
-        TRY(forward_ffn(c, il, n_tokens));
+fail:
+    return st;
+}
+
+infer_status layer_mtp_ffn(struct infer_ctx *c, int32_t n_tokens) {
+    const int32_t il = (int32_t)c->m->hp.n_layer;
+    if (c->off_layer && c->off_layer[il]) return layer_moe_offload(c, il, n_tokens); /* routed experts on the host */
+    return forward_ffn(c, il, n_tokens);
+}
+
+infer_status layer_mtp_head(struct infer_ctx *c, int32_t n_tokens, float *out) {
+    infer_status st = INFER_OK;
+    const struct infer_model *m = c->m;
+    const struct model_layer *L = &m->layers[m->hp.n_layer];
     const struct gguf_tensor *hn = L->nextn_shared_head_norm ? L->nextn_shared_head_norm : m->output_norm;
-    TRY(forward_norm(c, c->x, hn, c->mtp_hid, n_embd, n_tokens));
+    TRY(forward_norm(c, c->x, hn, c->mtp_hid, m->hp.n_embd, n_tokens));
     if (out) {
         const struct gguf_tensor *head = L->nextn_shared_head_head ? L->nextn_shared_head_head : m->output;
-        xq_type = -2;
+        int32_t xq_type = -2;
         TRY(forward_matmul(c, head, NULL, c->mtp_hid, n_tokens, out, NULL, MMV_PLAIN, &xq_type));
     }
+fail:
+    return st;
+}
+
+infer_status layer_mtp(struct infer_ctx *c, const int32_t *tokens, const float *h, int32_t n_tokens, float *out) {
+    infer_status st = INFER_OK;
+    TRY(layer_mtp_embed(c, tokens, n_tokens));
+    TRY(layer_mtp_mixer(c, h, n_tokens));
+    TRY(layer_mtp_ffn(c, n_tokens));
+    TRY(layer_mtp_head(c, n_tokens, out));
 fail:
     return st;
 }

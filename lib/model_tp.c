@@ -17,13 +17,14 @@
 
 static uint64_t model_tp_round(uint64_t n) { return (n + MODEL_TP_ALIGN - 1) & ~(uint64_t)(MODEL_TP_ALIGN - 1); }
 
-/* sl[i] (one per file tensor) = what rank r holds of tensor i: the trunk layers' tensors, the final norm and
+/* sl[i] (one per file tensor) = what rank r holds of tensor i: the layers' tensors (the MTP blocks' cut as the
+ * trunk's attention and FFN, their own norms and eh_proj whole, their head's vocabulary rows), the final norm and
  * rope_freqs, its vocabulary rows of the head and, on rank 0, the token table (whole: with a tied head, rank 0's rows
- * of the head are rows of it). The MTP blocks hold nothing (drafting on the GPU is refused). */
+ * of the head are rows of it). */
 static void model_tp_slices(const struct infer_model *m, int32_t r, const struct tp_rank *rk, struct tp_slice *sl) {
     const struct gguf_tensor *base = m->gguf->tensors;
     memset(sl, 0, (size_t)m->gguf->n_tensors * sizeof *sl);
-    for (int64_t il = 0; il < m->hp.n_layer; il++)
+    for (int64_t il = 0; il < m->hp.n_layer_all; il++)
         for (int role = 0; role < ARCH_T_COUNT; role++) {
             const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], (enum arch_role)role);
             if (slot && *slot) tp_slice_of(m, il, (enum arch_role)role, *slot, r, rk, &sl[*slot - base]);
@@ -85,7 +86,7 @@ fail:
     return st;
 }
 
-/* Rank r's view: m with the rank's hyperparameters, and its trunk layers, final norm, rope_freqs, rows of the head
+/* Rank r's view: m with the rank's hyperparameters, and its layers, final norm, rope_freqs, rows of the head
  * and (rank 0) token table pointing at its shards. A tied head's rows on rank 0 are a descriptor of its own, in the
  * table's spare last slot. */
 static infer_status model_tp_view(const struct infer_model *m, int32_t r, const struct tp_rank *rk,
@@ -105,7 +106,7 @@ static infer_status model_tp_view(const struct infer_model *m, int32_t r, const 
     v->embd_gpu = v->head_gpu = -1;
     tp_hparams(m, rk, &v->hp);
     memcpy(layers, m->layers, (size_t)m->hp.n_layer_all * sizeof *layers);
-    for (int64_t il = 0; il < m->hp.n_layer; il++)
+    for (int64_t il = 0; il < m->hp.n_layer_all; il++)
         for (int role = 0; role < ARCH_T_COUNT; role++) {
             const struct gguf_tensor **slot = model_layer_slot(&layers[il], (enum arch_role)role);
             if (slot && *slot) *slot = &gpu->tensors[*slot - base];

@@ -330,16 +330,15 @@ static void plan_tp_home_bytes(const struct plan *p, const struct infer_model *m
     if (r < 0) return;
     plan_tp_view(p, m, r, &v);
     const struct ctx_dims d = plan_tp_dims(p, r, n_ctx);
-    const int drafting = d.n_draft > 0, heads = r == 0;
+    const int drafting = d.n_draft > 0, mtp = ctx_dims_mtp(&d);
     int32_t n_kv = 0, n_gdn = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
-        const enum kv_cache_kind kind = il < p->n_layer || heads ? kv_cache_layer(&v, il, drafting) : KV_CACHE_NONE;
+        const enum kv_cache_kind kind = il < p->n_layer || mtp ? kv_cache_layer(&v, il, drafting) : KV_CACHE_NONE;
         n_kv += kind == KV_CACHE_CELLS;
         n_gdn += kind == KV_CACHE_STATE;
     }
     struct kv_cache_bytes c;
-    kv_cache_bytes_of(&v.hp, n_kv, n_gdn, drafting && heads, d.n_seq, n_ctx, drafting ? d.n_draft + 1 : 0, d.kv_type,
-                      &c);
+    kv_cache_bytes_of(&v.hp, n_kv, n_gdn, mtp, d.n_seq, n_ctx, drafting ? d.n_draft + 1 : 0, d.kv_type, &c);
     b->weights = p->tp_weights[r];
     plan_cache_bytes(&c, PLAN_ALIGN, b);
     b->scratch = ctx_scratch_bytes(&v, &d, CTX_SCRATCH_BACKEND, PLAN_ALIGN);
@@ -505,9 +504,9 @@ infer_status plan_tp_devices(const infer_model_params *mp, int32_t n_dev, int32_
     return INFER_OK;
 }
 
-/* Every trunk layer on the group (its home recorded as rank 0's device), the token table and the logits on rank 0,
- * the head cut over the ranks, the MTP blocks in the mapping (model_upload_tp leaves them there); each rank's shards
- * sized as model_tp.c allocates them. */
+/* Every layer on the group, the MTP blocks too, cut as the trunk's (its home recorded as rank 0's device), the token
+ * table and the logits on rank 0, the head cut over the ranks; each rank's shards sized as model_tp.c allocates
+ * them. */
 static infer_status plan_tp(struct plan *p, const struct infer_model *m, const infer_model_params *mp) {
     infer_status st = INFER_OK;
     const struct gguf_file *f = m->gguf;
@@ -534,7 +533,7 @@ static infer_status plan_tp(struct plan *p, const struct infer_model *m, const i
     p->n_gpu_layers = p->n_layer + 1;
     p->n_cpu_moe = 0;
     for (int32_t il = 0; il < p->n_layer_all; il++) {
-        p->layer_home[il] = il < p->n_layer ? p->gpu : PLAN_HOST;
+        p->layer_home[il] = p->gpu;
         p->exps_home[il] = p->layer_home[il];
         p->exps_off[il] = 0;
     }

@@ -348,6 +348,8 @@ static struct sample_args sampler_op_args(const infer_sampler *s, const float *l
                                 .u = (const double *)b, .out = (int32_t *)(b + 8), .scratch = b + scr_off};
 }
 
+int sampler_has_penalties(const infer_sampler *s) { return sampler_penalties_on(&s->p); }
+
 int sampler_lists_ok(const infer_sampler *s) {
     const int small_k = s->p.top_k > 0 && s->p.top_k <= SAMPLE_MAX_CAND;
     return !sampler_is_greedy(s) && !sampler_penalties_on(&s->p) && (small_k || s->n_vocab <= SAMPLE_MAX_CAND);

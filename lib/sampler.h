@@ -31,6 +31,8 @@ int32_t sampler_penalty_pairs(infer_sampler *s, int32_t *pairs);
 int32_t sampler_vocab(const infer_sampler *s);
 /* 1 when s is greedy (temp <= 0). */
 int sampler_is_greedy(const infer_sampler *s);
+/* 1 when s applies a repeat, frequency or presence penalty. */
+int sampler_has_penalties(const infer_sampler *s);
 /* The distribution s draws from for these logits, dense: probs (n_vocab) sums to 1, zero outside the
  * survivors of the chain (one-hot at the argmax when greedy). Records nothing. */
 void sampler_probs(infer_sampler *s, const float *logits, float *probs);

@@ -38,6 +38,15 @@ static enum spec_mode spec_mode_of(const infer_ctx *h, const infer_sampler *s) {
     return SPEC_HOST;
 }
 
+/* The drafts stay on the device (a one-stage device context drafting greedy without penalties, or SPEC_LISTS): the
+ * verification batch reads its ids from draft_tok (context.c dev_tokens), spec_accept decides on the device, and only
+ * the emitted ids come back. Elsewhere the k drafts come down for the batch. */
+static int spec_resident(const infer_ctx *c, const infer_sampler *s, enum spec_mode mode) {
+    const infer_ctx *h = forward_head_stage(c);
+    if (c->n_seg != 1 || c->tp_n > 0 || !h->on_device || !h->spec_ints || !h->be->ops->spec_accept) return 0;
+    return mode == SPEC_LISTS || (mode == SPEC_GREEDY && !sampler_has_penalties(s));
+}
+
 int32_t spec_accept(infer_sampler *s, const float *p, const float *q, int32_t d, float *resid, int *accepted) {
     const int32_t n_vocab = sampler_vocab(s);
     const double pd = p[d], qd = q[d];
@@ -71,7 +80,7 @@ static struct sample_args spec_argmax_args(const infer_ctx *h, const float *row,
 struct spec_draft_job {
     infer_ctx *h;
     const infer_sampler *s;
-    int32_t j;
+    int32_t j, seq;
     const float *hin;
     float *row;
     enum spec_mode mode;
@@ -80,7 +89,10 @@ static infer_status spec_draft_body(void *arg) {
     infer_status st = INFER_OK;
     const struct spec_draft_job *q = arg;
     infer_ctx *h = q->h;
-    TRY(layer_mtp(h, h->draft_tok + q->j, q->hin, 1, q->row));
+    if (h->tp_n > 0) /* every rank runs its part of the block; the row is gathered into rank 0's (h's) memory */
+        TRY(forward_tp_mtp(h, h->draft_tok + q->j, 1, q->j ? FORWARD_MTP_H_DRAFT : FORWARD_MTP_H_CACHE, q->seq, q->row));
+    else
+        TRY(layer_mtp(h, h->draft_tok + q->j, q->hin, 1, q->row));
     if (q->mode == SPEC_GREEDY) {
         const struct sample_args a = spec_argmax_args(h, q->row, h->draft_tok + q->j + 1);
         TRY(h->be->ops->sample(h->be, &a));
@@ -95,11 +107,12 @@ fail:
 
 /* Drafts k tokens after `last` for seq into d, on the head's stage h (where the MTP block, its cells and the hidden
  * states live). Each step's token is the next one's input in h's memory: greedy and SPEC_LISTS drafts stay there
- * (the sample op's pick) until the k ids come back at the end, SPEC_LISTS with the step's uniforms uploaded first;
+ * (the sample op's pick), the k ids coming back at the end unless resident (d then untouched), SPEC_LISTS with the
+ * step's uniforms uploaded first;
  * SPEC_HOST brings each row to the host for the sampler's chain and keeps its distribution in h->spec_q for the
  * acceptance test. */
 static infer_status spec_draft(infer_ctx *c, infer_sampler *s, enum spec_mode mode, int32_t seq, int32_t last,
-                               int32_t k, int32_t *d) {
+                               int32_t k, int resident, int32_t *d) {
     infer_status st = INFER_OK;
     infer_ctx *h = forward_head_stage(c);
     struct infer_backend *be = h->be;
@@ -118,13 +131,16 @@ static infer_status spec_draft(infer_ctx *c, infer_sampler *s, enum spec_mode mo
     for (int32_t j = 0; j < k; j++) {
         float *row = h->mtp_logits + (size_t)j * n_vocab;
         h->pos[0] = n_past + j, h->seq[0] = seq;
-        if (h->dpos != h->pos) TRY(be->ops->upload(be, h->dpos, h->pos, sizeof *h->pos));
-        struct spec_draft_job job = {.h = h, .s = s, .j = j, .hin = hin, .row = row, .mode = mode};
+        if (h->tp_n > 0)
+            TRY(forward_tp_positions(h, 1));
+        else if (h->dpos != h->pos)
+            TRY(be->ops->upload(be, h->dpos, h->pos, sizeof *h->pos));
+        struct spec_draft_job job = {.h = h, .s = s, .j = j, .seq = seq, .hin = hin, .row = row, .mode = mode};
         int32_t shape[7] = {j, (int32_t)mode, seq};
         if (mode == SPEC_LISTS) sampler_chain_key(s, shape + 3);
         TRY(be->ops->run(be, forward_mtp_graph_key(h, 0, 1, shape, 7), spec_draft_body, &job));
         hin = h->mtp_hid;
-        bus += sizeof *h->pos;
+        if (h->tp_n == 0) bus += sizeof *h->pos; /* forward_tp_positions counts its own */
         if (mode != SPEC_HOST) continue;
         float *q = h->spec_q + (size_t)j * n_vocab;
         TRY(be->ops->download(be, q, row, n_vocab * sizeof(float)));
@@ -134,7 +150,7 @@ static infer_status spec_draft(infer_ctx *c, infer_sampler *s, enum spec_mode mo
         TRY(be->ops->upload(be, h->draft_tok + j + 1, d + j, sizeof *d));
         bus += n_vocab * sizeof(float) + sizeof *d;
     }
-    if (mode != SPEC_HOST) {
+    if (mode != SPEC_HOST && !resident) {
         TRY(be->ops->download(be, d, h->draft_tok + 1, (size_t)k * sizeof *d));
         bus += (size_t)k * sizeof *d;
         for (int32_t j = 0; j < k; j++)
@@ -148,6 +164,34 @@ fail:
     return st;
 }
 
+/* spec_accept's verdict on the head's stage h (k + 2 ints) into out (the n emitted tokens, each recorded in s), checked:
+ * a count in 1..k + 1, ids in the vocabulary, and (tok not NULL: the drafts on the host) each kept draft its own. */
+static infer_status spec_accept_fetch(infer_ctx *c, infer_sampler *s, int32_t k, const int32_t *tok, int32_t *out,
+                                      int32_t *n) {
+    infer_status st = INFER_OK;
+    infer_ctx *h = forward_head_stage(c);
+    struct infer_backend *be = h->be;
+    const int32_t n_vocab = (int32_t)c->m->hp.n_vocab;
+    int32_t got[INFER_MAX_DRAFT + 2];
+    TRY(be->ops->download(be, got, h->spec_ints + c->n_draft + 1, (size_t)(k + 2) * sizeof *got));
+    TRY(be->ops->sync(be));
+    h->bus_bytes += (size_t)(k + 2) * sizeof *got;
+    if (got[0] < 1 || got[0] > k + 1)
+        return infer_fail(INFER_E_DEVICE, "infer_spec_step: the %s backend accepted %d tokens: expected 1..%d",
+                          be->ops->name, got[0], k + 1);
+    for (int32_t i = 0; i < got[0]; i++) {
+        const int32_t t = got[1 + i];
+        if (t < 0 || t >= n_vocab || (tok && i + 1 < got[0] && t != tok[i + 1]))
+            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the %s backend emitted token %d at %d: expected %s",
+                              be->ops->name, t, i, t < 0 || t >= n_vocab ? "an id in the vocabulary" : "the draft it kept");
+        out[i] = t;
+        infer_sampler_accept(s, t);
+    }
+    *n = got[0];
+fail:
+    return st;
+}
+
 /* SPEC_LISTS acceptance on the head's stage h, after the verification batch of k + 1 rows: the rows' lists and
  * draws in one sample op, spec_accept, and its k + 2 ints back. out gets the n emitted tokens, each recorded in s. */
 static infer_status spec_accept_lists(infer_ctx *c, infer_sampler *s, int32_t k, int32_t force, const int32_t *tok,
@@ -156,6 +200,7 @@ static infer_status spec_accept_lists(infer_ctx *c, infer_sampler *s, int32_t k,
     infer_ctx *h = forward_head_stage(c);
     struct infer_backend *be = h->be;
     const int32_t nd = c->n_draft, n_vocab = (int32_t)c->m->hp.n_vocab;
+    TRY(forward_tp_gather(c)); /* a tensor-parallel group's rows into rank 0's logits (nothing elsewhere) */
     for (int32_t i = 1; i <= k; i++)
         if (c->out_row[i] != c->out_row[0] + i)
             return infer_fail(INFER_E_DEVICE, "infer_spec_step: the verification rows are not one block");
@@ -167,22 +212,30 @@ static infer_status spec_accept_lists(infer_ctx *c, infer_sampler *s, int32_t k,
                                         .p_draw = h->spec_ints, .u_acc = h->spec_u + nd, .u_res = h->spec_u + 2 * nd,
                                         .k = k, .force = force, .out = h->spec_ints + nd + 1};
     TRY(be->ops->spec_accept(be, &sa));
-    int32_t got[INFER_MAX_DRAFT + 2];
-    TRY(be->ops->download(be, got, h->spec_ints + nd + 1, (size_t)(k + 2) * sizeof *got));
-    TRY(be->ops->sync(be));
-    h->bus_bytes += (size_t)(k + 2) * sizeof *got;
-    if (got[0] < 1 || got[0] > k + 1)
-        return infer_fail(INFER_E_DEVICE, "infer_spec_step: the %s backend accepted %d tokens: expected 1..%d",
-                          be->ops->name, got[0], k + 1);
-    for (int32_t i = 0; i < got[0]; i++) {
-        const int32_t t = got[1 + i];
-        if (t < 0 || t >= n_vocab || (i + 1 < got[0] && t != tok[i + 1]))
-            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the %s backend emitted token %d at %d: expected %s",
-                              be->ops->name, t, i, i + 1 < got[0] ? "the draft it kept" : "an id in the vocabulary");
-        out[i] = t;
-        infer_sampler_accept(s, t);
-    }
-    *n = got[0];
+    TRY(spec_accept_fetch(c, s, k, tok, out, n));
+fail:
+    return st;
+}
+
+/* Greedy acceptance on the head's stage h with the drafts in its memory (resident): one sample op picks every
+ * verification row's argmax, spec_accept compares them with the drafts, and the emitted ids come back. */
+static infer_status spec_accept_greedy_dev(infer_ctx *c, infer_sampler *s, int32_t k, int32_t force, int32_t *out,
+                                           int32_t *n) {
+    infer_status st = INFER_OK;
+    infer_ctx *h = forward_head_stage(c);
+    struct infer_backend *be = h->be;
+    const int32_t nd = c->n_draft, n_vocab = (int32_t)c->m->hp.n_vocab;
+    for (int32_t i = 1; i <= k; i++)
+        if (c->out_row[i] != c->out_row[0] + i)
+            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the verification rows are not one block");
+    struct sample_args a = spec_argmax_args(h, h->logits + (size_t)c->out_row[0] * (size_t)n_vocab, h->spec_ints);
+    a.n_rows = k + 1;
+    a.scratch = h->spec_scratch;
+    TRY(be->ops->sample(be, &a));
+    const struct spec_accept_args sa = {.drafts = h->draft_tok + 1, .p_draw = h->spec_ints, .k = k, .force = force,
+                                        .out = h->spec_ints + nd + 1};
+    TRY(be->ops->spec_accept(be, &sa));
+    TRY(spec_accept_fetch(c, s, k, NULL, out, n));
 fail:
     return st;
 }
@@ -219,8 +272,13 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
     int8_t want[INFER_MAX_DRAFT + 1];
     tok[0] = last;
     const enum spec_mode mode = spec_mode_of(forward_head_stage(c), s);
-    TRY(spec_draft(c, s, mode, seq, last, k, tok + 1));
+    const int resident = spec_resident(c, s, mode);
+    TRY(spec_draft(c, s, mode, seq, last, k, resident, tok + 1));
     for (int32_t i = 0; i <= k; i++) seqs[i] = seq, want[i] = 1;
+    if (resident) { /* the batch's ids are draft_tok's [last, d_0 ..]: the host's copy only passes validation */
+        for (int32_t i = 1; i <= k; i++) tok[i] = 0;
+        c->dev_tokens = forward_head_stage(c)->draft_tok;
+    }
     infer_batch b = {k + 1, tok, NULL, seqs, want};
     TRY(infer_decode(c, &b));
 
@@ -231,9 +289,11 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
     infer_ctx *h = forward_head_stage(c); /* the drafts' distributions and the acceptance's rows */
     int32_t picks[INFER_MAX_DRAFT + 1];
     int batched = 0; /* greedy on a device without penalties: every row's pick in one op, one copy back */
-    if (greedy) TRY(sampler_greedy_rows(c, s, 0, k + 1, picks, &batched));
-    if (mode == SPEC_LISTS) TRY(spec_accept_lists(c, s, k, force, tok, out, &n));
-    for (int32_t i = 0; i <= k && mode != SPEC_LISTS; i++) {
+    const int on_device = resident || mode == SPEC_LISTS; /* spec_accept decides */
+    if (resident && greedy) TRY(spec_accept_greedy_dev(c, s, k, force, out, &n));
+    if (greedy && !resident) TRY(sampler_greedy_rows(c, s, 0, k + 1, picks, &batched));
+    if (mode == SPEC_LISTS) TRY(spec_accept_lists(c, s, k, force, resident ? NULL : tok, out, &n));
+    for (int32_t i = 0; i <= k && !on_device; i++) {
         int32_t t;
         int accepted = 0;
         if (i < force) { /* test hook: kept whatever the rule says */
@@ -266,6 +326,7 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
         TRY(kv_cache_truncate(stage->kv, seq, n_past + n));
     c->n_tokens = 0; /* the verify rows past the accepted ones no longer match the caches */
     c->spec_kept = n, c->spec_drafts = k;
+    c->spec_drafts_dev = resident; /* spec_last_drafts reads them from draft_tok */
     memcpy(c->spec_draft_ids, tok + 1, (size_t)k * sizeof *tok);
     c->spec_steps++, c->spec_drafted += k, c->spec_accepted += n - 1;
     *n_out = n;
@@ -303,6 +364,13 @@ const float *spec_verify_logits(const infer_ctx *c, int32_t i) {
 
 int32_t spec_last_drafts(const infer_ctx *c, int32_t *ids) {
     if (!c) return 0;
+    if (c->spec_drafts_dev) { /* still in the head stage's draft_tok until the next step */
+        struct infer_ctx *h = forward_head_stage(c);
+        if (h->be->ops->download(h->be, ids, h->draft_tok + 1, (size_t)c->spec_drafts * sizeof *ids) != INFER_OK ||
+            h->be->ops->sync(h->be) != INFER_OK)
+            return 0;
+        return c->spec_drafts;
+    }
     memcpy(ids, c->spec_draft_ids, (size_t)c->spec_drafts * sizeof *ids);
     return c->spec_drafts;
 }

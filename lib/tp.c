@@ -10,10 +10,11 @@ static void tp_part(int64_t units, int32_t n, int32_t r, int64_t *lo, int64_t *h
     *hi = units * (r + 1) / n;
 }
 
-/* The largest block (values) of the tensors of one role over m's trunk layers: where its columns may be cut. */
+/* The largest block (values) of the tensors of one role over m's layers (the MTP blocks' too): where its columns
+ * may be cut. */
 static int64_t tp_role_block(const struct infer_model *m, enum arch_role role) {
     int64_t b = 1;
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+    for (int64_t il = 0; il < m->hp.n_layer_all; il++) {
         const struct gguf_tensor **slot = model_layer_slot(&m->layers[il], role);
         const struct quant_type *qt = slot && *slot ? quant_type((*slot)->type) : NULL;
         if (qt && qt->blck > b) b = qt->blck;
@@ -205,6 +206,12 @@ void tp_slice_of(const struct infer_model *m, int64_t il, enum arch_role role, c
         break;
     case ARCH_T_SSM_OUT:
         tp_value_runs(m, rk, d, 0, s->cols, &s->n_cols);
+        break;
+    case ARCH_T_NEXTN_EMBED_TOKENS: /* an MTP block's own token table and head: as the model's */
+        s->copy = rank == 0;
+        break;
+    case ARCH_T_NEXTN_SHARED_HEAD_HEAD:
+        tp_run(s->rows, &s->n_rows, rk->v0, rk->v1);
         break;
     default: /* norms, routers, the shared expert's gate: replicated */
         break;

@@ -55,8 +55,8 @@ void tp_slice_of(const struct infer_model *m, int64_t il, enum arch_role role, c
 struct gguf_tensor tp_slice_tensor(const struct gguf_tensor *t, const struct tp_slice *s);
 /* Writes t's slice s (tp_slice_tensor's nbytes) to dst. */
 void tp_slice_copy(const struct gguf_tensor *t, const struct tp_slice *s, void *dst);
-/* model_tp.c: what rank r (ranges rk) holds of m into sl (one per file tensor): the trunk layers' shards, the final
- * norm and rope_freqs, its rows of the head and, on rank 0, the token table (the MTP blocks nothing); returns the
+/* model_tp.c: what rank r (ranges rk) holds of m into sl (one per file tensor): the layers' shards (the MTP blocks'
+ * too), the final norm and rope_freqs, its rows of the head and, on rank 0, the token table; returns the
  * bytes of its device buffer (each shard rounded up to 256), what model_upload_tp allocates there and what the plan
  * (plan.c) counts. */
 uint64_t model_tp_rank_bytes(const struct infer_model *m, int32_t r, const struct tp_rank *rk, struct tp_slice *sl);

@@ -660,3 +660,15 @@ void ref_spec_accept(const double *p, const double *q, int32_t n_vocab, const in
     out[1 + n++] = a->p_draw[a->k]; /* every draft kept */
     out[0] = n;
 }
+
+void ref_spec_accept_greedy(const int32_t *drafts, const int32_t *picks, int32_t k, int32_t force, int32_t *out) {
+    int32_t n = 0;
+    for (int32_t i = 0; i <= k; i++) { /* row i: the draft while forced, else the row's pick, kept when it is d_i */
+        const int forced = force >= 0 && i < force;
+        const int32_t t = forced ? drafts[i] : picks[i];
+        const int kept = (forced || (i < k && t == drafts[i])) && i != force;
+        out[1 + n++] = t;
+        if (!kept) break;
+    }
+    out[0] = n;
+}

@@ -64,4 +64,7 @@ void ref_sample_list(const float *logits, const struct sample_args *a, struct sa
  * ids). Writes out (k + 2 ints) as the op does. */
 void ref_spec_accept(const double *p, const double *q, int32_t n_vocab, const int32_t *const *order,
                      const int32_t *n_order, const struct spec_accept_args *a, int32_t *out);
+/* spec_accept's greedy form as the host's greedy acceptance loop (lib/spec.c) takes it: row i emits the draft while
+ * the test hook forces it, else its pick, and goes on while that pick is d_i (never past row force). */
+void ref_spec_accept_greedy(const int32_t *drafts, const int32_t *picks, int32_t k, int32_t force, int32_t *out);
 #endif

@@ -12,19 +12,21 @@
  *     a random head (its argmax depends on everything the MTP block reads) the device's draft ids equal the CPU
  *     engine's on the same file, step by step in lockstep, and every draft's logits within 5e-4 of the CPU's
  *     (F32: the engines differ by rounding, ~2e-6; a draft at the wrong position moves them by ~6e-3);
- *   - what crosses the bus in a greedy step: the step's last token, each draft's position, the k draft ids, the
- *     verification batch's ids, positions and rows — no logits row (the drafts' argmax and the verification's
- *     sampling run on the device) and no second copy of the ids for the MTP block;
+ *   - what crosses the bus in a greedy step: the step's last token, each draft's position, the verification batch's
+ *     positions and rows, and the k + 2 ints of the acceptance (its count and emitted ids) — no logits row (the
+ *     drafts' argmax, the verification's picks and their compare with the drafts run on the device), no draft id
+ *     (the batch copies them from the drafts' buffer on the device) and no second copy of the ids for the MTP block;
  *   - rollback on the device: a checkpoint after the prompt, generation, back to the checkpoint and again, then
  *     truncations 1..n_draft positions back into the snapshot ring after plain decodes, each resumed: the plain
  *     stream again;
  *   - temp > 0 with the default chain (lib/spec.c SPEC_LISTS: drafts drawn, listed and accepted on the device): a
- *     run is reproducible with the seed, accepts drafts on the agreeing head, and a step moves only ids, positions
- *     and the step's uniforms over the bus (the distribution is test-spec-dist's, which runs on the device too);
+ *     run is reproducible with the seed, accepts drafts on the agreeing head, and a step moves only positions, the
+ *     step's uniforms and the emitted ids over the bus (the distribution is test-spec-dist's, which runs on the device too);
  *     with a penalty (SPEC_HOST: the rows come to the host) the same reproducibility;
  *   - CUDA graphs (agreeing head, F32): streams, acceptance and drafts' logits with graphs equal those without;
  *     on the emulator a steady greedy step of 3 drafts is 5 graph launches (the drafts, the verification, the
- *     MTP block's follow-up) and one kernel launch outside them (the sample op over the 4 verification rows);
+ *     MTP block's follow-up) and two kernel launches outside them (the sample op over the 4 verification rows and
+ *     spec_accept's compare);
  *   - placements: --n-cpu-moe 1 (the first MoE layer's routed experts in host memory, and the token table, which
  *     the MTP block reads, with them: the block's rows come up from the host), --cpu-moe (the MTP block's own
  *     experts on the host too) and -sm layer over two devices (the head and the MTP block on the second, the token
@@ -130,9 +132,9 @@ static void check_step_bus(infer_ctx *c, infer_sampler *s, int32_t last, const c
     const uint64_t before = infer_ctx_bus_bytes(c);
     const int ok = infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
     const uint64_t moved = infer_ctx_bus_bytes(c) - before, d = (uint64_t)c->spec_drafts, i4 = sizeof(int32_t);
-    /* drafting: last, a position and an id per draft; verification: ids, positions, rows (the MTP block reads the
-     * ids the lookup's upload left on the device) */
-    const uint64_t want = i4 + 2 * d * i4 + 3 * (d + 1) * i4;
+    /* drafting: last and a position per draft; verification: positions and rows (its ids are the drafts' buffer's,
+     * copied on the device; the MTP block reads them there too); acceptance: the count and the emitted ids */
+    const uint64_t want = i4 + d * i4 + 2 * (d + 1) * i4 + (d + 2) * i4;
     T_CHECK(ok && moved == want && moved < (uint64_t)c->m->hp.n_vocab * sizeof(float),
             "%s: a greedy step of %llu drafts moved %llu bytes over the bus, expected %llu (no logits row)", name,
             (unsigned long long)d, (unsigned long long)moved, (unsigned long long)want);
@@ -179,9 +181,9 @@ done:
 }
 
 /* temp > 0 on the device: reproducible with the seed; on the agreeing head most drafts are accepted. With the default
- * chain (penalty 0) the device path's bus: per step the last token, the 3 n_draft + 1 uniforms, a position and an
- * id per draft, the verification's ids, positions and rows, and spec_accept's k + 2 ints; with a penalty the host
- * path, which brings the rows. */
+ * chain (penalty 0) the device path's bus: per step the last token, the 3 n_draft + 1 uniforms, a position per
+ * draft, the verification's positions and rows (its ids are the drafts, on the device), and spec_accept's k + 2 ints;
+ * with a penalty the host path, which brings the rows. */
 static void check_temp(const infer_model *m, const char *name, const int32_t *prompt) {
     for (int penalty = 0; penalty < 2; penalty++) {
         int32_t a[N_GEN], b[N_GEN];
@@ -204,7 +206,7 @@ static void check_temp(const infer_model *m, const char *name, const int32_t *pr
                 ok = infer_spec_step(c, s, 0, next, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
                 bus = infer_ctx_bus_bytes(c) - before;
                 const uint64_t d = (uint64_t)c->spec_drafts, i4 = sizeof(int32_t), nd = 3;
-                const uint64_t want = i4 + (3 * nd + 1) * sizeof(double) + 2 * d * i4 + 3 * (d + 1) * i4 + (d + 2) * i4;
+                const uint64_t want = i4 + (3 * nd + 1) * sizeof(double) + d * i4 + 2 * (d + 1) * i4 + (d + 2) * i4;
                 if (!penalty)
                     T_CHECK(ok && bus == want, "%s temp 0.8: a step of %llu drafts moved %llu bytes over the bus, "
                             "expected %llu (no logits row)", name, (unsigned long long)d, (unsigned long long)bus,
@@ -225,8 +227,8 @@ static void check_temp(const infer_model *m, const char *name, const int32_t *pr
  * forward_graph_key with the ring slot): the streams, acceptance and drafts' logits with graphs equal those with
  * INFER_CUDA_GRAPHS=0 (a stale argument in a replayed draft would lose acceptance, in a replayed verification the
  * stream), and, on the emulator, a steady greedy step runs its k drafts, the verification and the MTP block's
- * follow-up as k + 2 graph launches, the only kernel launched outside a graph being one sample op over the
- * verification's k + 1 rows. */
+ * follow-up as k + 2 graph launches, the only kernels launched outside a graph being one sample op over the
+ * verification's k + 1 rows and spec_accept's compare of their picks with the drafts. */
 static void check_graphs(const infer_model *m, const char *name, const int32_t *prompt) {
     enum { K = 3 };
     int32_t tok[2][N_GEN];
@@ -257,9 +259,9 @@ static void check_graphs(const infer_model *m, const char *name, const int32_t *
             ok = infer_spec_step(c, s, 0, next, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
             emu_counters_get(0, &c1);
             const uint64_t launches = c1.launches - c0.launches, graphs = c1.graph_launches - c0.graph_launches;
-            T_CHECK(ok && k == K + 1 && graphs == K + 2 && launches == 1,
+            T_CHECK(ok && k == K + 1 && graphs == K + 2 && launches == 2,
                     "%s: a steady step of %d drafts (%d kept) ran %llu graphs (expected %d) and %llu launches outside "
-                    "graphs (expected 1: the sample op over the %d verification rows)", name, K, k - 1,
+                    "graphs (expected 2: the sample op over the %d verification rows, spec_accept)", name, K, k - 1,
                     (unsigned long long)graphs, K + 2, (unsigned long long)launches, K + 1);
             printf("  %-40s a steady step: %llu graph launches, %llu kernels in them, %llu launches outside\n", name,
                    (unsigned long long)graphs, (unsigned long long)(c1.kernels - c0.kernels - launches),

@@ -28,7 +28,12 @@
  *     rank's argmax of its rows compared), and infer_logits afterwards gathers the row once; at temp 0.8 with the
  *     default chain the same (each rank lists its rows' top k, the host chains the union: lib/sampler.c
  *     sample_tp_topk);
- *   - MTP drafting under -sm tensor is refused with one clear error (not built yet; one GPU and -sm layer draft).
+ *   - MTP drafting under -sm tensor (qwen35, qwen35moe, qwen3next; F32 and Q4_K_M; 2 and 4 devices, uneven key heads;
+ *     n_draft 1-4): the greedy
+ *     stream equals plain decoding of the same group with a random and a noisy head; at temp 0.8 (the drafts' lists
+ *     and the acceptance on rank 0) reproducible with the seed and no row of logits over the bus; with a penalty (the
+ *     host path) tokens come; the group drafts the one-device load's drafts; over two processes --mtp is refused
+ *     with one clear error (not built yet).
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -44,6 +49,7 @@
 #include "logits_pair.h"
 #include "model.h"
 #include "quant.h"
+#include "spec.h"
 #include "t.h"
 #include "tp.h"
 #ifdef INFER_EMU
@@ -483,6 +489,10 @@ static void check_processes(const char *arch, const char *shm_mode) {
     pair_stats_init(&s);
     T_CHECK(ca && cb && a->tp_world == 2 && a->tp_n == 1, "%s: rank 0 of 2 in this process: %s", arch,
             ca ? "" : infer_last_error());
+    infer_ctx *cd = a ? make_ctx(a, 2) : NULL; /* MTP drafting over several processes: not built, refused */
+    T_CHECK(a && !cd && strstr(infer_last_error(), "MTP drafting under tensor parallelism over several processes"),
+            "%s: --mtp over two processes: '%s'", arch, infer_last_error());
+    infer_ctx_free(cd);
     if (ca && cb) {
         const infer_status st = pair_basic(ca, cb, N_PROMPT, N_DECODE, &s);
         T_CHECK(st == INFER_OK && s.rows > 0 && s.identical == s.rows, "%s over two processes: %d of %d rows "
@@ -568,21 +578,126 @@ done:
 }
 #endif
 
-static void check_no_mtp(void) {
-    struct synth_params sp;
-    synth_params_default("qwen35", &sp);
-    sp.ftype = "F32", sp.mtp = 1;
+/* The drafts of a stream's speculative steps, in order. */
+struct drafts {
+    int32_t id[256];
+    int32_t n;
+};
+
+/* Tokens of c after a prompt: n_gen plain decode steps (draft 0) or infer_spec_step's, with s's chain. Returns how many
+ * came; *spec_bus (if not NULL): the bytes the speculative steps moved over the bus; dr (if not NULL): their drafts. */
+static int32_t stream(infer_ctx *c, int draft, infer_sampler *s, int32_t *out, int32_t n_gen, uint64_t *spec_bus,
+                      struct drafts *dr) {
+    const int32_t prompt[5] = {11, 3, 27, 8, 19};
+    infer_batch b = {5, prompt, NULL, NULL, NULL};
+    int32_t got = 0, last = -1;
+    if (infer_decode(c, &b) != INFER_OK || infer_sample(c, s, -1, &last) != INFER_OK) return 0;
+    out[got++] = last;
+    while (got < n_gen) {
+        if (draft) {
+            int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+            const uint64_t bus0 = infer_ctx_bus_bytes(c);
+            if (infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) != INFER_OK) return got;
+            if (spec_bus) *spec_bus += infer_ctx_bus_bytes(c) - bus0;
+            int32_t ids[INFER_MAX_DRAFT];
+            const int32_t nd = spec_last_drafts(c, ids);
+            for (int32_t i = 0; dr && i < nd && dr->n < 256; i++) dr->id[dr->n++] = ids[i];
+            for (int32_t i = 0; i < k && got < n_gen; i++) out[got++] = step[i];
+            last = step[k - 1];
+        } else {
+            infer_batch one = {1, &last, NULL, NULL, NULL};
+            if (infer_decode(c, &one) != INFER_OK || infer_sample(c, s, -1, &last) != INFER_OK) return got;
+            out[got++] = last;
+        }
+    }
+    return got;
+}
+
+static infer_sampler *make_sampler(const infer_model *m, float temp, float repeat_penalty) {
+    infer_sampler_params sp = infer_sampler_params_default();
+    sp.temp = temp, sp.seed = 5, sp.repeat_penalty = repeat_penalty;
+    infer_sampler *s = NULL;
+    if (infer_sampler_create(&sp, infer_vocab_size(m), &s) != INFER_OK) T_CHECK(0, "sampler: %s", infer_last_error());
+    return s;
+}
+
+/* MTP drafting under -sm tensor (forward_tp_mtp): each rank runs its heads' part of the MTP block with its own cells,
+ * an all-reduce after each part as in the trunk, the draft's row gathered into rank 0's memory where the sample op
+ * picks it; each rank's recurrent state rolls back from its own snapshot ring. Greedy: the stream of infer_spec_step
+ * equals plain greedy decoding of the same group token for token, with a random head (noise 0: every draft rejected,
+ * a rollback at every step) and a noisy agreeing head (drafts kept and rejected). At temp 0.8 with the default chain
+ * (SPEC_LISTS): reproducible with the seed, and no row of logits crosses the bus; with a repeat penalty (SPEC_HOST,
+ * the rows gathered and brought to the host) tokens come. */
+static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (*shape)(struct synth_params *),
+                      float noise, int32_t n_draft, int temp_too) {
+    enum { N_GEN = 24 };
     char path[256];
-    snprintf(path, sizeof path, "%s/mtp.gguf", dir);
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = ftype, sp.seed = 31, sp.mtp = 1, sp.mtp_noise = noise;
+    if (shape) shape(&sp);
+    snprintf(path, sizeof path, "%s/%s-%s-mtp.gguf", dir, arch, ftype);
     if (synth_write(&sp, path) != INFER_OK) {
-        T_CHECK(0, "synth mtp: %s", infer_last_error());
+        T_CHECK(0, "synth %s %s with an MTP head: %s", arch, ftype, infer_last_error());
         return;
     }
-    infer_model *m = load_tp(path, 2);
-    infer_ctx *c = m ? make_ctx(m, 2) : NULL;
-    T_CHECK(m && !c && strstr(infer_last_error(), "MTP drafting under tensor parallelism"), "-sm tensor with --mtp: '%s'",
-            infer_last_error());
-    infer_ctx_free(c), infer_model_free(m);
+    infer_model *m = load_tp(path, n_dev);
+    infer_ctx *d = m ? make_ctx(m, n_draft) : NULL, *plain = m ? make_ctx(m, 0) : NULL;
+    T_CHECK(!m || d, "%s %s over %d with n_draft %d: %s", arch, ftype, n_dev, n_draft, infer_last_error());
+    /* the one-device load's drafts: the group's MTP block must draft the same tokens, not only some that verify */
+    infer_model *one = m ? load_tp(path, 0) : NULL;
+    infer_ctx *d1 = one ? make_ctx(one, n_draft) : NULL;
+    infer_sampler *g1 = m ? make_sampler(m, 0.0f, 1.0f) : NULL, *g2 = m ? make_sampler(m, 0.0f, 1.0f) : NULL;
+    infer_sampler *g3 = m ? make_sampler(m, 0.0f, 1.0f) : NULL;
+    int32_t a[N_GEN], b[N_GEN], a1[N_GEN];
+    static struct drafts da, d1a;
+    da.n = d1a.n = 0;
+    if (d && plain && d1 && g1 && g2 && g3) {
+        const int32_t na = stream(d, 1, g1, a, N_GEN, NULL, &da), nb = stream(plain, 0, g2, b, N_GEN, NULL, NULL);
+        const int32_t n1 = stream(d1, 1, g3, a1, N_GEN, NULL, &d1a);
+        int32_t same = 0, same_drafts = 0;
+        while (same < na && same < nb && a[same] == b[same]) same++;
+        while (same_drafts < da.n && same_drafts < d1a.n && da.id[same_drafts] == d1a.id[same_drafts]) same_drafts++;
+        const infer_spec_stats st = infer_spec_get_stats(d);
+        T_CHECK(na == N_GEN && nb == N_GEN && same == N_GEN && d->tp_n == n_dev &&
+                    (noise == 0 ? st.n_accepted < st.n_drafted : st.n_accepted > 0),
+                "%s %s -sm tensor over %d, --mtp %d%s: the greedy stream equals plain decoding for %d of %d tokens "
+                "(%lld drafted, %lld accepted)%s%s", arch, ftype, n_dev, n_draft, noise > 0 ? " (noisy head)" : "",
+                same, N_GEN, (long long)st.n_drafted, (long long)st.n_accepted, na < N_GEN ? ": " : "",
+                na < N_GEN ? infer_last_error() : "");
+        T_CHECK(n1 == N_GEN && da.n == d1a.n && same_drafts == da.n,
+                "%s %s -sm tensor over %d, --mtp %d: %d of %d drafts equal to one device's (%d)", arch, ftype, n_dev,
+                n_draft, same_drafts, da.n, d1a.n);
+        printf("  %-9s %-6s -sm tensor x%d --mtp %d%s: MTP stream = plain for %d tokens, %lld of %lld drafts kept, "
+               "%d of %d drafts = one device's\n", arch, ftype, n_dev, n_draft, noise > 0 ? " noisy" : " random", same,
+               (long long)st.n_accepted, (long long)st.n_drafted, same_drafts, d1a.n);
+    }
+    infer_sampler_free(g1), infer_sampler_free(g2), infer_sampler_free(g3);
+    infer_ctx_free(d), infer_ctx_free(plain), infer_ctx_free(d1);
+    infer_model_free(one);
+    if (m && temp_too) {
+        infer_ctx *t1 = make_ctx(m, n_draft), *t2 = make_ctx(m, n_draft), *tp = make_ctx(m, n_draft);
+        infer_sampler *s1 = make_sampler(m, 0.8f, 1.0f), *s2 = make_sampler(m, 0.8f, 1.0f);
+        infer_sampler *sp3 = make_sampler(m, 0.8f, 1.3f);
+        int32_t x[N_GEN], y[N_GEN], z[N_GEN];
+        if (t1 && t2 && tp && s1 && s2 && sp3) {
+            uint64_t bus = 0;
+            const int32_t nx = stream(t1, 1, s1, x, N_GEN, &bus, NULL);
+            const infer_spec_stats st = infer_spec_get_stats(t1);
+            const uint64_t per_step = st.n_steps ? bus / (uint64_t)st.n_steps : 0;
+            const int32_t ny = stream(t2, 1, s2, y, N_GEN, NULL, NULL), nz = stream(tp, 1, sp3, z, N_GEN, NULL, NULL);
+            int ok = nx == N_GEN && ny == N_GEN && nz == N_GEN && !memcmp(x, y, sizeof x) && st.n_steps > 0;
+            for (int32_t i = 0; i < nz; i++) ok &= z[i] >= 0 && z[i] < infer_vocab_size(m);
+            T_CHECK(ok && per_step < (uint64_t)infer_vocab_size(m) * sizeof(float),
+                    "%s %s over %d, --mtp %d at temp 0.8: %d / %d / %d tokens, the same with the seed: %s, %llu bus "
+                    "bytes a step (a row: %llu): %s", arch, ftype, n_dev, n_draft, nx, ny, nz,
+                    memcmp(x, y, sizeof x) ? "no" : "yes", (unsigned long long)per_step,
+                    (unsigned long long)infer_vocab_size(m) * sizeof(float), infer_last_error());
+        }
+        infer_sampler_free(s1), infer_sampler_free(s2), infer_sampler_free(sp3);
+        infer_ctx_free(t1), infer_ctx_free(t2), infer_ctx_free(tp);
+    }
+    infer_model_free(m);
     unlink(path);
 }
 
@@ -630,7 +745,18 @@ int main(void) {
     check_same("qwen35", "F32", 2, shapes_tied, "tied"); /* the head cut inside rank 0's token table */
     check_processes("qwen35moe", "shm");
     if (!t_quick()) check_processes("llama", "file");
-    check_no_mtp();
+    check_mtp("qwen35", "F32", 2, NULL, 0.19f, 3, 1);
+    check_mtp("qwen35moe", "Q4_K_M", 2, shapes_q4k, 0.19f, 3, 0);
+    if (n_dev >= 4) check_mtp("qwen35moe", "F32", 4, shapes_g4, 0.19f, 2, 0);
+    check_mtp("qwen35", "F32", 2, NULL, 0.0f, 4, 0); /* a random head: every draft rejected */
+    check_mtp("qwen3next", "F32", 2, NULL, 0.19f, 2, 0);
+    if (!t_quick()) {
+        check_mtp("qwen35", "F32", 2, shapes_uneven_gdn, 0.19f, 3, 0); /* 3 key heads over 2 */
+        check_mtp("qwen3next", "Q4_K_M", 2, shapes_q4k, 0.19f, 3, 0);
+        check_mtp("qwen35moe", "F32", 2, NULL, 0.19f, 1, 1);
+        check_mtp("qwen35", "Q4_K_M", 2, shapes_q4k, 0.19f, 3, 0);
+        if (n_dev >= 4) check_mtp("qwen35", "F32", 4, shapes_g4, 0.19f, 4, 0);
+    }
     rmdir(dir);
     return t_done();
 }

@@ -53,7 +53,9 @@
  *             within 1e-12 relative; cuda the twin's within 4 ulps
  *   spec_accept ref_spec_accept (the rule over dense distributions, ref.h) exactly, on random lists that overlap
  *             partly, drafts drawn from q, out of p, or with q 0; p == q rows (residual 0); the test hook; cuda
- *             its CPU twin's. cpu also: with k = 1, the first token of a step follows p (chi-squared, 200000 steps)
+ *             its CPU twin's. cpu also: with k = 1, the first token of a step follows p (chi-squared, 200000 steps).
+ *             The greedy form (no lists) against ref_spec_accept_greedy (the host's greedy loop) exactly: drafts
+ *             kept, a pick that differs, the hook
  *   errors    hostile arguments: INFER_E_* (cpu), cudaErrorInvalidValue before the device is touched (cuda)
  *   pool (cpu), backend (cuda: op table, memory, OOM), mm_plan (cuda, host arithmetic)
  *

@@ -6,8 +6,15 @@
 
 infer_status cpu_spec_accept(const struct spec_accept_args *a, struct pool *p) {
     (void)p;
-    if (!a->target || !a->draft || !a->drafts || !a->p_draw || !a->u_acc || !a->u_res || !a->out || a->k < 0)
-        return infer_fail(INFER_E_ARG, "cpu_spec_accept: k %d: expected k >= 0 and every buffer", a->k);
+    const int greedy = !a->target && !a->draft && !a->u_acc && !a->u_res;
+    if ((!greedy && (!a->target || !a->draft || !a->u_acc || !a->u_res)) || !a->drafts || !a->p_draw || !a->out ||
+        a->k < 0)
+        return infer_fail(INFER_E_ARG, "cpu_spec_accept: k %d: expected k >= 0 and every buffer (greedy: no lists "
+                          "and no uniforms)", a->k);
+    if (greedy) {
+        spec_accept_greedy(a);
+        return INFER_OK;
+    }
     for (int32_t i = 0; i <= a->k; i++)
         if (a->target[i].n < 1 || a->target[i].n > SAMPLE_MAX_CAND || (i < a->k && (a->draft[i].n < 1 ||
                                                                                      a->draft[i].n > SAMPLE_MAX_CAND)))
