@@ -35,9 +35,10 @@
  * head's n_tokens rows back through volatile loads (L2, never a stale L1 line) and normalises them in place, a
  * warp per row with norm.cu's code (norm_row.cuh), so out is bit for bit gdn_conv then the norm op; it sets the
  * counter back to 0, which the next launch on the stream sees (a replayed graph finds it zero). The head's other
- * blocks exit without waiting for anything, so no block can spin on one that is not resident. Cost: the
- * counter's two atomics per block, and the last block's rereads of n_tokens D floats from L2; saved: the
- * norm launch, out written and read back once, z read by a separate kernel.
+ * blocks exit without waiting for anything, so no block can spin on one that is not resident. Cost: one
+ * atomic per block, and the last block's rereads of its head's n_tokens D floats from L2, just written; saved:
+ * the norm launch. The emulator runs a launch's blocks one after another: it checks the count's logic (which
+ * block finishes, the reset), not the fences, which only a device exercises.
  *
  * Chunked form (gdn_chunk_kernel): GDN_CHUNKED, and GDN_AUTO from GDN_AUTO_CHUNKED = 64 tokens (the CPU's
  * threshold). With snapshots it covers tokens [0, snap_from) and the recurrent kernel the rest, launched
