@@ -27,9 +27,18 @@
  * slots of p0 .. p0+n-1, which are none of those read since the ring has d_conv-1 + MMV_MAX_TOKENS slots:
  * no block waits for another. The position comes from device memory (pos), so a graph replays. Extra cost
  * over the pair: the key head's q / k conv recomputed by every block of the head (2 D d_conv loads per
- * block and token, cached); saved: conv output written and read back, a launch. The output's RMSNorm *
- * SiLU(z) is not fused: a block owns 16 value columns, and the norm reduces over the whole head (D = 128:
- * 8 blocks), which would need a cross-block reduction; it stays one norm launch over all heads.
+ * block and token, cached); saved: conv output written and read back, a launch.
+ * The output's gated RMSNorm (norm_done not NULL): a block owns 16 value columns, the norm reduces over the
+ * whole head (D = 128: 8 blocks), so the head's last block to finish does it. Every block writes its columns
+ * of out, fences them (__threadfence), then thread 0 adds one to the head's counter; the block that draws
+ * gridDim.y - 1 knows every column of the head is written and visible: it fences again (acquire), reads the
+ * head's n_tokens rows back through volatile loads (L2, never a stale L1 line) and normalises them in place, a
+ * warp per row with norm.cu's code (norm_row.cuh), so out is bit for bit gdn_conv then the norm op; it sets the
+ * counter back to 0, which the next launch on the stream sees (a replayed graph finds it zero). The head's other
+ * blocks exit without waiting for anything, so no block can spin on one that is not resident. Cost: one
+ * atomic per block, and the last block's rereads of its head's n_tokens D floats from L2, just written; saved:
+ * the norm launch. The emulator runs a launch's blocks one after another: it checks the count's logic (which
+ * block finishes, the reset), not the fences, which only a device exercises.
  *
  * Chunked form (gdn_chunk_kernel): GDN_CHUNKED, and GDN_AUTO from GDN_AUTO_CHUNKED = 64 tokens (the CPU's
  * threshold). With snapshots it covers tokens [0, snap_from) and the recurrent kernel the rest, launched
@@ -83,6 +92,7 @@
 #include <cuda_fp16.h>
 
 #include "common.cuh"
+#include "norm_row.cuh"
 #include "ptx.cuh"
 
 enum { GDN_WARPS = 4, GDN_THREADS = GDN_WARPS * WARP_SIZE, GDN_CPW = 4, GDN_COLS = GDN_WARPS * GDN_CPW,
@@ -231,12 +241,35 @@ static __device__ __forceinline__ float gdn_conv_at(const struct ssm_conv_args &
     return s / (1.0f + expf(-s));
 }
 
+/* The output norm of head j (gdn_conv_args norm_done; header): called by every thread of every block of the head
+ * once its columns of out are written; the head's last block to arrive normalises the head's rows, a warp per token,
+ * and rezeroes the counter. */
+static __device__ __forceinline__ void gdn_conv_out_norm(const struct gdn_conv_args &f, int j) {
+    const struct gdn_args &a = f.gdn;
+    const int D = a.d_state, tid = threadIdx.x, warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
+    __threadfence(); /* release: this thread's columns of out before the count that announces them */
+    __syncthreads(); /* every thread's columns fenced before thread 0 counts */
+    bool drew_last = false;
+    if (tid == 0) drew_last = atomicAdd(f.norm_done + j, 1u) == gridDim.y - 1;
+    if (!__syncthreads_or(drew_last)) return; /* the whole block: another block of the head finishes it */
+    __threadfence();   /* acquire: the other blocks' columns, announced by their counts */
+    if (tid == 0) f.norm_done[j] = 0; /* every block of the head has counted: ready for the next launch */
+    for (int64_t t = warp; t < a.n_tokens; t += GDN_WARPS) {
+        float *o = a.out + (t * a.n_vhead + j) * D;
+        const volatile float *x = o; /* written by other blocks during this launch */
+        const float *g = f.norm_gate ? f.norm_gate + (t * a.n_vhead + j) * D : NULL;
+        const float scale = norm_row_scale<WARP_SIZE>(x, D, f.norm_eps, lane);
+        norm_row_store<WARP_SIZE>(x, o, f.norm_w, g, D, scale, lane);
+    }
+}
+
 /* gdn_recurrent_kernel with q, k and its columns' v computed from the conv ring instead of read. Each block
  * convolves its key head's q, k channels itself (every column block of the head: 2 D channels, d_conv taps),
  * and its own 16 value columns' v channels. Afterwards the ring takes the run's inputs: q, k channels from the
  * head's first block (value head j0 of the key head, column block 0), v channels from their column's block.
  * No block reads what another writes: tokens read positions p0-d_conv+1 .. p0-1 from the ring, the writes go
- * to the slots of p0 .. p0+n-1, distinct since n <= ring - (d_conv-1) (launcher). */
+ * to the slots of p0 .. p0+n-1, distinct since n <= ring - (d_conv-1) (launcher). The one exception, the output
+ * norm, reads the head's out only once the count says every block of the head has written it. */
 template <int NI>
 static __global__ void __launch_bounds__(GDN_THREADS) gdn_conv_kernel(const __grid_constant__ struct gdn_conv_args f) {
     const struct ssm_conv_args &c = f.conv;
@@ -296,6 +329,7 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_conv_kernel(const __gr
         for (int64_t t = 0; t < c.n_tokens; t++)
             c.state[gdn_conv_slot(p0 + t, R) * c.n_ch + ch] = c.x[t * c.x_stride + ch];
     }
+    if (f.norm_done) gdn_conv_out_norm(f, j);
 }
 
 template <int NI>
@@ -738,6 +772,7 @@ extern "C" cudaError_t cuda_gdn_conv(const struct gdn_conv_args *f, cudaStream_t
     if (c->snap &&
         (c->snap_ring <= 0 || c->snap_pos0 < 0 || c->snap_stride < (int64_t)ssm_conv_ring(c->d_conv) * c->n_ch))
         return cudaErrorInvalidValue;
+    if (f->norm_done && !(f->norm_eps >= 0.0f)) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaSuccess;
     const int ni = (a->d_state + WARP_SIZE - 1) / WARP_SIZE;
     if (ni <= 1) return gdn_conv_launch<1>(f, s);

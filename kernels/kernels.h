@@ -312,16 +312,24 @@ struct gdn_args {
 };
 struct op_cost gdn_cost(const struct gdn_args *a);
 
-/* ---- gdn_conv (fused form, device backends; the CPU runs ssm_conv then gdn, its reference): a decode run
+/* ---- gdn_conv (fused form, device backends; the CPU runs ssm_conv, gdn and norm, its reference): a decode run
  * of 1..MMV_MAX_TOKENS tokens of one sequence in one launch, the conv over the ring, the SiLU, the q / k L2
- * norms, the gates and the recurrence, bit for bit that pair on the device. conv.x holds the raw channels
- * [q (n_group d) | k (n_group d) | v (n_vhead d)] (conv.n_ch = (2 n_group + n_vhead) d), conv.y is not
- * written (may be NULL); gdn.q / k / v and their strides are unused, gdn.variant is taken as recurrent;
- * both snapshot sets as in the unfused ops. The output RMSNorm * SiLU(z) stays a separate norm op: a block
- * owns 16 value columns of a head, not the whole head the norm reduces over (gdn.cu). ---- */
+ * norms, the gates, the recurrence and (norm_done not NULL) the output's gated RMSNorm, bit for bit that chain
+ * on the device. conv.x holds the raw channels [q (n_group d) | k (n_group d) | v (n_vhead d)] (conv.n_ch =
+ * (2 n_group + n_vhead) d), conv.y is not written (may be NULL); gdn.q / k / v and their strides are unused,
+ * gdn.variant is taken as recurrent; both snapshot sets as in the unfused ops.
+ * The output norm: every (token, value head) row of d values of gdn.out becomes RMSNorm(row) * norm_w *
+ * SiLU(norm_gate row), exactly the norm op with x = y = gdn.out, n = d_state, n_rows = n_tokens * n_vhead,
+ * every stride d_state, w = norm_w, gate = norm_gate, eps = norm_eps. A head's rows are finished by the last of
+ * its column blocks to arrive, counted in norm_done[head]: device memory, zero before the launch and left zero
+ * after it (so a CUDA graph replays), not shared with a launch that may run at the same time. ---- */
 struct gdn_conv_args {
     struct ssm_conv_args conv;
     struct gdn_args gdn;
+    const float *norm_w;    /* (d_state) ssm_norm, or NULL */
+    const float *norm_gate; /* (n_tokens, n_vhead, d_state) packed like gdn.out: z, or NULL */
+    float norm_eps;
+    uint32_t *norm_done;    /* (n_vhead) arrival counters, or NULL: out stays unnormed (the norm op follows) */
 };
 
 /* ---- attn: softmax(scale * q k^T) v over a KV cache of f16 or Q8_0 cells, GQA (head h reads kv head

@@ -13,7 +13,8 @@
  * (n / row_threads + log2(row_threads)) * 2^-24 in the worst case, ~1e-6 at n = 8192 (the scale
  * enters with a square root, halving it). The rest follows the CPU order exactly:
  * scale = 1 / sqrtf(ss / n + eps) (IEEE sqrt and divide), y = (x * scale) * w, then y *= silu(gate)
- * with silu(g) = g / (1 + expf(-g)).
+ * with silu(g) = g / (1 + expf(-g)). That row arithmetic lives in norm_row.cuh, which gdn.cu's fused output norm
+ * (gdn_conv) shares, so the fused form gives this kernel's bits.
  * norm_q (the fused RMSNorm + 8-bit quantisation of a matmul input) keeps this work split and sum,
  * then walks the row in 32-value groups, one warp per group, so thread tid still writes exactly its
  * columns tid + k*ROW_THREADS; each group is quantised as quantize.cu does (d = amax / 127, roundf,
@@ -22,28 +23,9 @@
  * per block (cached); writes n_rows * n * 4.
  */
 #include "common.cuh"
+#include "norm_row.cuh"
 
 enum { NORM_THREADS = 256, NORM_BLOCK_MIN_N = 1024 };
-
-static __device__ __forceinline__ float norm_silu(float v) { return v / (1.0f + expf(-v)); }
-
-/* The norm of row r of x, as norm_kernel computes it: the scale 1 / sqrt(mean(x^2) + eps). */
-template <int ROW_THREADS>
-static __device__ __forceinline__ float norm_row_scale(const struct norm_args &a, const float *x, int tid) {
-    constexpr int WARPS_PER_ROW = ROW_THREADS / WARP_SIZE;
-    float ss = 0.0f;
-    for (int64_t i = tid; i < a.n; i += ROW_THREADS) ss = fmaf(x[i], x[i], ss);
-    ss = warp_sum(ss);
-    if constexpr (WARPS_PER_ROW > 1) {
-        __shared__ float part[WARPS_PER_ROW];
-        if (tid % WARP_SIZE == 0) part[tid / WARP_SIZE] = ss;
-        __syncthreads();
-        ss = 0.0f;
-#pragma unroll
-        for (int w = 0; w < WARPS_PER_ROW; w++) ss += part[w];
-    }
-    return 1.0f / sqrtf(ss / (float)a.n + a.eps);
-}
 
 /* ROW_THREADS = 32: a warp per row; = NORM_THREADS: the block per row. */
 template <int ROW_THREADS>
@@ -53,15 +35,9 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_kernel(const __grid_
     if (r >= a.n_rows) return; /* whole warps (ROW_THREADS = 32) or the whole block leave together */
     const int tid = threadIdx.x % ROW_THREADS;
     const float *x = a.x + r * a.x_stride; /* y may be x: no __restrict__ */
-    const float scale = norm_row_scale<ROW_THREADS>(a, x, tid);
-    float *y = a.y + r * a.y_stride;
-    const float *g = a.gate ? a.gate + r * a.gate_stride : NULL;
-    for (int64_t i = tid; i < a.n; i += ROW_THREADS) {
-        float v = x[i] * scale;
-        if (a.w) v *= a.w[i];
-        if (g) v *= norm_silu(g[i]);
-        y[i] = v;
-    }
+    const float scale = norm_row_scale<ROW_THREADS>(x, a.n, a.eps, tid);
+    norm_row_store<ROW_THREADS>(x, a.y + r * a.y_stride, a.w, a.gate ? a.gate + r * a.gate_stride : NULL, a.n, scale,
+                                tid);
 }
 
 template <int ROW_THREADS>
@@ -73,7 +49,7 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_q_kernel(const __gri
     if (r >= a.n_rows) return;
     const int tid = threadIdx.x % ROW_THREADS, lane = tid % WARP_SIZE;
     const float *x = a.x + r * a.x_stride;
-    const float scale = norm_row_scale<ROW_THREADS>(a, x, tid);
+    const float scale = norm_row_scale<ROW_THREADS>(x, a.n, a.eps, tid);
     float *y = a.y + r * a.y_stride;
     const int64_t n_groups = a.n / Q8_SPLIT_BLOCK;
     int8_t *qs = (int8_t *)q.yq + r * a.n;

@@ -197,6 +197,8 @@ static infer_status ctx_create(const infer_model *m, const infer_ctx_params *p, 
     TRY(kv_cache_create_range(c->be, m, stage->d->il0, stage->d->il1, c->n_seq, c->n_ctx,
                               c->n_draft ? c->n_draft + 1 : 0, ctx_dims_mtp(&dims), dims.kv_type, &c->kv));
     TRY(ctx_alloc_scratch(c));
+    if (c->gdn_done) /* gdn_conv's counters start at zero; every launch leaves them so */
+        TRY(c->be->ops->zero(c->be, c->gdn_done, sizeof(uint32_t) * (size_t)m->hp.dt_rank));
     if (dims.exps_host) { /* the host's part of expert offload: the stage's flags and its own CPU backend */
         for (int32_t il = 0; il < (int32_t)m->hp.n_layer_all; il++)
             c->off_layer[il] = stage->exps_host[il] && ((il >= stage->d->il0 && il < stage->d->il1) ||

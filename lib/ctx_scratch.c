@@ -137,6 +137,7 @@ int32_t ctx_scratch_table(const struct infer_model *m, const struct ctx_dims *d,
         const struct attn_args at = {.n_tokens = ATTN_SPLIT_TOKENS, .n_head = (int32_t)hp->n_head,
                                      .head_dim = (int32_t)hd, .n_kv = d->n_ctx};
         DEV(attn_scratch, attn_scratch_floats(&at), F);
+        if (hybrid) DEV(gdn_done, (size_t)hp->dt_rank, I); /* zeroed at creation (context.c) */
         if (moe) {
             /* the grouped path (batches from MOE_GROUPED_TOKENS on) also keeps outputs and a plan */
             const struct moe_ffn_args mf = {.n_tokens = d->n_batch, .n_expert_used = (int32_t)n_used,

@@ -67,6 +67,7 @@ struct infer_ctx {
     float *g_z;        /* (T, d_inner) output-gate projection */
     float *g_ab;       /* (T, 2 * dt_rank): beta then alpha projections (qwen3next: the fused ssm_ba row) */
     float *g_out;      /* (T, d_inner) the delta-rule output, then gated-normed */
+    uint32_t *gdn_done; /* (dt_rank) device contexts: gdn_conv's output-norm arrival counters, zero between launches */
     float *logits;     /* (T, n_vocab): rows of the tokens that asked, packed (device memory on CUDA) */
     /* MTP drafting (n_draft > 0) */
     float *hid;        /* (T, n_embd) the target's post-output_norm hidden state of every token */

@@ -8,11 +8,24 @@
  *       on the sequence's recurrent state                                        (gdn op)
  *   (a device's decode run of up to MMV_MAX_TOKENS tokens: both in one gdn_conv launch; the window is a
  *   ring indexed by position, read through the device copy of the positions so graphs replay)
- *   o = RMSNorm(o per head) * ssm_norm * SiLU(z);  x += W_out o
+ *   o = RMSNorm(o per head) * ssm_norm * SiLU(z)                                 (norm op; on a device, when
+ *       every run of the batch is a gdn_conv run, inside gdn_conv: one launch per run for the whole chain)
+ *   x += W_out o
  * The conv and the recurrence run once per run of consecutive tokens of one sequence, each on that
  * sequence's state; with snapshots on (a drafting context) the ops also write the state after each of
  * the run's last n_ring tokens into the cache's ring, which is what makes rollback exact. */
 #include "forward.h"
+
+/* Whether every run of consecutive tokens of one sequence has at most MMV_MAX_TOKENS tokens: a decode batch,
+ * each of whose runs takes gdn_conv where the backend has it. */
+static int gdn_runs_short(const struct infer_ctx *c, int32_t n_tokens) {
+    int32_t run = 0;
+    for (int32_t t = 0; t < n_tokens; t++) {
+        run = t > 0 && c->seq[t] == c->seq[t - 1] ? run + 1 : 1;
+        if (run > MMV_MAX_TOKENS) return 0;
+    }
+    return 1;
+}
 
 infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
     infer_status st = INFER_OK;
@@ -37,6 +50,9 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
         {.w = L->ssm_alpha, .y = c->g_ab + (size_t)n_tokens * n_vhead, .epilogue = MMV_PLAIN},
     };
     TRY(forward_matmuls(c, in, fused_ba ? 3 : 4, c->xn, n_tokens, &xq_type));
+    /* the output norm inside gdn_conv only when every run goes there: a batch mixing runs keeps the one norm launch
+     * over all its rows (the CPU always does) */
+    const int norm_in_conv = be->ops->gdn_conv && c->gdn_done && gdn_runs_short(c, n_tokens);
     for (int32_t t0 = 0, t1; t0 < n_tokens; t0 = t1) {
         for (t1 = t0 + 1; t1 < n_tokens && c->seq[t1] == c->seq[t0]; t1++) {}
         const int32_t s = c->seq[t0], n = t1 - t0, snap_from = n > kv->n_ring ? n - kv->n_ring : 0;
@@ -62,18 +78,28 @@ infer_status layer_gdn(struct infer_ctx *c, int32_t il, int32_t n_tokens) {
                               ab_stride, m->arch->vheads == ARCH_VHEADS_GROUPED, fused_ba ? n_vhead / n_group : 0,
                               hp->rms_eps, GDN_AUTO, kv_cache_ring_ssm(kv, il, s), kv_cache_ring_stride_ssm(kv),
                               kv->n_ring, slot0, snap_from};
-        if (be->ops->gdn_conv && n <= MMV_MAX_TOKENS) { /* a decode run: conv and recurrence in one launch */
+        if (be->ops->gdn_conv && n <= MMV_MAX_TOKENS) { /* a decode run: conv, recurrence (and norm) in one launch */
             struct gdn_conv_args fa = {.conv = ca, .gdn = ga};
             fa.conv.y = NULL;
             fa.gdn.q = fa.gdn.k = fa.gdn.v = NULL;
+            if (norm_in_conv) {
+                fa.norm_w = L->ssm_norm->data;
+                fa.norm_gate = c->g_z + (size_t)t0 * vd;
+                fa.norm_eps = hp->rms_eps;
+                fa.norm_done = c->gdn_done;
+            }
             TRY(be->ops->gdn_conv(be, &fa));
             continue;
         }
         TRY(be->ops->ssm_conv(be, &ca));
         TRY(be->ops->gdn(be, &ga));
     }
-    struct norm_args gn = {c->g_out, L->ssm_norm->data, c->g_out, d, n_tokens * n_vhead, d, d, hp->rms_eps, c->g_z, d};
-    TRY(be->ops->norm(be, &gn));
+    if (!norm_in_conv) {
+        const struct norm_args gn = {.x = c->g_out, .w = L->ssm_norm->data, .y = c->g_out, .n = d,
+                                     .n_rows = n_tokens * n_vhead, .x_stride = d, .y_stride = d,
+                                     .eps = hp->rms_eps, .gate = c->g_z, .gate_stride = d};
+        TRY(be->ops->norm(be, &gn));
+    }
     xq_type = -2;
     TRY(forward_matmul(c, L->ssm_out, NULL, c->g_out, n_tokens, c->x, forward_residual(c), forward_residual_epilogue(c),
                        &xq_type));

@@ -217,6 +217,10 @@ int cu_gdn_conv(const struct gdn_conv_args *h) {
     struct dmirror m = {0};
     cu_conv_mirror(&m, &d.conv, &h->conv);
     cu_gdn_mirror(&m, &d.gdn, &h->gdn);
+    const int64_t no = (int64_t)h->gdn.n_tokens * h->gdn.n_vhead * h->gdn.d_state;
+    dm_add(&m, &d.norm_w, F4(h->gdn.d_state), DM_IN);
+    dm_add(&m, &d.norm_gate, F4(no > 0 ? no : 0), DM_IN);
+    dm_add(&m, &d.norm_done, I4(h->gdn.n_vhead > 0 ? h->gdn.n_vhead : 0), DM_OUT); /* as the call leaves them */
     return CU_RUN(m, cuda_gdn_conv(&d, 0));
 }
 

@@ -31,7 +31,9 @@
  *             1e-6 |y| + 1e-7 of its CPU twin
  *   ssm_conv  (its window a ring indexed by position: positions below 0 and runs longer than the ring too)
  *   gdn_conv  (fused, cuda) bit for bit the CUDA pair ssm_conv, gdn (out, state, ring, snapshots); every
- *             column NMSE 1e-11 against ref_ssm_conv then ref_gdn, the ring exactly (cpu runs the pair)
+ *             column NMSE 1e-11 against ref_ssm_conv then ref_gdn, the ring exactly (cpu runs the pair); with the
+ *             output norm (norm_done): bit for bit the CUDA chain ssm_conv, gdn, gated norm, its counters back at 0
+ *             and a replay on them the same bits; every column NMSE 1e-11 against ref_norm of the reference's out
  *   gdn       NMSE 1e-11 (out and state) against ref and against the recurrent form; split calls (recurrent)
  *             and snapshots bit for bit; cuda too, its chunked tensor-core kernel included (measured at most
  *             8e-14, like its recurrent one: the same bound)
@@ -364,6 +366,8 @@ static const struct tcase tops_cases[] = {
     {"gdn_conv", "", {7, 3, 6, 32}, {0, GDN_T_SNAP}, -1, 1, 0, 1e-11, {0, 13}},
     {"gdn_conv", "", {1, 16, 32, 128}, {0, 0}, -1, 1, 0, 1e-11},
     {"gdn_conv", "", {5, 16, 32, 128}, {0, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
+    {"gdn_conv", "", {6, 1, 4, 16}, {0, GDN_T_SNAP}, -1, 1, 0, 1e-11},               /* one column block a head */
+    {"gdn_conv", "", {8, 2, 4, 256}, {0, GDN_T_GROUPED | GDN_T_SNAP}, -1, 1, 0, 1e-11}, /* 16 column blocks a head */
     /* ---- attn: {n_tokens, n_head, n_head_kv, head_dim}, param = {n_kv, rot_k (rot_v = 64 then)}, fparam = scale
      * (0: 1/sqrt(d)), q in [lo, hi], aux[0] = first position (0: the last n_tokens cells, a causal prefill).
      * f16 cells (types ""), Q8_0 cells (types "q8_0"); CUDA: the default with split-K scratch, ATTN_SIMT with and
@@ -825,6 +829,8 @@ static void run_errors_cuda(struct tctx *x) {
     REFUSED(cuda_gdn_conv(&gc, 0), "%s: gdn_conv over more than MMV_MAX_TOKENS tokens", desc);
     gc.conv.n_tokens = 1;
     REFUSED(cuda_gdn_conv(&gc, 0), "%s: gdn_conv token counts differ", desc);
+    gc.gdn.n_tokens = 1, gc.norm_done = (uint32_t *)q, gc.norm_eps = -1.0f;
+    REFUSED(cuda_gdn_conv(&gc, 0), "%s: gdn_conv output norm eps -1", desc);
     /* moe */
     struct moe_route_args mr = {.logits = f, .ids = ids, .weights = y, .n_tokens = 1, .n_expert = 4, .n_expert_used = 5,
                                 .norm = 1};

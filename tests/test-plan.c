@@ -159,18 +159,22 @@ static uint64_t state_bytes(int n_gdn, int channels, int v_heads) {
  * tile list, 3 per tile, at most pairs / 64 + 256 tiles (256 experts), and its count; rounded up to 256 bytes. */
 static const uint64_t moe_scratch35 =
     (((uint64_t)T * 8 * (512 + 2048) + (uint64_t)T * 8 + 3 * ((uint64_t)T * 8 / 64 + 256) + 1) * 4 + 255) / 256 * 256;
+/* gdn_conv's output-norm counters of a device context: a uint32 per value head (32 in the 35B, 48 in the 27B), one
+ * allocation rounded up to 256 bytes. */
+static const uint64_t gdn_done_bytes = 256;
 /* The device scratch of a T-token context (every buffer a multiple of 256): floats per token of each buffer. */
 static const uint64_t scratch35 =
     (uint64_t)T * 4 * (2048 /* x */ + 4096 /* xn */ + 4096 /* q */ + 8192 /* qg */ + 512 + 512 /* k v */ +
                        4096 /* att */ + 2048 /* h */ + 512 + 1 /* sh shg */ + 4096 /* xq */ + 256 /* router */ +
                        8 + 8 /* moe ids, weights */ + 8192 + 8192 + 4096 + 64 + 4096 /* gdn qkv conv z ab out */ +
                        248320 /* logits */ + 3 /* dtok dpos dout */) +
-    32 * 8 * 16 * 258 * 4 /* split-K attention: 32 splits x 8 tokens x 16 heads x (256 + 2) */ + moe_scratch35;
+    32 * 8 * 16 * 258 * 4 /* split-K attention: 32 splits x 8 tokens x 16 heads x (256 + 2) */ + moe_scratch35 +
+    gdn_done_bytes;
 static const uint64_t scratch27 =
     (uint64_t)T * 4 * (5120 + 6144 + 6144 + 12288 + 1024 + 1024 + 6144 + 17408 /* h */ + 17408 /* xq: n_ff */ +
                        1 + 1 + 1 /* router, ids, weights of one "expert" */ + 10240 + 10240 + 6144 + 96 + 6144 +
                        248320 + 3) +
-    32 * 8 * 24 * 258 * 4;
+    32 * 8 * 24 * 258 * 4 + gdn_done_bytes;
 /* a context's host arrays: pos, seq, out_row, out_ids, next (1 sequence) */
 static const uint64_t host_arrays = (uint64_t)T * 4 * 4 + 4;
 /* host side of a device context running the head: its host arrays and the logits' host copy */
@@ -282,7 +286,7 @@ static void test_35b(const char *path) {
                  * of the normed hidden state, the routing (8 ids, 8 weights) and the experts' output per token, the
                  * x it receives, and one flag per layer */
                 const uint64_t cpu_scratch = k ? host_arrays + scratch35 - (uint64_t)T * 4 * 3 - 32 * 8 * 16 * 258 * 4 -
-                                                     moe_scratch35 - logits_bytes +
+                                                     moe_scratch35 - gdn_done_bytes - logits_bytes +
                                                      (uint64_t)T * 4 * (2048 + 8 + 8 + 2048 + 2048) + 40
                                                : 0;
                 T_CHECK(h.weights == whost && h.kv == 0 && h.state == 0 && h.scratch == host_scratch_dev + cpu_scratch,
@@ -378,8 +382,8 @@ static void test_27b(const char *path) {
                         (unsigned long long)scratch);
                 /* a split's host: the CPU stage (host arrays, scratch without the device extras, the logits) and
                  * the GPU stage's host arrays and page-locked x (T x 5120 floats); else the GPU context's */
-                const uint64_t host_split = 2 * host_arrays + scratch27 - (uint64_t)T * 4 * 3 - 32 * 8 * 24 * 258 * 4 +
-                                            (uint64_t)T * 5120 * 4;
+                const uint64_t host_split = 2 * host_arrays + scratch27 - (uint64_t)T * 4 * 3 - 32 * 8 * 24 * 258 * 4 -
+                                            gdn_done_bytes + (uint64_t)T * 5120 * 4;
                 T_CHECK(h.scratch == (n == 65 ? host_scratch_dev : host_split), "27B %d GiB ctx %lld q8 %d: host "
                         "scratch %llu, expected %llu", (int)(mem >> 30), (long long)ctxs[ic], q8,
                         (unsigned long long)h.scratch, (unsigned long long)(n == 65 ? host_scratch_dev : host_split));
@@ -572,6 +576,7 @@ static uint64_t tp_scratch_by_hand(int r, uint64_t t) {
      * outputs, then ints: the sorted pairs, 3 per tile (at most pairs / 64 + 8 tiles: 8 experts) and the count */
     b += r256(4 * (t * 2 * (128 + 256) + t * 2 + 3 * (t * 2 / 64 + 8) + 1));
     b += r256(4 * 8 * 2 * 66 * 4); /* split-K attention at 1024 cells: 4 splits x 8 tokens x 2 heads x (64 + 2) */
+    b += gdn_done_bytes;           /* gdn_conv's counters: one per value head */
     b += r256(t * 320 * 4);                  /* head_part: the logits of its 320 vocabulary rows */
     if (r == 0) b += r256(t * 640 * 4);      /* logits */
     if (r == 1) b += r256(8 * 640 * 4);      /* head_sum: its part of the reduce, 8 outputs at a time */
