@@ -21,6 +21,10 @@
  * verification batch one sample op lists p_0..p_k (and draws from each with its residual uniform) and spec_accept
  * decides (kernels.h spec_accept_args): k + 2 ints come back, never a row of logits. Elsewhere (the CPU, penalties,
  * other chains) SPEC_HOST brings each row to the host and decides there with spec_accept() below.
+ * Where the drafts live: on a one-stage device context (spec_resident: greedy without penalties, or SPEC_LISTS) they
+ * never leave the device: the verification batch copies its ids from draft_tok there and spec_accept (greedy: its
+ * compare of the rows' argmaxes with the drafts) sends back only the emitted ids. Elsewhere they come down after
+ * drafting and the batch uploads them.
  */
 #include <string.h>
 
