@@ -32,7 +32,8 @@
  *   - INFER_EMU_DEVICES=2 with -sm layer: the CPU's tokens (-ngl 99 -ts 1,1 on qwen35moe, -ngl 3 on qwen35: the
  *     host and both devices), and so does -sm tensor (qwen35moe -ngl 99), also over two processes as README's
  *     commands run it (a --tp-serve follower in the background, which then ends silently with the leader);
- *     llm-bench -sm none,layer,tensor gives a row of each.
+ *     llm-bench -sm none,layer,tensor gives a row of each; llm-run -sm tensor --mtp 2 (qwen35 with an MTP head)
+ *     gives the CPU's plain greedy ids.
  * Without a device: SKIP (exit 77). */
 #include <math.h>
 #include <signal.h>
@@ -77,12 +78,14 @@ static void ids_line(const char *out, char *ids, size_t cap) {
         }
 }
 
+static int with_mtp; /* synth() writes files with an MTP head (for llm-run --mtp) */
+
 static const char *synth(const char *arch, const char *ftype) {
     static char path[512];
     struct synth_params sp;
     synth_params_default(arch, &sp);
-    sp.ftype = ftype, sp.seed = 7;
-    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, arch, ftype);
+    sp.ftype = ftype, sp.seed = 7, sp.mtp = with_mtp;
+    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", dir, arch, ftype, with_mtp ? "-mtp" : "");
     if (synth_write(&sp, path) != INFER_OK) {
         T_CHECK(0, "synth %s %s: %s", arch, ftype, infer_last_error());
         return NULL;
@@ -419,6 +422,9 @@ static void layer_split_devices(void) {
     greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm layer -ts 1,1");
     greedy_same("qwen35", "F32", "INFER_EMU_DEVICES=2", "-ngl 3 -sm layer");
     greedy_same("qwen35moe", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm tensor");
+    with_mtp = 1; /* MTP drafting under tensor parallelism: the plain greedy ids of the CPU */
+    greedy_same("qwen35", "F32", "INFER_EMU_DEVICES=2", "-ngl 99 -sm tensor --mtp 2");
+    with_mtp = 0;
     tp_two_processes();
     const char *path = synth("qwen35", "F32");
     if (!path) return;
