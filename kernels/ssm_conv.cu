@@ -9,8 +9,8 @@
  * one y value and its input into its slot (evicting position p0+t-R, which no later token reads), and
  * shifts the window. Snapshots: token t >= snap_from writes the window after token t (positions
  * p0+t-d_conv+2 .. p0+t, in that order) as the d_conv-1 rows of snapshot (snap_pos0 + t) % snap_ring, straight
- * from the registers. Taps are summed in order 0..d_conv-1 with unfused multiply and add (__fmul_rn / __fadd_rn) like the CPU, so y differs from it
- * only through expf in the SiLU. gdn.cu's fused gdn_conv_kernel does the same arithmetic per channel.
+ * from the registers. Taps are summed in order 0..d_conv-1 with unfused multiply and add (__fmul_rn /
+ * __fadd_rn) like the CPU, so y differs from it only through expf in the SiLU. gdn.cu's fused gdn_conv_kernel does the same arithmetic per channel.
  * Layouts: x rows x_stride floats apart, ring / snapshot slots n_ch apart, y packed; loads and stores
  * are coalesced over channels. Bytes: x and y once, d_conv-1 slots read and n_tokens written, w once,
  * d_conv-1 rows per snapshot.

@@ -173,8 +173,9 @@ static infer_status kv_cache_copy_window(struct kv_cache *c, float *ring, float 
     const int64_t n1 = first + c->conv_win <= c->conv_slots ? c->conv_win : c->conv_slots - first;
     const int64_t n2 = c->conv_win - n1;
     float *live1 = ring + first * ch, *saved2 = win + n1 * ch;
-    TRY(be->ops->copy(be, to_live ? live1 : win, to_live ? win : live1, (size_t)(n1 * ch) * sizeof(float)));
-    if (n2 > 0) TRY(be->ops->copy(be, to_live ? ring : saved2, to_live ? saved2 : ring, (size_t)(n2 * ch) * sizeof(float)));
+    const size_t b1 = (size_t)(n1 * ch) * sizeof(float), b2 = (size_t)(n2 * ch) * sizeof(float);
+    TRY(be->ops->copy(be, to_live ? live1 : win, to_live ? win : live1, b1));
+    if (n2 > 0) TRY(be->ops->copy(be, to_live ? ring : saved2, to_live ? saved2 : ring, b2));
 fail:
     return st;
 }
