@@ -223,12 +223,10 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_recurrent_kernel(const
 
 /* ---- the fused decode form (gdn_conv_args): the conv, then the recurrence, in one launch ---- */
 
-static __device__ __forceinline__ int64_t gdn_conv_slot(int64_t p, int64_t ring) { return ((p % ring) + ring) % ring; }
-
 /* The input of channel ch at position p: the run's row for p >= p0, else the ring's slot. */
 static __device__ __forceinline__ float gdn_conv_in(const struct ssm_conv_args &c, int64_t ch, int64_t p, int64_t p0,
                                                     int64_t ring) {
-    return p >= p0 ? c.x[(p - p0) * c.x_stride + ch] : c.state[gdn_conv_slot(p, ring) * c.n_ch + ch];
+    return p >= p0 ? c.x[(p - p0) * c.x_stride + ch] : c.state[ssm_conv_slot(p, ring) * c.n_ch + ch];
 }
 
 /* SiLU(conv) of channel ch for token t, the arithmetic of ssm_conv_kernel (taps in order, unfused). */
@@ -309,7 +307,7 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_conv_kernel(const __gr
     gdn_state_store(S, Sg, D, cbase, lane);
 
     /* the ring and its snapshots, each channel by its one owner: conv snapshot of token t = the inputs of
-     * positions p0+t-d_conv+2 .. p0+t at their slots; then the run's inputs into their slots */
+     * positions p0+t-d_conv+2 .. p0+t as its rows in that order; then the run's inputs into their slots */
     const int nw = c.d_conv - 1;
     const bool qk_owner = blockIdx.y == 0 && j == (a.grouped ? kh * (a.n_vhead / a.n_group) : kh);
     const int nown = (qk_owner ? 2 * D : 0) + GDN_COLS;
@@ -323,11 +321,11 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_conv_kernel(const __gr
         }
         for (int64_t t = c.snap ? c.snap_from : c.n_tokens; t < c.n_tokens; t++) {
             float *sc = c.snap + ((c.snap_pos0 + t) % c.snap_ring) * c.snap_stride;
-            for (int64_t p = p0 + t - nw + 1; p <= p0 + t; p++)
-                sc[gdn_conv_slot(p, R) * c.n_ch + ch] = gdn_conv_in(c, ch, p, p0, R);
+            for (int i = 0; i < nw; i++)
+                sc[i * c.n_ch + ch] = gdn_conv_in(c, ch, p0 + t - nw + 1 + i, p0, R);
         }
         for (int64_t t = 0; t < c.n_tokens; t++)
-            c.state[gdn_conv_slot(p0 + t, R) * c.n_ch + ch] = c.x[t * c.x_stride + ch];
+            c.state[ssm_conv_slot(p0 + t, R) * c.n_ch + ch] = c.x[t * c.x_stride + ch];
     }
     if (f.norm_done) gdn_conv_out_norm(f, j);
 }
@@ -770,7 +768,7 @@ extern "C" cudaError_t cuda_gdn_conv(const struct gdn_conv_args *f, cudaStream_t
         c->n_ch != (int64_t)(2 * a->n_group + a->n_vhead) * a->d_state || c->x_stride < c->n_ch)
         return cudaErrorInvalidValue;
     if (c->snap &&
-        (c->snap_ring <= 0 || c->snap_pos0 < 0 || c->snap_stride < (int64_t)ssm_conv_ring(c->d_conv) * c->n_ch))
+        (c->snap_ring <= 0 || c->snap_pos0 < 0 || c->snap_stride < (int64_t)(c->d_conv - 1) * c->n_ch))
         return cudaErrorInvalidValue;
     if (f->norm_done && !(f->norm_eps >= 0.0f)) return cudaErrorInvalidValue;
     if (a->n_tokens == 0) return cudaSuccess;

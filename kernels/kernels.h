@@ -256,11 +256,13 @@ struct act_args {
  * are none that any of its tokens reads, so there is no race and no grid-wide barrier.
  * pos is backend memory (one int32: the context's device copy of the positions), so a replayed CUDA graph
  * reads each step's position instead of baking it in.
- * Snapshots (speculative rollback): token t >= snap_from also writes an image of the ring as it stands
- * after token t to snap + ((snap_pos0 + t) % snap_ring) * snap_stride, of which only the d_conv-1 slots
- * of the window after token t (positions p0+t-d_conv+2 .. p0+t) are written: restoring copies the whole
- * image back, and the other slots are not read before the following tokens rewrite them; snap NULL: none. ---- */
+ * Snapshots (speculative rollback): token t >= snap_from also writes the window after token t, the d_conv-1
+ * rows of positions p0+t-d_conv+2 .. p0+t in position order (row i: position p0+t-d_conv+2+i), to snap +
+ * ((snap_pos0 + t) % snap_ring) * snap_stride; snap NULL: none. Only the window, not the ring image: it is
+ * all a later token reads, and restoring puts row i back into the slot of its position (cache.c), the
+ * other slots being rewritten before they are read. ---- */
 static inline INFER_HD int32_t ssm_conv_ring(int32_t d_conv) { return d_conv - 1 + MMV_MAX_TOKENS; }
+static inline INFER_HD int64_t ssm_conv_slot(int64_t pos, int64_t ring) { return ((pos % ring) + ring) % ring; }
 struct ssm_conv_args {
     const float *x;      /* (n_tokens, n_ch), rows x_stride floats apart */
     float *state;        /* (ssm_conv_ring(d_conv), n_ch) f32 ring, read then updated */
@@ -268,8 +270,8 @@ struct ssm_conv_args {
     float *y;            /* (n_tokens, n_ch) packed; must not alias x */
     int64_t n_ch, x_stride;
     int32_t n_tokens, d_conv;
-    float *snap;         /* ring of ring images (ssm_conv_ring(d_conv), n_ch), or NULL */
-    int64_t snap_stride; /* floats between snapshot slots */
+    float *snap;         /* ring of windows (d_conv-1, n_ch), or NULL */
+    int64_t snap_stride; /* floats between snapshot slots, >= (d_conv-1) n_ch */
     int32_t snap_ring, snap_pos0, snap_from;
     const int32_t *pos;  /* (1): the position of token 0, >= 0 (backend memory) */
 };

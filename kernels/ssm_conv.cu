@@ -7,19 +7,17 @@
  * One thread per channel reads the d_conv-1 slots of positions p0-d_conv+1 .. p0-1 once, then walks the
  * tokens in order with the window and the d_conv taps in registers: each token reads one x value, writes
  * one y value and its input into its slot (evicting position p0+t-R, which no later token reads), and
- * shifts the window. Snapshots: token t >= snap_from writes the window after token t into the slots of
- * positions p0+t-d_conv+2 .. p0+t of ring image (snap_pos0 + t) % snap_ring. Taps are summed in order
- * 0..d_conv-1 with unfused multiply and add (__fmul_rn / __fadd_rn) like the CPU, so y differs from it
- * only through expf in the SiLU. gdn.cu's fused gdn_conv_kernel does the same arithmetic per channel.
+ * shifts the window. Snapshots: token t >= snap_from writes the window after token t (positions
+ * p0+t-d_conv+2 .. p0+t, in that order) as the d_conv-1 rows of snapshot (snap_pos0 + t) % snap_ring, straight
+ * from the registers. Taps are summed in order 0..d_conv-1 with unfused multiply and add (__fmul_rn /
+ * __fadd_rn) like the CPU, so y differs from it only through expf in the SiLU. gdn.cu's fused gdn_conv_kernel does the same arithmetic per channel.
  * Layouts: x rows x_stride floats apart, ring / snapshot slots n_ch apart, y packed; loads and stores
  * are coalesced over channels. Bytes: x and y once, d_conv-1 slots read and n_tokens written, w once,
- * snapshots as asked.
+ * d_conv-1 rows per snapshot.
  */
 #include "common.cuh"
 
 enum { CONV_THREADS = 128, CONV_MAX = 16 }; /* d_conv limit, as on the CPU (the models use 4) */
-
-static __device__ __forceinline__ int64_t conv_slot(int64_t p, int64_t ring) { return ((p % ring) + ring) % ring; }
 
 static __global__ void __launch_bounds__(CONV_THREADS) ssm_conv_kernel(const __grid_constant__ struct ssm_conv_args a) {
     const int64_t ch = (int64_t)blockIdx.x * CONV_THREADS + threadIdx.x;
@@ -29,7 +27,7 @@ static __global__ void __launch_bounds__(CONV_THREADS) ssm_conv_kernel(const __g
     float win[CONV_MAX], w[CONV_MAX];
 #pragma unroll
     for (int i = 0; i < CONV_MAX; i++) { /* win[i]: position p0 - nw + i */
-        win[i] = i < nw ? a.state[conv_slot(p0 - nw + i, R) * a.n_ch + ch] : 0.0f;
+        win[i] = i < nw ? a.state[ssm_conv_slot(p0 - nw + i, R) * a.n_ch + ch] : 0.0f;
         w[i] = i < a.d_conv ? a.w[ch * a.d_conv + i] : 0.0f;
     }
     for (int64_t t = 0; t < a.n_tokens; t++) {
@@ -39,7 +37,7 @@ static __global__ void __launch_bounds__(CONV_THREADS) ssm_conv_kernel(const __g
         for (int i = 0; i < CONV_MAX; i++)
             if (i < a.d_conv) s = __fadd_rn(s, __fmul_rn(w[i], i < nw ? win[i] : x));
         a.y[t * a.n_ch + ch] = s / (1.0f + expf(-s));
-        a.state[conv_slot(p0 + t, R) * a.n_ch + ch] = x;
+        a.state[ssm_conv_slot(p0 + t, R) * a.n_ch + ch] = x;
 #pragma unroll
         for (int i = 0; i + 1 < CONV_MAX; i++) /* ascending: win[i + 1] is read before it moves */
             if (i < nw) win[i] = i + 1 < nw ? win[i + 1] : x;
@@ -47,7 +45,7 @@ static __global__ void __launch_bounds__(CONV_THREADS) ssm_conv_kernel(const __g
             float *sn = a.snap + ((a.snap_pos0 + t) % a.snap_ring) * a.snap_stride;
 #pragma unroll
             for (int i = 0; i < CONV_MAX; i++)
-                if (i < nw) sn[conv_slot(p0 + t - nw + 1 + i, R) * a.n_ch + ch] = win[i];
+                if (i < nw) sn[i * a.n_ch + ch] = win[i];
         }
     }
 }
@@ -56,7 +54,7 @@ extern "C" cudaError_t cuda_ssm_conv(const struct ssm_conv_args *a, cudaStream_t
     if (!a->x || !a->state || !a->w || !a->y || !a->pos || a->n_ch <= 0 || a->x_stride < a->n_ch || a->n_tokens < 0 ||
         a->d_conv < 2 || a->d_conv > CONV_MAX)
         return cudaErrorInvalidValue;
-    if (a->snap && (a->snap_ring <= 0 || a->snap_pos0 < 0 || a->snap_stride < (int64_t)ssm_conv_ring(a->d_conv) * a->n_ch))
+    if (a->snap && (a->snap_ring <= 0 || a->snap_pos0 < 0 || a->snap_stride < (int64_t)(a->d_conv - 1) * a->n_ch))
         return cudaErrorInvalidValue;
     const int64_t blocks = (a->n_ch + CONV_THREADS - 1) / CONV_THREADS;
     if (blocks > 2147483647) return cudaErrorInvalidValue;

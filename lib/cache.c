@@ -21,17 +21,18 @@ enum kv_cache_kind kv_cache_layer(const struct infer_model *m, int32_t il, int m
 void kv_cache_bytes_of(const struct arch_hparams *hp, int32_t n_kv_layer, int32_t n_gdn, int hidden, int32_t n_seq,
                        int32_t n_ctx, int32_t n_ring, int32_t kv_type, struct kv_cache_bytes *out) {
     const double row_bytes = (double)kv_cell_bytes(kv_type, hp->n_head_kv * hp->head_dim);
-    /* the conv window as a ring of slots by position (kernels.h ssm_conv_args) */
-    const double conv_n =
-        n_gdn ? (double)(ssm_conv_ring((int32_t)hp->d_conv) * (2 * hp->n_group * hp->d_state + hp->d_inner)) : 0;
+    /* the conv window live as a ring of slots by position, saved as its d_conv-1 rows (kernels.h ssm_conv_args) */
+    const double conv_ch = n_gdn ? (double)(2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
+    const double conv_n = ssm_conv_ring((int32_t)hp->d_conv) * conv_ch, win_n = (double)(hp->d_conv - 1) * conv_ch;
     const double ssm_n = n_gdn ? (double)(hp->d_inner * hp->d_state) : 0;
     const double cells = (double)n_kv_layer * n_seq * n_ctx, f = sizeof(float);
     const double conv = (double)n_gdn * n_seq * conv_n * f, ssm = (double)n_gdn * n_seq * ssm_n * f;
+    const double win = (double)n_gdn * n_seq * win_n * f;
     const double h = hidden ? (double)n_seq * (double)hp->n_embd * f : 0;
     *out = (struct kv_cache_bytes){
         .k = cells * row_bytes, .v = cells * row_bytes,
-        .conv = conv, .ssm = ssm, .ring_conv = conv * n_ring, .ring_ssm = ssm * n_ring,
-        .ckpt_conv = conv, .ckpt_ssm = ssm,
+        .conv = conv, .ssm = ssm, .ring_conv = win * n_ring, .ring_ssm = ssm * n_ring,
+        .ckpt_conv = win, .ckpt_ssm = ssm,
         .h = h, .ring_h = h * n_ring, .ckpt_h = h,
     };
 }
@@ -78,7 +79,11 @@ infer_status kv_cache_create_range(struct infer_backend *be, const struct infer_
     }
     c->type = kv_type, c->row = hp->n_head_kv * hp->head_dim, c->row_bytes = kv_cell_bytes(kv_type, c->row);
     if (kv_type == INFER_TYPE_Q8_0) c->rot_k = kv_rot_k(hp->head_dim), c->rot_v = kv_rot_v(hp->head_dim);
-    c->conv_n = c->n_gdn ? ssm_conv_ring((int32_t)hp->d_conv) * (2 * hp->n_group * hp->d_state + hp->d_inner) : 0;
+    c->conv_ch = c->n_gdn ? 2 * hp->n_group * hp->d_state + hp->d_inner : 0;
+    c->conv_slots = ssm_conv_ring((int32_t)hp->d_conv);
+    c->conv_win = (int32_t)hp->d_conv - 1;
+    c->conv_n = c->conv_slots * c->conv_ch;
+    c->conv_win_n = c->conv_win * c->conv_ch;
     c->ssm_n = c->n_gdn ? hp->d_inner * hp->d_state : 0;
     c->n_embd_h = mtp ? hp->n_embd : 0;
     struct kv_cache_bytes b;
@@ -123,12 +128,12 @@ float *kv_cache_conv(const struct kv_cache *c, int32_t layer, int32_t seq) {
 float *kv_cache_ssm(const struct kv_cache *c, int32_t layer, int32_t seq) {
     return c->ssm + ((size_t)c->gdn_of[layer] * (size_t)c->n_seq + (size_t)seq) * (size_t)c->ssm_n;
 }
-int64_t kv_cache_ring_stride_conv(const struct kv_cache *c) { return c->n_gdn * c->conv_n; }
+int64_t kv_cache_ring_stride_conv(const struct kv_cache *c) { return c->n_gdn * c->conv_win_n; }
 int64_t kv_cache_ring_stride_ssm(const struct kv_cache *c) { return c->n_gdn * c->ssm_n; }
 float *kv_cache_ring_conv(const struct kv_cache *c, int32_t layer, int32_t seq) {
     if (!c->ring_conv) return NULL;
     return c->ring_conv + (size_t)seq * (size_t)c->n_ring * (size_t)kv_cache_ring_stride_conv(c) +
-           (size_t)c->gdn_of[layer] * (size_t)c->conv_n;
+           (size_t)c->gdn_of[layer] * (size_t)c->conv_win_n;
 }
 float *kv_cache_ring_ssm(const struct kv_cache *c, int32_t layer, int32_t seq) {
     if (!c->ring_ssm) return NULL;
@@ -158,25 +163,42 @@ const float *kv_cache_h(const struct kv_cache *c, int32_t seq) {
     return c->n_embd_h ? c->h + (size_t)seq * (size_t)c->n_embd_h : NULL;
 }
 
-/* Copies the recurrent state and h of seq between the live buffers and a saved copy: the ring slot
- * (slot >= 0) or the checkpoint (slot < 0); to_live picks the direction. */
-static infer_status kv_cache_copy_state(struct kv_cache *c, int32_t seq, int32_t slot, int to_live) {
+/* Copies the conv window after position last between a live ring and a saved window: its rows (positions
+ * last-conv_win+1 .. last, in order) to or from their ring slots, one copy per stretch of consecutive slots (two
+ * where the window wraps past the ring's end). */
+static infer_status kv_cache_copy_window(struct kv_cache *c, float *ring, float *win, int32_t last, int to_live) {
     infer_status st = INFER_OK;
     struct infer_backend *be = c->be;
-    const size_t cn = (size_t)c->conv_n, sn = (size_t)c->ssm_n, hn = (size_t)c->n_embd_h;
+    const int64_t ch = c->conv_ch, first = ssm_conv_slot((int64_t)last - c->conv_win + 1, c->conv_slots);
+    const int64_t n1 = first + c->conv_win <= c->conv_slots ? c->conv_win : c->conv_slots - first;
+    const int64_t n2 = c->conv_win - n1;
+    float *live1 = ring + first * ch, *saved2 = win + n1 * ch;
+    const size_t b1 = (size_t)(n1 * ch) * sizeof(float), b2 = (size_t)(n2 * ch) * sizeof(float);
+    TRY(be->ops->copy(be, to_live ? live1 : win, to_live ? win : live1, b1));
+    if (n2 > 0) TRY(be->ops->copy(be, to_live ? ring : saved2, to_live ? saved2 : ring, b2));
+fail:
+    return st;
+}
+
+/* Copies the recurrent state and h of seq after position last between the live buffers and a saved copy: the
+ * ring slot (slot >= 0) or the checkpoint (slot < 0); to_live picks the direction. */
+static infer_status kv_cache_copy_state(struct kv_cache *c, int32_t seq, int32_t last, int32_t slot, int to_live) {
+    infer_status st = INFER_OK;
+    struct infer_backend *be = c->be;
+    const size_t cn = (size_t)c->conv_n, wn = (size_t)c->conv_win_n, sn = (size_t)c->ssm_n, hn = (size_t)c->n_embd_h;
     for (int32_t g = 0; g < c->n_gdn; g++) {
         float *live_c = c->conv + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * cn;
         float *live_s = c->ssm + ((size_t)g * (size_t)c->n_seq + (size_t)seq) * sn;
         float *sc, *ss;
         if (slot >= 0) {
             size_t base = (size_t)seq * (size_t)c->n_ring + (size_t)slot;
-            sc = c->ring_conv + (base * (size_t)c->n_gdn + (size_t)g) * cn;
+            sc = c->ring_conv + (base * (size_t)c->n_gdn + (size_t)g) * wn;
             ss = c->ring_ssm + (base * (size_t)c->n_gdn + (size_t)g) * sn;
         } else {
-            sc = c->ckpt_conv + ((size_t)seq * (size_t)c->n_gdn + (size_t)g) * cn;
+            sc = c->ckpt_conv + ((size_t)seq * (size_t)c->n_gdn + (size_t)g) * wn;
             ss = c->ckpt_ssm + ((size_t)seq * (size_t)c->n_gdn + (size_t)g) * sn;
         }
-        TRY(be->ops->copy(be, to_live ? live_c : sc, to_live ? sc : live_c, cn * sizeof(float)));
+        TRY(kv_cache_copy_window(c, live_c, sc, last, to_live));
         TRY(be->ops->copy(be, to_live ? live_s : ss, to_live ? ss : live_s, sn * sizeof(float)));
     }
     if (hn) {
@@ -226,9 +248,9 @@ infer_status kv_cache_truncate(struct kv_cache *c, int32_t seq, int32_t len) {
         const int32_t p = len - 1; /* the state after position p is wanted (kv_cache_truncate_check: held) */
         const int32_t lo = kv_cache_ring_from(c, seq);
         if (c->n_ring > 0 && p >= lo)
-            TRY(kv_cache_copy_state(c, seq, p % c->n_ring, 1));
+            TRY(kv_cache_copy_state(c, seq, p, p % c->n_ring, 1));
         else
-            TRY(kv_cache_copy_state(c, seq, -1, 1));
+            TRY(kv_cache_copy_state(c, seq, p, -1, 1));
         /* what stays valid: [lo, len); the next batch snapshots its own positions from len on */
         c->ring_lo[seq] = lo < len ? lo : len;
     }
@@ -240,7 +262,7 @@ fail:
 }
 
 infer_status kv_cache_checkpoint(struct kv_cache *c, int32_t seq) {
-    infer_status st = kv_cache_copy_state(c, seq, -1, 0);
+    infer_status st = kv_cache_copy_state(c, seq, c->len[seq] - 1, -1, 0);
     if (st == INFER_OK) c->ckpt_len[seq] = c->len[seq];
     return st;
 }

@@ -15,10 +15,12 @@
  *                                                           the MTP block when the context drafts
  *   conv      [gdn layer][seq][ssm_conv_ring(d_conv) * conv channels]  ssm [gdn layer][seq][Hv * d_state^2]
  *             (the conv window as a ring of slots indexed by position, kernels.h ssm_conv_args)
- *   ring_conv [seq][slot][gdn layer][conv_n]   ring_ssm [seq][slot][gdn layer][ssm_n]   slot = pos % n_ring
- *             (a conv snapshot is a ring image holding the window's d_conv-1 slots: restored whole)
+ * *   ring_conv [seq][slot][gdn layer][conv_win_n]   ring_ssm [seq][slot][gdn layer][ssm_n]   slot = pos % n_ring
+ *             (a conv snapshot is the window after its position: d_conv-1 rows of conv channels, oldest
+ *             first; restoring writes each row into the live ring's slot of its position, the other slots
+ *             being rewritten before they are read)
  *   h         [seq][n_embd]         the target's post-norm hidden state of the last position (MTP input)
- *   ring_h    [seq][slot][n_embd]   ckpt_*: [seq][...] one saved copy of conv, ssm and h
+ *   ring_h    [seq][slot][n_embd]   ckpt_*: [seq][...] one saved copy of conv (its window), ssm and h
  */
 #ifndef INFER_CACHE_H
 #define INFER_CACHE_H
@@ -38,7 +40,11 @@ struct kv_cache {
     int64_t row;             /* n_head_kv * head_dim: values per cell */
     size_t row_bytes;        /* bytes per cell: kv_cell_bytes(type, row) */
     int32_t rot_k, rot_v;    /* Q8_0: llama.cpp's Hadamard rotation of K and V rows (kernels.h kv_rot_k/v), 0: none */
-    int64_t conv_n, ssm_n;   /* floats per (gdn layer, seq) */
+    int64_t conv_ch;         /* conv channels (2 n_group d_state + d_inner) */
+    int64_t conv_slots;      /* ring slots: ssm_conv_ring(d_conv) */
+    int64_t conv_win;        /* rows of a saved window: d_conv - 1 */
+    int64_t conv_n, ssm_n;   /* floats per (gdn layer, seq), live */
+    int64_t conv_win_n;      /* floats of a saved conv window per (gdn layer, seq): conv_win * conv_ch */
     int64_t n_embd_h;        /* n_embd when hidden states are kept (drafting contexts), else 0 */
     void *k, *v;
     float *conv, *ssm, *h;
@@ -80,12 +86,13 @@ void kv_cache_free(struct kv_cache *c); /* NULL is a no-op */
 /* First cell of (model layer, seq) in k / v (cells row values = row_bytes apart); the layer must have cells. */
 void *kv_cache_k(const struct kv_cache *c, int32_t layer, int32_t seq);
 void *kv_cache_v(const struct kv_cache *c, int32_t layer, int32_t seq);
-/* State of (model layer, seq) of a GDN layer; the ring base of that layer for seq (slot 0). */
+/* State of (model layer, seq) of a GDN layer; the ring base of that layer for seq (slot 0): a conv snapshot is the
+ * window's d_conv-1 rows in position order (kernels.h ssm_conv_args), not the ring. */
 float *kv_cache_conv(const struct kv_cache *c, int32_t layer, int32_t seq);
 float *kv_cache_ssm(const struct kv_cache *c, int32_t layer, int32_t seq);
 float *kv_cache_ring_conv(const struct kv_cache *c, int32_t layer, int32_t seq);
 float *kv_cache_ring_ssm(const struct kv_cache *c, int32_t layer, int32_t seq);
-/* Floats between ring slots of one layer (the same for every layer). */
+/* Floats between ring slots of one layer (the same for every layer); a conv slot holds the d_conv-1 window rows. */
 int64_t kv_cache_ring_stride_conv(const struct kv_cache *c);
 int64_t kv_cache_ring_stride_ssm(const struct kv_cache *c);
 

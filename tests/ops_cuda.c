@@ -172,11 +172,12 @@ int cu_attn(const struct attn_args *h) {
 /* The conv's mirrors (x, ring, w, y, snapshots, pos) into m, with d. */
 static void cu_conv_mirror(struct dmirror *m, struct ssm_conv_args *d, const struct ssm_conv_args *h) {
     const int64_t ring = h->d_conv > 0 ? (int64_t)ssm_conv_ring(h->d_conv) * h->n_ch : 0;
+    const int64_t win = h->d_conv > 0 ? (int64_t)(h->d_conv - 1) * h->n_ch : 0; /* a snapshot's rows */
     dm_add(m, &d->x, span(h->n_tokens, h->x_stride, h->n_ch), DM_IN);
     dm_add(m, &d->state, ring > 0 ? F4(ring) : 0, DM_OUT);
     dm_add(m, &d->w, h->d_conv > 0 ? F4(h->n_ch * h->d_conv) : 0, DM_IN);
     dm_add(m, &d->y, span(h->n_tokens, h->n_ch, h->n_ch), DM_OUT);
-    dm_add(m, &d->snap, ring > 0 ? span(h->snap_ring, h->snap_stride, ring) : 0, DM_OUT);
+    dm_add(m, &d->snap, win > 0 ? span(h->snap_ring, h->snap_stride, win) : 0, DM_OUT);
     dm_add(m, &d->pos, I4(1), DM_IN);
 }
 

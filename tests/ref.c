@@ -467,6 +467,15 @@ void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *
         for (int64_t ch = 0; ch < nc; ch++) state_out[((p0 + t) % ring) * nc + ch] = a->x[t * a->x_stride + ch];
 }
 
+void ref_ssm_conv_window(const struct ssm_conv_args *a, const float *state_in, int32_t t, float *win) {
+    const int64_t nc = a->n_ch, nw = a->d_conv - 1, ring = a->d_conv - 1 + MMV_MAX_TOKENS, p0 = *a->pos;
+    for (int64_t i = 0; i < nw; i++) {
+        const int64_t p = p0 + t - nw + 1 + i, slot = ((p % ring) + ring) % ring;
+        for (int64_t ch = 0; ch < nc; ch++)
+            win[i * nc + ch] = p >= p0 ? a->x[(p - p0) * a->x_stride + ch] : state_in[slot * nc + ch];
+    }
+}
+
 /* x / sqrt(||x||^2 + eps) in double */
 static void ref_l2(const float *x, double *y, int n, double eps) {
     double ss = 0;

@@ -45,6 +45,9 @@ void ref_moe_ffn(const struct moe_ffn_args *a, double *y);
  * indexed by position, token 0 at *a->pos); y (n_tokens, n_ch) and the final ring state_out. a->state,
  * a->snap are not read. */
 void ref_ssm_conv(const struct ssm_conv_args *a, const float *state_in, double *y, double *state_out);
+/* The snapshot of token t (kernels.h ssm_conv_args): the window after it, d_conv - 1 rows of n_ch, row i the input
+ * of position *a->pos + t - (d_conv-2) + i (a->x for the run's positions, else the slot of state_in). */
+void ref_ssm_conv_window(const struct ssm_conv_args *a, const float *state_in, int32_t t, float *win);
 /* The gated delta rule as a plain double recurrence (docs/qwen35.md §4.4 steps 2, 5-7) from state_in (the
  * args' layout, S[i][c] at [j][c][i]): out (n_tokens, n_vhead, d_state) and the final state_out. */
 void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, double *state_out);

@@ -91,6 +91,16 @@ static void run_arch(const char *arch, const char *dir) {
                         !memcmp(fresh + (size_t)(N_D - back) * nv, again, (size_t)back * nv * sizeof(float)),
                     "%s ring: %d positions back and resumed is bit-identical", arch, back);
         }
+        /* the checkpoint after 12 more positions, which rewrite every slot of the live conv ring (11 slots: d_conv 4
+         * - 1 + 8): the window comes back from the checkpoint alone, its rows (positions 9, 10, 11) wrapping past
+         * the ring's end into slots 9, 10 and 0 */
+        int32_t more[12];
+        for (int i = 0; i < 12; i++) more[i] = (i * 29 + 11) % (nv - 8);
+        infer_batch bm = {12, more, NULL, NULL, NULL};
+        T_CHECK(infer_seq_rm(c, 0, N_P, -1) == INFER_OK && infer_decode(c, &bm) == INFER_OK &&
+                    infer_seq_rm(c, 0, N_P, -1) == INFER_OK && steps(c, gen, N_D, again, nv) &&
+                    !memcmp(fresh, again, (size_t)N_D * nv * sizeof(float)),
+                "%s checkpoint after every conv slot was rewritten, resumed is bit-identical", arch);
     }
     /* the prompt in pieces of 5 and 7 (the few-token mmv path) with explicit positions: same logits */
     infer_ctx *cs = mk(m, 64, 1);

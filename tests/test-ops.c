@@ -635,6 +635,9 @@ static void run_errors_cpu(struct tctx *x) {
     sc.pos = &cpos;
     sc.snap = y;
     T_CHECK(be->ops->ssm_conv(be, &sc) == INFER_E_ARG, "%s: ssm_conv snapshot ring 0", desc);
+    sc.snap_ring = 2, sc.snap_stride = 3 * 8 - 1;
+    T_CHECK(be->ops->ssm_conv(be, &sc) == INFER_E_ARG, "%s: ssm_conv snapshots closer than the window's 3 x 8", desc);
+    sc.snap_ring = 0, sc.snap_stride = 0;
     struct gdn_args gd = {.q = f, .k = f, .v = f, .a = f, .b = f, .dt_bias = f, .ssm_a = f, .state = y, .out = y,
                           .n_tokens = 1, .n_group = 2, .n_vhead = 3, .d_state = 4, .qk_stride = 8, .v_stride = 12,
                           .ab_stride = 6, .eps = 1e-6f, .variant = GDN_RECURRENT};
@@ -811,6 +814,9 @@ static void run_errors_cuda(struct tctx *x) {
     REFUSED(cuda_ssm_conv(&sc, 0), "%s: ssm_conv d_conv 1", desc);
     sc.d_conv = 4, sc.snap = y;
     REFUSED(cuda_ssm_conv(&sc, 0), "%s: ssm_conv snapshot ring 0", desc);
+    sc.snap_ring = 2, sc.snap_stride = 3 * 8 - 1;
+    REFUSED(cuda_ssm_conv(&sc, 0), "%s: ssm_conv snapshots closer than the window's 3 x 8", desc);
+    sc.snap_ring = 0, sc.snap_stride = 0;
     struct gdn_args gd = {.q = f, .k = f, .v = f, .a = f, .b = f, .dt_bias = f, .ssm_a = f, .state = y, .out = y,
                           .n_tokens = 1, .n_group = 2, .n_vhead = 3, .d_state = 4, .qk_stride = 8, .v_stride = 12,
                           .ab_stride = 6, .eps = 1e-6f, .variant = GDN_RECURRENT};

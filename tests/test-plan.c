@@ -148,10 +148,12 @@ static uint64_t kv_bytes(int n_layers, int n_head_kv, int64_t n_ctx, int q8) {
     return 2 * r256((uint64_t)n_layers * (uint64_t)n_ctx * row);
 }
 
-/* Recurrent state of n GDN layers, one sequence: conv ring (ssm_conv_ring(kernel 4) slots) * channels and the delta-rule
- * state v_heads * 128 * 128, f32, live and the checkpoint cache.c always keeps. */
+/* Recurrent state of n GDN layers, one sequence, f32: the live conv ring (ssm_conv_ring(kernel 4) = 11 slots) *
+ * channels, the checkpoint's conv window (kernel 4 - 1 = 3 rows) * channels, and the delta-rule state v_heads * 128 *
+ * 128 live and in the checkpoint cache.c always keeps. */
 static uint64_t state_bytes(int n_gdn, int channels, int v_heads) {
-    return 2 * (r256((uint64_t)n_gdn * ssm_conv_ring(4) * channels * 4) + r256((uint64_t)n_gdn * v_heads * 128 * 128 * 4));
+    return r256((uint64_t)n_gdn * 11 * channels * 4) + r256((uint64_t)n_gdn * 3 * channels * 4) +
+           2 * r256((uint64_t)n_gdn * v_heads * 128 * 128 * 4);
 }
 
 /* The experts' scratch of a T-token batch, for the grouped path (T >= MOE_GROUPED_TOKENS): per (token, expert) pair
@@ -407,10 +409,11 @@ static void test_semantics(const char *path) {
     /* KV for the one attention layer (3) only: 2 x 256 cells x 2 heads x 64 x f16; layers 0-2 are GDN */
     T_CHECK(mem_of(p, 0).kv == 2 * 256 * 2 * 64 * 2 && mem_of(p, -1).kv == 0, "-ngl 2: KV GPU %llu host %llu",
             (unsigned long long)mem_of(p, 0).kv, (unsigned long long)mem_of(p, -1).kv);
-    /* state: GDN layer 2 on the GPU, 0 and 1 on the host: a conv ring of ssm_conv_ring(4) x (2 x 2 x 64 + 4 x 64) floats and
-     * 4 v-heads x 64 x 64 floats per layer, live and checkpoint */
-    T_CHECK(mem_of(p, 0).state == 2 * (r256(ssm_conv_ring(4) * 512 * 4) + r256(4 * 64 * 64 * 4)) &&
-                mem_of(p, -1).state == 2 * (2 * (uint64_t)ssm_conv_ring(4) * 512 * 4 + 2 * 4 * 64 * 64 * 4),
+    /* state: GDN layer 2 on the GPU, 0 and 1 on the host, per layer: a live conv ring of 11 slots (kernel 4 - 1 + 8)
+     * x (2 x 2 x 64 + 4 x 64 = 512) floats, the checkpoint's conv window of 3 rows x 512 floats, and 4 v-heads x 64 x
+     * 64 floats live and in the checkpoint */
+    T_CHECK(mem_of(p, 0).state == r256(11 * 512 * 4) + r256(3 * 512 * 4) + 2 * r256(4 * 64 * 64 * 4) &&
+                mem_of(p, -1).state == 2 * 11 * 512 * 4 + 2 * 3 * 512 * 4 + 2 * 2 * 4 * 64 * 64 * 4,
             "-ngl 2: state GPU %llu host %llu", (unsigned long long)mem_of(p, 0).state,
             (unsigned long long)mem_of(p, -1).state);
     infer_plan_free(p);
@@ -450,6 +453,14 @@ static void test_semantics(const char *path) {
     T_CHECK(infer_model_plan(path, &mp, &cp, &pp, &p) == INFER_OK && mem_of(p, 0).kv == 2 * 2 * 256 * 2 * 64 * 2 &&
                 infer_plan_get_info(p).kv_bytes_per_token == 2 * 2 * 2 * 64 * 2,
             "n_draft 2: KV of the attention layer and the MTP block: %llu", (unsigned long long)mem_of(p, 0).kv);
+    /* and a ring of n_draft + 1 = 3 snapshots: for the 3 GDN layers, each snapshot the conv window (3 rows x 512
+     * floats) and the 4 x 64 x 64 state; the hidden state (n_embd 256 floats) live, in each snapshot and in the
+     * checkpoint. Live: conv 3 x 11 x 512 x 4 = 67584, ssm 3 x 4 x 64 x 64 x 4 = 196608, h 1024; ring: conv 3 x 3 x 3 x
+     * 512 x 4 = 55296, ssm 3 x 196608, h 3 x 1024; checkpoint: conv 3 x 3 x 512 x 4 = 18432, ssm 196608, h 1024 (each
+     * a multiple of 256) */
+    const uint64_t drafting_state = 67584 + 196608 + 1024 + 55296 + 3 * 196608 + 3 * 1024 + 18432 + 196608 + 1024;
+    T_CHECK(p && mem_of(p, 0).state == drafting_state, "n_draft 2: state %llu, expected %llu",
+            p ? (unsigned long long)mem_of(p, 0).state : 0ULL, (unsigned long long)drafting_state);
     infer_plan_free(p);
 }
 
@@ -608,9 +619,11 @@ static void test_tp(const char *small_q4k) {
     for (int il = 0; il < 4; il++) homes_ok &= infer_plan_layer_home(p, il) == 0 && infer_plan_experts_home(p, il) == 0;
     T_CHECK(homes_ok, "-sm tensor over 2: degree %d, devices %d %d, every layer's home the group (its first device)",
             in.tp, infer_plan_tp_device(p, 0), infer_plan_tp_device(p, 1));
-    /* each rank: its heads' cells (1 KV head of 64, f16, 1024 cells, K and V) and state (3 GDN layers: a conv ring
-     * of ssm_conv_ring(4) x 256 channels and 2 value heads x 64 x 64, f32, live and the checkpoint) */
-    const uint64_t kv = 2 * r256(1024 * 64 * 2), state = 2 * (r256(3 * ssm_conv_ring(4) * 256 * 4) + r256(3 * 2 * 64 * 64 * 4));
+    /* each rank: its heads' cells (1 KV head of 64, f16, 1024 cells, K and V) and state (3 GDN layers, f32: a live
+     * conv ring of 11 slots x 256 channels, the checkpoint's window of 3 rows x 256, and 2 value heads x 64 x 64 live
+     * and in the checkpoint) */
+    const uint64_t kv = 2 * r256(1024 * 64 * 2),
+                   state = r256(3 * 11 * 256 * 4) + r256(3 * 3 * 256 * 4) + 2 * r256(3 * 2 * 64 * 64 * 4);
     for (int r = 0; r < 2; r++) {
         const infer_plan_memory d = mem_of(p, r);
         const uint64_t w = tp_weights_by_hand(r), sc = tp_scratch_by_hand(r, 32);
