@@ -525,7 +525,7 @@ infer_status infer_decode(infer_ctx *c, const infer_batch *b) {
     c->n_tokens = b->n_tokens;
     c->n_out = n_out;
 fail:
-    if (c) c->dev_tokens = NULL; /* one batch's */
+    c->dev_tokens = NULL; /* one batch's */
     return st;
 }
 

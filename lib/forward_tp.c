@@ -28,6 +28,19 @@ static infer_status forward_tp_allreduce(struct infer_ctx *c, int32_t n_tokens) 
     return backend_cuda_allreduce(bes, bufs, c->tp_n, (size_t)n_tokens * (size_t)c->m->hp.n_embd);
 }
 
+/* x of every rank = rank 0's: the ranks from r0 on (those not holding rank 0's x) zero theirs, and the all-reduce
+ * hands rank 0's to all. */
+static infer_status forward_tp_share_x(struct infer_ctx *c, int32_t r0, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    for (int32_t r = r0; r < c->tp_n; r++) {
+        struct infer_ctx *s = c->tp[r];
+        TRY(s->be->ops->zero(s->be, s->x, (size_t)n_tokens * (size_t)s->m->hp.n_embd * sizeof(float)));
+    }
+    TRY(forward_tp_allreduce(c, n_tokens));
+fail:
+    return st;
+}
+
 /* The logits of the n_out asked rows: the whole head on rank 0 when the group is one rank; else each rank's rows
  * into its head_part, gathered now (followers in other processes) or when first needed (forward_tp_gather). A
  * drafting group's ranks each keep every token's normed hidden state (hid, the MTP block's input), rows or not. */
@@ -90,11 +103,7 @@ infer_status forward_tp_mtp(struct infer_ctx *c, const int32_t *tokens, int32_t 
                             int32_t seq, float *out) {
     infer_status st = INFER_OK;
     TRY(layer_mtp_embed(c, tokens, n_tokens));
-    for (int32_t r = 1; r < c->tp_n; r++) {
-        struct infer_ctx *s = c->tp[r];
-        TRY(s->be->ops->zero(s->be, s->x, (size_t)n_tokens * (size_t)s->m->hp.n_embd * sizeof(float)));
-    }
-    TRY(forward_tp_allreduce(c, n_tokens));
+    TRY(forward_tp_share_x(c, 1, n_tokens));
     for (int32_t r = 0; r < c->tp_n; r++) TRY(layer_mtp_mixer(c->tp[r], forward_tp_mtp_h(c->tp[r], which, seq), n_tokens));
     TRY(forward_tp_allreduce(c, n_tokens));
     for (int32_t r = 0; r < c->tp_n; r++) TRY(layer_mtp_ffn(c->tp[r], n_tokens));
@@ -142,11 +151,7 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         c->bus_bytes += ids;
         TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
     }
-    for (int32_t r = head; r < c->tp_n; r++) {
-        struct infer_ctx *s = c->tp[r];
-        TRY(s->be->ops->zero(s->be, s->x, (size_t)n_tokens * (size_t)s->m->hp.n_embd * sizeof(float)));
-    }
-    TRY(forward_tp_allreduce(c, n_tokens));
+    TRY(forward_tp_share_x(c, head, n_tokens));
     for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
         for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_mixer(c->tp[r], il, n_tokens));
         TRY(forward_tp_allreduce(c, n_tokens));

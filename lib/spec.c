@@ -196,6 +196,19 @@ fail:
     return st;
 }
 
+/* The verification batch's k + 1 rows of logits in the head stage's memory, one block from *rows (a tensor-parallel
+ * group's gathered into rank 0's first). */
+static infer_status spec_rows(infer_ctx *c, int32_t k, const float **rows) {
+    infer_status st = INFER_OK;
+    TRY(forward_tp_gather(c)); /* nothing outside a group */
+    for (int32_t i = 1; i <= k; i++)
+        if (c->out_row[i] != c->out_row[0] + i)
+            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the verification rows are not one block");
+    *rows = forward_head_stage(c)->logits + (size_t)c->out_row[0] * (size_t)c->m->hp.n_vocab;
+fail:
+    return st;
+}
+
 /* SPEC_LISTS acceptance on the head's stage h, after the verification batch of k + 1 rows: the rows' lists and
  * draws in one sample op, spec_accept, and its k + 2 ints back. out gets the n emitted tokens, each recorded in s. */
 static infer_status spec_accept_lists(infer_ctx *c, infer_sampler *s, int32_t k, int32_t force, const int32_t *tok,
@@ -203,12 +216,10 @@ static infer_status spec_accept_lists(infer_ctx *c, infer_sampler *s, int32_t k,
     infer_status st = INFER_OK;
     infer_ctx *h = forward_head_stage(c);
     struct infer_backend *be = h->be;
-    const int32_t nd = c->n_draft, n_vocab = (int32_t)c->m->hp.n_vocab;
-    TRY(forward_tp_gather(c)); /* a tensor-parallel group's rows into rank 0's logits (nothing elsewhere) */
-    for (int32_t i = 1; i <= k; i++)
-        if (c->out_row[i] != c->out_row[0] + i)
-            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the verification rows are not one block");
-    const struct sample_args a = sampler_list_args(s, h->logits + (size_t)c->out_row[0] * (size_t)n_vocab, k + 1,
+    const int32_t nd = c->n_draft;
+    const float *rows = NULL;
+    TRY(spec_rows(c, k, &rows));
+    const struct sample_args a = sampler_list_args(s, rows, k + 1,
                                                    h->spec_u + 2 * nd, h->spec_ints, h->spec_scratch,
                                                    h->spec_lists + nd);
     TRY(be->ops->sample(be, &a));
@@ -228,11 +239,10 @@ static infer_status spec_accept_greedy_dev(infer_ctx *c, infer_sampler *s, int32
     infer_status st = INFER_OK;
     infer_ctx *h = forward_head_stage(c);
     struct infer_backend *be = h->be;
-    const int32_t nd = c->n_draft, n_vocab = (int32_t)c->m->hp.n_vocab;
-    for (int32_t i = 1; i <= k; i++)
-        if (c->out_row[i] != c->out_row[0] + i)
-            return infer_fail(INFER_E_DEVICE, "infer_spec_step: the verification rows are not one block");
-    struct sample_args a = spec_argmax_args(h, h->logits + (size_t)c->out_row[0] * (size_t)n_vocab, h->spec_ints);
+    const int32_t nd = c->n_draft;
+    const float *rows = NULL;
+    TRY(spec_rows(c, k, &rows));
+    struct sample_args a = spec_argmax_args(h, rows, h->spec_ints);
     a.n_rows = k + 1;
     a.scratch = h->spec_scratch;
     TRY(be->ops->sample(be, &a));
