@@ -131,6 +131,20 @@ static __device__ __forceinline__ void gdn_state_store(const float (&S)[GDN_CPW]
         }
 }
 
+/* The gates of the token whose a / b sit at offset o, head j: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a
+ * (the decay's exponent; the recurrence takes e^g). Both forms and the CPU compute it so, bit for bit. */
+static __device__ __forceinline__ void gdn_gates(const struct gdn_args &a, int64_t o, int j, float *beta, float *g) {
+    const float x = a.a[o] + a.dt_bias[j];
+    const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+    *beta = 1.0f / (1.0f + expf(-a.b[o]));
+    *g = sp * a.ssm_a[j];
+}
+
+/* 1 / RMS of a q or k row from its sum of squares ss (the CPU's L2 norm with eps over D, regrouped). */
+static __device__ __forceinline__ float gdn_qk_rscale(const struct gdn_args &a, double ss, int D) {
+    return 1.0f / sqrtf((float)(ss / D) + a.eps / (float)D);
+}
+
 /* Token t's q / k L2 norms and gates: sq, sk are each thread's sums of squares of its q / k values, already in qn /
  * kn (unnormalised); leaves them normalised and scaled by sn there, the warp's registers kr / qr, and gate = {beta,
  * e^g}. Two barriers; the caller's next token must sync before rewriting qn, kn, red or gate. */
@@ -142,18 +156,15 @@ static __device__ __forceinline__ void gdn_norm_gates(const struct gdn_args &a, 
     sq = warp_sum_f64(sq), sk = warp_sum_f64(sk);
     if (lane == 0) red[0][warp] = sq, red[1][warp] = sk;
     if (tid == 0) {
-        const int64_t o = t * a.ab_stride + ab;
-        const float x = a.a[o] + a.dt_bias[j];
-        const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-        gate[0] = 1.0f / (1.0f + expf(-a.b[o]));
-        gate[1] = expf(sp * a.ssm_a[j]);
+        float g;
+        gdn_gates(a, t * a.ab_stride + ab, j, &gate[0], &g);
+        gate[1] = expf(g);
     }
     __syncthreads();
     double SQ = 0.0, SK = 0.0;
 #pragma unroll
     for (int w = 0; w < GDN_WARPS; w++) SQ += red[0][w], SK += red[1][w];
-    const float scq = 1.0f / sqrtf((float)(SQ / D) + a.eps / (float)D);
-    const float sck = 1.0f / sqrtf((float)(SK / D) + a.eps / (float)D);
+    const float scq = gdn_qk_rscale(a, SQ, D), sck = gdn_qk_rscale(a, SK, D);
     for (int i = tid; i < D; i += GDN_THREADS) qn[i] = (qn[i] * scq) * sn, kn[i] = (kn[i] * sck) * sn;
     __syncthreads();
 #pragma unroll
@@ -435,13 +446,7 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_kernel(const __g
         /* gates; rows past L get beta 0, g 0 (then gamma = gamma_{L-1}: every decay factor is 1, A and P 0) */
         if (tid < C) {
             float beta = 0.0f, g = 0.0f;
-            if (tid < L) {
-                const int64_t o = (int64_t)(t0 + tid) * a.ab_stride + ab;
-                const float x = a.a[o] + a.dt_bias[j];
-                const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-                beta = 1.0f / (1.0f + expf(-a.b[o]));
-                g = sp * a.ssm_a[j];
-            }
+            if (tid < L) gdn_gates(a, (int64_t)(t0 + tid) * a.ab_stride + ab, j, &beta, &g);
             gs[tid] = g, bet[tid] = beta;
         }
         /* q, k rows normalised as the recurrence does; a warp per token, zero past L and D */
@@ -460,8 +465,7 @@ static __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_kernel(const __g
                 sq += (double)(x * x), sk += (double)(y * y);
             }
             sq = warp_sum_f64(sq), sk = warp_sum_f64(sk);
-            const float scq = 1.0f / sqrtf((float)(sq / D) + a.eps / (float)D);
-            const float sck = 1.0f / sqrtf((float)(sk / D) + a.eps / (float)D);
+            const float scq = gdn_qk_rscale(a, sq, D), sck = gdn_qk_rscale(a, sk, D);
             for (int i = lane; i < Dp; i += WARP_SIZE) { /* each lane rereads only what it wrote */
                 qr[i] = i < D ? (qr[i] * scq) * sn : 0.0f;
                 kr[i] = i < D ? (kr[i] * sck) * sn : 0.0f;

@@ -146,11 +146,13 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         }
     }
     const int head = c->tp_rank == 0; /* this process holds the group's rank 0 (several processes: one does) */
-    if (head) {
+    if (head && c->dev_tokens) { /* the ids are on rank 0's device already (spec.c: the drafts) */
+        TRY(c->be->ops->copy(c->be, c->dtok, c->dev_tokens, ids));
+    } else if (head) {
         TRY(c->be->ops->upload(c->be, c->dtok, tokens, ids));
         c->bus_bytes += ids;
-        TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
     }
+    if (head) TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
     TRY(forward_tp_share_x(c, head, n_tokens));
     for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
         for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_mixer(c->tp[r], il, n_tokens));

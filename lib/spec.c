@@ -21,10 +21,10 @@
  * verification batch one sample op lists p_0..p_k (and draws from each with its residual uniform) and spec_accept
  * decides (kernels.h spec_accept_args): k + 2 ints come back, never a row of logits. Elsewhere (the CPU, penalties,
  * other chains) SPEC_HOST brings each row to the host and decides there with spec_accept() below.
- * Where the drafts live: on a one-stage device context (spec_resident: greedy without penalties, or SPEC_LISTS) they
- * never leave the device: the verification batch copies its ids from draft_tok there and spec_accept (greedy: its
- * compare of the rows' argmaxes with the drafts) sends back only the emitted ids. Elsewhere they come down after
- * drafting and the batch uploads them.
+ * Where the drafts live: on a one-stage device context or a tensor-parallel group in this process (spec_resident:
+ * greedy without penalties, or SPEC_LISTS) they never leave the device: the verification batch copies its ids from
+ * draft_tok there and spec_accept (greedy: its compare of the rows' argmaxes with the drafts) sends back only the
+ * emitted ids. Elsewhere they come down after drafting and the batch uploads them.
  */
 #include <string.h>
 
@@ -44,10 +44,11 @@ static enum spec_mode spec_mode_of(const infer_ctx *h, const infer_sampler *s) {
 
 /* The drafts stay on the device (a one-stage device context drafting greedy without penalties, or SPEC_LISTS): the
  * verification batch reads its ids from draft_tok (context.c dev_tokens), spec_accept decides on the device, and only
- * the emitted ids come back. Elsewhere the k drafts come down for the batch. */
+ * the emitted ids come back. A tensor-parallel group in this process counts as one stage: its rank 0 drafts, looks
+ * the batch's tokens up and holds the gathered rows. Elsewhere the k drafts come down for the batch. */
 static int spec_resident(const infer_ctx *c, const infer_sampler *s, enum spec_mode mode) {
     const infer_ctx *h = forward_head_stage(c);
-    if (c->n_seg != 1 || c->tp_n > 0 || !h->on_device || !h->spec_ints || !h->be->ops->spec_accept) return 0;
+    if (c->n_seg != 1 || c->tp_msg_host || !h->on_device || !h->spec_ints || !h->be->ops->spec_accept) return 0;
     return mode == SPEC_LISTS || (mode == SPEC_GREEDY && !sampler_has_penalties(s));
 }
 

@@ -79,7 +79,7 @@ finish() { # waits for every program started, then counts their results
 }
 
 # the slowest programs, measured, in the order they start: while they run, the short ones fill the other slots
-SLOW="test-gpu-tools test-cuda-e2e test-cuda-tp test-cuda-mtp test-cuda-multi test-cuda-split test-cuda-offload test-llama-files
+SLOW="test-cuda-tp test-cuda-mtp test-gpu-tools test-cuda-e2e test-cuda-multi test-cuda-split test-cuda-offload test-llama-files
       test-spec test-llama-logits test-tokenizer test-tools test-synth test-gpu-like test-llama-greedy"
 slow_first() { # the test programs under $B/tests that find's tests "$@" select, SLOW's first
     all=$(find "$B/tests" -type f "$@" ! -name '*.[od]' | sort)

@@ -143,9 +143,10 @@ struct tcase {
     int64_t aux[3];     /* paddings, first positions, bases: see the runners */
     int32_t flags;      /* *_T_* */
     int32_t cols;       /* columns that run it (1 << COL_*), 0: all */
+    int32_t slow;       /* 1: left out by t_quick (the sanitizers' run): a smaller case takes the same code path */
 };
 
-/* Rows: {op, types, ne, param, lo, hi, fparam, tol, aux, flags, cols}; trailing fields default to 0. */
+/* Rows: {op, types, ne, param, lo, hi, fparam, tol, aux, flags, cols, slow}; trailing fields default to 0. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const struct tcase tops_cases[] = {
@@ -341,7 +342,7 @@ static const struct tcase tops_cases[] = {
     {"gdn", "", {65, 2, 6, 128}, {GDN_CHUNKED, GDN_T_GROUPED | GDN_T_AB_GROUP}, -1, 1, 0, 1e-11},
     {"gdn", "", {130, 2, 4, 128}, {GDN_CHUNKED, 0}, -1, 1, 0, 1e-11},
     {"gdn", "", {300, 2, 4, 128}, {GDN_CHUNKED, 0}, -1, 1, 0, 1e-11},
-    {"gdn", "", {2000, 1, 2, 128}, {GDN_AUTO, 0}, -1, 1, 0, 1e-11},
+    {"gdn", "", {2000, 1, 2, 128}, {GDN_AUTO, 0}, -1, 1, 0, 1e-11, .slow = 1},
     /* snapshots: chunked up to snap_from (mid-chunk), recurrent after, in one call */
     {"gdn", "", {130, 1, 2, 64}, {GDN_CHUNKED, GDN_T_SNAP}, -1, 1, 0, 1e-11},
     {"gdn", "", {70, 2, 4, 32}, {GDN_CHUNKED, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
@@ -353,7 +354,7 @@ static const struct tcase tops_cases[] = {
     /* real models: qwen35 (tiled value heads) and qwen3next (grouped, fused ssm_ba), 16 k-heads / 32 v-heads */
     {"gdn", "", {2, 16, 32, 128}, {GDN_AUTO, 0}, -1, 1, 0, 1e-11},
     {"gdn", "", {3, 16, 32, 128}, {GDN_RECURRENT, GDN_T_GROUPED | GDN_T_AB_GROUP | GDN_T_SNAP}, -1, 1, 0, 1e-11},
-    {"gdn", "", {80, 16, 32, 128}, {GDN_AUTO, GDN_T_GROUPED | GDN_T_AB_GROUP}, -1, 1, 0, 1e-11},
+    {"gdn", "", {80, 16, 32, 128}, {GDN_AUTO, GDN_T_GROUPED | GDN_T_AB_GROUP}, -1, 1, 0, 1e-11, .slow = 1},
     /* ---- gdn_conv (fused decode form, CUDA; cpu: its reference pair): {n_tokens, n_group, n_vhead, d_state},
      * param[1] = GDN_T_* flags, aux[1] = the run's position (0: 6) ---- */
     {"gdn_conv", "", {1, 2, 4, 128}, {0, 0}, -1, 1, 0, 1e-11},
@@ -397,7 +398,7 @@ static const struct tcase tops_cases[] = {
     {"attn", "q8_0", {5, 16, 2, 256}, {40, 256}, -1, 1, 0, 1e-9},
     {"attn", "q8_0", {7, 6, 2, 64}, {300, 64}, -2, 2, 0, 1e-9},
     {"attn", "q8_0", {1, 16, 8, 128}, {1000, 128}, -4, 4, 0, 1e-9},     /* decode with splits */
-    {"attn", "q8_0", {1, 32, 4, 128}, {4096, 128}, -200, 200, 0, 1e-7},
+    {"attn", "q8_0", {1, 32, 4, 128}, {4096, 128}, -200, 200, 0, 1e-7, .slow = 1},
     {"attn", "q8_0", {8, 16, 1, 512}, {600, 512}, -4, 4, 0, 1e-9},
     {"attn", "q8_0", {4, 24, 4, 256}, {777, 256}, -30, 30, 0, 1e-8},
     /* prefill on the tensor cores (AUTO: ATTN_MMA), Q8_0 cells without and with the rotation */
@@ -455,7 +456,7 @@ static const struct tcase tops_cases[] = {
     {"moe_ffn", "f32", {20, 96, 40, 3}, {2, INFER_TYPE_F32}, -2, 2, 0, 1e-10},
     /* the grouped path's plan: 256 experts top-8 (many tiles of a few pairs, most of the grid idle), and
      * two experts with 130 pairs each (three tiles apiece, the last of 2 pairs) */
-    {"moe_ffn", "q4_K", {64, 256, 256, 256}, {8, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3},
+    {"moe_ffn", "q4_K", {64, 256, 256, 256}, {8, INFER_TYPE_Q6_K}, -2, 2, 0, 1e-3, .slow = 1},
     {"moe_ffn", "q8_0", {130, 64, 96, 2}, {2, INFER_TYPE_Q8_0}, -2, 2, 0, 1e-3},
     /* ---- sample: {n_vocab, n_rows}, param = {parameter sets (bits of tops_sample_sets, 0: all), logit kinds
      * (bits of MODE_*, 0: all)}; a vocab-248320 row (qwen35) ---- */
@@ -1135,7 +1136,7 @@ int main(int argc, char **argv) {
     double col_time[COL_N] = {0};
     for (int ci = 0; ci < N_CASES; ci++) {
         const struct tcase *c = &tops_cases[ci];
-        if (!tops_in(ops, c->op)) continue;
+        if (!tops_in(ops, c->op) || (c->slow && t_quick())) continue;
         /* one run per type of the case ("" = a float op, one run) */
         const char *p = c->types;
         do {
