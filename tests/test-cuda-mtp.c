@@ -42,6 +42,7 @@
 #include "device.h"
 #include "forward.h"
 #include "spec.h"
+#include "stream.h"
 #include "t.h"
 #ifdef INFER_EMU
 #include "emu_api.h"
@@ -92,13 +93,7 @@ static infer_sampler *make_sampler(const infer_model *m, float temp, uint64_t se
 /* Greedy tokens after the prompt by plain one-token decoding, sampled on the host from the downloaded logits. */
 static int plain_stream(infer_ctx *c, const infer_model *m, const int32_t *prompt, int32_t *out, int32_t n) {
     infer_sampler *s = make_sampler(m, 0, 7);
-    infer_batch b = {N_PROMPT, prompt, NULL, NULL, NULL};
-    int ok = c && s && infer_decode(c, &b) == INFER_OK;
-    for (int32_t i = 0; ok && i < n; i++) {
-        out[i] = infer_sampler_sample(s, infer_logits(c, -1));
-        infer_batch d = {1, &out[i], NULL, NULL, NULL};
-        ok = i == n - 1 || infer_decode(c, &d) == INFER_OK;
-    }
+    const int ok = c && s && stream_run(c, s, STREAM_PLAIN_HOST, prompt, N_PROMPT, out, n, NULL) == n;
     infer_sampler_free(s);
     return ok;
 }
@@ -106,18 +101,9 @@ static int plain_stream(infer_ctx *c, const infer_model *m, const int32_t *promp
 /* Spec steps on seq 0 of c from `last` (known, not decoded) until out holds n tokens (out[0] = last); *next: the
  * last step's last token (not decoded), where the next step starts. */
 static int spec_continue(infer_ctx *c, infer_sampler *s, int32_t last, int32_t *out, int32_t n, int32_t *next) {
-    int32_t got = 1, k = 0, step[INFER_MAX_DRAFT + 1];
-    out[0] = last;
-    while (got < n) {
-        if (infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) != INFER_OK || k < 1) {
-            T_CHECK(0, "infer_spec_step: %s", infer_last_error());
-            return 0;
-        }
-        for (int32_t i = 0; i < k && got < n; i++) out[got++] = step[i];
-        last = step[k - 1];
-    }
-    if (next) *next = last;
-    return 1;
+    const int ok = stream_continue(c, s, STREAM_SPEC, last, out, n, next, NULL) == n;
+    if (!ok) T_CHECK(0, "infer_spec_step: %s", infer_last_error());
+    return ok;
 }
 
 static int first_diff(const int32_t *a, const int32_t *b, int32_t n) {

@@ -50,6 +50,7 @@
 #include "gpu_like.h"
 #include "logits_pair.h"
 #include "model.h"
+#include "stream.h"
 #include "t.h"
 #ifdef INFER_EMU
 #include "emu_api.h"
@@ -237,31 +238,14 @@ out:
 }
 
 
-/* Greedy tokens of c from prompt (n tokens): n_gen plain decode steps (draft 0), or MTP steps (draft 1). */
-static int greedy_stream(infer_ctx *c, int draft, const int32_t *prompt, int32_t n, int32_t *out, int32_t n_gen) {
+/* Greedy tokens of c from prompt (n tokens): n_gen plain decode steps (STREAM_PLAIN_HOST), or MTP steps. */
+static int32_t greedy_stream(infer_ctx *c, enum stream_mode mode, const int32_t *prompt, int32_t n, int32_t *out,
+                             int32_t n_gen) {
     infer_sampler_params sp = infer_sampler_params_default();
     sp.temp = 0;
     infer_sampler *smp = NULL;
     if (infer_sampler_create(&sp, infer_vocab_size(c->m), &smp) != INFER_OK) return 0;
-    infer_batch b = {n, prompt, NULL, NULL, NULL};
-    int32_t got = 0;
-    if (infer_decode(c, &b) != INFER_OK) goto done;
-    int32_t last = infer_sampler_sample(smp, infer_logits(c, -1));
-    out[got++] = last;
-    while (got < n_gen) {
-        if (draft) {
-            int32_t step[INFER_MAX_DRAFT + 1], k = 0;
-            if (infer_spec_step(c, smp, 0, last, step, INFER_MAX_DRAFT + 1, &k) != INFER_OK) goto done;
-            for (int32_t i = 0; i < k && got < n_gen; i++) out[got++] = step[i];
-            last = step[k - 1];
-        } else {
-            infer_batch one = {1, &last, NULL, NULL, NULL};
-            if (infer_decode(c, &one) != INFER_OK) goto done;
-            last = infer_sampler_sample(smp, infer_logits(c, -1));
-            out[got++] = last;
-        }
-    }
-done:
+    const int32_t got = stream_run(c, smp, mode, prompt, n, out, n_gen, NULL);
     infer_sampler_free(smp);
     return got;
 }
@@ -291,7 +275,8 @@ static void check_split_mtp(const char *arch, int32_t ngl, ctx_backend_fn make, 
     const int32_t prompt[5] = {11, 3, 27, 8, 19};
     int32_t a[N_GEN], b[N_GEN];
     if (d && plain) {
-        const int32_t na = greedy_stream(d, 1, prompt, 5, a, N_GEN), nb = greedy_stream(plain, 0, prompt, 5, b, N_GEN);
+        const int32_t na = greedy_stream(d, STREAM_SPEC, prompt, 5, a, N_GEN);
+        const int32_t nb = greedy_stream(plain, STREAM_PLAIN_HOST, prompt, 5, b, N_GEN);
         int32_t same = 0;
         while (same < na && same < nb && a[same] == b[same]) same++;
         const infer_spec_stats st = infer_spec_get_stats(d);

@@ -50,6 +50,7 @@
 #include "model.h"
 #include "quant.h"
 #include "spec.h"
+#include "stream.h"
 #include "t.h"
 #include "tp.h"
 #ifdef INFER_EMU
@@ -578,39 +579,11 @@ done:
 }
 #endif
 
-/* The drafts of a stream's speculative steps, in order. */
-struct drafts {
-    int32_t id[256];
-    int32_t n;
-};
-
-/* Tokens of c after a prompt: n_gen plain decode steps (draft 0) or infer_spec_step's, with s's chain. Returns how many
- * came; *spec_bus (if not NULL): the bytes the speculative steps moved over the bus; dr (if not NULL): their drafts. */
-static int32_t stream(infer_ctx *c, int draft, infer_sampler *s, int32_t *out, int32_t n_gen, uint64_t *spec_bus,
-                      struct drafts *dr) {
-    const int32_t prompt[5] = {11, 3, 27, 8, 19};
-    infer_batch b = {5, prompt, NULL, NULL, NULL};
-    int32_t got = 0, last = -1;
-    if (infer_decode(c, &b) != INFER_OK || infer_sample(c, s, -1, &last) != INFER_OK) return 0;
-    out[got++] = last;
-    while (got < n_gen) {
-        if (draft) {
-            int32_t step[INFER_MAX_DRAFT + 1], k = 0;
-            const uint64_t bus0 = infer_ctx_bus_bytes(c);
-            if (infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) != INFER_OK) return got;
-            if (spec_bus) *spec_bus += infer_ctx_bus_bytes(c) - bus0;
-            int32_t ids[INFER_MAX_DRAFT];
-            const int32_t nd = spec_last_drafts(c, ids);
-            for (int32_t i = 0; dr && i < nd && dr->n < 256; i++) dr->id[dr->n++] = ids[i];
-            for (int32_t i = 0; i < k && got < n_gen; i++) out[got++] = step[i];
-            last = step[k - 1];
-        } else {
-            infer_batch one = {1, &last, NULL, NULL, NULL};
-            if (infer_decode(c, &one) != INFER_OK || infer_sample(c, s, -1, &last) != INFER_OK) return got;
-            out[got++] = last;
-        }
-    }
-    return got;
+/* n_gen tokens of c after the prompt every stream here starts from (stream.h). */
+static int32_t stream(infer_ctx *c, enum stream_mode mode, infer_sampler *s, int32_t *out, int32_t n_gen,
+                      struct stream_rec *r) {
+    static const int32_t prompt[5] = {11, 3, 27, 8, 19};
+    return stream_run(c, s, mode, prompt, 5, out, n_gen, r);
 }
 
 static infer_sampler *make_sampler(const infer_model *m, float temp, float repeat_penalty) {
@@ -652,15 +625,17 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
     infer_sampler *g1 = m ? make_sampler(m, 0.0f, 1.0f) : NULL, *g2 = m ? make_sampler(m, 0.0f, 1.0f) : NULL;
     infer_sampler *g3 = m ? make_sampler(m, 0.0f, 1.0f) : NULL;
     int32_t a[N_GEN], b[N_GEN], a1[N_GEN];
-    static struct drafts da, d1a;
-    da.n = d1a.n = 0;
+    static int32_t drafts[256], drafts1[256];
+    struct stream_rec da = {.drafts = drafts, .cap = 256}, d1a = {.drafts = drafts1, .cap = 256};
     if (d && plain && d1 && g1 && g2 && g3) {
-        uint64_t bus = 0;
-        const int32_t na = stream(d, 1, g1, a, N_GEN, &bus, &da), nb = stream(plain, 0, g2, b, N_GEN, NULL, NULL);
-        const int32_t n1 = stream(d1, 1, g3, a1, N_GEN, NULL, &d1a);
+        const int32_t na = stream(d, STREAM_SPEC, g1, a, N_GEN, &da);
+        const int32_t nb = stream(plain, STREAM_PLAIN, g2, b, N_GEN, NULL);
+        const int32_t n1 = stream(d1, STREAM_SPEC, g3, a1, N_GEN, &d1a);
+        const uint64_t bus = da.bus;
         int32_t same = 0, same_drafts = 0;
         while (same < na && same < nb && a[same] == b[same]) same++;
-        while (same_drafts < da.n && same_drafts < d1a.n && da.id[same_drafts] == d1a.id[same_drafts]) same_drafts++;
+        while (same_drafts < da.n_drafts && same_drafts < d1a.n_drafts && drafts[same_drafts] == drafts1[same_drafts])
+            same_drafts++;
         const infer_spec_stats st = infer_spec_get_stats(d);
         T_CHECK(na == N_GEN && nb == N_GEN && same == N_GEN && d->tp_n == n_dev &&
                     (noise == 0 ? st.n_accepted < st.n_drafted : st.n_accepted > 0),
@@ -668,9 +643,9 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
                 "(%lld drafted, %lld accepted)%s%s", arch, ftype, n_dev, n_draft, noise > 0 ? " (noisy head)" : "",
                 same, N_GEN, (long long)st.n_drafted, (long long)st.n_accepted, na < N_GEN ? ": " : "",
                 na < N_GEN ? infer_last_error() : "");
-        T_CHECK(n1 == N_GEN && da.n == d1a.n && same_drafts == da.n,
+        T_CHECK(n1 == N_GEN && da.n_drafts == d1a.n_drafts && same_drafts == da.n_drafts,
                 "%s %s -sm tensor over %d, --mtp %d: %d of %d drafts equal to one device's (%d)", arch, ftype, n_dev,
-                n_draft, same_drafts, da.n, d1a.n);
+                n_draft, same_drafts, da.n_drafts, d1a.n_drafts);
         /* the drafts stay on rank 0's device (spec.c spec_resident): a greedy step moves last, each rank's positions
          * of the drafts and of the batch, the batch's rows to each rank computing logits, and the k + 2 ints of the
          * acceptance; no draft id, no row of logits */
@@ -683,7 +658,7 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
                 ftype, n_dev, n_draft, (unsigned long long)bus, (long long)st.n_steps, (unsigned long long)want);
         printf("  %-9s %-6s -sm tensor x%d --mtp %d%s: MTP stream = plain for %d tokens, %lld of %lld drafts kept, "
                "%d of %d drafts = one device's\n", arch, ftype, n_dev, n_draft, noise > 0 ? " noisy" : " random", same,
-               (long long)st.n_accepted, (long long)st.n_drafted, same_drafts, d1a.n);
+               (long long)st.n_accepted, (long long)st.n_drafted, same_drafts, d1a.n_drafts);
     }
     infer_sampler_free(g1), infer_sampler_free(g2), infer_sampler_free(g3);
     infer_ctx_free(d), infer_ctx_free(plain), infer_ctx_free(d1);
@@ -694,11 +669,13 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
         infer_sampler *sp3 = make_sampler(m, 0.8f, 1.3f);
         int32_t x[N_GEN], y[N_GEN], z[N_GEN];
         if (t1 && t2 && tp && s1 && s2 && sp3) {
-            uint64_t bus = 0;
-            const int32_t nx = stream(t1, 1, s1, x, N_GEN, &bus, NULL);
+            struct stream_rec rx = {0};
+            const int32_t nx = stream(t1, STREAM_SPEC, s1, x, N_GEN, &rx);
+            const uint64_t bus = rx.bus;
             const infer_spec_stats st = infer_spec_get_stats(t1);
             const uint64_t per_step = st.n_steps ? bus / (uint64_t)st.n_steps : 0;
-            const int32_t ny = stream(t2, 1, s2, y, N_GEN, NULL, NULL), nz = stream(tp, 1, sp3, z, N_GEN, NULL, NULL);
+            const int32_t ny = stream(t2, STREAM_SPEC, s2, y, N_GEN, NULL);
+            const int32_t nz = stream(tp, STREAM_SPEC, sp3, z, N_GEN, NULL);
             int ok = nx == N_GEN && ny == N_GEN && nz == N_GEN && !memcmp(x, y, sizeof x) && st.n_steps > 0;
             for (int32_t i = 0; i < nz; i++) ok &= z[i] >= 0 && z[i] < infer_vocab_size(m);
             T_CHECK(ok && per_step < (uint64_t)infer_vocab_size(m) * sizeof(float),

@@ -18,6 +18,7 @@
 #include "../tools/synth.h"
 #include "sampler.h"
 #include "spec.h"
+#include "stream.h"
 #include "t.h"
 
 /* N_GEN covers check_truncate's deepest read (about HALF + 2 * N_DRAFT + 2 + 40 tokens into the stream) */
@@ -92,13 +93,7 @@ static infer_sampler *make_sampler(const infer_model *m, float temp) {
 static int plain_stream(const infer_model *m, const int32_t *prompt, int32_t *out) {
     infer_ctx *c = make_ctx(m, 0);
     infer_sampler *s = make_sampler(m, 0);
-    infer_batch b = {N_PROMPT, prompt, NULL, NULL, NULL};
-    int ok = c && s && infer_decode(c, &b) == INFER_OK;
-    for (int i = 0; ok && i < N_GEN; i++) {
-        out[i] = infer_sampler_sample(s, infer_logits(c, -1));
-        infer_batch d = {1, &out[i], NULL, NULL, NULL};
-        ok = i == N_GEN - 1 || infer_decode(c, &d) == INFER_OK;
-    }
+    const int ok = c && s && stream_run(c, s, STREAM_PLAIN_HOST, prompt, N_PROMPT, out, N_GEN, NULL) == N_GEN;
     infer_sampler_free(s), infer_ctx_free(c);
     return ok;
 }
@@ -106,18 +101,9 @@ static int plain_stream(const infer_model *m, const int32_t *prompt, int32_t *ou
 /* Continues seq 0 of c, whose next token `last` is known and not decoded, with spec steps until out
  * holds n tokens (out[0] = last). */
 static int spec_continue(infer_ctx *c, infer_sampler *s, int32_t last, int32_t *out, int n) {
-    int got = 1, k = 0;
-    int32_t step[INFER_MAX_DRAFT + 1];
-    out[0] = last;
-    while (got < n) {
-        if (infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) != INFER_OK || k < 1) {
-            T_CHECK(0, "infer_spec_step: %s", infer_last_error());
-            return 0;
-        }
-        for (int i = 0; i < k && got < n; i++) out[got++] = step[i];
-        last = step[k - 1];
-    }
-    return 1;
+    const int ok = stream_continue(c, s, STREAM_SPEC, last, out, n, NULL, NULL) == n;
+    if (!ok) T_CHECK(0, "infer_spec_step: %s", infer_last_error());
+    return ok;
 }
 
 /* Prompt, then spec steps with n_draft; out as plain_stream. The acceptance counters go to *stats. */
