@@ -119,6 +119,16 @@ infer_status forward_norm_in(struct infer_ctx *c, const float *x, const struct g
     return st;
 }
 
+infer_status forward_ids_in(struct infer_ctx *c, struct infer_ctx *s, const int32_t *tokens, int32_t n_tokens) {
+    infer_status st = INFER_OK;
+    const size_t bytes = (size_t)n_tokens * sizeof(int32_t);
+    if (c->dev_tokens) return s->be->ops->copy(s->be, s->dtok, c->dev_tokens, bytes);
+    TRY(s->be->ops->upload(s->be, s->dtok, tokens, bytes));
+    c->bus_bytes += bytes;
+fail:
+    return st;
+}
+
 infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *e, const int32_t *tokens,
                            int32_t n_tokens) {
     struct embed_args a = {e->type, e->data, c->m->hp.n_embd, e->ne[1], tokens, n_tokens, c->x};
@@ -338,14 +348,10 @@ static infer_status forward_segment_run(struct infer_ctx *c, int32_t k, const in
     }
     j.x_out = k + 1 < c->n_seg && s->x_host != NULL;
     if (s->on_device) { /* the batch's ids and positions cross once, before the (captured) ops */
-        const int up = sg->embeds && !c->dev_tokens; /* the ids cross, or are on the device already (drafts) */
-        if (up) TRY(be->ops->upload(be, s->dtok, tokens, (size_t)n_tokens * sizeof(int32_t)));
-        if (sg->embeds && c->dev_tokens)
-            TRY(be->ops->copy(be, s->dtok, c->dev_tokens, (size_t)n_tokens * sizeof(int32_t)));
+        if (sg->embeds) TRY(forward_ids_in(c, s, tokens, n_tokens));
         TRY(be->ops->upload(be, s->dpos, s->pos, (size_t)n_tokens * sizeof(int32_t)));
         if (sg->heads && n_out > 0) TRY(be->ops->upload(be, s->dout, s->out_ids, (size_t)n_out * sizeof(int32_t)));
-        c->bus_bytes += (uint64_t)(up ? n_tokens : 0) * sizeof(int32_t) + (uint64_t)n_tokens * sizeof(int32_t) +
-                        (uint64_t)(sg->heads ? n_out : 0) * sizeof(int32_t);
+        c->bus_bytes += (uint64_t)n_tokens * sizeof(int32_t) + (uint64_t)(sg->heads ? n_out : 0) * sizeof(int32_t);
         c->bus_bytes += (uint64_t)(j.x_in + j.x_out) * x_bytes;
         j.tokens = s->dtok;
     }

@@ -217,6 +217,9 @@ static inline const struct gguf_tensor *forward_ffn_norm(const struct model_laye
 /* x[t] = row tokens[t] of token_embd (or emb), dequantised. */
 infer_status forward_embed(struct infer_ctx *c, const struct gguf_tensor *emb, const int32_t *tokens,
                            int32_t n_tokens);
+/* The batch's ids into stage s's dtok (s on a device): copied there from c->dev_tokens when the drafts are on that
+ * device already, else uploaded, their bytes counted in c->bus_bytes. */
+infer_status forward_ids_in(struct infer_ctx *c, struct infer_ctx *s, const int32_t *tokens, int32_t n_tokens);
 /* xn row r = src row c->dout[r] (rows of n_embd floats) for the n_out rows asked, through the embed op. */
 infer_status forward_gather(struct infer_ctx *c, const float *src, int32_t n_tokens, int32_t n_out);
 /* y = x + y2 (rows of n floats), through the backend's act op. */

@@ -136,7 +136,6 @@ fail:
 
 infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
-    const size_t ids = (size_t)n_tokens * sizeof(int32_t);
     TRY(forward_tp_positions(c, n_tokens)); /* the batch's description: every rank's layers read positions */
     for (int32_t r = 0; r < c->tp_n; r++) {
         struct infer_ctx *s = c->tp[r];
@@ -146,13 +145,10 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
         }
     }
     const int head = c->tp_rank == 0; /* this process holds the group's rank 0 (several processes: one does) */
-    if (head && c->dev_tokens) { /* the ids are on rank 0's device already (spec.c: the drafts) */
-        TRY(c->be->ops->copy(c->be, c->dtok, c->dev_tokens, ids));
-    } else if (head) {
-        TRY(c->be->ops->upload(c->be, c->dtok, tokens, ids));
-        c->bus_bytes += ids;
+    if (head) { /* rank 0 looks the tokens up */
+        TRY(forward_ids_in(c, c, tokens, n_tokens));
+        TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
     }
-    if (head) TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
     TRY(forward_tp_share_x(c, head, n_tokens));
     for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
         for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_mixer(c->tp[r], il, n_tokens));

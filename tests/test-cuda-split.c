@@ -238,7 +238,7 @@ out:
 }
 
 
-/* Greedy tokens of c from prompt (n tokens): n_gen plain decode steps (STREAM_PLAIN_HOST), or MTP steps. */
+/* n_gen greedy tokens of c after prompt (n tokens), by the mode's steps (stream.h). */
 static int32_t greedy_stream(infer_ctx *c, enum stream_mode mode, const int32_t *prompt, int32_t n, int32_t *out,
                              int32_t n_gen) {
     infer_sampler_params sp = infer_sampler_params_default();

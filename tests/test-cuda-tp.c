@@ -631,7 +631,6 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
         const int32_t na = stream(d, STREAM_SPEC, g1, a, N_GEN, &da);
         const int32_t nb = stream(plain, STREAM_PLAIN, g2, b, N_GEN, NULL);
         const int32_t n1 = stream(d1, STREAM_SPEC, g3, a1, N_GEN, &d1a);
-        const uint64_t bus = da.bus;
         int32_t same = 0, same_drafts = 0;
         while (same < na && same < nb && a[same] == b[same]) same++;
         while (same_drafts < da.n_drafts && same_drafts < d1a.n_drafts && drafts[same_drafts] == drafts1[same_drafts])
@@ -653,9 +652,9 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
         uint64_t heads = 0;
         for (int32_t r = 0; d && r < d->tp_n; r++) heads += r == 0 || d->tp[r]->head_rows > 0;
         const uint64_t want = i4 + k * ranks * i4 + (k + 1) * ranks * i4 + (k + 1) * heads * i4 + (k + 2) * i4;
-        T_CHECK(st.n_steps > 0 && bus == (uint64_t)st.n_steps * want,
+        T_CHECK(st.n_steps > 0 && da.bus == (uint64_t)st.n_steps * want,
                 "%s %s -sm tensor over %d, --mtp %d: %llu bus bytes in %lld greedy steps, expected %llu a step", arch,
-                ftype, n_dev, n_draft, (unsigned long long)bus, (long long)st.n_steps, (unsigned long long)want);
+                ftype, n_dev, n_draft, (unsigned long long)da.bus, (long long)st.n_steps, (unsigned long long)want);
         printf("  %-9s %-6s -sm tensor x%d --mtp %d%s: MTP stream = plain for %d tokens, %lld of %lld drafts kept, "
                "%d of %d drafts = one device's\n", arch, ftype, n_dev, n_draft, noise > 0 ? " noisy" : " random", same,
                (long long)st.n_accepted, (long long)st.n_drafted, same_drafts, d1a.n_drafts);
@@ -671,9 +670,8 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
         if (t1 && t2 && tp && s1 && s2 && sp3) {
             struct stream_rec rx = {0};
             const int32_t nx = stream(t1, STREAM_SPEC, s1, x, N_GEN, &rx);
-            const uint64_t bus = rx.bus;
             const infer_spec_stats st = infer_spec_get_stats(t1);
-            const uint64_t per_step = st.n_steps ? bus / (uint64_t)st.n_steps : 0;
+            const uint64_t per_step = st.n_steps ? rx.bus / (uint64_t)st.n_steps : 0;
             const int32_t ny = stream(t2, STREAM_SPEC, s2, y, N_GEN, NULL);
             const int32_t nz = stream(tp, STREAM_SPEC, sp3, z, N_GEN, NULL);
             int ok = nx == N_GEN && ny == N_GEN && nz == N_GEN && !memcmp(x, y, sizeof x) && st.n_steps > 0;
