@@ -181,7 +181,20 @@ AT_AVX512 static void at_tile_items(void *ctx, int64_t i0, int64_t i1, int ith) 
     }
 }
 
-/* ---- decode form: item = (token, KV head), the group's heads one after another per block ---- */
+/* ---- decode form: item = (token, KV head); per block, the group's scores side by side, then head by head ---- */
+
+/* sh[h0 .. h0+nh-1] = the scores of heads h0.. against the block's 16 keys (kt), -inf outside `in`: one FMA chain over
+ * i per head, nh chains side by side (called with a constant nh, so they stay in registers) */
+AT_AVX512 static inline void at_scores(const struct at_decode_scratch *sc, int d, int h0, int nh, __mmask16 in,
+                                       __m512 sh[AT_MAX_GROUP]) {
+    __m512 acc[4];
+    for (int c = 0; c < nh; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < d; i++) {
+        const __m512 k = _mm512_loadu_ps(sc->kt[i]);
+        for (int c = 0; c < nh; c++) acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(sc->q[h0 + c][i]), k, acc[c]);
+    }
+    for (int c = 0; c < nh; c++) sh[h0 + c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), in, acc[c]);
+}
 
 AT_AVX512 static void at_decode(const struct attn_args *a, int group, int64_t t, int g, struct at_decode_scratch *sc) {
     const int d = a->head_dim;
@@ -205,10 +218,14 @@ AT_AVX512 static void at_decode(const struct attn_args *a, int group, int64_t t,
         const __mmask16 in = _mm512_cmp_epi32_mask(
             _mm512_add_epi32(_mm512_set1_epi32(j0), _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)),
             _mm512_set1_epi32(last), _MM_CMPINT_LE);
+        /* the group's score chains up to 4 heads at a time: one chain is d FMAs in a row, latency-bound alone */
+        __m512 sh[AT_MAX_GROUP];
+        int h0 = 0;
+        for (; h0 + 4 <= group; h0 += 4) at_scores(sc, d, h0, 4, in, sh);
+        for (; h0 + 2 <= group; h0 += 2) at_scores(sc, d, h0, 2, in, sh);
+        if (h0 < group) at_scores(sc, d, h0, 1, in, sh);
         for (int hh = 0; hh < group; hh++) {
-            __m512 s = _mm512_setzero_ps();
-            for (int i = 0; i < d; i++) s = _mm512_fmadd_ps(_mm512_set1_ps(sc->q[hh][i]), _mm512_loadu_ps(sc->kt[i]), s);
-            s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), in, s);
+            const __m512 s = sh[hh];
             const float mb = _mm512_reduce_max_ps(s);
             const float m2 = sc->m[hh] > mb ? sc->m[hh] : mb;
             const float c = _mm512_cvtss_f32(at_exp(_mm512_set1_ps(sc->m[hh] - m2)));

@@ -10,25 +10,42 @@
  */
 #include "cpu.h"
 
+/* roundf(v) without the libm call (a call per value was 3 % of a one-thread Qwen3-0.6B Q8_0 decode): the truncated
+ * integer plus one step away from zero where the exact fraction is a half or more. Equal to roundf for every float
+ * of magnitude up to 200 (checked exhaustively); a block's values are at most 127 in magnitude. */
+static inline int8_t quantize_round(float v) {
+    const int32_t i = (int32_t)v;
+    const float f = v - (float)i; /* exact */
+    return (int8_t)(i + (f >= 0.5f) - (f <= -0.5f));
+}
+
+/* the block's largest magnitude, compared as ggml's MAX(amax, fabsf(v)) compares */
+static inline float quantize_amax(const float *x) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK8_0; j++) {
+        const float ax = fabsf(x[j]);
+        amax = amax > ax ? amax : ax;
+    }
+    return amax;
+}
+
 static void quantize_q8_0_row(const float *x, block_q8_0 *y, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float amax = quantize_amax(x);
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = blocks_f32_to_f16(d);
-        for (int j = 0; j < QK8_0; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < QK8_0; j++) y[b].qs[j] = quantize_round(x[j] * id);
     }
 }
 
 static void quantize_q8_1_row(const float *x, block_q8_1 *y, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float amax = quantize_amax(x);
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
         y[b].d = blocks_f32_to_f16(d);
         for (int j = 0; j < QK8_0; j++) {
-            y[b].qs[j] = (int8_t)roundf(x[j] * id);
+            y[b].qs[j] = quantize_round(x[j] * id);
             sum += y[b].qs[j];
         }
         y[b].s = blocks_f32_to_f16((float)sum * d); /* the f32 d, not its f16 rounding, as ggml */
