@@ -22,6 +22,7 @@ static void backend_cpu_destroy(struct infer_backend *b) {
 static infer_status backend_cpu_alloc(struct infer_backend *b, size_t bytes, void **out) {
     (void)b;
     *out = xmalloc(bytes ? bytes : 1);
+    if (*out && bytes >= ((size_t)4 << 20)) xhuge_hint(*out, bytes); /* KV cells, the big scratch */
     return *out ? INFER_OK
                 : infer_fail(INFER_E_OOM, "out of memory allocating %zu bytes of host memory", bytes);
 }

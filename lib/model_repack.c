@@ -109,6 +109,7 @@ infer_status model_repack(struct infer_model *m) {
                           "llm-run --no-repack, computes them as stored)", (double)p.bytes / 1048576.0);
     }
     char *buf = raw + (64 - (uintptr_t)raw % 64);
+    xhuge_hint(raw, p.bytes + 64);
     uint64_t at = 0;
     for (int64_t i = 0; i < f->n_tensors; i++) {
         if (p.copy[i] < 0) continue;

@@ -1,9 +1,13 @@
-/* status: thread-local error messages, the allocation wrapper with fault injection, and logging. */
+/* status: thread-local error messages, the allocation wrapper with fault injection and the huge-page hint, and
+ * logging. */
 #include "status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define ERROR_CAP 1024
 
@@ -91,6 +95,16 @@ void *xcalloc(size_t count, size_t size) {
 }
 
 void *xrealloc(void *p, size_t n) { return fault_hit() ? NULL : realloc(p, n ? n : 1); }
+
+void xhuge_hint(void *p, size_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    const uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + n) & ~(huge - 1);
+    if (p && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p, (void)n;
+#endif
+}
 
 char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;

@@ -42,6 +42,10 @@ void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 void xfree(void *p);
+/* Asks for 2 MiB pages over the whole 2 MiB stretches of [p, p + n), before they are first written (a hint: where
+ * transparent huge pages are off or "never", nothing changes). For the big buffers a decode step streams through
+ * (repacked weights, KV cells): with 4 KiB pages each 4 KiB of the stream costs a TLB walk. */
+void xhuge_hint(void *p, size_t n);
 /* The N-th allocation from now fails (1-based); 0 disables. Overrides INFER_FAULT_ALLOC. */
 void status_fault_alloc(long n);
 /* Shorthand for the usual out-of-memory failure. */

@@ -29,6 +29,37 @@ infer_status cpu_embed(const struct embed_args *a, struct pool *p) {
     return INFER_OK;
 }
 
+/* a row of f32 as f16 cells, rounded as blocks_f32_to_f16 rounds (to nearest even; a NaN as its sign | 0x7E00) */
+static void kv_f16_row_scalar(const float *src, uint16_t *h, int64_t n) {
+    for (int64_t i = 0; i < n; i++) h[i] = quant_f32_to_f16(src[i]);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* The same with F16C, 8 values an instruction (a call per value was 0.6 % of a one-thread Qwen3-0.6B decode). Its
+ * rounding is the same for every number; a NaN keeps part of its payload there, so a group holding one is redone
+ * by the scalar form. */
+__attribute__((target("avx,f16c"))) static void kv_f16_row_f16c(const float *src, uint16_t *h, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(src + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) kv_f16_row_scalar(src + i, h + i, 8);
+        else _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    kv_f16_row_scalar(src + i, h + i, n - i);
+}
+#endif
+
+static void kv_f16_row(const float *src, uint16_t *h, int64_t n) {
+#if defined(__x86_64__)
+    if (cpu_isa_has(CPU_ISA_AVX2) && __builtin_cpu_supports("f16c")) {
+        kv_f16_row_f16c(src, h, n);
+        return;
+    }
+#endif
+    kv_f16_row_scalar(src, h, n);
+}
+
 static void kv_store_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
     (void)ith;
     const struct kv_store_args *a = ctx;
@@ -47,8 +78,7 @@ static void kv_store_rows(void *ctx, int64_t t0, int64_t t1, int ith) {
             struct quantize_args q = {INFER_TYPE_Q8_0, src, dst, a->row, 1, a->row};
             (void)cpu_quantize(&q, NULL); /* valid: row checked to be a multiple of 32 */
         } else {
-            uint16_t *h = (uint16_t *)dst;
-            for (int64_t i = 0; i < a->row; i++) h[i] = quant_f32_to_f16(src[i]);
+            kv_f16_row(src, (uint16_t *)dst, a->row);
         }
     }
 }
