@@ -23,17 +23,18 @@ done
 ours() { "$B/llm-bench" -m "$1" -p 512 -n 128 -r "$R" -t "$T"; }
 peer() { INFER_PEER_DIR="$B/peer" "$B/bench-peer" -m "$1" -p 512 -n 128 -r "$R" -t "$T"; }
 log=$(mktemp)
+# one side's tables for type $2, printed and kept in the log with the side and type in front
+side() { "$1" "$D/$P-$2.gguf" | sed "s/^/$1 $2 /" | tee -a "$log" | sed "s/^$1 $2 //"; }
 round=1
 while [ "$round" -le "$N" ]; do
     for ty in $types; do
-        f="$D/$P-$ty.gguf"
         echo "### $P $ty (round $round of $N)"; date -u
         if [ $((round % 2)) -eq 1 ]; then
-            ours "$f" | sed "s/^/ours $ty /" | tee -a "$log" | sed "s/^ours $ty //"
-            peer "$f" | sed "s/^/peer $ty /" | tee -a "$log" | sed "s/^peer $ty //"
+            side ours "$ty"
+            side peer "$ty"
         else
-            peer "$f" | sed "s/^/peer $ty /" | tee -a "$log" | sed "s/^peer $ty //"
-            ours "$f" | sed "s/^/ours $ty /" | tee -a "$log" | sed "s/^ours $ty //"
+            side peer "$ty"
+            side ours "$ty"
         fi
     done
     round=$((round + 1))
