@@ -57,6 +57,10 @@ infer_status cpu_spec_accept(const struct spec_accept_args *a, struct pool *p);
 enum cpu_isa_level { CPU_ISA_BEST, CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_AMX, CPU_ISA_N };
 typedef float (*cpu_vec_dot_fn)(int64_t n, const void *w, const void *x);
 cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant);
+/* a float type's dot that takes x already rounded to its precision, and the rounding (cpu_mm: once per token, not
+ * once per row); NULL where dot has no such form (all but AVX-512's BF16) */
+typedef void (*cpu_round_fn)(const float *x, float *out, int64_t n);
+cpu_vec_dot_fn cpu_vec_dot_rounded(cpu_vec_dot_fn dot, cpu_round_fn *round);
 /* The dots of one weight row with n_tok (2..8) activation rows x_stride bytes apart, each bit-identical to
  * cpu_vec_dot(weight_type, variant); NULL where that level has no multi-token kernel for the type. */
 typedef void (*cpu_vec_dot_xn_fn)(int64_t n, const void *w, const void *x, size_t x_stride, int n_tok, float *out);

@@ -98,6 +98,16 @@ infer_status cpu_mm(const struct mm_args *a, struct pool *p) {
     if (cpu_mm_iq_takes(a)) return cpu_mm_iq(a, p);
     if (cpu_mm_f_takes(a)) return cpu_mm_f(a, p);
     struct mm_job j = {a, dot, xn, w_row, x_row, quantised ? a->xq : (const void *)a->x};
+    /* BF16: the tokens' activations rounded once here, not once per row in the dot */
+    cpu_round_fn round = NULL;
+    const cpu_vec_dot_fn rounded = xn ? NULL : cpu_vec_dot_rounded(dot, &round);
+    float *xr = rounded ? xmalloc(sizeof(float) * (size_t)(a->n_in * a->n_tokens)) : NULL;
+    if (xr) {
+        for (int64_t t = 0; t < a->n_tokens; t++) round(a->x + t * a->n_in, xr + t * a->n_in, a->n_in);
+        j.dot = rounded;
+        j.x = (const char *)xr;
+    }
     pool_for(p, a->n_out, MM_ROWS, mm_rows, &j);
+    xfree(xr);
     return INFER_OK;
 }
