@@ -757,35 +757,30 @@ MMV_AVX512 static float dot_f16_avx512(int64_t n, const void *w, const void *x) 
     return s + (i < n ? dot_f16_avx2(n - i, a + i, b + i) : 0.0f);
 }
 
-MMV_AVX512 static float dot_bf16_avx512(int64_t n, const void *w, const void *x) {
+/* The BF16 dot; x_rounded: x already rounded to bf16, as cpu_mm passes it (one rounding per product instead of one
+ * per row: Qwen3-0.6B BF16 tg64, one thread, Zen 4: 14.6 -> 17.2 t/s). The same bits either way: rounding a rounded
+ * value changes nothing, and the tail goes through dot_bf16_avx2. (The same for F16, whose round trip is two
+ * conversions, measured 13 % slower there, for no reason found: F16 keeps its dot.) */
+MMV_AVX512 static inline __attribute__((always_inline)) float bf16_dot_avx512(int64_t n, const void *w, const void *x,
+                                                                              int x_rounded) {
     const uint16_t *a = w;
     const float *b = x;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         /* mmv_round_bf16 / mmv_load_bf16 in 16 lanes (mm_strip.h: mm_f.c's GEMM rounds and loads the same way) */
-        acc0 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i), mm_strip_round_bf16(_mm512_loadu_ps(b + i)), acc0);
-        acc1 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i + 16), mm_strip_round_bf16(_mm512_loadu_ps(b + i + 16)), acc1);
+        const __m512 x0 = _mm512_loadu_ps(b + i), x1 = _mm512_loadu_ps(b + i + 16);
+        acc0 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i), x_rounded ? x0 : mm_strip_round_bf16(x0), acc0);
+        acc1 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i + 16), x_rounded ? x1 : mm_strip_round_bf16(x1), acc1);
     }
     float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
     return s + (i < n ? dot_bf16_avx2(n - i, a + i, b + i) : 0.0f);
 }
 
-/* The BF16 dot above with x already rounded to bf16: cpu_mm rounds a token's activations once per product instead of
- * once per row (Qwen3-0.6B BF16 tg64, one thread, Zen 4: 14.6 -> 17.2 t/s). The same bits: rounding a rounded value
- * changes nothing, and the tail still goes through dot_bf16_avx2. (The same for F16, whose round trip is two
- * conversions, measured 13 % slower there, for no reason found: F16 keeps its dot.) */
+MMV_AVX512 static float dot_bf16_avx512(int64_t n, const void *w, const void *x) { return bf16_dot_avx512(n, w, x, 0); }
+
 MMV_AVX512 static float dot_bf16_rounded_avx512(int64_t n, const void *w, const void *x) {
-    const uint16_t *a = w;
-    const float *b = x;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i), _mm512_loadu_ps(b + i), acc0);
-        acc1 = _mm512_fmadd_ps(mm_strip_load_bf16(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
-    }
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    return s + (i < n ? dot_bf16_avx2(n - i, a + i, b + i) : 0.0f);
+    return bf16_dot_avx512(n, w, x, 1);
 }
 
 /* x rounded as dot_bf16_avx512 rounds it: 16 at a time, the rest as dot_bf16_avx2's scalar tail */

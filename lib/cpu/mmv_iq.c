@@ -342,7 +342,7 @@ MMV_IQ_AVX2 static inline __m256i iq_fields3(long long w4) {
 }
 
 /* IQ1_S: group 4 ib + k's high bits are bits 3k..3k+2 of qh[ib] (k < 4) */
-MMV_IQ_AVX2 static inline void iq1_s_fields(const block_iq1_s *b, struct iq_prep *u) {
+MMV_IQ_AVX2 static void iq1_s_prep(const block_iq1_s *b, struct iq_prep *u) {
     long long h0, h1;
     memcpy(&h0, b->qh, 8);
     memcpy(&h1, b->qh + 4, 8);
@@ -364,8 +364,6 @@ MMV_IQ_AVX2 static inline void iq1_m_scale_pairs(const block_iq1_m *b, uint32_t 
 MMV_IQ_AVX2 static inline __m256i iq1_grid4(const uint16_t *idx) {
     return iq_rows4(blocks_iq1s_grid, idx[0], idx[1], idx[2], idx[3]);
 }
-
-MMV_IQ_AVX2 static void iq1_s_prep(const block_iq1_s *b, struct iq_prep *u) { iq1_s_fields(b, u); }
 
 /* IQ1_S: one delta and one scale per 32 values, so the delta's part is ls δ (Σ of the 32 y) from the bsums, and the
  * vectors only multiply the grid: Σ ls (8 g + δ) y = Σ ls (8 Σ g y + δ Σ y), the same integer */
