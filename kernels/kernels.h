@@ -539,6 +539,12 @@ struct sample_args {
      * by temp); greedy rows {argmax, 1, its penalised logit}; no survivor (min_p > 1) {the pick, 1, -inf}; a refused
      * row n = 0. */
     struct sample_list *list; /* (n_rows) */
+    /* Rows that each see one more token in the window than the row before (MTP verification: row r comes after
+     * r drafts). NULL: every row the pairs alone. Row r counts pen_push[0..r) once more each and pen_drop[0..r)
+     * once less: pen_drop[j] is the token that left the window when pen_push[j] entered, -1 none, -2 - i the
+     * pushed token pen_push[i] (i < j). Tokens outside 0..n_vocab-1 count for nothing (CUDA: the drafts are read
+     * where they were drafted; the CPU twin refuses them). sample_row_count() gives a token's count. */
+    const int32_t *pen_push, *pen_drop;
 };
 /* A row's distribution as the sample op drew from it (spec_accept reads two of them per draft). */
 struct sample_list {
@@ -626,6 +632,27 @@ static inline INFER_HD size_t sample_scratch_bytes(int32_t n_rows, int32_t n_voc
 static inline INFER_HD float sample_penalise(float l, int32_t count, float repeat, float freq, float presence) {
     l = l <= 0 ? SAMPLE_MUL(l, repeat) : l / repeat;
     return l - SAMPLE_ADD(SAMPLE_MUL((float)count, freq), presence);
+}
+/* Token t's count in row r's window (sample_args.pen_push): base (its pair's count, or 0), the pushed copies of t
+ * before row r added, the dropped ones taken off. */
+static inline INFER_HD int32_t sample_row_count(const int32_t *push, const int32_t *drop, int32_t r, int32_t t,
+                                                int32_t base) {
+    if (!push) return base;
+    for (int32_t j = 0; j < r; j++) {
+        const int32_t d = drop[j] <= -2 ? push[-2 - drop[j]] : drop[j];
+        base += (push[j] == t) - (d == t);
+    }
+    return base;
+}
+/* 1 when pushed token push[i] is the first copy of itself in push[0..r) that no pair holds: the one row r
+ * penalises it through (the pairs' tokens are penalised through their pairs). */
+static inline INFER_HD int sample_push_first(const int32_t *push, int32_t i, const int32_t *pen, int32_t n_pen) {
+    const int32_t t = push[i];
+    for (int32_t j = 0; j < i; j++)
+        if (push[j] == t) return 0;
+    for (int32_t j = 0; j < n_pen; j++)
+        if (pen[2 * j] == t) return 0;
+    return 1;
 }
 
 /* CUDA launchers (kernels/<op>.cu). The CPU twins are declared in lib/cpu/cpu.h. */

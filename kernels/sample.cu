@@ -2,7 +2,7 @@
  * so that decoding copies back one int instead of a row of n_vocab floats.
  *
  * One block of 1024 threads per row (large rows: sliced over many blocks, see the end of this comment):
- *   1. the row is copied to scratch (NaN -> -inf) and the penalty pairs applied there (the input stays
+ *   1. the row is copied to scratch (NaN -> -inf) and the row's penalties applied there (the input stays
  *      untouched: infer_logits may still want it); a block argmax (ties: lowest id) gives max and the
  *      greedy token.
  *   2. candidates: with top-k on and k <= SAMPLE_MAX_CAND exactly the top k; otherwise the top
@@ -294,6 +294,25 @@ static __device__ void sample_finish(const struct sample_args &a, int32_t r, int
     if (threadIdx.x == 0) li->n = k > 0 ? k : 1;
 }
 
+/* Row r's penalties on the tokens lo..lo+len-1 of its copy v (v[0] is token lo): the pairs' tokens with their
+ * counts in row r's window, then the pushed tokens no pair holds (sample_row_count, sample_push_first). The two
+ * loops touch distinct tokens, each once. */
+static __device__ void sample_penalise_row(const struct sample_args &a, int32_t r, float *v, int32_t lo, int32_t len) {
+    for (int32_t j = threadIdx.x; j < a.n_pen; j += SAMPLE_THREADS) {
+        const int32_t t = a.pen[2 * j];
+        const int32_t c = sample_row_count(a.pen_push, a.pen_drop, r, t, a.pen[2 * j + 1]);
+        if (t >= lo && t - lo < len && c > 0)
+            v[t - lo] = sample_penalise(v[t - lo], c, a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
+    }
+    if (!a.pen_push) return;
+    for (int32_t i = threadIdx.x; i < r; i += SAMPLE_THREADS) {
+        const int32_t t = a.pen_push[i];
+        if (t < lo || t - lo >= len || t >= a.n_vocab || !sample_push_first(a.pen_push, i, a.pen, a.n_pen)) continue;
+        const int32_t c = sample_row_count(a.pen_push, a.pen_drop, r, t, 0);
+        if (c > 0) v[t - lo] = sample_penalise(v[t - lo], c, a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
+    }
+}
+
 static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __grid_constant__ struct sample_args a,
                                                                      const float log_min_p) {
     __shared__ sample_smem s;
@@ -307,10 +326,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const __g
         v[i] = isnan(f) ? -INFINITY : f;
     }
     __syncthreads();
-    for (int32_t j = threadIdx.x; j < a.n_pen; j += SAMPLE_THREADS) {
-        const int32_t t = a.pen[2 * j];
-        v[t] = sample_penalise(v[t], a.pen[2 * j + 1], a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
-    }
+    sample_penalise_row(a, r, v, 0, n);
     __syncthreads();
     float max = -INFINITY;
     int32_t best = INT_MAX;
@@ -403,11 +419,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) sample_slice_kernel(con
         v[i] = isnan(f) ? -INFINITY : f;
     }
     __syncthreads();
-    for (int32_t j = threadIdx.x; j < a.n_pen; j += SAMPLE_THREADS) { /* the pairs of this slice's tokens */
-        const int32_t t = a.pen[2 * j] - i0;
-        if (t >= 0 && t < len)
-            v[t] = sample_penalise(v[t], a.pen[2 * j + 1], a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
-    }
+    sample_penalise_row(a, r, v, i0, len);
     __syncthreads();
     float max = -INFINITY;
     int32_t best = INT_MAX;
@@ -488,7 +500,7 @@ static struct sample_slices sample_plan(const struct sample_args *a) {
 
 cudaError_t cuda_sample(const struct sample_args *a, cudaStream_t s) {
     if (!a->logits || !a->out || !a->scratch || a->n_rows < 0 || a->n_vocab < 1 || a->stride < a->n_vocab ||
-        a->n_pen < 0 || (a->n_pen && !a->pen) || (a->temp > 0.0f && !a->u))
+        a->n_pen < 0 || (a->n_pen && !a->pen) || (a->temp > 0.0f && !a->u) || (a->pen_push && !a->pen_drop))
         return cudaErrorInvalidValue;
     if (a->n_rows == 0) return cudaSuccess;
     /* nothing could cut a set larger than the candidates: the host samples */

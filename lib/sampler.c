@@ -317,15 +317,16 @@ int32_t sampler_draw(infer_sampler *s, const float *probs, double total) {
 int32_t sampler_vocab(const infer_sampler *s) { return s->n_vocab; }
 
 /* infer_sample's buffer in c's backend memory: u (double) | tokens (n_rows int32 at 8, padded to 16 bytes) |
- * penalty pairs (room for the window) | the op's scratch for n_rows rows | one sample_list (sampler_list_off).
- * Grown on first use, freed with the context. */
+ * penalty pairs (room for the window) and the drops of INFER_MAX_DRAFT pushes (sampler_rows_penalties) | the op's
+ * scratch for n_rows rows | one sample_list (sampler_list_off). Grown on first use, freed with the context. */
 static size_t sampler_list_off(size_t scr_off, int32_t n_rows, int32_t n_vocab) {
     return (scr_off + sample_scratch_bytes(n_rows, n_vocab) + 15) & ~(size_t)15;
 }
 
 static infer_status sampler_ctx_buf(infer_ctx *c, const infer_sampler *s, int32_t n_rows, size_t *pen_off,
                                     size_t *scr_off) {
-    const size_t pen_cap = (size_t)(s->p.penalty_last_n ? s->p.penalty_last_n : 1) * 2 * sizeof(int32_t);
+    const size_t pen_cap = ((size_t)(s->p.penalty_last_n ? s->p.penalty_last_n : 1) * 2 + INFER_MAX_DRAFT) *
+                           sizeof(int32_t);
     *pen_off = (8 + (size_t)n_rows * sizeof(int32_t) + 15) & ~(size_t)15;
     *scr_off = *pen_off + ((pen_cap + 15) & ~(size_t)15);
     const size_t need = sampler_list_off(*scr_off, n_rows, s->n_vocab) + sizeof(struct sample_list);
@@ -352,7 +353,36 @@ int sampler_has_penalties(const infer_sampler *s) { return sampler_penalties_on(
 
 int sampler_lists_ok(const infer_sampler *s) {
     const int small_k = s->p.top_k > 0 && s->p.top_k <= SAMPLE_MAX_CAND;
-    return !sampler_is_greedy(s) && !sampler_penalties_on(&s->p) && (small_k || s->n_vocab <= SAMPLE_MAX_CAND);
+    return !sampler_is_greedy(s) && (small_k || s->n_vocab <= SAMPLE_MAX_CAND);
+}
+
+infer_status sampler_rows_penalties(infer_ctx *c, infer_sampler *s, int32_t n_rows, const int32_t *push,
+                                    struct sample_args *a) {
+    infer_status st = INFER_OK;
+    if (!sampler_penalties_on(&s->p)) return INFER_OK;
+    if (n_rows < 1 || n_rows > INFER_MAX_DRAFT + 1)
+        return infer_fail(INFER_E_ARG, "sampler_rows_penalties: %d rows: expected 1..%d", n_rows, INFER_MAX_DRAFT + 1);
+    /* The window, oldest first, then the pushes: push j takes the window past n_win tokens once ring_len + j
+     * reaches n_win, and the token at index ring_len + j - n_win of that sequence leaves. */
+    const int32_t n_win = s->p.penalty_last_n, first = s->ring_len < n_win ? 0 : s->ring_head;
+    int32_t drop[INFER_MAX_DRAFT];
+    for (int32_t j = 0; j + 1 < n_rows; j++) {
+        const int32_t e = s->ring_len + j - n_win;
+        drop[j] = e < 0 ? -1 : e < s->ring_len ? s->ring[(first + e) % n_win] : -2 - (e - s->ring_len);
+    }
+    const int32_t n_pen = sampler_penalty_pairs(s, s->pairs);
+    size_t pen_off, scr_off;
+    TRY(sampler_ctx_buf(c, s, 1, &pen_off, &scr_off));
+    int32_t *pen = (int32_t *)((char *)c->sample_buf + pen_off), *drop_dev = pen + 2 * n_win;
+    if (n_pen) TRY(c->be->ops->upload(c->be, pen, s->pairs, (size_t)n_pen * 2 * sizeof *pen));
+    if (n_rows > 1) TRY(c->be->ops->upload(c->be, drop_dev, drop, (size_t)(n_rows - 1) * sizeof *drop));
+    if (c->on_device) c->bus_bytes += ((size_t)n_pen * 2 + (size_t)(n_rows - 1)) * sizeof *pen;
+    a->pen = n_pen ? pen : NULL, a->n_pen = n_pen;
+    a->pen_push = n_rows > 1 ? push : NULL, a->pen_drop = n_rows > 1 ? drop_dev : NULL;
+    a->repeat_penalty = s->p.repeat_penalty;
+    a->frequency_penalty = s->p.frequency_penalty, a->presence_penalty = s->p.presence_penalty;
+fail:
+    return st;
 }
 
 struct sample_args sampler_list_args(const infer_sampler *s, const float *logits, int32_t n_rows, const double *u,
@@ -510,32 +540,6 @@ static infer_status sampler_pick_check(const infer_ctx *h, int32_t pick, int32_t
     if (pick >= 0 && pick < n_vocab) return INFER_OK;
     return infer_fail(INFER_E_DEVICE, "infer_sample: the %s backend picked token %d: expected 0..%d", h->be->ops->name,
                       pick, n_vocab - 1);
-}
-
-infer_status sampler_greedy_rows(infer_ctx *c, infer_sampler *s, int32_t i0, int32_t n, int32_t *tokens, int *done) {
-    infer_status st = INFER_OK;
-    *done = 0;
-    const int32_t n_vocab = c->m->hp.n_vocab;
-    infer_ctx *h = forward_head_stage(c); /* where the logits are */
-    if (!sampler_is_greedy(s) || sampler_penalties_on(&s->p) || s->n_vocab != n_vocab || c->tp_head_pending || !h->on_device ||
-        !h->be->ops->sample || i0 < 0 || n < 1 || i0 + n > c->n_tokens || c->out_row[i0] < 0)
-        return INFER_OK;
-    for (int32_t j = 1; j < n; j++)
-        if (c->out_row[i0 + j] != c->out_row[i0] + j) return INFER_OK; /* not one block of rows */
-    size_t pen_off, scr_off;
-    TRY(sampler_ctx_buf(h, s, n, &pen_off, &scr_off));
-    char *b = h->sample_buf;
-    struct sample_args a = sampler_op_args(s, h->logits + (size_t)c->out_row[i0] * (size_t)n_vocab, n_vocab, NULL, 0, b,
-                                           scr_off);
-    a.n_rows = n;
-    st = h->be->ops->sample(h->be, &a);
-    if (st == INFER_E_UNSUPPORTED) return INFER_OK;
-    if (st != INFER_OK) goto fail;
-    TRY(h->be->ops->download(h->be, tokens, b + 8, (size_t)n * sizeof *tokens));
-    for (int32_t j = 0; j < n; j++) TRY(sampler_pick_check(h, tokens[j], n_vocab));
-    *done = 1;
-fail:
-    return st;
 }
 
 infer_status infer_sample(infer_ctx *c, infer_sampler *s, int32_t i, int32_t *token) {

@@ -41,19 +41,20 @@ void sampler_probs(infer_sampler *s, const float *logits, float *probs);
 int32_t sampler_draw(infer_sampler *s, const float *probs, double total);
 /* A uniform double in [0, 1) from s's generator. */
 double sampler_uniform(infer_sampler *s);
-/* The greedy picks of rows i0 .. i0+n-1 of c's last batch in one sample op over the n rows (one launch, one copy
- * back) where the logits are on a device, the rows are one block and no penalty is in effect (else each row would
- * see the picks before it); records nothing. *done 0: not applicable (nothing ran), the caller samples row by row. */
-/* 1 when s's chain can run on a device as the sample op's lists (sample_args.list, for spec_accept): temp > 0, no
- * penalty in effect (the verification rows would each need the drafts before them in the window), and a list holds
- * every survivor (top-k within SAMPLE_MAX_CAND, or a vocabulary that small). */
+/* 1 when s's chain can run on a device as the sample op's lists (sample_args.list, for spec_accept): temp > 0 and
+ * a list holds every survivor (top-k within SAMPLE_MAX_CAND, or a vocabulary that small). */
 int sampler_lists_ok(const infer_sampler *s);
+/* s's penalties for n_rows (<= INFER_MAX_DRAFT + 1) rows that each see one more token of push (n_rows - 1 ids in c's
+ * memory: the drafts of an MTP step) in s's window than the row before, as the verification rows would after
+ * accepting them: s's pairs and the token each push moves out of the window, uploaded to c's infer_sample buffer and
+ * set in a (pen, n_pen, pen_push, pen_drop and the three penalties). Nothing when s has no penalties. */
+infer_status sampler_rows_penalties(infer_ctx *c, infer_sampler *s, int32_t n_rows, const int32_t *push,
+                                    struct sample_args *a);
 /* The sample op's arguments for n_rows rows of logits (stride n_vocab) under s's chain without penalties, with the
  * caller's u, out, scratch and list (all in the backend's memory). */
 struct sample_args sampler_list_args(const infer_sampler *s, const float *logits, int32_t n_rows, const double *u,
                                      int32_t *out, void *scratch, struct sample_list *list);
 /* What fixes the chain's arguments, for a graph key: top-k and the bits of temp, top-p and min-p. */
 void sampler_chain_key(const infer_sampler *s, int32_t key[4]);
-infer_status sampler_greedy_rows(infer_ctx *c, infer_sampler *s, int32_t i0, int32_t n, int32_t *tokens, int *done);
 
 #endif

@@ -15,16 +15,20 @@
  *            state and the last hidden state come back from the snapshot ring (cache.c).
  * The target rows (p) come from the same sampler chain as plain decoding, with the accepted tokens
  * recorded in order, so penalties see exactly what they would without speculation.
- * Where temp > 0 runs: on a device whose sampler chain fits lists (sampler_lists_ok: no penalties, a top-k the
- * sample op's candidates hold), SPEC_LISTS: the host draws the step's 3 n_draft + 1 uniforms up front and uploads
- * them once; each draft step's sample op draws d_j with u_j and leaves q_j as a list on the device; after the
- * verification batch one sample op lists p_0..p_k (and draws from each with its residual uniform) and spec_accept
- * decides (kernels.h spec_accept_args): k + 2 ints come back, never a row of logits. Elsewhere (the CPU, penalties,
- * other chains) SPEC_HOST brings each row to the host and decides there with spec_accept() below.
+ * Where temp > 0 runs: on a device whose sampler chain fits lists (sampler_lists_ok: a top-k the sample op's
+ * candidates hold), SPEC_LISTS: the host draws the step's 3 n_draft + 1 uniforms up front and uploads them once;
+ * each draft step's sample op draws d_j with u_j and leaves q_j as a list on the device; after the verification
+ * batch one sample op lists p_0..p_k (and draws from each with its residual uniform) and spec_accept decides
+ * (kernels.h spec_accept_args): k + 2 ints come back, never a row of logits. Elsewhere (the CPU, other chains)
+ * SPEC_HOST brings each row to the host and decides there with spec_accept() below.
+ * Penalties: the drafts are proposed without them (q may be any distribution: the rule keeps p exact; greedy
+ * acceptance compares with p's argmax), and verification row i is penalised by the window after d_0 .. d_{i-1}
+ * (sampler_rows_penalties: the window's pairs, the drafts on the device as pushes, the tokens they move out), which
+ * is the window plain decoding would hold at that row had it emitted those drafts.
  * Where the drafts live: on a one-stage device context or a tensor-parallel group in this process (spec_resident:
- * greedy without penalties, or SPEC_LISTS) they never leave the device: the verification batch copies its ids from
- * draft_tok there and spec_accept (greedy: its compare of the rows' argmaxes with the drafts) sends back only the
- * emitted ids. Elsewhere they come down after drafting and the batch uploads them.
+ * greedy, or SPEC_LISTS) they never leave the device: the verification batch copies its ids from draft_tok there
+ * and spec_accept (greedy: its compare of the rows' argmaxes with the drafts) sends back only the emitted ids.
+ * Elsewhere (a split over stages) they come down after drafting and the batch uploads them.
  */
 #include <string.h>
 
@@ -42,14 +46,21 @@ static enum spec_mode spec_mode_of(const infer_ctx *h, const infer_sampler *s) {
     return SPEC_HOST;
 }
 
-/* The drafts stay on the device (a one-stage device context drafting greedy without penalties, or SPEC_LISTS): the
- * verification batch reads its ids from draft_tok (context.c dev_tokens), spec_accept decides on the device, and only
- * the emitted ids come back. A tensor-parallel group in this process counts as one stage: its rank 0 drafts, looks
- * the batch's tokens up and holds the gathered rows. Elsewhere the k drafts come down for the batch. */
-static int spec_resident(const infer_ctx *c, const infer_sampler *s, enum spec_mode mode) {
+/* spec_accept decides on the head stage's device: SPEC_LISTS, or greedy where that stage is on a device with the op
+ * and is not a group across processes (whose rows are not gathered: infer_sample takes each rank's pick instead).
+ * The k + 2 ints of the verdict come back, never a row. */
+static int spec_accept_on_device(const infer_ctx *c, enum spec_mode mode) {
     const infer_ctx *h = forward_head_stage(c);
-    if (c->n_seg != 1 || c->tp_msg_host || !h->on_device || !h->spec_ints || !h->be->ops->spec_accept) return 0;
-    return mode == SPEC_LISTS || (mode == SPEC_GREEDY && !sampler_has_penalties(s));
+    if (mode == SPEC_LISTS) return 1;
+    return mode == SPEC_GREEDY && !c->tp_msg_host && h->on_device && h->spec_ints && h->be->ops->spec_accept;
+}
+
+/* The drafts stay on the device (spec_accept_on_device, and one stage): the verification batch reads its ids from
+ * draft_tok (context.c dev_tokens). A tensor-parallel group in this process counts as one stage: its rank 0 drafts,
+ * looks the batch's tokens up and holds the gathered rows. Elsewhere the k drafts come down for the batch, which
+ * uploads them to the first stage (a split's stages hand over through host memory). */
+static int spec_resident(const infer_ctx *c, enum spec_mode mode) {
+    return spec_accept_on_device(c, mode) && c->n_seg == 1 && !c->tp_msg_host;
 }
 
 int32_t spec_accept(infer_sampler *s, const float *p, const float *q, int32_t d, float *resid, int *accepted) {
@@ -220,9 +231,9 @@ static infer_status spec_accept_lists(infer_ctx *c, infer_sampler *s, int32_t k,
     const int32_t nd = c->n_draft;
     const float *rows = NULL;
     TRY(spec_rows(c, k, &rows));
-    const struct sample_args a = sampler_list_args(s, rows, k + 1,
-                                                   h->spec_u + 2 * nd, h->spec_ints, h->spec_scratch,
-                                                   h->spec_lists + nd);
+    struct sample_args a = sampler_list_args(s, rows, k + 1, h->spec_u + 2 * nd, h->spec_ints, h->spec_scratch,
+                                             h->spec_lists + nd);
+    TRY(sampler_rows_penalties(h, s, k + 1, h->draft_tok + 1, &a)); /* row i's window holds d_0 .. d_{i-1} */
     TRY(be->ops->sample(be, &a));
     const struct spec_accept_args sa = {.target = h->spec_lists + nd, .draft = h->spec_lists, .drafts = h->draft_tok + 1,
                                         .p_draw = h->spec_ints, .u_acc = h->spec_u + nd, .u_res = h->spec_u + 2 * nd,
@@ -233,10 +244,11 @@ fail:
     return st;
 }
 
-/* Greedy acceptance on the head's stage h with the drafts in its memory (resident): one sample op picks every
- * verification row's argmax, spec_accept compares them with the drafts, and the emitted ids come back. */
-static infer_status spec_accept_greedy_dev(infer_ctx *c, infer_sampler *s, int32_t k, int32_t force, int32_t *out,
-                                           int32_t *n) {
+/* Greedy acceptance on the head's stage h, the drafts in its draft_tok: one sample op picks every verification row's
+ * argmax (each row penalised by its own window), spec_accept compares them with the drafts, and the emitted ids come
+ * back (checked against tok, the drafts on the host, unless NULL: resident). */
+static infer_status spec_accept_greedy_dev(infer_ctx *c, infer_sampler *s, int32_t k, int32_t force, const int32_t *tok,
+                                           int32_t *out, int32_t *n) {
     infer_status st = INFER_OK;
     infer_ctx *h = forward_head_stage(c);
     struct infer_backend *be = h->be;
@@ -246,11 +258,12 @@ static infer_status spec_accept_greedy_dev(infer_ctx *c, infer_sampler *s, int32
     struct sample_args a = spec_argmax_args(h, rows, h->spec_ints);
     a.n_rows = k + 1;
     a.scratch = h->spec_scratch;
+    TRY(sampler_rows_penalties(h, s, k + 1, h->draft_tok + 1, &a)); /* row i's window holds d_0 .. d_{i-1} */
     TRY(be->ops->sample(be, &a));
     const struct spec_accept_args sa = {.drafts = h->draft_tok + 1, .p_draw = h->spec_ints, .k = k, .force = force,
                                         .out = h->spec_ints + nd + 1};
     TRY(be->ops->spec_accept(be, &sa));
-    TRY(spec_accept_fetch(c, s, k, NULL, out, n));
+    TRY(spec_accept_fetch(c, s, k, tok, out, n));
 fail:
     return st;
 }
@@ -287,7 +300,7 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
     int8_t want[INFER_MAX_DRAFT + 1];
     tok[0] = last;
     const enum spec_mode mode = spec_mode_of(forward_head_stage(c), s);
-    const int resident = spec_resident(c, s, mode);
+    const int resident = spec_resident(c, mode);
     TRY(spec_draft(c, s, mode, seq, last, k, resident, tok + 1));
     for (int32_t i = 0; i <= k; i++) seqs[i] = seq, want[i] = 1;
     if (resident) { /* the batch's ids are draft_tok's [last, d_0 ..]: the host's copy only passes validation */
@@ -302,25 +315,17 @@ infer_status infer_spec_step(infer_ctx *c, infer_sampler *s, int32_t seq, int32_
     const int32_t force = c->spec_force < k ? c->spec_force : k;
     c->spec_force = -1; /* the hook holds for one step */
     infer_ctx *h = forward_head_stage(c); /* the drafts' distributions and the acceptance's rows */
-    int32_t picks[INFER_MAX_DRAFT + 1];
-    int batched = 0; /* greedy on a device without penalties: every row's pick in one op, one copy back */
-    const int on_device = resident || mode == SPEC_LISTS; /* spec_accept decides */
-    if (resident && greedy) TRY(spec_accept_greedy_dev(c, s, k, force, out, &n));
-    if (greedy && !resident) TRY(sampler_greedy_rows(c, s, 0, k + 1, picks, &batched));
+    const int on_device = spec_accept_on_device(c, mode);
+    if (on_device && greedy) TRY(spec_accept_greedy_dev(c, s, k, force, resident ? NULL : tok, out, &n));
     if (mode == SPEC_LISTS) TRY(spec_accept_lists(c, s, k, force, resident ? NULL : tok, out, &n));
-    for (int32_t i = 0; i <= k && !on_device; i++) {
+    for (int32_t i = 0; i <= k && !on_device; i++) { /* the host decides: the CPU, a group across processes */
         int32_t t;
         int accepted = 0;
         if (i < force) { /* test hook: kept whatever the rule says */
             t = tok[i + 1], accepted = 1;
             infer_sampler_accept(s, t);
         } else if (greedy) {
-            if (batched) {
-                t = picks[i];
-                infer_sampler_accept(s, t);
-            } else {
-                TRY(infer_sample(c, s, i, &t)); /* where the logits are; records t */
-            }
+            TRY(infer_sample(c, s, i, &t)); /* where the logits are; records t */
             accepted = i < k && t == tok[i + 1];
         } else {
             const float *logits = infer_logits(c, i);

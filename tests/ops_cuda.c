@@ -273,6 +273,8 @@ int cu_sample(const struct sample_args *h) {
     struct dmirror m = {0};
     dm_add(&m, &d.logits, span(h->n_rows, h->stride, h->n_vocab), DM_IN);
     dm_add(&m, &d.pen, I4(2 * (h->n_pen > 0 ? h->n_pen : 0)), DM_IN);
+    dm_add(&m, &d.pen_push, I4(h->n_rows > 1 ? h->n_rows - 1 : 0), DM_IN);
+    dm_add(&m, &d.pen_drop, I4(h->n_rows > 1 ? h->n_rows - 1 : 0), DM_IN);
     dm_add(&m, &d.u, sizeof(double) * (size_t)(h->n_rows > 0 ? h->n_rows : 0), DM_IN);
     dm_add(&m, &d.out, I4(h->n_rows > 0 ? h->n_rows : 0), DM_OUT);
     dm_add(&m, &d.scratch, h->n_rows > 0 && h->n_vocab > 0 ? sample_scratch_bytes(h->n_rows, h->n_vocab) : 0,

@@ -539,16 +539,25 @@ static int ref_cand_cmp(const void *x, const void *y) {
 }
 
 /* ref_sample_row, and with list non-NULL the distribution it draws from (the survivors in the draw's order). */
-static int32_t ref_sample(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz,
-                          struct sample_list *list) {
+static int32_t ref_sample(const float *logits, const struct sample_args *a, int32_t row, double u, double *mp,
+                          double *mu, double *mz, struct sample_list *list) {
     const int32_t n = a->n_vocab;
     struct ref_cand *c = malloc(sizeof *c * (size_t)n), *s = malloc(sizeof *s * (size_t)n);
     *mp = *mu = INFINITY, *mz = 0;
     for (int32_t i = 0; i < n; i++) c[i].id = i, c[i].l = isnan(logits[i]) ? -INFINITY : logits[i];
-    for (int32_t j = 0; j < a->n_pen; j++) {
-        struct ref_cand *p = &c[a->pen[2 * j]];
-        p->l = sample_penalise(p->l, a->pen[2 * j + 1], a->repeat_penalty, a->frequency_penalty, a->presence_penalty);
+    /* the window's counts over the whole vocabulary: the pairs, then the row's pushes and drops, one at a time */
+    int32_t *count = calloc((size_t)n, sizeof *count);
+    for (int32_t j = 0; j < a->n_pen; j++) count[a->pen[2 * j]] += a->pen[2 * j + 1];
+    for (int32_t j = 0; a->pen_push && j < row; j++) {
+        count[a->pen_push[j]]++;
+        const int32_t d = a->pen_drop[j];
+        if (d >= 0) count[d]--;
+        if (d <= -2) count[a->pen_push[-2 - d]]--;
     }
+    for (int32_t t = 0; t < n; t++)
+        if (count[t] > 0)
+            c[t].l = sample_penalise(c[t].l, count[t], a->repeat_penalty, a->frequency_penalty, a->presence_penalty);
+    free(count);
     memcpy(s, c, sizeof *s * (size_t)n);
     qsort(s, (size_t)n, sizeof *s, ref_cand_cmp);
     const float max = s[0].l;
@@ -620,13 +629,14 @@ out:
     return pick;
 }
 
-int32_t ref_sample_row(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz) {
-    return ref_sample(logits, a, u, mp, mu, mz, NULL);
+int32_t ref_sample_row(const float *logits, const struct sample_args *a, int32_t row, double u, double *mp, double *mu,
+                       double *mz) {
+    return ref_sample(logits, a, row, u, mp, mu, mz, NULL);
 }
 
-void ref_sample_list(const float *logits, const struct sample_args *a, struct sample_list *list) {
+void ref_sample_list(const float *logits, const struct sample_args *a, int32_t row, struct sample_list *list) {
     double mp, mu, mz;
-    ref_sample(logits, a, 0.0, &mp, &mu, &mz, list);
+    ref_sample(logits, a, row, 0.0, &mp, &mu, &mz, list);
 }
 
 void ref_spec_accept(const double *p, const double *q, int32_t n_vocab, const int32_t *const *order,

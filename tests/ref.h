@@ -51,17 +51,19 @@ void ref_ssm_conv_window(const struct ssm_conv_args *a, const float *state_in, i
 /* The gated delta rule as a plain double recurrence (docs/qwen35.md §4.4 steps 2, 5-7) from state_in (the
  * args' layout, S[i][c] at [j][c][i]): out (n_tokens, n_vhead, d_state) and the final state_out. */
 void ref_gdn(const struct gdn_args *a, const float *state_in, double *out, double *state_out);
-/* The sampling chain (kernels.h sample_args) of one row of logits with the row's uniform u, step by step
+/* The sampling chain (kernels.h sample_args) of one row of logits (row `row` of the args: its window of penalties,
+ * counted over the whole vocabulary) with the row's uniform u, step by step
  * as specified there (float where it says float, a full sort for the order): the token, and how close
  * its decisions lie to a boundary, recomputed in double (relative distances): *mp of top-p's cumulative
  * probability from top_p, *mu of u * total from a running sum of the draw (the last one excepted), and
  * *mz the relative error of the float z in the chain's order (how far another summation order may land).
  * A backend summing in another order may pick another token only where mp < 1e-4 + 4 mz or mu < 1e-9. */
-int32_t ref_sample_row(const float *logits, const struct sample_args *a, double u, double *mp, double *mu, double *mz);
+int32_t ref_sample_row(const float *logits, const struct sample_args *a, int32_t row, double u, double *mp, double *mu,
+                       double *mz);
 /* The distribution ref_sample_row draws from (kernels.h sample_args.list): its survivors in the draw's order, each
  * exp(l - max) / total in double; one survivor (greedy, nothing left) with probability 1. n may exceed the list's
  * room (only SAMPLE_MAX_CAND are written). */
-void ref_sample_list(const float *logits, const struct sample_args *a, struct sample_list *list);
+void ref_sample_list(const float *logits, const struct sample_args *a, int32_t row, struct sample_list *list);
 /* spec_accept's rule (kernels.h) written from its comment over dense distributions: p and q (k + 1 and k rows of
  * n_vocab doubles, 0 outside the survivors) with each target row's survivors in draw order (order[i], n_order[i]
  * ids). Writes out (k + 2 ints) as the op does. */

@@ -21,8 +21,11 @@
  *     stream again;
  *   - temp > 0 with the default chain (lib/spec.c SPEC_LISTS: drafts drawn, listed and accepted on the device): a
  *     run is reproducible with the seed, accepts drafts on the agreeing head, and a step moves only positions, the
- *     step's uniforms and the emitted ids over the bus (the distribution is test-spec-dist's, which runs on the device too);
- *     with a penalty (SPEC_HOST: the rows come to the host) the same reproducibility;
+ *     step's uniforms and the emitted ids over the bus (the distribution is test-spec-dist's, which runs on the device
+ *     too); with a repeat penalty the same, plus the window's pairs and the drafts' drops;
+ *   - greedy with penalties (the agreeing head, F32; windows of 2 and 16 tokens): the stream equals plain decoding
+ *     with the same penalties, sampled on the host, and a step moves no logits row: each verification row is
+ *     penalised on the device by the window after the drafts before it (kernels.h sample_args.pen_push);
  *   - CUDA graphs (agreeing head, F32): streams, acceptance and drafts' logits with graphs equal those without;
  *     on the emulator a steady greedy step of 3 drafts is 5 graph launches (the drafts, the verification, the
  *     MTP block's follow-up) and two kernel launches outside them (the sample op over the 4 verification rows and
@@ -30,7 +33,7 @@
  *   - placements: --n-cpu-moe 1 (the first MoE layer's routed experts in host memory, and the token table, which
  *     the MTP block reads, with them: the block's rows come up from the host), --cpu-moe (the MTP block's own
  *     experts on the host too) and -sm layer over two devices (the head and the MTP block on the second, the token
- *     table on the first): the same equality. (-sm tensor with MTP is refused: test-cuda-tp.)
+ *     table on the first): the same equality, under -sm layer with penalties too. (-sm tensor: test-cuda-tp.)
  * Without a device the test prints SKIP and exits 77.
  */
 #include <math.h>
@@ -41,6 +44,7 @@
 #include "../tools/synth.h"
 #include "device.h"
 #include "forward.h"
+#include "sampler.h"
 #include "spec.h"
 #include "stream.h"
 #include "t.h"
@@ -114,16 +118,59 @@ static int first_diff(const int32_t *a, const int32_t *b, int32_t n) {
 
 /* One greedy step's bus bytes: infer_ctx_bus_bytes across it, against the ids and positions it must move. */
 static void check_step_bus(infer_ctx *c, infer_sampler *s, int32_t last, const char *name) {
-    int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+    int32_t step[INFER_MAX_DRAFT + 1], k = 0, pairs[2 * N_CTX];
+    const uint64_t n_pen = sampler_has_penalties(s) ? (uint64_t)sampler_penalty_pairs(s, pairs) : 0;
     const uint64_t before = infer_ctx_bus_bytes(c);
     const int ok = infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
     const uint64_t moved = infer_ctx_bus_bytes(c) - before, d = (uint64_t)c->spec_drafts, i4 = sizeof(int32_t);
     /* drafting: last and a position per draft; verification: positions and rows (its ids are the drafts' buffer's,
-     * copied on the device; the MTP block reads them there too); acceptance: the count and the emitted ids */
-    const uint64_t want = i4 + d * i4 + 2 * (d + 1) * i4 + (d + 2) * i4;
+     * copied on the device; the MTP block reads them there too); acceptance: the window's (token, count) pairs and
+     * the token each draft moves out of it (penalties only), the count and the emitted ids */
+    const uint64_t pen = sampler_has_penalties(s) ? (2 * n_pen + d) * i4 : 0;
+    const uint64_t want = i4 + d * i4 + 2 * (d + 1) * i4 + pen + (d + 2) * i4;
     T_CHECK(ok && moved == want && moved < (uint64_t)c->m->hp.n_vocab * sizeof(float),
             "%s: a greedy step of %llu drafts moved %llu bytes over the bus, expected %llu (no logits row)", name,
             (unsigned long long)d, (unsigned long long)moved, (unsigned long long)want);
+}
+
+/* Greedy with penalties (lib/spec.c: verification row i penalised by the window after d_0 .. d_{i-1}, on the
+ * device): the stream equals plain decoding with the same penalties sampled on the host, which differs from the
+ * unpenalised stream want (so the penalties matter), with windows of 4 tokens (each of 4 drafts pushes the oldest
+ * token out) and 16; drafts kept and rejected (the head proposes the unpenalised argmax); a step moves no logits
+ * row (one stage). Under -sm layer the drafts come down for the first stage's batch and the acceptance is the head
+ * device's all the same. (A draft pushing an earlier draft out is test-ops' and test-spec-dist's.) */
+static void check_penalty(const infer_model *m, const char *name, const int32_t *prompt, const int32_t *want,
+                          int one_stage) {
+    static const int32_t last_n[2] = {4, 16}, n_draft[2] = {4, 3};
+    for (int v = 0; v < 2; v++) {
+        infer_sampler_params sp = infer_sampler_params_default();
+        sp.temp = 0, sp.seed = 7, sp.penalty_last_n = last_n[v];
+        sp.presence_penalty = -15.0f; /* a bonus: the bigram's next token leads by ~16 (synth.h mtp_agree), so a
+                                       * token in the window wins where its own logit tops ~1: a cycle of 4 */
+        int32_t plain[N_GEN], got[N_GEN], first = -1, next = -1;
+        infer_sampler *s0 = NULL, *s1 = NULL;
+        infer_ctx *c0 = make_ctx(m, 0), *c1 = make_ctx(m, n_draft[v]);
+        infer_batch b = {N_PROMPT, prompt, NULL, NULL, NULL};
+        int ok = c0 && c1 && infer_sampler_create(&sp, infer_vocab_size(m), &s0) == INFER_OK &&
+                 infer_sampler_create(&sp, infer_vocab_size(m), &s1) == INFER_OK;
+        ok = ok && stream_run(c0, s0, STREAM_PLAIN_HOST, prompt, N_PROMPT, plain, N_GEN, NULL) == N_GEN;
+        ok = ok && infer_decode(c1, &b) == INFER_OK && infer_sample(c1, s1, -1, &first) == INFER_OK &&
+             spec_continue(c1, s1, first, got, N_GEN, &next);
+        const infer_spec_stats st = c1 ? infer_spec_get_stats(c1) : (infer_spec_stats){0, 0, 0};
+        T_CHECK(ok && first_diff(got, plain, N_GEN) < 0 && first_diff(plain, want, N_GEN) >= 0 &&
+                    st.n_accepted > 0 && st.n_accepted < st.n_drafted,
+                "%s greedy, penalties over %d tokens, n_draft %d: the MTP stream differs from plain decoding at %d, "
+                "the plain one from the unpenalised at %d, %lld of %lld drafts kept (%s)", name, last_n[v], n_draft[v],
+                first_diff(got, plain, N_GEN), first_diff(plain, want, N_GEN), (long long)st.n_accepted,
+                (long long)st.n_drafted, ok ? "" : infer_last_error());
+        char what[160];
+        snprintf(what, sizeof what, "%s penalties over %d", name, last_n[v]);
+        if (ok && one_stage) check_step_bus(c1, s1, next, what);
+        if (ok && first_diff(got, plain, N_GEN) < 0)
+            printf("  %-40s penalties over %2d, n_draft %d: stream = plain, %lld of %lld drafts accepted\n", name,
+                   last_n[v], n_draft[v], (long long)st.n_accepted, (long long)st.n_drafted);
+        infer_sampler_free(s0), infer_sampler_free(s1), infer_ctx_free(c0), infer_ctx_free(c1);
+    }
 }
 
 /* Back to the checkpoint after the prompt, then into the ring after plain decodes (test-spec's check_truncate on a
@@ -167,9 +214,9 @@ done:
 }
 
 /* temp > 0 on the device: reproducible with the seed; on the agreeing head most drafts are accepted. With the default
- * chain (penalty 0) the device path's bus: per step the last token, the 3 n_draft + 1 uniforms, a position per
- * draft, the verification's positions and rows (its ids are the drafts, on the device), and spec_accept's k + 2 ints;
- * with a penalty the host path, which brings the rows. */
+ * chain, and with a repeat penalty too, the device path's bus: per step the last token, the 3 n_draft + 1 uniforms, a
+ * position per draft, the verification's positions and rows (its ids are the drafts, on the device), the window's
+ * pairs and the drafts' drops (penalty only), and spec_accept's k + 2 ints. */
 static void check_temp(const infer_model *m, const char *name, const int32_t *prompt) {
     for (int penalty = 0; penalty < 2; penalty++) {
         int32_t a[N_GEN], b[N_GEN];
@@ -187,19 +234,18 @@ static void check_temp(const infer_model *m, const char *name, const int32_t *pr
                  infer_sample(c, s, -1, &first) == INFER_OK && spec_continue(c, s, first, run ? b : a, N_GEN, &next);
             if (c) st = infer_spec_get_stats(c);
             if (ok && run == 1) { /* one more step, measured */
-                int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+                int32_t step[INFER_MAX_DRAFT + 1], k = 0, pairs[2 * 64];
+                const uint64_t n_pen = penalty ? (uint64_t)sampler_penalty_pairs(s, pairs) : 0;
                 const uint64_t before = infer_ctx_bus_bytes(c);
                 ok = infer_spec_step(c, s, 0, next, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
                 bus = infer_ctx_bus_bytes(c) - before;
                 const uint64_t d = (uint64_t)c->spec_drafts, i4 = sizeof(int32_t), nd = 3;
-                const uint64_t want = i4 + (3 * nd + 1) * sizeof(double) + d * i4 + 2 * (d + 1) * i4 + (d + 2) * i4;
-                if (!penalty)
-                    T_CHECK(ok && bus == want, "%s temp 0.8: a step of %llu drafts moved %llu bytes over the bus, "
-                            "expected %llu (no logits row)", name, (unsigned long long)d, (unsigned long long)bus,
-                            (unsigned long long)want);
-                else
-                    T_CHECK(ok && bus > (uint64_t)c->m->hp.n_vocab * sizeof(float), "%s temp 0.8 with a penalty: "
-                            "%llu bytes over the bus: expected the rows (the host's path)", name, (unsigned long long)bus);
+                const uint64_t pen = penalty ? (2 * n_pen + d) * i4 : 0; /* the window's pairs, the drafts' drops */
+                const uint64_t want =
+                    i4 + (3 * nd + 1) * sizeof(double) + d * i4 + 2 * (d + 1) * i4 + pen + (d + 2) * i4;
+                T_CHECK(ok && bus == want, "%s temp 0.8%s: a step of %llu drafts moved %llu bytes over the bus, "
+                        "expected %llu (no logits row)", name, penalty ? " + penalty" : "", (unsigned long long)d,
+                        (unsigned long long)bus, (unsigned long long)want);
             }
             infer_sampler_free(s), infer_ctx_free(c);
         }
@@ -383,6 +429,8 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
     }
     if (rollback) check_rollback(m, name, prompt, want, 2 * N_GEN);
     if (more && agree && noise == 0) check_temp(m, name, prompt);
+    if ((more || pl.sm_layer) && agree && noise == 0 && strcmp(ftype, "F32") == 0)
+        check_penalty(m, name, prompt, want, !pl.sm_layer && !pl.n_cpu_moe);
     if (more && agree && noise == 0) check_graphs(m, name, prompt);
     infer_model_free(m);
 }

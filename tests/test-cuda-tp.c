@@ -601,8 +601,8 @@ static infer_sampler *make_sampler(const infer_model *m, float temp, float repea
  * a rollback at every step) and a noisy agreeing head (drafts kept and rejected), the drafts staying on rank 0's
  * device (each greedy step's bus bytes worked out by hand; 181 instead of 112 at 3 drafts over 2 when the drafts come
  * down and the picks come one per rank and row). At temp 0.8 with the default chain
- * (SPEC_LISTS): reproducible with the seed, and no row of logits crosses the bus; with a repeat penalty (SPEC_HOST,
- * the rows gathered and brought to the host) tokens come. */
+ * (SPEC_LISTS): reproducible with the seed, and no row of logits crosses the bus, with a repeat penalty too (each
+ * verification row penalised on rank 0 by the window after the drafts before it). */
 static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (*shape)(struct synth_params *),
                       float noise, int32_t n_draft, int temp_too) {
     enum { N_GEN = 24 };
@@ -673,13 +673,18 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
             const infer_spec_stats st = infer_spec_get_stats(t1);
             const uint64_t per_step = st.n_steps ? rx.bus / (uint64_t)st.n_steps : 0;
             const int32_t ny = stream(t2, STREAM_SPEC, s2, y, N_GEN, NULL);
-            const int32_t nz = stream(tp, STREAM_SPEC, sp3, z, N_GEN, NULL);
+            struct stream_rec rz = {0};
+            const int32_t nz = stream(tp, STREAM_SPEC, sp3, z, N_GEN, &rz);
+            const infer_spec_stats sz = infer_spec_get_stats(tp);
+            const uint64_t per_step_pen = sz.n_steps ? rz.bus / (uint64_t)sz.n_steps : 0;
             int ok = nx == N_GEN && ny == N_GEN && nz == N_GEN && !memcmp(x, y, sizeof x) && st.n_steps > 0;
             for (int32_t i = 0; i < nz; i++) ok &= z[i] >= 0 && z[i] < infer_vocab_size(m);
+            ok &= sz.n_steps > 0 && per_step_pen < (uint64_t)infer_vocab_size(m) * sizeof(float);
             T_CHECK(ok && per_step < (uint64_t)infer_vocab_size(m) * sizeof(float),
                     "%s %s over %d, --mtp %d at temp 0.8: %d / %d / %d tokens, the same with the seed: %s, %llu bus "
-                    "bytes a step (a row: %llu): %s", arch, ftype, n_dev, n_draft, nx, ny, nz,
+                    "bytes a step, %llu with a penalty (a row: %llu): %s", arch, ftype, n_dev, n_draft, nx, ny, nz,
                     memcmp(x, y, sizeof x) ? "no" : "yes", (unsigned long long)per_step,
+                    (unsigned long long)per_step_pen,
                     (unsigned long long)infer_vocab_size(m) * sizeof(float), infer_last_error());
         }
         infer_sampler_free(s1), infer_sampler_free(s2), infer_sampler_free(sp3);

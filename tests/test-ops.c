@@ -49,10 +49,11 @@
  *   moe_ffn   NMSE (table); cpu bit for bit its unfused chain; cuda within 2e-4 max |ref| (per-pair kernels),
  *             from MOE_GROUPED_TOKENS tokens on (grouped tensor-core GEMMs, f16 operands) 2e-3 max |ref| and
  *             NMSE <= 4e-6
- *   sample    ref_sample_row's token except within rounding of a boundary (ref.h; at most 1% of the rows or
- *             one); cuda also its CPU twin's, SAMPLE_REFUSED only for a truncated set, a set nothing cuts refused
- *             and, where the chain allows a list, its list: the reference's survivors in order, probabilities
- *             within 1e-12 relative; cuda the twin's within 4 ulps
+ *   sample    ref_sample_row's token (each row's window of penalties: pushes and drops) except within rounding
+ *             of a boundary (ref.h; at most 1% of the rows or one); cuda also its CPU twin's, SAMPLE_REFUSED
+ *             only for a truncated set, a set nothing cuts refused and, where the chain allows a list, its list:
+ *             the reference's survivors in order, probabilities within 1e-12 relative; cuda the twin's within
+ *             4 ulps
  *   spec_accept ref_spec_accept (the rule over dense distributions, ref.h) exactly, on random lists that overlap
  *             partly, drafts drawn from q, out of p, or with q 0; p == q rows (residual 0); the test hook; cuda
  *             its CPU twin's. cpu also: with k = 1, the first token of a step follows p (chi-squared, 200000 steps).

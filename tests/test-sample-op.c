@@ -172,9 +172,13 @@ static void test_reference(struct pool *pool) {
                 for (int r = 0; r < ROWS; r++)
                     sample_fill_row(l + (size_t)r * (size_t)(n + 3), n, mode, rnd), u[r] = urand();
                 u[0] = 0.0, u[ROWS - 1] = 1.0 - 0x1.0p-53; /* the ends of [0, 1) */
-                const struct sample_args a = {l, n + 3, ROWS, n, np ? pairs : NULL, np, p->repeat_penalty,
-                                              p->frequency_penalty, p->presence_penalty, p->top_k, p->top_p,
-                                              p->min_p, p->temp, u, out, scratch, NULL};
+                const struct sample_args a = {.logits = l, .stride = n + 3, .n_rows = ROWS, .n_vocab = n,
+                                              .pen = np ? pairs : NULL, .n_pen = np,
+                                              .repeat_penalty = p->repeat_penalty,
+                                              .frequency_penalty = p->frequency_penalty,
+                                              .presence_penalty = p->presence_penalty, .top_k = p->top_k,
+                                              .top_p = p->top_p, .min_p = p->min_p, .temp = p->temp, .u = u,
+                                              .out = out, .scratch = scratch};
                 const infer_status st = cpu_sample(&a, pool);
                 T_CHECK(st == INFER_OK, "cpu_sample %s n %d: %s", sets[si].name, n, infer_last_error());
                 for (int r = 0; r < ROWS; r++) {
@@ -193,12 +197,20 @@ static void test_reference(struct pool *pool) {
     float l1[4] = {0};
     int32_t o1, badpen[2] = {7, 1};
     void *scr = malloc(sample_scratch_bytes(1, 4));
-    struct sample_args b = {l1, 4, 1, 4, NULL, 0, 1, 0, 0, 0, 1, 0, 1, NULL, &o1, scr, NULL};
+    struct sample_args b = {.logits = l1, .stride = 4, .n_rows = 1, .n_vocab = 4, .repeat_penalty = 1, .top_p = 1,
+                            .temp = 1, .out = &o1, .scratch = scr};
     T_CHECK(cpu_sample(&b, pool) == INFER_E_ARG && strstr(infer_last_error(), "cpu_sample"), "temp > 0 without u");
     b.temp = 0, b.pen = badpen, b.n_pen = 1;
     T_CHECK(cpu_sample(&b, pool) == INFER_E_ARG && strstr(infer_last_error(), "token 7"), "penalty token out of range");
     b.n_pen = 0, b.stride = 3;
     T_CHECK(cpu_sample(&b, pool) == INFER_E_ARG, "stride < n_vocab");
+    int32_t push[1] = {9}, drop[1] = {-1};
+    b.stride = 4, b.n_rows = 2, b.pen_push = push, b.pen_drop = drop;
+    T_CHECK(cpu_sample(&b, pool) == INFER_E_ARG && strstr(infer_last_error(), "pushed token 0 (9)"),
+            "a pushed token out of range");
+    push[0] = 1, drop[0] = -2;
+    T_CHECK(cpu_sample(&b, pool) == INFER_E_ARG && strstr(infer_last_error(), "dropped -2"),
+            "a drop of a push not made yet");
     free(scr);
 }
 
@@ -226,9 +238,12 @@ static void test_sequence(void) {
             const double u = sets[si].temp <= 0 ? 0.0 : sampler_uniform(s1);
             const int32_t np = sampler_penalty_pairs(s1, pairs);
             int32_t got = -2;
-            const struct sample_args a = {l, N, 1, N, pairs, np, sets[si].repeat_penalty, sets[si].frequency_penalty,
-                                          sets[si].presence_penalty, sets[si].top_k, sets[si].top_p, sets[si].min_p,
-                                          sets[si].temp, &u, &got, scratch, NULL};
+            const struct sample_args a = {.logits = l, .stride = N, .n_rows = 1, .n_vocab = N, .pen = pairs,
+                                          .n_pen = np, .repeat_penalty = sets[si].repeat_penalty,
+                                          .frequency_penalty = sets[si].frequency_penalty,
+                                          .presence_penalty = sets[si].presence_penalty, .top_k = sets[si].top_k,
+                                          .top_p = sets[si].top_p, .min_p = sets[si].min_p, .temp = sets[si].temp,
+                                          .u = &u, .out = &got, .scratch = scratch};
             if (cpu_sample(&a, NULL) != INFER_OK) got = -3;
             infer_sampler_accept(s1, got);
             if (got != want && same) T_CHECK(0, "set %zu step %d: op %d, infer_sampler_sample %d", si, step, got, want);

@@ -14,13 +14,18 @@
  * The test: Pearson's chi-squared over the cells (those with fewer than 5 expected pooled into one),
  * failing when its p-value is below ALPHA = 1e-6, with n_draft 1 and 2, N_TRIALS = 20000 trials each; plain
  * sampling (infer_sampler_sample on the same logits) runs through the same test as a control of the
- * expected table. A token outside the support (probability 0) is a failure on its own. The trials are
- * consecutive draws of one seeded generator, so a run is deterministic; over seeds each of the 3
- * chi-squared checks fails by chance with probability 1e-6, all together at most 3e-6.
+ * expected table. A token outside the support (probability 0) is a failure on its own. Each trial has its
+ * own sampler, seeded from the trial's index, so a run is deterministic and every trial starts with an empty
+ * penalty window; over seeds each of the chi-squared checks fails by chance with probability 1e-6.
  * The p-value (the regularised upper incomplete gamma function) is checked first against closed forms.
- * On a device (the emulator in check-emu) the same test runs once more with the model at -ngl 99, where this
- * chain takes the device path (lib/spec.c SPEC_LISTS: the drafts' draws, the lists and spec_accept on the device),
- * n_draft 1 and 2 with N_TRIALS_DEVICE trials each (quick, the sanitizers' run: n_draft 2, a fifth of them), the table from a plain context on the device; its steps must
+ * With penalties (dist_params: a window of one token, a presence bonus) the table's rows are the sampler's
+ * after the prefix (row 2's window: t2 alone), the bonus must move the table by over 0.25 in total variation
+ * (so a row with the wrong window would fail), and the speculative run is n_draft 2, whose verification row 2
+ * must drop d_0 from the window again.
+ * On a device (the emulator in check-emu) the same tests run once more with the model at -ngl 99, where this
+ * chain takes the device path (lib/spec.c SPEC_LISTS: the drafts' draws, the lists, the rows' penalties and
+ * spec_accept on the device), n_draft 1 and 2 (with penalties 2) with N_TRIALS_DEVICE trials each (quick, the
+ * sanitizers' run: n_draft 2, a fifth of them), the table from a plain context on the device; its steps must
  * move no row of logits over the bus.
  */
 #include <math.h>
@@ -40,6 +45,17 @@ static const double ALPHA = 1e-6, MIN_EXPECTED = 5;
 static const float TEMP = 3.0f;
 
 static char dir[] = "/tmp/test-spec-dist-XXXXXX";
+
+/* The chain under test; pen: a window of one token with a negative presence penalty (a bonus, which pulls the
+ * window's token into the next row's top k where a penalty would only push a token that is seldom there), so that
+ * each verification row's window is the draft before it alone (with 2 drafts the first leaves again:
+ * lib/sampler.c sampler_rows_penalties' drop of a draft). */
+static infer_sampler_params dist_params(uint64_t seed, int pen) {
+    infer_sampler_params sp = infer_sampler_params_default();
+    sp.temp = TEMP, sp.top_k = TOP_K, sp.top_p = 1, sp.min_p = 0, sp.seed = seed;
+    if (pen) sp.penalty_last_n = 1, sp.presence_penalty = -5.0f;
+    return sp;
+}
 
 /* Q(a, x) = Gamma(a, x) / Gamma(a): the series of P(a, x) below x = a + 1, the continued fraction of Q
  * (modified Lentz) above. Q(df / 2, chi2 / 2) is the chi-squared upper tail. */
@@ -112,6 +128,8 @@ static int expect_after(infer_ctx *plain, infer_sampler *s, const int32_t *prefi
     }
     memcpy(row, infer_logits(plain, -1), sizeof(float) * N_VOCAB);
     float probs[N_VOCAB];
+    infer_sampler_reset(s); /* the window: the prefix's tokens */
+    for (int32_t i = 0; i < n; i++) infer_sampler_accept(s, prefix[i]);
     sampler_probs(s, row, probs);
     int k = 0;
     for (int32_t i = 0; i < N_VOCAB; i++) {
@@ -155,6 +173,20 @@ static double cell_prob(const struct table *t, int cell) {
     return t->p0[a] * t->p1[a][b] * t->p2[a][b][c];
 }
 
+/* The total variation distance between the token triples of two tables. */
+static double table_tv(const struct table *x, const struct table *y) {
+    double d = 0;
+    for (int cell = 0; cell < N_CELLS; cell++) { /* x's triples, and y's that x lacks */
+        const int a = cell / (TOP_K * TOP_K), b = (cell / TOP_K) % TOP_K, c = cell % TOP_K;
+        const int32_t tx[N_TOK] = {x->s0[a], x->s1[a][b], x->s2[a][b][c]};
+        const int32_t ty[N_TOK] = {y->s0[a], y->s1[a][b], y->s2[a][b][c]};
+        const int in_y = cell_of(y, tx), in_x = cell_of(x, ty);
+        d += fabs(cell_prob(x, cell) - (in_y < 0 ? 0 : cell_prob(y, in_y)));
+        if (in_x < 0) d += cell_prob(y, cell);
+    }
+    return d / 2;
+}
+
 /* Pearson's statistic of count[] against the table over n trials, cells under MIN_EXPECTED pooled;
  * checks its p-value against ALPHA and that nothing fell outside the support. */
 static void check_counts(const char *what, const struct table *t, const long *count, long outside, long n) {
@@ -179,23 +211,23 @@ static void check_counts(const char *what, const struct table *t, const long *co
 
 /* N_TRIALS speculative runs of N_TOK tokens from the checkpoint (the prompt's last token not decoded). */
 static void check_spec(const infer_model *m, const int32_t *prompt, const struct table *t, int32_t n_draft,
-                       int on_device) {
+                       int on_device, int pen) {
     const long n_trials = !on_device ? N_TRIALS : t_quick() ? N_TRIALS_DEVICE / 5 : N_TRIALS_DEVICE;
     infer_ctx_params cp = infer_ctx_params_default();
     cp.n_ctx = 32, cp.n_batch = 8, cp.n_threads = 1, cp.n_draft = n_draft;
-    infer_sampler_params sp = infer_sampler_params_default();
-    sp.temp = TEMP, sp.top_k = TOP_K, sp.top_p = 1, sp.min_p = 0, sp.seed = 1000 + (uint64_t)n_draft;
     infer_ctx *c = NULL;
     infer_sampler *s = NULL;
     infer_batch b = {N_PROMPT - 1, prompt, NULL, NULL, NULL};
-    int ok = infer_ctx_create(m, &cp, &c) == INFER_OK && infer_sampler_create(&sp, N_VOCAB, &s) == INFER_OK &&
-             infer_decode(c, &b) == INFER_OK && infer_seq_checkpoint(c, 0) == INFER_OK;
+    int ok = infer_ctx_create(m, &cp, &c) == INFER_OK && infer_decode(c, &b) == INFER_OK &&
+             infer_seq_checkpoint(c, 0) == INFER_OK;
     T_CHECK(ok, "n_draft %d: context and prompt: %s", n_draft, infer_last_error());
     long count[N_CELLS] = {0}, outside = 0, n = 0;
     const uint64_t bus0 = c ? infer_ctx_bus_bytes(c) : 0;
     for (; ok && n < n_trials; n++) {
         int32_t got[N_TOK + INFER_MAX_DRAFT], n_got = 0, last = prompt[N_PROMPT - 1], k = 0;
-        ok = infer_seq_rm(c, 0, N_PROMPT - 1, -1) == INFER_OK;
+        const infer_sampler_params sp = dist_params(1000 + (uint64_t)n_draft + 7919 * (uint64_t)n, pen);
+        infer_sampler_free(s), s = NULL; /* each trial its own generator and an empty window */
+        ok = infer_sampler_create(&sp, N_VOCAB, &s) == INFER_OK && infer_seq_rm(c, 0, N_PROMPT - 1, -1) == INFER_OK;
         while (ok && n_got < N_TOK) {
             ok = infer_spec_step(c, s, 0, last, got + n_got, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
             n_got += k, last = got[n_got - 1];
@@ -210,8 +242,8 @@ static void check_spec(const infer_model *m, const int32_t *prompt, const struct
     T_CHECK(ok, "n_draft %d: speculative trial %ld: %s", n_draft, n, infer_last_error());
     const infer_spec_stats st = infer_spec_get_stats(c);
     char what[64];
-    snprintf(what, sizeof what, "%s, n_draft %d (%.2f accepted)", on_device ? "device" : "speculative", n_draft,
-             st.n_drafted ? (double)st.n_accepted / (double)st.n_drafted : 0.0);
+    snprintf(what, sizeof what, "%s%s, n_draft %d (%.2f accepted)", on_device ? "device" : "speculative",
+             pen ? " + penalty" : "", n_draft, st.n_drafted ? (double)st.n_accepted / (double)st.n_drafted : 0.0);
     if (on_device) { /* the decode of the prompt's tokens left no trace: the bus bytes are the steps' */
         const uint64_t per_step = st.n_steps ? (infer_ctx_bus_bytes(c) - bus0) / (uint64_t)st.n_steps : 0;
         T_CHECK(ok && per_step > 0 && per_step < N_VOCAB * sizeof(float), "n_draft %d on the device: %llu bytes over "
@@ -226,16 +258,16 @@ static void check_spec(const infer_model *m, const int32_t *prompt, const struct
 }
 
 /* The control: plain sampling from the same logits rows, through the same test. */
-static void check_plain(const struct table *t) {
-    infer_sampler_params sp = infer_sampler_params_default();
-    sp.temp = TEMP, sp.top_k = TOP_K, sp.top_p = 1, sp.min_p = 0, sp.seed = 999;
+static void check_plain(const struct table *t, int pen) {
     infer_sampler *s = NULL;
-    if (infer_sampler_create(&sp, N_VOCAB, &s) != INFER_OK) {
-        T_CHECK(0, "sampler: %s", infer_last_error());
-        return;
-    }
     long count[N_CELLS] = {0}, outside = 0;
     for (long n = 0; n < N_TRIALS; n++) {
+        const infer_sampler_params sp = dist_params(999 + 7919 * (uint64_t)n, pen);
+        infer_sampler_free(s), s = NULL; /* each trial its own generator and an empty window */
+        if (infer_sampler_create(&sp, N_VOCAB, &s) != INFER_OK) {
+            T_CHECK(0, "sampler: %s", infer_last_error());
+            return;
+        }
         int32_t tok[N_TOK];
         tok[0] = infer_sampler_sample(s, t->row0);
         const int a = slot_of(t->s0, tok[0]);
@@ -249,26 +281,36 @@ static void check_plain(const struct table *t) {
             count[cell]++;
         }
     }
-    check_counts("plain sampling (control)", t, count, outside, N_TRIALS);
+    check_counts(pen ? "plain sampling + penalty (control)" : "plain sampling (control)", t, count, outside, N_TRIALS);
     infer_sampler_free(s);
 }
 
 /* The test on m's placement: the expected table from a plain context, the control (on the host only: it samples
  * rows the table holds), then the speculative runs. */
-static void check_placement(const infer_model *m, const int32_t *prompt, int on_device) {
+static void check_placement(const infer_model *m, const int32_t *prompt, int on_device, int pen) {
     static struct table t;
     infer_ctx *plain = NULL;
     infer_sampler *s = NULL;
     infer_ctx_params cp = infer_ctx_params_default();
     cp.n_ctx = 32, cp.n_batch = 8, cp.n_threads = 1;
-    infer_sampler_params spp = infer_sampler_params_default();
-    spp.temp = TEMP, spp.top_k = TOP_K, spp.top_p = 1, spp.min_p = 0;
+    const infer_sampler_params spp = dist_params(0, pen);
     const int ok = infer_ctx_create(m, &cp, &plain) == INFER_OK && infer_sampler_create(&spp, N_VOCAB, &s) == INFER_OK &&
                    build_table(plain, s, prompt, &t);
     T_CHECK(ok, "%s: plain context and the expected table: %s", on_device ? "device" : "host", infer_last_error());
-    if (ok && !on_device) check_plain(&t);
-    for (int32_t n_draft = on_device && t_quick() ? 2 : 1; ok && n_draft <= 2; n_draft++)
-        check_spec(m, prompt, &t, n_draft, on_device);
+    if (ok && pen) { /* the penalty must move the distribution, or a row with the wrong window would pass */
+        static struct table t0;
+        const infer_sampler_params sp0 = dist_params(0, 0);
+        infer_sampler *s0 = NULL;
+        const int ok0 = infer_sampler_create(&sp0, N_VOCAB, &s0) == INFER_OK &&
+                        infer_seq_rm(plain, 0, 0, -1) == INFER_OK && build_table(plain, s0, prompt, &t0);
+        const double tv = ok0 ? table_tv(&t, &t0) : 0;
+        printf("  the penalty moves %.3f of the triples' probability\n", tv);
+        T_CHECK(ok0 && tv > 0.25, "the penalty moves %.3f of the probability: expected over 0.25", tv);
+        infer_sampler_free(s0);
+    }
+    if (ok && !on_device) check_plain(&t, pen);
+    for (int32_t n_draft = (on_device && t_quick()) || pen ? 2 : 1; ok && n_draft <= 2; n_draft++)
+        check_spec(m, prompt, &t, n_draft, on_device, pen);
     infer_sampler_free(s), infer_ctx_free(plain);
 }
 
@@ -292,7 +334,8 @@ int main(void) {
         mp.n_gpu_layers = on_device ? 99 : 0;
         infer_model *m = NULL;
         if (infer_model_load(path, &mp, &m) == INFER_OK) {
-            check_placement(m, prompt, on_device);
+            check_placement(m, prompt, on_device, 0);
+            check_placement(m, prompt, on_device, 1);
         } else {
             T_CHECK(0, "model (-ngl %d): %s", mp.n_gpu_layers, infer_last_error());
         }

@@ -1,7 +1,8 @@
 /* sample: the CPU twin of kernels/sample.cu — one token per row of logits (kernels.h sample_args).
  * Why it calls into lib/sampler.c: the chain's definition lives there (sampler_chain, sampler_pick), and
  * the op must give exactly the token infer_sampler_sample gives for the same logits, penalties and u;
- * what is the op's own is the row layout, the penalties as (token, count) pairs and the caller's u.
+ * what is the op's own is the row layout, the penalties as (token, count) pairs (each row's window moved on by the
+ * pushed tokens before it) and the caller's u.
  * Rows run in parallel; row r uses candidates at scratch + r * n_vocab {id, logit} pairs.
  */
 #include "cpu.h"
@@ -41,8 +42,19 @@ static void sample_rows(void *ctx, int64_t r0, int64_t r1, int ith) {
             c[i].logit = isnan(l[i]) ? -INFINITY : l[i];
         }
         for (int32_t j = 0; j < a->n_pen; j++) {
-            float *v = &c[a->pen[2 * j]].logit;
-            *v = sample_penalise(*v, a->pen[2 * j + 1], a->repeat_penalty, a->frequency_penalty, a->presence_penalty);
+            const int32_t t = a->pen[2 * j];
+            const int32_t cnt = sample_row_count(a->pen_push, a->pen_drop, (int32_t)r, t, a->pen[2 * j + 1]);
+            if (cnt > 0)
+                c[t].logit = sample_penalise(c[t].logit, cnt, a->repeat_penalty, a->frequency_penalty,
+                                             a->presence_penalty);
+        }
+        for (int32_t i = 0; a->pen_push && i < r; i++) { /* the pushed tokens no pair holds, each once */
+            const int32_t t = a->pen_push[i];
+            if (!sample_push_first(a->pen_push, i, a->pen, a->n_pen)) continue;
+            const int32_t cnt = sample_row_count(a->pen_push, a->pen_drop, (int32_t)r, t, 0);
+            if (cnt > 0)
+                c[t].logit = sample_penalise(c[t].logit, cnt, a->repeat_penalty, a->frequency_penalty,
+                                             a->presence_penalty);
         }
         const int32_t n = sampler_chain(c, a->n_vocab, &p);
         a->out[r] = sampler_pick(c, n, a->temp <= 0 ? 0.0 : a->u[r]);
@@ -64,6 +76,12 @@ infer_status cpu_sample(const struct sample_args *a, struct pool *p) {
         if (a->pen[2 * j] < 0 || a->pen[2 * j] >= a->n_vocab || a->pen[2 * j + 1] < 1)
             return infer_fail(INFER_E_ARG, "cpu_sample: penalty pair %d (token %d, count %d): expected a token "
                               "0..%d and a count >= 1", j, a->pen[2 * j], a->pen[2 * j + 1], a->n_vocab - 1);
+    for (int32_t j = 0; a->pen_push && j + 1 < a->n_rows; j++) {
+        const int32_t t = a->pen_push[j], d = a->pen_drop ? a->pen_drop[j] : 0;
+        if (t < 0 || t >= a->n_vocab || !a->pen_drop || d >= a->n_vocab || (d <= -2 && -2 - d >= j))
+            return infer_fail(INFER_E_ARG, "cpu_sample: pushed token %d (%d), dropped %d: expected a token 0..%d and "
+                              "a drop of -1, a token or -2 - i for an earlier push i", j, t, d, a->n_vocab - 1);
+    }
     pool_for(p, a->n_rows, 1, sample_rows, (void *)a);
     return INFER_OK;
 }
