@@ -300,14 +300,14 @@ static __device__ void sample_finish(const struct sample_args &a, int32_t r, int
 static __device__ void sample_penalise_row(const struct sample_args &a, int32_t r, float *v, int32_t lo, int32_t len) {
     for (int32_t j = threadIdx.x; j < a.n_pen; j += SAMPLE_THREADS) {
         const int32_t t = a.pen[2 * j];
+        if (t < lo || t - lo >= len) continue; /* another slice's */
         const int32_t c = sample_row_count(a.pen_push, a.pen_drop, r, t, a.pen[2 * j + 1]);
-        if (t >= lo && t - lo < len && c > 0)
-            v[t - lo] = sample_penalise(v[t - lo], c, a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
+        if (c > 0) v[t - lo] = sample_penalise(v[t - lo], c, a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
     }
     if (!a.pen_push) return;
     for (int32_t i = threadIdx.x; i < r; i += SAMPLE_THREADS) {
         const int32_t t = a.pen_push[i];
-        if (t < lo || t - lo >= len || t >= a.n_vocab || !sample_push_first(a.pen_push, i, a.pen, a.n_pen)) continue;
+        if (t < lo || t - lo >= len || !sample_push_first(a.pen_push, i, a.pen, a.n_pen)) continue;
         const int32_t c = sample_row_count(a.pen_push, a.pen_drop, r, t, 0);
         if (c > 0) v[t - lo] = sample_penalise(v[t - lo], c, a.repeat_penalty, a.frequency_penalty, a.presence_penalty);
     }

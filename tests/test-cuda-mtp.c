@@ -23,7 +23,7 @@
  *     run is reproducible with the seed, accepts drafts on the agreeing head, and a step moves only positions, the
  *     step's uniforms and the emitted ids over the bus (the distribution is test-spec-dist's, which runs on the device
  *     too); with a repeat penalty the same, plus the window's pairs and the drafts' drops;
- *   - greedy with penalties (the agreeing head, F32; windows of 2 and 16 tokens): the stream equals plain decoding
+ *   - greedy with penalties (the agreeing head, F32; windows of 4 and 16 tokens): the stream equals plain decoding
  *     with the same penalties, sampled on the host, and a step moves no logits row: each verification row is
  *     penalised on the device by the window after the drafts before it (kernels.h sample_args.pen_push);
  *   - CUDA graphs (agreeing head, F32): streams, acceptance and drafts' logits with graphs equal those without;
@@ -119,14 +119,15 @@ static int first_diff(const int32_t *a, const int32_t *b, int32_t n) {
 /* One greedy step's bus bytes: infer_ctx_bus_bytes across it, against the ids and positions it must move. */
 static void check_step_bus(infer_ctx *c, infer_sampler *s, int32_t last, const char *name) {
     int32_t step[INFER_MAX_DRAFT + 1], k = 0, pairs[2 * N_CTX];
-    const uint64_t n_pen = sampler_has_penalties(s) ? (uint64_t)sampler_penalty_pairs(s, pairs) : 0;
+    const int has_pen = sampler_has_penalties(s);
+    const uint64_t n_pen = has_pen ? (uint64_t)sampler_penalty_pairs(s, pairs) : 0;
     const uint64_t before = infer_ctx_bus_bytes(c);
     const int ok = infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
     const uint64_t moved = infer_ctx_bus_bytes(c) - before, d = (uint64_t)c->spec_drafts, i4 = sizeof(int32_t);
     /* drafting: last and a position per draft; verification: positions and rows (its ids are the drafts' buffer's,
      * copied on the device; the MTP block reads them there too); acceptance: the window's (token, count) pairs and
      * the token each draft moves out of it (penalties only), the count and the emitted ids */
-    const uint64_t pen = sampler_has_penalties(s) ? (2 * n_pen + d) * i4 : 0;
+    const uint64_t pen = has_pen ? (2 * n_pen + d) * i4 : 0;
     const uint64_t want = i4 + d * i4 + 2 * (d + 1) * i4 + pen + (d + 2) * i4;
     T_CHECK(ok && moved == want && moved < (uint64_t)c->m->hp.n_vocab * sizeof(float),
             "%s: a greedy step of %llu drafts moved %llu bytes over the bus, expected %llu (no logits row)", name,
