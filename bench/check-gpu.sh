@@ -2,7 +2,8 @@
 # make check-gpu: on a machine with a CUDA device, build for that device and run every GPU test on it
 # (the list `make check-emu` runs on the emulator: test-emu built by nvcc, test-ops' CUDA column,
 # test-cuda-e2e, test-cuda-split, test-device, test-gpu-tools; none may skip), then test-ops' CUDA column and test-emu
-# under compute-sanitizer (memcheck, racecheck), test-cuda-e2e under memcheck, a bench-ops smoke run and
+# under compute-sanitizer (memcheck, racecheck), test-cuda-e2e under memcheck, bench-ops (Q4_K mmv, the fused GDN
+# decode against its state's read + write, mmv_multi against its products one by one) and
 # `llm-bench -ngl 99` on a synthetic qwen3-0.6b Q4_K_M. One log: bench/results/YYYY-MM-DD-<gpu>-check-gpu.md.
 # Exit status is non-zero if anything failed. Sized for one device command (10 minutes): every step has
 # a timeout (STEP_TIMEOUT, default 240 s; SAN_TIMEOUT for each sanitizer run, RACE_TIMEOUT for racecheck); CHECK_GPU_FULL=1 adds the whole CPU suite (make test), which
@@ -45,7 +46,7 @@ run "build" make -j"$(nproc)" BUILD="$B" CUDA_ARCHS="$arch" all
 # reads its free memory
 run "GPU tests (tests/run.sh's check-emu list)" env INFER_BUILD_DIR="$B" INFER_EMU_RUN=1 INFER_TEST_JOBS=1 sh tests/run.sh
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-test-logs.tar.gz" -C "$B" test-logs 2>/dev/null
-run "bench-ops smoke (Q4_K)" "$B/bench-ops" -t q4_K -r 20
+run "bench-ops (mmv Q4_K, gdn_conv, mmv_multi)" "$B/bench-ops" -o mmv,gdn,multi -t q4_K -r 20
 small=${TMPDIR:-/tmp}/check-gpu-qwen3-0.6b-q4km.gguf
 run "synth qwen3-0.6b Q4_K_M" "$B/llm-gguf" synth --preset qwen3-0.6b --type Q4_K_M --random-blocks -o "$small"
 run "llm-bench -ngl 99 (qwen3-0.6b Q4_K_M)" "$B/llm-bench" -m "$small" -ngl 99 -p 512 -n 128 -r 3
