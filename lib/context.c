@@ -229,7 +229,7 @@ static infer_status ctx_create_placed(const infer_model *m, const infer_ctx_para
     infer_status st = INFER_OK;
     struct ctx_stages sp;
     infer_ctx *stages[CTX_MAX_STAGES] = {NULL};
-    TRY(ctx_stages_make(m, layer_home, embd_home, head_home, exps_host, &sp));
+    TRY(ctx_stages_make(m, layer_home, embd_home, head_home, m->mtp_embd != NULL, exps_host, &sp));
     if (sp.n_seg > FORWARD_MAX_SEG)
         return infer_fail(INFER_E_UNSUPPORTED, "infer_ctx_create: %d segments: at most %d", sp.n_seg, FORWARD_MAX_SEG);
     for (int32_t k = 0; k < sp.n_st; k++) {

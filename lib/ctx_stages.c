@@ -16,7 +16,7 @@ static void ctx_stages_seg(struct ctx_stages *s, int32_t stage, int32_t il0, int
 }
 
 infer_status ctx_stages_make(const struct infer_model *m, const int32_t *layer_home, int32_t embd_home,
-                             int32_t head_home, const uint8_t *exps_host, struct ctx_stages *out) {
+                             int32_t head_home, int embd_head, const uint8_t *exps_host, struct ctx_stages *out) {
     const int32_t n_layer = (int32_t)m->hp.n_layer, n_all = (int32_t)m->hp.n_layer_all;
     struct ctx_stages *s = out;
     memset(s, 0, sizeof *s);
@@ -39,7 +39,7 @@ infer_status ctx_stages_make(const struct infer_model *m, const int32_t *layer_h
         ctx_stages_seg(s, k_head, n_layer, n_layer, 0, 1);
     s->st[k_head].heads = 1;
     s->st[k_head].embd_away = head_home != CTX_HOST && embd_home != head_home && n_all > n_layer &&
-                              !m->layers[n_layer].nextn_embed_tokens;
+                              !m->layers[n_layer].nextn_embed_tokens && !embd_head;
     for (int32_t k = 0; k < s->n_st; k++) {
         struct ctx_stage_desc *d = &s->st[k];
         d->x_host = d->home != CTX_HOST && s->n_seg > 1;

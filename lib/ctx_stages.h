@@ -28,7 +28,8 @@ struct ctx_stage_desc {
     int x_host;         /* a device stage of a pass of several segments */
     int exps_host;      /* a device stage with layers whose routed experts run on the host */
     int embd_away;      /* it runs the head on a device without the token table the MTP block reads (expert offload
-                           keeps it on the host, -sm layer on the first device): the block's token rows come up */
+                           keeps it on the host, -sm layer on the first device unless the head's device has a copy,
+                           model.mtp_embd): the block's token rows come up */
     int64_t head_v0, head_rows; /* a rank of a tensor-parallel group of several: its vocabulary rows of the head */
 };
 
@@ -46,9 +47,10 @@ struct ctx_stages {
 };
 
 /* The stages of m with layer il at layer_home[il] (n_layer_all; the MTP blocks follow the head), the token table
- * at embd_home, the head at head_home and the layers flagged in exps_host (NULL: none) keeping their routed
- * experts on the host. INFER_E_ARG when a home's trunk layers are not contiguous. */
+ * at embd_home (embd_head: and a copy of it at head_home, model.mtp_embd), the head at head_home and the layers
+ * flagged in exps_host (NULL: none) keeping their routed experts on the host. INFER_E_ARG when a home's trunk
+ * layers are not contiguous. */
 infer_status ctx_stages_make(const struct infer_model *m, const int32_t *layer_home, int32_t embd_home,
-                             int32_t head_home, const uint8_t *exps_host, struct ctx_stages *out);
+                             int32_t head_home, int embd_head, const uint8_t *exps_host, struct ctx_stages *out);
 
 #endif

@@ -212,7 +212,7 @@ static infer_status infer_offload(struct infer_model *m, const infer_model_param
     for (int32_t il = 0; il < pl->n_layer_all; il++)
         exps_host[il] = pl->exps_home[il] == PLAN_HOST && pl->layer_home[il] != PLAN_HOST;
     const struct model_homes h = {.layer = pl->layer_home, .exps_host = exps_host, .embd = pl->home_embd,
-                                  .head = pl->home_head};
+                                  .head = pl->home_head, .embd_head = pl->embd_head};
     st = model_upload(m, &h, NULL, p, 0.15f, 0.95f);
 fail:
     xfree(exps_host);

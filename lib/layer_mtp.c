@@ -35,7 +35,8 @@ fail:
 infer_status layer_mtp_embed(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens) {
     const struct model_layer *L = &c->m->layers[c->m->hp.n_layer];
     if (c->mtp_rows) return mtp_embed_away(c, tokens, n_tokens);
-    return forward_embed(c, L->nextn_embed_tokens ? L->nextn_embed_tokens : c->m->token_embd, tokens, n_tokens);
+    const struct gguf_tensor *table = c->m->mtp_embd ? c->m->mtp_embd : c->m->token_embd; /* the head device's */
+    return forward_embed(c, L->nextn_embed_tokens ? L->nextn_embed_tokens : table, tokens, n_tokens);
 }
 
 infer_status layer_mtp_mixer(struct infer_ctx *c, const float *h, int32_t n_tokens) {

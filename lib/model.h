@@ -64,6 +64,10 @@ struct infer_model {
     int32_t embd_gpu, head_gpu; /* the token lookup's and the head's (output_norm, output, MTP blocks) device */
     int32_t gpu_layer0;  /* the first trunk layer on a device (n_layer: none) */
     int gpu_head;        /* the head is on a device */
+    /* the head device's own copy of token_embd (model_homes.embd_head: a tied head's, or one of its own), which the
+     * MTP blocks read where the token table is on another device: their draft tokens' rows stay there. NULL: they
+     * read token_embd */
+    const struct gguf_tensor *mtp_embd;
     /* tensor parallelism (split_mode tensor, model_tp.c): gpu[r] holds rank r's shards (tp.h) and tp_view[r] is the
      * model as rank r sees it: its hyperparameters (its heads, its FFN columns) and layers pointing at its shards,
      * the token table and the head rank 0's. The layers above keep pointing at the file. tp_n 0: none. */
@@ -100,11 +104,13 @@ int model_is_expert_tensor(const char *name);
 /* Where a load puts a model (the plan's homes, plan.c): each layer's home (n_layer_all: -1 the host, else a CUDA
  * device id), the token table's, the head's (output_norm, output; the MTP blocks are layers), and the layers
  * whose routed experts stay in host memory although their layer is on a device (NULL: none). A tied head on
- * another device than the token table gets its own copy of token_embd there. */
+ * another device than the token table gets its own copy of token_embd there, and so does an untied one with
+ * embd_head (plan.c plan_embd_head: the MTP blocks read it, model.mtp_embd). */
 struct model_homes {
     const int32_t *layer;
     const uint8_t *exps_host;
     int32_t embd, head;
+    int embd_head;
 };
 /* Homes (into layer, n_layer_all) of llama.cpp's one-device rule: model_placement(n) on CUDA device `device`. */
 void model_homes_one(const struct infer_model *m, int32_t n, int device, int32_t *layer, struct model_homes *h);

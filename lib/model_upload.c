@@ -65,7 +65,7 @@ static void model_upload_mark(const struct infer_model *m, const struct model_ho
                 model_mark(m, *slot, placed);
         }
     }
-    if (h->embd == device) model_mark(m, m->token_embd, placed);
+    if (h->embd == device || (h->embd_head && h->head == device)) model_mark(m, m->token_embd, placed);
     if (h->head == device) {
         model_mark(m, m->output_norm, placed);
         model_mark(m, m->output, placed);
@@ -219,6 +219,11 @@ infer_status model_upload(struct infer_model *m, const struct model_homes *h, mo
         m->layers[il].exps_host = k >= 0 && h->exps_host && h->exps_host[il] && m->layers[il].ffn_gate_exps;
     }
     const struct gguf_tensor *output = m->output; /* tied: token_embd, rebound below to the head's copy */
+    const struct gguf_tensor *mtp_embd = m->token_embd; /* the head's copy, where it has one of its own */
+    if (h->embd_head && k_head >= 0 && k_head != k_embd) {
+        model_upload_rebind(m, k_head, &mtp_embd);
+        m->mtp_embd = mtp_embd != m->token_embd ? mtp_embd : NULL;
+    }
     model_upload_rebind(m, k_embd, &m->token_embd);
     model_upload_rebind(m, k_head, &output);
     model_upload_rebind(m, k_head, &m->output_norm);
@@ -239,6 +244,7 @@ fail:
 void model_upload_free(struct infer_model *m) {
     for (int32_t k = 0; k < m->n_gpu; k++) model_gpu_free(&m->gpu[k]);
     m->n_gpu = 0;
+    m->mtp_embd = NULL;
     for (int32_t k = 0; k < m->tp_n; k++) {
         xfree(m->tp_view[k]->layers);
         xfree(m->tp_view[k]);

@@ -89,6 +89,16 @@ static void plan_segments(struct plan *p) {
     }
 }
 
+/* Whether the head's device keeps a copy of the token table for the MTP blocks, whose draft tokens' rows are read
+ * there (a layer split puts the table with layer 0): a tied head has that copy anyway; an untied one gets it when
+ * the context planned for drafts (the table's bytes more there), else each draft's row is read on the host and goes
+ * up (ctx_stage_desc.embd_away). The host's table (expert offload) stays where it is: device memory is short. */
+static int plan_embd_head(const struct plan *p, const struct infer_model *m) {
+    const int apart = p->home_head != PLAN_HOST && p->home_embd != PLAN_HOST && p->home_embd != p->home_head;
+    const int reads = p->n_layer_all > p->n_layer && !m->layers[p->n_layer].nextn_embed_tokens;
+    return apart && reads && (m->tied || p->ctx.n_draft > 0);
+}
+
 /* The layers and the head where a load puts them (model_placement, the one rule: the last n_gpu trunk layers
  * on the GPU, the head and the MTP blocks too when n_gpu > n_layer; with a layer split those in turn over the
  * devices); the experts of the first n_cpu_moe MoE layers on the host; the embedding with layer 0 when the
@@ -119,6 +129,7 @@ static void plan_place(struct plan *p, const struct infer_model *m, int32_t n_gp
     /* the token table (one row read per token) stays on the host where GPU memory is short, as llama.cpp keeps it:
      * under expert offload, unless it is also the (tied) head */
     p->home_embd = head && !(offload && !m->tied) ? p->layer_home[0] : PLAN_HOST;
+    p->embd_head = plan_embd_head(p, m);
     plan_segments(p);
 }
 
@@ -238,7 +249,7 @@ static int32_t plan_tensor_home(const struct plan *p, const struct infer_model *
     if (sscanf(t->name, "blk.%d.", &il) == 1 && il >= 0 && il < p->n_layer_all)
         return strstr(t->name, "_exps.") ? p->exps_home[il] : p->layer_home[il];
     if (strcmp(t->name, "token_embd.weight") == 0) {
-        if (m->tied && p->home_head != p->home_embd) *also = p->home_head;
+        if ((m->tied || p->embd_head) && p->home_head != p->home_embd) *also = p->home_head;
         return p->home_embd;
     }
     return p->home_head; /* output_norm, output, rope_freqs */
@@ -249,7 +260,8 @@ static int32_t plan_tensor_home(const struct plan *p, const struct infer_model *
 static int32_t plan_stages(const struct plan *p, const struct infer_model *m, int32_t n_ctx, struct ctx_dims *st,
                            int32_t *home) {
     struct ctx_stages sp;
-    if (ctx_stages_make(m, p->layer_home, p->home_embd, p->home_head, p->exps_off, &sp) != INFER_OK) return 0;
+    if (ctx_stages_make(m, p->layer_home, p->home_embd, p->home_head, p->embd_head, p->exps_off, &sp) != INFER_OK)
+        return 0;
     for (int32_t k = 0; k < sp.n_st; k++) {
         st[k] = p->ctx;
         st[k].n_ctx = n_ctx;

@@ -87,6 +87,8 @@ struct plan {
     int32_t n_cpu_moe;          /* resolved: 0..n_moe, MoE layers (the first) whose experts stay on the host */
     int32_t gpu;                /* the device of the GPU part (main_gpu); a layer split: its first device */
     int32_t home_embd, home_head;
+    int embd_head;              /* the head's device keeps its own copy of the token table for the MTP blocks
+                                   (plan_embd_head; model_homes.embd_head) */
     int32_t *layer_home;        /* (n_layer_all) */
     int32_t *exps_home;         /* (n_layer_all) the routed experts' home; layer_home but where n_cpu_moe or a
                                    tensor override says */

@@ -82,6 +82,7 @@ static void out_placement(struct plan_out *o, const struct plan *p) {
     out_home(h, sizeof h, p->home_embd);
     out_printf(o, "  %-26s %s\n", "token embedding", h);
     out_home(h, sizeof h, p->home_head);
+    if (p->embd_head) out_printf(o, "  %-26s %s\n", "its copy for the MTP block", h);
     out_printf(o, "  %-26s %s\n", "output head", h);
 }
 

@@ -59,6 +59,7 @@ static char dir[] = "/tmp/test-cuda-mtp-XXXXXX";
 struct placement {
     int32_t n_cpu_moe;  /* routed experts of the first N MoE layers in host memory */
     int sm_layer;       /* -sm layer over two devices */
+    int32_t fit_draft;  /* the load's fit context drafts this many: the head's device gets a copy of the token table */
 };
 
 static infer_model *make_model(const char *arch, const char *ftype, int agree, float noise, struct placement pl) {
@@ -71,6 +72,9 @@ static infer_model *make_model(const char *arch, const char *ftype, int agree, f
     infer_model_params p = infer_model_params_default();
     p.n_gpu_layers = 99, p.n_cpu_moe = pl.n_cpu_moe;
     if (pl.sm_layer) p.split_mode = INFER_SPLIT_LAYER;
+    infer_ctx_params fit = infer_ctx_params_default();
+    fit.n_ctx = N_CTX, fit.n_draft = pl.fit_draft;
+    p.fit_ctx = &fit;
     infer_model *m = NULL;
     if (synth_write(&sp, path) != INFER_OK || infer_model_load(path, &p, &m) != INFER_OK)
         T_CHECK(0, "%s %s %s: synth and load: %s", arch, ftype, tag, infer_last_error());
@@ -132,6 +136,21 @@ static void check_step_bus(infer_ctx *c, infer_sampler *s, int32_t last, const c
     T_CHECK(ok && moved == want && moved < (uint64_t)c->m->hp.n_vocab * sizeof(float),
             "%s: a greedy step of %llu drafts moved %llu bytes over the bus, expected %llu (no logits row)", name,
             (unsigned long long)d, (unsigned long long)moved, (unsigned long long)want);
+}
+
+/* A greedy step under -sm layer over two devices: x crosses from the first device to the host and on to the second
+ * once per verified token (d + 1 rows each way) and some ints go with it. With the token table's copy on the head's
+ * device that is all (less than a row more); without it, at least each draft's row came up. */
+static void check_split_bus(infer_ctx *c, infer_sampler *s, int32_t last, const char *name, int copy) {
+    int32_t step[INFER_MAX_DRAFT + 1], k = 0;
+    const uint64_t before = infer_ctx_bus_bytes(c);
+    const int ok = infer_spec_step(c, s, 0, last, step, INFER_MAX_DRAFT + 1, &k) == INFER_OK;
+    const uint64_t moved = infer_ctx_bus_bytes(c) - before, d = (uint64_t)c->spec_drafts;
+    const uint64_t row = (uint64_t)c->m->hp.n_embd * sizeof(float), handoff = 2 * (d + 1) * row;
+    const int want = copy ? moved >= handoff && moved - handoff < row : moved >= handoff + d * (row + sizeof(int32_t));
+    T_CHECK(ok && d > 0 && want, "%s: a greedy step of %llu drafts moved %llu bytes over the bus: expected %s %llu", name,
+            (unsigned long long)d, (unsigned long long)moved, copy ? "less than a row beyond the handoff's" :
+            "the handoff's and the drafts' rows, at least", (unsigned long long)(copy ? handoff : handoff + d * row));
 }
 
 /* Greedy with penalties (lib/spec.c: verification row i penalised by the window after d_0 .. d_{i-1}, on the
@@ -321,7 +340,7 @@ static void check_drafts(const char *arch) {
     enum { N_STEPS = 12 };
     /* F32 rounding between the engines moves these logits by ~2e-6 (emulator); a draft at a wrong position by ~6e-3 */
     const double DRAFT_TOL = 5e-4;
-    infer_model *m = make_model(arch, "F32", 0, 0, (struct placement){0, 0});
+    infer_model *m = make_model(arch, "F32", 0, 0, (struct placement){.n_cpu_moe = 0});
     char path[256];
     snprintf(path, sizeof path, "%s/%s-cpu.gguf", dir, arch);
     struct synth_params sp;
@@ -379,7 +398,7 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
                         int more) {
     char name[128];
     char where[32] = "";
-    if (pl.sm_layer) snprintf(where, sizeof where, " -sm layer");
+    if (pl.sm_layer) snprintf(where, sizeof where, pl.fit_draft ? " -sm layer, table copy" : " -sm layer");
     if (pl.n_cpu_moe) snprintf(where, sizeof where, pl.n_cpu_moe >= 99 ? " --cpu-moe" : " --n-cpu-moe %d", pl.n_cpu_moe);
     snprintf(name, sizeof name, "%s %s %s%s", arch, ftype, noise > 0 ? "noise" : agree ? "agree" : "random", where);
     infer_model *m = make_model(arch, ftype, agree, noise, pl);
@@ -414,8 +433,14 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
             T_CHECK(st.n_accepted < st.n_drafted && (noise == 0 || st.n_accepted > 0), "%s n_draft %d: %lld of %lld "
                     "drafts accepted: expected %s", name, n, (long long)st.n_accepted, (long long)st.n_drafted,
                     noise > 0 ? "some, not all" : "not all");
-        if (c && (pl.n_cpu_moe || pl.sm_layer)) { /* the placements this test means: the rows come from the host */
-            const infer_ctx *h = forward_head_stage(c);
+        const infer_ctx *h = c ? forward_head_stage(c) : NULL;
+        if (h && pl.fit_draft) { /* the head's device reads the rows from its copy of the table: no host step */
+            const struct gguf_tensor *copy = c->m->mtp_embd;
+            T_CHECK(h->on_device && !h->mtp_rows && copy && copy != c->m->token_embd && copy->data != c->m->token_embd->data &&
+                        forward_mtp_graph_key(h, 0, 1, NULL, 0) != 0,
+                    "%s: the head's device has its own copy of the token table, the MTP block reads it there and its "
+                    "runs are captured as graphs", name);
+        } else if (h && (pl.n_cpu_moe || pl.sm_layer)) { /* the placements this test means: rows from the host */
             const int32_t il = (int32_t)c->m->hp.n_layer;
             T_CHECK(h->on_device && h->mtp_rows && (pl.n_cpu_moe < 99) == !(h->off_layer && h->off_layer[il]),
                     "%s: the head's stage is on a device, reads the MTP block's token rows from the host and runs the "
@@ -423,6 +448,7 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
         }
         if (ok && n == 3) {
             if (!pl.n_cpu_moe && !pl.sm_layer) check_step_bus(c, s, next, name);
+            if (pl.sm_layer) check_split_bus(c, s, next, name, pl.fit_draft > 0);
             printf("  %-40s n_draft %d: stream = plain for %d tokens, %lld of %lld drafts accepted\n", name, n,
                    N_GEN, (long long)st.n_accepted, (long long)st.n_drafted);
         }
@@ -453,7 +479,7 @@ int main(void) {
     }
     static const char *const archs[] = {"qwen35", "qwen35moe", "qwen3next"};
     static const char *const types[] = {"F32", "Q4_K_M"};
-    const struct placement one = {0, 0};
+    const struct placement one = {.n_cpu_moe = 0};
     for (int a = 0; a < 3; a++)
         for (int f = 0; f < 2; f++) {
             /* n_draft 1..4 in both types, the rollback and temp > 0 in F32. t_quick (the sanitizers' run): qwen35
@@ -465,16 +491,17 @@ int main(void) {
         }
     for (int a = 0; a < 3; a++)
         if (!t_quick() || a == 0) check_drafts(archs[a]);
-    /* placements whose head's device lacks the token table: the MTP block's rows come from the host */
-    const struct placement away[3] = {{.n_cpu_moe = 1}, {.n_cpu_moe = 99}, {.sm_layer = 1}};
-    for (int k = 0; k < 3; k++) {
+    /* placements whose head's device lacks the token table: the MTP block's rows come from the host; and -sm layer
+     * with the table's copy on the head's device */
+    const struct placement away[4] = {{.n_cpu_moe = 1}, {.n_cpu_moe = 99}, {.sm_layer = 1}, {.sm_layer = 1, .fit_draft = 3}};
+    for (int k = 0; k < 4; k++) {
         if (away[k].sm_layer && infer_device_count() < 2) {
             T_SKIP("one device: -sm layer with MTP (INFER_EMU_DEVICES=2 runs it)");
             continue;
         }
         const char *arch = away[k].sm_layer ? "qwen35" : "qwen35moe", *type = k == 0 ? "Q4_K_M" : "F32";
-        if (!t_quick() || k == 2) check_model(arch, type, 1, 0, away[k], 0, 0); /* the drafts right: all accepted */
-        if (!t_quick() || k == 1) check_model(arch, type, 1, 0.3f, away[k], 0, 0); /* and rolled back */
+        if (!t_quick() || k >= 2) check_model(arch, type, 1, 0, away[k], 0, 0); /* the drafts right: all accepted */
+        if (!t_quick() || k == 1 || k == 3) check_model(arch, type, 1, 0.3f, away[k], 0, 0); /* and rolled back */
     }
     rmdir(dir);
     return t_done();

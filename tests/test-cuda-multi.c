@@ -253,6 +253,54 @@ done:
 }
 #endif
 
+/* -sm layer -ts 1,1 of a qwen35 with an MTP block: the head's device (1) keeps its own copy of the token table
+ * (F32 640 x 256) for the block when the context drafts, and only then: its weights grow by exactly the table,
+ * device 0's do not, and the plan's text says so; with the head on the table's device (-ts 0,1) there is no copy.
+ * (test-cuda-mtp loads it and checks the block reads the copy.) */
+static void check_table_copy(void) {
+    struct synth_params sp;
+    synth_params_default("qwen35", &sp);
+    sp.ftype = "F32", sp.seed = 23, sp.n_layer = N_LAYER, sp.mtp = 1;
+    char path[256];
+    snprintf(path, sizeof path, "%s/qwen35-mtp.gguf", dir);
+    if (synth_write(&sp, path) != INFER_OK) {
+        T_CHECK(0, "synth qwen35 with MTP: %s", infer_last_error());
+        return;
+    }
+    const float ts11[2] = {1, 1}, ts01[2] = {0, 1};
+    infer_plan_params pp = infer_plan_params_default();
+    pp.n_devices = 2;
+    pp.free_bytes[0] = pp.free_bytes[1] = (uint64_t)24 << 30;
+    for (int split = 0; split < 2; split++) {
+        const infer_model_params mp = params(ALL, split ? ts11 : ts01, 2, 0);
+        uint64_t w[2][2] = {{0}}; /* [drafts][device] */
+        int says[2] = {0}, ok = 1;
+        for (int draft = 0; draft < 2; draft++) {
+            infer_ctx_params cp = infer_ctx_params_default();
+            cp.n_ctx = N_CTX, cp.n_draft = draft ? 3 : 0;
+            infer_plan *p = NULL;
+            char text[4096];
+            ok &= infer_model_plan(path, &mp, &cp, &pp, &p) == INFER_OK;
+            for (int d = 0; ok && d < 2; d++) {
+                infer_plan_memory mm;
+                ok &= infer_plan_get_memory(p, d, &mm) == INFER_OK;
+                w[draft][d] = mm.weights;
+            }
+            says[draft] = ok && infer_plan_text(p, text, sizeof text) < (int32_t)sizeof text &&
+                          strstr(text, "its copy for the MTP block") != NULL;
+            infer_plan_free(p);
+        }
+        const uint64_t table = split ? (uint64_t)640 * 256 * 4 : 0;
+        T_CHECK(ok && w[1][0] == w[0][0] && w[1][1] == w[0][1] + table && says[1] == split && !says[0],
+                "-sm layer -ts %s with MTP: device 1's weights %llu without drafts, %llu with (expected %llu more), "
+                "device 0's %llu / %llu, the text names the copy %d / %d (%s)", split ? "1,1" : "0,1",
+                (unsigned long long)w[0][1], (unsigned long long)w[1][1], (unsigned long long)table,
+                (unsigned long long)w[0][0], (unsigned long long)w[1][0], says[0], says[1],
+                ok ? "" : infer_last_error());
+    }
+    unlink(path);
+}
+
 int main(void) {
 #ifdef INFER_EMU
     setenv("INFER_EMU_DEVICES", "3", 0); /* before the emulator's first call */
@@ -263,6 +311,7 @@ int main(void) {
     }
     const char *path = synth_file("qwen35", "F32");
     if (path) check_plans(path);
+    check_table_copy();
     const char *why = NULL;
     const int n_dev = device_count(&why);
     if (n_dev < 2) {

@@ -513,6 +513,9 @@ int main(int argc, char **argv) {
                             : sm == ARGS_SM_TENSOR ? INFER_SPLIT_TENSOR
                                                    : INFER_SPLIT_NONE;
             for (int d = 0; d < a.n_ts; d++) mp.tensor_split[d] = a.ts[d];
+            infer_ctx_params fit = infer_ctx_params_default(); /* drafts: -sm layer copies the token table (plan.c) */
+            fit.n_draft = a.mtp;
+            mp.fit_ctx = &fit;
             if (infer_model_load(a.model[mi], &mp, &m) != INFER_OK) {
                 fprintf(stderr, "llm-bench: %s\n", infer_last_error());
                 ret = 1;
