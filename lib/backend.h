@@ -97,6 +97,13 @@ infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *con
 /* The group's rank 0's bufs (count floats) = the sum of every rank's; the others' unchanged. As allreduce, one
  * NCCL group. */
 infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count);
+/* Runs fn, which queues ops on the n backends' streams (a tensor-parallel group's pass, its collectives included),
+ * as one CUDA graph per backend: captured together the first time key comes (0: no graphs, fn runs as is; so
+ * with INFER_CUDA_GRAPHS=0 or a backend not CUDA), else replayed. Each backend keeps its graph in its own cache
+ * (run()'s). Every rank but the first launches from a thread of its own (NCCL: one thread launching graphs with
+ * collectives on several devices may deadlock); returns once every launch has returned. */
+infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key, infer_status (*fn)(void *),
+                                    void *arg);
 /* Releases a backend from any *_create; NULL is a no-op. */
 void backend_free(struct infer_backend *b);
 

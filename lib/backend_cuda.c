@@ -24,6 +24,7 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,15 @@ struct backend_cuda {
     struct cuda_mm_state *mm; /* the prefill matmul's mode (INFER_MATMUL) and its cuBLAS handle / scratch */
     ncclComm_t comm;          /* a rank of a tensor-parallel group (backend_cuda_tp_join / _borrow); else NULL */
     int owns_comm;            /* 1: joined here (destroyed with the backend); 0: borrowed from another backend */
+    /* the thread that launches this rank's graphs of a group (backend_cuda_group_run), started on first need */
+    struct backend_cuda_launcher {
+        pthread_t thread;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        int started, quit;
+        cudaGraphExec_t job; /* to launch; NULL once launched */
+        cudaError_t err;     /* the last launch's */
+    } launcher;
 };
 
 static struct backend_cuda *backend_cuda_of(struct infer_backend *b) { return b->impl; }
@@ -55,8 +65,11 @@ static cudaError_t backend_cuda_current(struct infer_backend *b) {
     return cur == backend_cuda_of(b)->device ? cudaSuccess : cudaSetDevice(backend_cuda_of(b)->device);
 }
 
+static void backend_cuda_launcher_stop(struct backend_cuda_launcher *l);
+
 static void backend_cuda_destroy(struct infer_backend *b) {
     struct backend_cuda *c = backend_cuda_of(b);
+    backend_cuda_launcher_stop(&c->launcher);
     if (backend_cuda_current(b) != cudaSuccess) cudaGetLastError(); /* the frees below then report their own errors */
     for (int i = 0; i < BACKEND_CUDA_GRAPHS; i++)
         if (c->cache[i].exec && cudaGraphExecDestroy(c->cache[i].exec) != cudaSuccess) cudaGetLastError();
@@ -183,6 +196,38 @@ fail:
     return st;
 }
 
+/* The slot holding key's graph (*found 1), else the least recently used one, emptied of its key (*found 0). */
+static struct backend_cuda_graph *backend_cuda_slot(struct backend_cuda *c, uint64_t key, int *found) {
+    struct backend_cuda_graph *lru = &c->cache[0];
+    for (int i = 0; i < BACKEND_CUDA_GRAPHS; i++) {
+        if (c->cache[i].exec && c->cache[i].key == key) {
+            *found = 1;
+            return &c->cache[i];
+        }
+        if (c->cache[i].used < lru->used) lru = &c->cache[i];
+    }
+    *found = 0;
+    lru->key = 0;
+    return lru;
+}
+
+/* g as slot's executable graph under key: its graph updated in place when only arguments changed, else anew. */
+static infer_status backend_cuda_install(struct backend_cuda_graph *slot, cudaGraph_t g, uint64_t key) {
+    infer_status st = INFER_OK;
+    if (slot->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(slot->exec, g, &info) != cudaSuccess) { /* topology changed: rebuild */
+            cudaGetLastError();
+            CU_TRY(cudaGraphExecDestroy(slot->exec));
+            slot->exec = NULL;
+        }
+    }
+    if (!slot->exec) CU_TRY(cudaGraphInstantiate(&slot->exec, g, 0));
+    slot->key = key;
+fail:
+    return st;
+}
+
 /* Capture fn's ops into a graph (or reuse the one captured under the same key) and launch it. */
 static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infer_status (*fn)(void *), void *arg) {
     infer_status st = INFER_OK;
@@ -190,14 +235,9 @@ static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infe
     cudaGraph_t g = NULL;
     CU_TRY(backend_cuda_current(b));
     if (!key || !c->graphs) return fn(arg);
-    struct backend_cuda_graph *slot = NULL, *lru = &c->cache[0];
-    for (int i = 0; i < BACKEND_CUDA_GRAPHS && !slot; i++) {
-        if (c->cache[i].exec && c->cache[i].key == key) slot = &c->cache[i];
-        if (c->cache[i].used < lru->used) lru = &c->cache[i];
-    }
-    if (!slot) {
-        slot = lru;
-        slot->key = 0;
+    int found = 0;
+    struct backend_cuda_graph *slot = backend_cuda_slot(c, key, &found);
+    if (!found) {
         CU_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
         const infer_status fst = fn(arg);
         const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
@@ -207,16 +247,7 @@ static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infe
             goto fail;
         }
         CU_TRY(e);
-        if (slot->exec) {
-            cudaGraphExecUpdateResultInfo info;
-            if (cudaGraphExecUpdate(slot->exec, g, &info) != cudaSuccess) { /* topology changed: rebuild */
-                cudaGetLastError();
-                CU_TRY(cudaGraphExecDestroy(slot->exec));
-                slot->exec = NULL;
-            }
-        }
-        if (!slot->exec) CU_TRY(cudaGraphInstantiate(&slot->exec, g, 0));
-        slot->key = key;
+        TRY(backend_cuda_install(slot, g, key));
     }
     slot->used = ++c->runs;
     CU_TRY(cudaGraphLaunch(slot->exec, c->stream));
@@ -450,6 +481,146 @@ infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const 
     return backend_cuda_group("ncclReduce", bes, (void *const *)bufs, n, count, backend_cuda_part_reduce);
 }
 
+/* ---- a group's graphs (backend_cuda_group_run) ----
+ * NCCL's documentation warns that one thread launching graphs with captured collectives on several devices may
+ * deadlock (a cudaGraphLaunch may wait for its peers' launches), so every rank but the first launches its graphs
+ * from a thread of its own, and the caller, having launched the first, waits until every launch has returned. */
+
+static void *backend_cuda_launcher_main(void *arg) {
+    struct backend_cuda *c = arg;
+    struct backend_cuda_launcher *l = &c->launcher;
+    const cudaError_t dev = cudaSetDevice(c->device);
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->job && !l->quit) pthread_cond_wait(&l->cv, &l->mu);
+        if (l->quit) break;
+        const cudaGraphExec_t job = l->job;
+        pthread_mutex_unlock(&l->mu);
+        const cudaError_t e = dev != cudaSuccess ? dev : cudaGraphLaunch(job, c->stream);
+        pthread_mutex_lock(&l->mu);
+        l->err = e;
+        l->job = NULL;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static infer_status backend_cuda_launcher_start(struct backend_cuda *c) {
+    struct backend_cuda_launcher *l = &c->launcher;
+    if (l->started) return INFER_OK;
+    if (pthread_mutex_init(&l->mu, NULL) != 0) return INFER_OOM("a graph launcher's mutex");
+    if (pthread_cond_init(&l->cv, NULL) != 0) {
+        pthread_mutex_destroy(&l->mu);
+        return INFER_OOM("a graph launcher's condition");
+    }
+    l->job = NULL, l->quit = 0;
+    if (pthread_create(&l->thread, NULL, backend_cuda_launcher_main, c) != 0) {
+        pthread_cond_destroy(&l->cv);
+        pthread_mutex_destroy(&l->mu);
+        return infer_fail(INFER_E_OOM, "cuda backend (device %d): cannot start a graph launcher thread", c->device);
+    }
+    l->started = 1;
+    return INFER_OK;
+}
+
+static void backend_cuda_launcher_stop(struct backend_cuda_launcher *l) {
+    if (!l->started) return;
+    pthread_mutex_lock(&l->mu);
+    l->quit = 1;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    l->started = 0;
+}
+
+static void backend_cuda_launcher_post(struct backend_cuda_launcher *l, cudaGraphExec_t job) {
+    pthread_mutex_lock(&l->mu);
+    l->job = job;
+    l->err = cudaSuccess;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static cudaError_t backend_cuda_launcher_wait(struct backend_cuda_launcher *l) {
+    pthread_mutex_lock(&l->mu);
+    while (l->job) pthread_cond_wait(&l->cv, &l->mu);
+    const cudaError_t e = l->err;
+    pthread_mutex_unlock(&l->mu);
+    return e;
+}
+
+/* Launches every rank's graph: ranks 1.. on their launchers, rank 0 here; returns once every launch returned. */
+static infer_status backend_cuda_group_launch(struct infer_backend *const *bes, struct backend_cuda_graph *const *slot,
+                                              int32_t n) {
+    infer_status st = INFER_OK;
+    int32_t posted = 1;
+    for (; posted < n; posted++) {
+        struct backend_cuda *c = backend_cuda_of(bes[posted]);
+        if ((st = backend_cuda_launcher_start(c)) != INFER_OK) break;
+        backend_cuda_launcher_post(&c->launcher, slot[posted]->exec);
+    }
+    cudaError_t e = st == INFER_OK ? backend_cuda_current(bes[0]) : cudaSuccess;
+    if (st == INFER_OK && e == cudaSuccess) e = cudaGraphLaunch(slot[0]->exec, backend_cuda_of(bes[0])->stream);
+    for (int32_t r = 1; r < posted; r++) { /* every posted launch returns before this does */
+        const cudaError_t er = backend_cuda_launcher_wait(&backend_cuda_of(bes[r])->launcher);
+        if (e == cudaSuccess) e = er;
+    }
+    if (st == INFER_OK && e != cudaSuccess)
+        st = infer_fail(INFER_E_DEVICE, "cuda backend: launching a group's graphs: %s", cudaGetErrorString(e));
+    return st;
+}
+
+infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key, infer_status (*fn)(void *),
+                                    void *arg) {
+    infer_status st = INFER_OK;
+    struct backend_cuda_graph *slot[INFER_MAX_DEVICES];
+    cudaGraph_t g[INFER_MAX_DEVICES] = {NULL};
+    if (!key || n < 1 || n > INFER_MAX_DEVICES) return fn(arg);
+    for (int32_t r = 0; r < n; r++)
+        if (bes[r]->ops != &backend_cuda_ops || !backend_cuda_of(bes[r])->graphs) return fn(arg);
+    int all = 1;
+    for (int32_t r = 0; r < n; r++) {
+        int found = 0;
+        slot[r] = backend_cuda_slot(backend_cuda_of(bes[r]), key, &found);
+        all &= found;
+    }
+    if (!all) { /* capture every rank's stream at once: fn queues on all of them, the collectives across */
+        cudaError_t e = cudaSuccess;
+        int32_t began = 0;
+        for (int32_t r = 0; r < n && e == cudaSuccess; r++) {
+            e = backend_cuda_current(bes[r]);
+            if (e == cudaSuccess) e = cudaStreamBeginCapture(backend_cuda_of(bes[r])->stream, cudaStreamCaptureModeThreadLocal);
+            if (e == cudaSuccess) began++;
+        }
+        const infer_status fst = e == cudaSuccess ? fn(arg) : INFER_OK;
+        for (int32_t r = 0; r < began; r++) {
+            cudaError_t er = backend_cuda_current(bes[r]);
+            if (er == cudaSuccess) er = cudaStreamEndCapture(backend_cuda_of(bes[r])->stream, &g[r]);
+            if (e == cudaSuccess) e = er;
+        }
+        if (fst != INFER_OK) {
+            st = fst;
+            cudaGetLastError();
+            goto fail;
+        }
+        CU_TRY(e);
+        for (int32_t r = 0; r < n; r++) {
+            CU_TRY(backend_cuda_current(bes[r]));
+            TRY(backend_cuda_install(slot[r], g[r], key));
+        }
+    }
+    for (int32_t r = 0; r < n; r++) slot[r]->used = ++backend_cuda_of(bes[r])->runs;
+    TRY(backend_cuda_group_launch(bes, slot, n));
+fail:
+    for (int32_t r = 0; r < n; r++)
+        if (g[r] && (backend_cuda_current(bes[r]) != cudaSuccess || cudaGraphDestroy(g[r]) != cudaSuccess))
+            cudaGetLastError();
+    return st;
+}
+
 #else
 
 infer_status backend_cuda_create(int device, struct infer_backend **out) {
@@ -486,6 +657,12 @@ infer_status backend_cuda_allreduce(struct infer_backend *const *bes, float *con
 infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const *bufs, int32_t n, size_t count) {
     (void)bes, (void)bufs, (void)count;
     return infer_fail(INFER_E_UNSUPPORTED, "reduce over %d ranks: built without CUDA (NCCL)", n);
+}
+
+infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key, infer_status (*fn)(void *),
+                                    void *arg) {
+    (void)bes, (void)n, (void)key;
+    return fn(arg);
 }
 
 #endif

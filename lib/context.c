@@ -492,7 +492,7 @@ static infer_status ctx_mtp_follow(infer_ctx *c, const int32_t *tokens, int32_t 
         tok = h->dtok;
     }
     struct ctx_mtp_job job = {.c = c, .h = h, .tok = tok, .n_tokens = n_tokens};
-    TRY(be->ops->run(be, forward_mtp_graph_key(h, 1, n_tokens, c->seq, n_tokens), ctx_mtp_follow_body, &job));
+    TRY(forward_stage_run(h, forward_mtp_graph_key(h, 1, n_tokens, c->seq, n_tokens), ctx_mtp_follow_body, &job));
     /* a tensor-parallel group: every rank keeps the (same) hidden states, the MTP block's input on its rank */
     for (int32_t r = 0; r < (h->tp_n > 0 ? h->tp_n : 1); r++) {
         infer_ctx *k = h->tp_n > 0 ? h->tp[r] : h;

@@ -256,8 +256,7 @@ static infer_status forward_shared_body(void *arg) {
  * rows asked, each token's sequence (which KV cells and recurrent state it uses) and, with a snapshot ring
  * (drafting), each token's ring slot (the recurrent layers' snapshot argument, layer_gdn) — everything else
  * that changes is read from backend memory. 0 (no graph) for prefill-sized batches. */
-static uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_t piece, int32_t n_tokens,
-                                  int32_t n_out) {
+uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_t piece, int32_t n_tokens, int32_t n_out) {
     if (!c->on_device || n_tokens > MMV_MAX_TOKENS) return 0;
     const int32_t ring = c->kv->n_ring;
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the segment, the piece and the shape */
@@ -280,7 +279,6 @@ uint64_t forward_mtp_graph_key(const struct infer_ctx *h, int32_t kind, int32_t 
                                int32_t n) {
     const int32_t il = (int32_t)h->m->hp.n_layer;
     if (!h->on_device || n_tokens > MMV_MAX_TOKENS || h->mtp_rows || (h->off_layer && h->off_layer[il])) return 0;
-    if (h->tp_n > 0) return 0; /* a tensor-parallel group queues on every rank's stream (no graphs there yet) */
     uint64_t k = 1469598103934665603ull; /* FNV-1a, apart from the trunk's keys by the leading -2 */
     const int32_t head[3] = {-2, kind, n_tokens};
     for (int32_t i = 0; i < 3 + n; i++) {

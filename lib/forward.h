@@ -274,9 +274,14 @@ infer_status layer_mtp_embed(struct infer_ctx *c, const int32_t *tokens, int32_t
 infer_status layer_mtp_mixer(struct infer_ctx *c, const float *h, int32_t n_tokens);
 infer_status layer_mtp_ffn(struct infer_ctx *c, int32_t n_tokens);
 infer_status layer_mtp_head(struct infer_ctx *c, int32_t n_tokens, float *out);
+/* Runs fn through stage h's backend's run() (a graph under key), or with h leading a tensor-parallel group through
+ * the group's (one graph per rank, captured together; none for a group over several processes). */
+infer_status forward_stage_run(struct infer_ctx *h, uint64_t key, infer_status (*fn)(void *), void *arg);
+/* The graph key of piece `piece` of segment seg of a batch on stage c (a tensor-parallel pass: seg -3), from its
+ * shape, sequences and ring slots (forward.c); 0 (no graph) for prefill-sized batches or a host stage. */
+uint64_t forward_graph_key(const struct infer_ctx *c, int32_t seg, int32_t piece, int32_t n_tokens, int32_t n_out);
 /* The graph key of an MTP block run on stage h (kind 0: a draft step, 1: following a batch), from the n values of
- * shape that fix its arguments; 0 (no graph) where a host step runs inside the block, the batch is prefill-sized or
- * h leads a tensor-parallel group. */
+ * shape that fix its arguments; 0 (no graph) where a host step runs inside the block or the batch is prefill-sized. */
 uint64_t forward_mtp_graph_key(const struct infer_ctx *h, int32_t kind, int32_t n_tokens, const int32_t *shape,
                                int32_t n);
 infer_status layer_ffn(struct infer_ctx *c, int32_t il, int32_t n_tokens);

@@ -11,7 +11,8 @@
  * with followers in other processes at once (they run the reduce in step with rank 0's batches). NCCL needs a thread driving several devices to queue each collective on all of them in one
  * group, so the ranks' ops are queued block by block, in rank order, between the all-reduces. With the group over
  * several processes (hosts), each runs this pass for its own ranks, the others following rank 0's batches
- * (tp_serve.c). No CUDA graphs yet: every op is launched each step.
+ * (tp_serve.c). A decode-sized pass (and an MTP block) is captured as one CUDA graph per rank and replayed
+ * (forward_stage_run, backend_cuda_group_run); a group over several processes launches every op each step.
  */
 #include <string.h>
 
@@ -42,15 +43,12 @@ fail:
 }
 
 /* The logits of the n_out asked rows: the whole head on rank 0 when the group is one rank; else each rank's rows
- * into its head_part, gathered now (followers in other processes) or when first needed (forward_tp_gather). A
- * drafting group's ranks each keep every token's normed hidden state (hid, the MTP block's input), rows or not. */
+ * into its head_part, gathered after the pass (forward_tp_run). A drafting group's ranks each keep every token's
+ * normed hidden state (hid, the MTP block's input), rows or not. */
 static infer_status forward_tp_head(struct infer_ctx *c, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
     if (c->head_rows == 0) return c->tp_rank == 0 ? forward_head(c, n_tokens, n_out) : INFER_OK;
     for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_head_to(c->tp[r], n_tokens, n_out, c->tp[r]->head_part));
-    if (n_out == 0) return INFER_OK;
-    c->tp_head_pending = n_out;
-    if (c->tp_msg_host) TRY(forward_tp_gather(c));
 fail:
     return st;
 }
@@ -134,6 +132,38 @@ fail:
     return st;
 }
 
+struct forward_tp_job {
+    struct infer_ctx *c;
+    int32_t n_tokens, n_out;
+};
+
+/* Everything the pass queues on the ranks' streams once the batch's ids and positions are there: the part a group
+ * of devices captures as one graph per rank (backend_cuda_group_run). */
+static infer_status forward_tp_body(void *arg) {
+    infer_status st = INFER_OK;
+    const struct forward_tp_job *j = arg;
+    struct infer_ctx *c = j->c;
+    const int head = c->tp_rank == 0; /* this process holds the group's rank 0 (several processes: one does) */
+    if (head) TRY(forward_embed(c, c->m->token_embd, c->dtok, j->n_tokens)); /* rank 0 looks the tokens up */
+    TRY(forward_tp_share_x(c, head, j->n_tokens));
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
+        for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_mixer(c->tp[r], il, j->n_tokens));
+        TRY(forward_tp_allreduce(c, j->n_tokens));
+        for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_ffn(c->tp[r], il, j->n_tokens));
+        TRY(forward_tp_allreduce(c, j->n_tokens));
+    }
+    TRY(forward_tp_head(c, j->n_tokens, j->n_out));
+fail:
+    return st;
+}
+
+infer_status forward_stage_run(struct infer_ctx *h, uint64_t key, infer_status (*fn)(void *), void *arg) {
+    if (h->tp_n == 0) return h->be->ops->run(h->be, key, fn, arg);
+    struct infer_backend *bes[INFER_MAX_DEVICES];
+    for (int32_t r = 0; r < h->tp_n; r++) bes[r] = h->tp[r]->be;
+    return backend_cuda_group_run(bes, h->tp_n, h->tp_msg_host ? 0 : key, fn, arg);
+}
+
 infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t n_tokens, int32_t n_out) {
     infer_status st = INFER_OK;
     TRY(forward_tp_positions(c, n_tokens)); /* the batch's description: every rank's layers read positions */
@@ -144,19 +174,13 @@ infer_status forward_tp_run(struct infer_ctx *c, const int32_t *tokens, int32_t 
             c->bus_bytes += (uint64_t)n_out * sizeof(int32_t);
         }
     }
-    const int head = c->tp_rank == 0; /* this process holds the group's rank 0 (several processes: one does) */
-    if (head) { /* rank 0 looks the tokens up */
-        TRY(forward_ids_in(c, c, tokens, n_tokens));
-        TRY(forward_embed(c, c->m->token_embd, c->dtok, n_tokens));
+    if (c->tp_rank == 0) TRY(forward_ids_in(c, c, tokens, n_tokens));
+    struct forward_tp_job j = {.c = c, .n_tokens = n_tokens, .n_out = n_out};
+    TRY(forward_stage_run(c, forward_graph_key(c, -3, 0, n_tokens, n_out), forward_tp_body, &j));
+    if (c->head_rows > 0 && n_out > 0) { /* the ranks' rows: gathered at once for followers, else on first need */
+        c->tp_head_pending = n_out;
+        if (c->tp_msg_host) TRY(forward_tp_gather(c));
     }
-    TRY(forward_tp_share_x(c, head, n_tokens));
-    for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
-        for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_mixer(c->tp[r], il, n_tokens));
-        TRY(forward_tp_allreduce(c, n_tokens));
-        for (int32_t r = 0; r < c->tp_n; r++) TRY(forward_ffn(c->tp[r], il, n_tokens));
-        TRY(forward_tp_allreduce(c, n_tokens));
-    }
-    TRY(forward_tp_head(c, n_tokens, n_out));
     for (int32_t r = 0; r < c->tp_n; r++) TRY(c->tp[r]->be->ops->sync(c->tp[r]->be));
 fail:
     return st;

@@ -154,7 +154,7 @@ static infer_status spec_draft(infer_ctx *c, infer_sampler *s, enum spec_mode mo
         struct spec_draft_job job = {.h = h, .s = s, .j = j, .seq = seq, .hin = hin, .row = row, .mode = mode};
         int32_t shape[7] = {j, (int32_t)mode, seq};
         if (mode == SPEC_LISTS) sampler_chain_key(s, shape + 3);
-        TRY(be->ops->run(be, forward_mtp_graph_key(h, 0, 1, shape, 7), spec_draft_body, &job));
+        TRY(forward_stage_run(h, forward_mtp_graph_key(h, 0, 1, shape, 7), spec_draft_body, &job));
         hin = h->mtp_hid;
         if (h->tp_n == 0) bus += sizeof *h->pos; /* forward_tp_positions counts its own */
         if (mode != SPEC_HOST) continue;

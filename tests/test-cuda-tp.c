@@ -33,7 +33,9 @@
  *     stream equals plain decoding of the same group with a random and a noisy head; at temp 0.8 (the drafts' lists
  *     and the acceptance on rank 0) reproducible with the seed and no row of logits over the bus; with a penalty (the
  *     host path) tokens come; the group drafts the one-device load's drafts; over two processes --mtp is refused
- *     with one clear error (not built yet).
+ *     with one clear error (not built yet);
+ *   - (emulator) CUDA graphs of the group (check_graphs): the same tokens and logits bits as without graphs, a steady
+ *     decode step one graph launch per rank, a steady MTP step of 3 drafts 5 per rank.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -694,6 +696,112 @@ static void check_mtp(const char *arch, const char *ftype, int32_t n_dev, void (
     unlink(path);
 }
 
+#ifdef INFER_EMU
+enum { GRAPH_DRAFTS = 3, GRAPH_GEN = 12 };
+
+/* What a run of check_graphs saw: tokens, the last logits row, and per rank the graph launches and the kernel
+ * launches outside graphs of a counted decode step and a counted MTP step. */
+struct graph_run {
+    int32_t tok[N_GREEDY], spec[GRAPH_GEN + GRAPH_DRAFTS + 1];
+    float *last;
+    uint64_t graphs[4], launches[4], spec_graphs[4], spec_launches[4];
+};
+
+/* Counters of devices 0 .. n - 1 into c. */
+static void counters(int32_t n, struct emu_counters *c) {
+    for (int32_t r = 0; r < n; r++) emu_counters_get(r, &c[r]);
+}
+
+/* One run of check_graphs on m (graphs on or off, as INFER_CUDA_GRAPHS says at context creation). */
+static int graph_run(infer_model *m, int32_t n_dev, struct graph_run *g) {
+    const int32_t nv = infer_vocab_size(m);
+    infer_ctx *c = make_ctx(m, 0), *d = make_ctx(m, GRAPH_DRAFTS);
+    infer_sampler *s = make_sampler(m, 0.0f, 1.0f);
+    struct emu_counters c0[4], c1[4];
+    int ok = c && d && s && greedy(c, nv, g->tok);
+    counters(n_dev, c0);
+    infer_batch b = {1, &g->tok[N_GREEDY - 1], NULL, NULL, NULL};
+    ok = ok && infer_decode(c, &b) == INFER_OK;
+    counters(n_dev, c1);
+    for (int32_t r = 0; r < n_dev; r++) {
+        g->graphs[r] = c1[r].graph_launches - c0[r].graph_launches;
+        g->launches[r] = c1[r].launches - c0[r].launches;
+    }
+    const float *l = ok ? infer_logits(c, -1) : NULL;
+    ok = ok && l && memcpy(g->last, l, (size_t)nv * sizeof(float));
+    /* greedy MTP steps with an agreeing head (every step the same shapes), then one counted */
+    const int32_t prompt[5] = {11, 3, 27, 8, 19};
+    infer_batch pb = {5, prompt, NULL, NULL, NULL};
+    int32_t first = -1, next = -1, k = 0;
+    ok = ok && infer_decode(d, &pb) == INFER_OK && infer_sample(d, s, -1, &first) == INFER_OK &&
+         stream_continue(d, s, STREAM_SPEC, first, g->spec, GRAPH_GEN, &next, NULL) == GRAPH_GEN;
+    counters(n_dev, c0);
+    ok = ok && infer_spec_step(d, s, 0, next, g->spec + GRAPH_GEN, GRAPH_DRAFTS + 1, &k) == INFER_OK &&
+         k == GRAPH_DRAFTS + 1;
+    counters(n_dev, c1);
+    for (int32_t r = 0; r < n_dev; r++) {
+        g->spec_graphs[r] = c1[r].graph_launches - c0[r].graph_launches;
+        g->spec_launches[r] = c1[r].launches - c0[r].launches;
+    }
+    infer_sampler_free(s);
+    infer_ctx_free(c), infer_ctx_free(d);
+    return ok;
+}
+
+/* CUDA graphs of the group (backend_cuda_group_run: one graph per rank, captured together, the all-reduces inside,
+ * ranks 1.. launched from threads of their own): plain greedy decoding and greedy MTP steps give the same tokens and
+ * the same last logits, bit for bit, as with INFER_CUDA_GRAPHS=0 (every op launched); a steady one-token step is one
+ * graph launch per rank and no kernel launched outside them; a steady MTP step of 3 drafts (all kept) is 5 graph
+ * launches per rank (each draft step, the verification batch, the MTP block's follow-up) and, on rank 0 only, the
+ * acceptance's two kernels. Emulator counters. */
+static void check_graphs(const char *arch, int32_t n_dev) {
+    char path[256];
+    struct synth_params sp;
+    synth_params_default(arch, &sp);
+    sp.ftype = "F32", sp.seed = 31, sp.mtp = 1, sp.mtp_agree = 1;
+    snprintf(path, sizeof path, "%s/%s-graphs.gguf", dir, arch);
+    if (synth_write(&sp, path) != INFER_OK) {
+        T_CHECK(0, "synth %s with an MTP head: %s", arch, infer_last_error());
+        return;
+    }
+    infer_model *m = load_tp(path, n_dev);
+    const size_t row = m ? (size_t)infer_vocab_size(m) * sizeof(float) : 0;
+    struct graph_run g[2] = {{.last = m ? malloc(row) : NULL}, {.last = m ? malloc(row) : NULL}};
+    int ok = m && g[0].last && g[1].last;
+    ok = ok && graph_run(m, n_dev, &g[0]);
+    setenv("INFER_CUDA_GRAPHS", "0", 1); /* read at context creation */
+    ok = ok && graph_run(m, n_dev, &g[1]);
+    unsetenv("INFER_CUDA_GRAPHS");
+    T_CHECK(ok, "%s over %d: the graphs' runs: %s", arch, n_dev, infer_last_error());
+    if (ok) {
+        int steady = 1, off = 1;
+        for (int32_t r = 0; r < n_dev; r++) {
+            steady &= g[0].graphs[r] == 1 && g[0].launches[r] == 0 && g[0].spec_graphs[r] == GRAPH_DRAFTS + 2 &&
+                      g[0].spec_launches[r] == (r == 0 ? 2u : 0u);
+            off &= g[1].graphs[r] == 0 && g[1].launches[r] > 10 && g[1].spec_graphs[r] == 0;
+        }
+        T_CHECK(!memcmp(g[0].tok, g[1].tok, sizeof g[0].tok) && !memcmp(g[0].last, g[1].last, row) &&
+                    !memcmp(g[0].spec, g[1].spec, sizeof g[0].spec),
+                "%s over %d: tokens, last logits and MTP tokens with graphs = without", arch, n_dev);
+        T_CHECK(steady && off, "%s over %d: a decode step %llu graphs / %llu launches on rank 0 (%llu / %llu on rank "
+                "1), an MTP step %llu / %llu (%llu / %llu); expected 1 / 0 and %d / 2 (rank 1: %d / 0); without "
+                "graphs %llu / %llu", arch, n_dev, (unsigned long long)g[0].graphs[0],
+                (unsigned long long)g[0].launches[0], (unsigned long long)g[0].graphs[1],
+                (unsigned long long)g[0].launches[1], (unsigned long long)g[0].spec_graphs[0],
+                (unsigned long long)g[0].spec_launches[0], (unsigned long long)g[0].spec_graphs[1],
+                (unsigned long long)g[0].spec_launches[1], GRAPH_DRAFTS + 2, GRAPH_DRAFTS + 2,
+                (unsigned long long)g[1].graphs[0], (unsigned long long)g[1].launches[0]);
+        printf("  %-9s -sm tensor x%d graphs: a decode step %llu graph launch a rank, an MTP step of %d drafts %llu "
+               "(rank 0 also %llu kernels); %llu launches on rank 0 a decode step without graphs\n", arch, n_dev,
+               (unsigned long long)g[0].graphs[0], GRAPH_DRAFTS, (unsigned long long)g[0].spec_graphs[0],
+               (unsigned long long)g[0].spec_launches[0], (unsigned long long)g[1].launches[0]);
+    }
+    free(g[0].last), free(g[1].last);
+    infer_model_free(m);
+    unlink(path);
+}
+#endif
+
 int main(void) {
 #ifdef INFER_EMU
     setenv("INFER_EMU_DEVICES", "4", 0); /* before the emulator's first call */
@@ -740,6 +848,10 @@ int main(void) {
     check_same("qwen35", "F32", 2, shapes_tied, "tied"); /* the head cut inside rank 0's token table */
     check_processes("qwen35moe", "shm");
     if (!t_quick()) check_processes("llama", "file");
+#ifdef INFER_EMU
+    check_graphs("qwen35", 2);
+    if (n_dev >= 4 && !t_quick()) check_graphs("qwen35moe", 4);
+#endif
     check_mtp("qwen35", "F32", 2, NULL, 0.19f, 3, 1);
     check_mtp("qwen35moe", "Q4_K_M", 2, shapes_q4k, 0.19f, 3, 0);
     check_mtp("qwen35", "F32", 2, NULL, 0.0f, 4, 0); /* a random head: every draft rejected */
