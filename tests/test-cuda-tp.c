@@ -754,11 +754,12 @@ static int graph_run(infer_model *m, int32_t n_dev, struct graph_run *g) {
  * graph launch per rank and no kernel launched outside them; a steady MTP step of 3 drafts (all kept) is 5 graph
  * launches per rank (each draft step, the verification batch, the MTP block's follow-up) and, on rank 0 only, the
  * acceptance's two kernels. Emulator counters. */
-static void check_graphs(const char *arch, int32_t n_dev) {
+static void check_graphs(const char *arch, int32_t n_dev, void (*shape)(struct synth_params *)) {
     char path[256];
     struct synth_params sp;
     synth_params_default(arch, &sp);
     sp.ftype = "F32", sp.seed = 31, sp.mtp = 1, sp.mtp_agree = 1;
+    if (shape) shape(&sp);
     snprintf(path, sizeof path, "%s/%s-graphs.gguf", dir, arch);
     if (synth_write(&sp, path) != INFER_OK) {
         T_CHECK(0, "synth %s with an MTP head: %s", arch, infer_last_error());
@@ -849,8 +850,8 @@ int main(void) {
     check_processes("qwen35moe", "shm");
     if (!t_quick()) check_processes("llama", "file");
 #ifdef INFER_EMU
-    check_graphs("qwen35", 2);
-    if (n_dev >= 4 && !t_quick()) check_graphs("qwen35moe", 4);
+    check_graphs("qwen35", 2, NULL);
+    if (n_dev >= 4 && !t_quick()) check_graphs("qwen35moe", 4, shapes_g4);
 #endif
     check_mtp("qwen35", "F32", 2, NULL, 0.19f, 3, 1);
     check_mtp("qwen35moe", "Q4_K_M", 2, shapes_q4k, 0.19f, 3, 0);
