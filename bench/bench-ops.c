@@ -262,8 +262,8 @@ static void bench_gdn(double bw, int repeats) {
         int32_t tokens, ring;
     } runs[] = {{1, 0}, {1, 4}, {4, 4}};
     const int32_t d_conv = 4;
-    printf("\n| op | shape | n_group x n_vhead x d | tokens | ring | us | GB/s | %% of copy | state r+w us | x state |\n"
-           "|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("\n| op | shape | n_group x n_vhead x d | tokens | ring | us | GB/s | %% of copy | state r+w us | "
+           "x state |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         const int32_t ng = shapes[si].n_group, nv = shapes[si].n_vhead, d = shapes[si].d;
         const int64_t n_ch = (int64_t)(2 * ng + nv) * d, vd = (int64_t)nv * d;
@@ -302,8 +302,8 @@ static void bench_gdn(double bw, int repeats) {
             const double state_bytes = sizeof(float) * (double)b.state_floats;
             const double bytes = cost.bytes_read + cost.bytes_written + (ring ? nt * state_bytes : 0);
             const double state_us = 2.0 * state_bytes / (bw * 1e3); /* bw in GB/s: bytes / (bw * 1e3) is us */
-            printf("| gdn_conv | %s | %d x %d x %d | %d | %d | %.2f | %.0f | %.1f | %.2f | %.2f |\n", shapes[si].what, ng,
-                   nv, d, nt, ring, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / bw, state_us, us / state_us);
+            printf("| gdn_conv | %s | %d x %d x %d | %d | %d | %.2f | %.0f | %.1f | %.2f | %.2f |\n", shapes[si].what,
+                   ng, nv, d, nt, ring, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / bw, state_us, us / state_us);
             fflush(stdout);
             float *bufs[] = {b.state, b.conv_state, b.snap, b.csnap, x, ab, dt_bias, ssm_a, w, out, norm_w, gate};
             for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) CK(cudaFree(bufs[i]));

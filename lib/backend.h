@@ -102,8 +102,8 @@ infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const 
  * with INFER_CUDA_GRAPHS=0 or a backend not CUDA), else replayed. Each backend keeps its graph in its own cache
  * (run()'s). Every rank but the first launches from a thread of its own (NCCL: one thread launching graphs with
  * collectives on several devices may deadlock); returns once every launch has returned. */
-infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key, infer_status (*fn)(void *),
-                                    void *arg);
+infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key,
+                                    infer_status (*fn)(void *), void *arg);
 /* Releases a backend from any *_create; NULL is a no-op. */
 void backend_free(struct infer_backend *b);
 

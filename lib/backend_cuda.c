@@ -573,8 +573,8 @@ static infer_status backend_cuda_group_launch(struct infer_backend *const *bes, 
     return st;
 }
 
-infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key, infer_status (*fn)(void *),
-                                    void *arg) {
+infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key,
+                                    infer_status (*fn)(void *), void *arg) {
     infer_status st = INFER_OK;
     struct backend_cuda_graph *slot[INFER_MAX_DEVICES];
     cudaGraph_t g[INFER_MAX_DEVICES] = {NULL};
@@ -592,7 +592,8 @@ infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n,
         int32_t began = 0;
         for (int32_t r = 0; r < n && e == cudaSuccess; r++) {
             e = backend_cuda_current(bes[r]);
-            if (e == cudaSuccess) e = cudaStreamBeginCapture(backend_cuda_of(bes[r])->stream, cudaStreamCaptureModeThreadLocal);
+            if (e == cudaSuccess)
+                e = cudaStreamBeginCapture(backend_cuda_of(bes[r])->stream, cudaStreamCaptureModeThreadLocal);
             if (e == cudaSuccess) began++;
         }
         const infer_status fst = e == cudaSuccess ? fn(arg) : INFER_OK;
@@ -659,8 +660,8 @@ infer_status backend_cuda_reduce(struct infer_backend *const *bes, float *const 
     return infer_fail(INFER_E_UNSUPPORTED, "reduce over %d ranks: built without CUDA (NCCL)", n);
 }
 
-infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key, infer_status (*fn)(void *),
-                                    void *arg) {
+infer_status backend_cuda_group_run(struct infer_backend *const *bes, int32_t n, uint64_t key,
+                                    infer_status (*fn)(void *), void *arg) {
     (void)bes, (void)n, (void)key;
     return fn(arg);
 }

@@ -148,9 +148,10 @@ static void check_split_bus(infer_ctx *c, infer_sampler *s, int32_t last, const 
     const uint64_t moved = infer_ctx_bus_bytes(c) - before, d = (uint64_t)c->spec_drafts;
     const uint64_t row = (uint64_t)c->m->hp.n_embd * sizeof(float), handoff = 2 * (d + 1) * row;
     const int want = copy ? moved >= handoff && moved - handoff < row : moved >= handoff + d * (row + sizeof(int32_t));
-    T_CHECK(ok && d > 0 && want, "%s: a greedy step of %llu drafts moved %llu bytes over the bus: expected %s %llu", name,
-            (unsigned long long)d, (unsigned long long)moved, copy ? "less than a row beyond the handoff's" :
-            "the handoff's and the drafts' rows, at least", (unsigned long long)(copy ? handoff : handoff + d * row));
+    T_CHECK(ok && d > 0 && want, "%s: a greedy step of %llu drafts moved %llu bytes over the bus: expected %s %llu",
+            name, (unsigned long long)d, (unsigned long long)moved,
+            copy ? "less than a row beyond the handoff's" : "the handoff's and the drafts' rows, at least",
+            (unsigned long long)(copy ? handoff : handoff + d * row));
 }
 
 /* Greedy with penalties (lib/spec.c: verification row i penalised by the window after d_0 .. d_{i-1}, on the
@@ -436,8 +437,8 @@ static void check_model(const char *arch, const char *ftype, int agree, float no
         const infer_ctx *h = c ? forward_head_stage(c) : NULL;
         if (h && pl.fit_draft) { /* the head's device reads the rows from its copy of the table: no host step */
             const struct gguf_tensor *copy = c->m->mtp_embd;
-            T_CHECK(h->on_device && !h->mtp_rows && copy && copy != c->m->token_embd && copy->data != c->m->token_embd->data &&
-                        forward_mtp_graph_key(h, 0, 1, NULL, 0) != 0,
+            T_CHECK(h->on_device && !h->mtp_rows && copy && copy != c->m->token_embd &&
+                        copy->data != c->m->token_embd->data && forward_mtp_graph_key(h, 0, 1, NULL, 0) != 0,
                     "%s: the head's device has its own copy of the token table, the MTP block reads it there and its "
                     "runs are captured as graphs", name);
         } else if (h && (pl.n_cpu_moe || pl.sm_layer)) { /* the placements this test means: rows from the host */
@@ -493,7 +494,8 @@ int main(void) {
         if (!t_quick() || a == 0) check_drafts(archs[a]);
     /* placements whose head's device lacks the token table: the MTP block's rows come from the host; and -sm layer
      * with the table's copy on the head's device */
-    const struct placement away[4] = {{.n_cpu_moe = 1}, {.n_cpu_moe = 99}, {.sm_layer = 1}, {.sm_layer = 1, .fit_draft = 3}};
+    const struct placement away[4] = {{.n_cpu_moe = 1}, {.n_cpu_moe = 99}, {.sm_layer = 1},
+                                      {.sm_layer = 1, .fit_draft = 3}};
     for (int k = 0; k < 4; k++) {
         if (away[k].sm_layer && infer_device_count() < 2) {
             T_SKIP("one device: -sm layer with MTP (INFER_EMU_DEVICES=2 runs it)");
