@@ -18,7 +18,9 @@
  *     (qwen35moe --n-cpu-moe 3);
  *   - the load put each layer where the plan says, and each device holds exactly the plan's bytes (weights,
  *     cells, state, scratch: emulator counters per device);
- *   - the bus: a decode step over 2 devices copies x once out of the first and once into the second.
+ *   - the bus: a decode step over 2 devices copies x once out of the first and once into the second;
+ *   - a qwen35 with an MTP block loaded and a context made for drafts over -ts 1,1: each device holds exactly the
+ *     plan's bytes, the head's device the token table's copy.
  * With one GPU only the plan checks run (exit 77 when there is no device at all).
  */
 #include <stdlib.h>
@@ -301,6 +303,53 @@ static void check_table_copy(void) {
     unlink(path);
 }
 
+#ifdef INFER_EMU
+/* The drafting load of check_table_copy's model over -ts 1,1 and a drafting context hold on each device exactly what
+ * the plan counts there (device 1: the table's copy, and no buffers for token rows from the host). */
+static void check_table_copy_bytes(void) {
+    struct synth_params sp;
+    synth_params_default("qwen35", &sp);
+    sp.ftype = "F32", sp.seed = 23, sp.n_layer = N_LAYER, sp.mtp = 1;
+    char path[256];
+    snprintf(path, sizeof path, "%s/qwen35-mtp-bytes.gguf", dir);
+    if (synth_write(&sp, path) != INFER_OK) {
+        T_CHECK(0, "synth qwen35 with MTP: %s", infer_last_error());
+        return;
+    }
+    const float ts11[2] = {1, 1};
+    infer_model_params mp = params(ALL, ts11, 2, 0);
+    infer_ctx_params cp = infer_ctx_params_default();
+    cp.n_ctx = N_CTX, cp.n_batch = 32, cp.n_threads = 2, cp.n_draft = 3;
+    mp.fit_ctx = &cp;
+    struct emu_counters before[2], after[2];
+    for (int d = 0; d < 2; d++) emu_counters_get(d, &before[d]);
+    infer_model *m = load(path, &mp);
+    infer_ctx *c = NULL;
+    if (m && infer_ctx_create(m, &cp, &c) != INFER_OK) T_CHECK(0, "context: %s", infer_last_error());
+    for (int d = 0; d < 2; d++) emu_counters_get(d, &after[d]);
+    infer_plan_params pp = infer_plan_params_default();
+    pp.n_devices = 2;
+    pp.free_bytes[0] = pp.free_bytes[1] = (uint64_t)64 << 30;
+    infer_plan *p = NULL;
+    if (infer_model_plan(path, &mp, &cp, &pp, &p) != INFER_OK) T_CHECK(0, "plan: %s", infer_last_error());
+    T_CHECK(m && c && p && m->mtp_embd, "-sm layer -ts 1,1 loaded for drafts: the head's device has the table's copy");
+    for (int d = 0; m && c && p && d < 2; d++) {
+        infer_plan_memory pm;
+        infer_plan_get_memory(p, d, &pm);
+        const uint64_t used = after[d].bytes_in_use - before[d].bytes_in_use;
+        const uint64_t want = pm.weights + pm.kv + pm.state + pm.scratch;
+        T_CHECK(used == want, "drafting -sm layer: device %d holds %llu bytes, the plan counts %llu (weights %llu kv "
+                "%llu state %llu scratch %llu)", d, (unsigned long long)used, (unsigned long long)want,
+                (unsigned long long)pm.weights, (unsigned long long)pm.kv, (unsigned long long)pm.state,
+                (unsigned long long)pm.scratch);
+    }
+    infer_plan_free(p);
+    infer_ctx_free(c);
+    infer_model_free(m);
+    unlink(path);
+}
+#endif
+
 int main(void) {
 #ifdef INFER_EMU
     setenv("INFER_EMU_DEVICES", "3", 0); /* before the emulator's first call */
@@ -339,6 +388,7 @@ int main(void) {
     check_same("qwen35moe", "F32", "--n-cpu-moe 3 -sm layer over 2", &two_moe, &one_moe, 2);
 #ifdef INFER_EMU
     check_bytes_and_bus();
+    check_table_copy_bytes();
 #endif
     rmdir(dir);
     return t_done();
