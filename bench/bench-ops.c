@@ -67,141 +67,6 @@ static float time_ms(cudaEvent_t a, cudaEvent_t b) {
     return ms;
 }
 
-struct shape {
-    const char *what;
-    int64_t n_in, n_out;
-};
-
-static void bench_mmv(double bw, int repeats, int32_t only_type) {
-    static const int32_t types[] = {INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K, INFER_TYPE_Q8_0,
-                                    INFER_TYPE_Q4_0, INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_F16,
-                                    INFER_TYPE_BF16};
-    static const struct shape shapes[] = {
-        {"8B attn_q", 4096, 4096}, {"8B ffn_up", 4096, 14336}, {"8B ffn_down", 14336, 4096}, {"0.6B ffn_up", 1024, 3072}};
-    static const int tokens[] = {1, 4, 8};
-    printf("| op | type | shape | n_in x n_out | tokens | us | GB/s | %% of copy |\n|---|---|---|---|---|---|---|---|\n");
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-            const int32_t type = types[ti];
-            const struct shape sh = shapes[si];
-            if (only_type >= 0 && type != only_type) continue;
-            const size_t wbytes = quant_row_bytes(type, sh.n_in) * (size_t)sh.n_out;
-            /* enough copies of W to exceed L2 several times over */
-            const int copies = (int)(wbytes > ((size_t)400 << 20) ? 1 : ((size_t)400 << 20) / wbytes + 1);
-            uint8_t *hw = malloc(wbytes);
-            fill_random_weights(type, hw, sh.n_in, sh.n_out);
-            uint8_t *dw;
-            CK(cudaMalloc((void **)&dw, wbytes * (size_t)copies));
-            for (int c = 0; c < copies; c++) CK(cudaMemcpy(dw + wbytes * (size_t)c, hw, wbytes, cudaMemcpyHostToDevice));
-            free(hw);
-            float *dx, *dy;
-            void *dxq;
-            CK(cudaMalloc((void **)&dx, sizeof(float) * (size_t)sh.n_in * MMV_MAX_TOKENS));
-            CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)sh.n_out * MMV_MAX_TOKENS));
-            CK(cudaMalloc(&dxq, q8_split_bytes(sh.n_in, MMV_MAX_TOKENS)));
-            CK(cudaMemset(dx, 0, sizeof(float) * (size_t)sh.n_in * MMV_MAX_TOKENS));
-            for (size_t k = 0; k < sizeof tokens / sizeof *tokens; k++) {
-                const int nt = tokens[k];
-                struct quantize_args qa = {INFER_TYPE_Q8_1, dx, dxq, sh.n_in, nt, sh.n_in};
-                CK(cuda_quantize(&qa, 0));
-                /* note: back-to-back launches over rotating weight copies, timed as a group: the
-                 * figure is throughput as inside a forward pass (launch latency overlapped), not the
-                 * latency of one isolated launch. Median over 5 groups. */
-                float ms[5];
-                for (int g = -1; g < 5; g++) {
-                    CK(cudaEventRecord(e0, 0));
-                    for (int it = 0; it < repeats; it++) {
-                        struct mmv_args a = {0};
-                        a.type = type, a.w = dw + wbytes * (size_t)(it % copies), a.n_in = sh.n_in;
-                        a.n_out = sh.n_out, a.n_tokens = nt, a.xq = dxq, a.x = dx, a.y = dy, a.epilogue = MMV_PLAIN;
-                        CK(cuda_mmv(&a, 0));
-                    }
-                    CK(cudaEventRecord(e1, 0));
-                    CK(cudaEventSynchronize(e1));
-                    if (g >= 0) ms[g] = time_ms(e0, e1) / (float)repeats;
-                }
-                qsort(ms, 5, sizeof(float), cmp_float);
-                const double us = ms[2] * 1e3;
-                struct mmv_args ca = {0};
-                ca.type = type, ca.n_in = sh.n_in, ca.n_out = sh.n_out, ca.n_tokens = nt, ca.epilogue = MMV_PLAIN;
-                const struct op_cost cost = mmv_cost(&ca);
-                const double bytes = cost.bytes_read + cost.bytes_written;
-                printf("| mmv | %s | %s | %lld x %lld | %d | %.2f | %.0f | %.1f |\n", quant_type(type)->name, sh.what,
-                       (long long)sh.n_in, (long long)sh.n_out, nt, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / bw);
-                fflush(stdout);
-            }
-            CK(cudaFree(dw));
-            CK(cudaFree(dx));
-            CK(cudaFree(dy));
-            CK(cudaFree(dxq));
-        }
-    }
-}
-
-/* mm (prefill): both modes of cuda_mm (INFER_MATMUL=mma, the tensor-core kernel; =cublas, the
- * dequantise + cublasGemmEx baseline) at 8B shapes; compute-bound, so the figure is TFLOPS. */
-static void bench_mm(int repeats, int32_t only_type) {
-    static const int32_t types[] = {INFER_TYPE_Q4_K, INFER_TYPE_Q6_K, INFER_TYPE_Q8_0, INFER_TYPE_IQ4_XS, INFER_TYPE_F16};
-    static const struct shape shapes[] = {{"8B attn_q", 4096, 4096}, {"8B ffn_up", 4096, 14336}, {"8B ffn_down", 14336, 4096}};
-    static const int tokens[] = {64, 512};
-    static const char *modes[] = {"mma", "cublas"};
-    struct cuda_mm_state *st[2];
-    for (int m = 0; m < 2; m++) {
-        setenv("INFER_MATMUL", modes[m], 1);
-        CK(cuda_mm_state_create(&st[m]));
-    }
-    unsetenv("INFER_MATMUL");
-    const int reps = repeats / 10 > 3 ? repeats / 10 : 3;
-    printf("\n| op | mode | type | shape | n_in x n_out | tokens | us | TFLOPS |\n|---|---|---|---|---|---|---|---|\n");
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-            const int32_t type = types[ti];
-            const struct shape sh = shapes[si];
-            if (only_type >= 0 && type != only_type) continue;
-            const size_t wbytes = quant_row_bytes(type, sh.n_in) * (size_t)sh.n_out;
-            uint8_t *hw = malloc(wbytes), *dw;
-            fill_random_weights(type, hw, sh.n_in, sh.n_out);
-            CK(cudaMalloc((void **)&dw, wbytes));
-            CK(cudaMemcpy(dw, hw, wbytes, cudaMemcpyHostToDevice));
-            free(hw);
-            float *dx, *dy;
-            CK(cudaMalloc((void **)&dx, sizeof(float) * (size_t)sh.n_in * 512));
-            CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)sh.n_out * 512));
-            CK(cudaMemset(dx, 0, sizeof(float) * (size_t)sh.n_in * 512));
-            for (size_t k = 0; k < sizeof tokens / sizeof *tokens; k++)
-                for (int m = 0; m < 2; m++) {
-                    struct mm_args a = {0};
-                    a.type = type, a.w = dw, a.n_in = sh.n_in, a.n_out = sh.n_out, a.n_tokens = tokens[k];
-                    a.x = dx, a.y = dy, a.epilogue = MMV_PLAIN;
-                    float ms[5];
-                    for (int g = -1; g < 5; g++) {
-                        CK(cudaEventRecord(e0, 0));
-                        for (int it = 0; it < reps; it++) CK(cuda_mm(&a, st[m], 0));
-                        CK(cudaEventRecord(e1, 0));
-                        CK(cudaEventSynchronize(e1));
-                        if (g >= 0) ms[g] = time_ms(e0, e1) / (float)reps;
-                    }
-                    qsort(ms, 5, sizeof(float), cmp_float);
-                    const double us = ms[2] * 1e3, flops = 2.0 * (double)sh.n_in * (double)sh.n_out * tokens[k];
-                    printf("| mm | %s | %s | %s | %lld x %lld | %d | %.1f | %.1f |\n", modes[m], quant_type(type)->name,
-                           sh.what, (long long)sh.n_in, (long long)sh.n_out, tokens[k], us, flops / us / 1e6);
-                    fflush(stdout);
-                }
-            CK(cudaFree(dw));
-            CK(cudaFree(dx));
-            CK(cudaFree(dy));
-        }
-    }
-    cuda_mm_state_free(st[0]);
-    cuda_mm_state_free(st[1]);
-}
-
 /* A device buffer of n floats, uniform in [-scale, scale]. */
 static float *dev_random(size_t n, float scale) {
     float *h = malloc(sizeof(float) * n), *d;
@@ -229,6 +94,142 @@ static double time_group(int repeats, void (*launch)(int it, void *arg), void *a
     CK(cudaEventDestroy(e1));
     qsort(ms, 5, sizeof(float), cmp_float);
     return ms[2] * 1e3;
+}
+
+struct shape {
+    const char *what;
+    int64_t n_in, n_out;
+};
+
+/* mmv over rotating copies of one matrix: call it fills the copy's weights in. */
+struct mmv_bench {
+    struct mmv_args a;
+    const uint8_t *w;
+    size_t bytes;
+    int copies;
+};
+
+static void mmv_launch(int it, void *arg) {
+    const struct mmv_bench *b = arg;
+    struct mmv_args a = b->a;
+    a.w = b->w + b->bytes * (size_t)(it % b->copies);
+    CK(cuda_mmv(&a, 0));
+}
+
+static void bench_mmv(double bw, int repeats, int32_t only_type) {
+    static const int32_t types[] = {INFER_TYPE_Q4_K, INFER_TYPE_Q5_K, INFER_TYPE_Q6_K, INFER_TYPE_Q8_0,
+                                    INFER_TYPE_Q4_0, INFER_TYPE_IQ4_NL, INFER_TYPE_IQ4_XS, INFER_TYPE_F16,
+                                    INFER_TYPE_BF16};
+    static const struct shape shapes[] = {
+        {"8B attn_q", 4096, 4096}, {"8B ffn_up", 4096, 14336}, {"8B ffn_down", 14336, 4096}, {"0.6B ffn_up", 1024, 3072}};
+    static const int tokens[] = {1, 4, 8};
+    printf("| op | type | shape | n_in x n_out | tokens | us | GB/s | %% of copy |\n|---|---|---|---|---|---|---|---|\n");
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            const int32_t type = types[ti];
+            const struct shape sh = shapes[si];
+            if (only_type >= 0 && type != only_type) continue;
+            const size_t wbytes = quant_row_bytes(type, sh.n_in) * (size_t)sh.n_out;
+            /* enough copies of W to exceed L2 several times over */
+            const int copies = (int)(wbytes > ((size_t)400 << 20) ? 1 : ((size_t)400 << 20) / wbytes + 1);
+            uint8_t *hw = malloc(wbytes);
+            fill_random_weights(type, hw, sh.n_in, sh.n_out);
+            uint8_t *dw;
+            CK(cudaMalloc((void **)&dw, wbytes * (size_t)copies));
+            for (int c = 0; c < copies; c++) CK(cudaMemcpy(dw + wbytes * (size_t)c, hw, wbytes, cudaMemcpyHostToDevice));
+            free(hw);
+            float *dx, *dy;
+            void *dxq;
+            CK(cudaMalloc((void **)&dx, sizeof(float) * (size_t)sh.n_in * MMV_MAX_TOKENS));
+            CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)sh.n_out * MMV_MAX_TOKENS));
+            CK(cudaMalloc(&dxq, q8_split_bytes(sh.n_in, MMV_MAX_TOKENS)));
+            CK(cudaMemset(dx, 0, sizeof(float) * (size_t)sh.n_in * MMV_MAX_TOKENS));
+            for (size_t k = 0; k < sizeof tokens / sizeof *tokens; k++) {
+                const int nt = tokens[k];
+                struct quantize_args qa = {INFER_TYPE_Q8_1, dx, dxq, sh.n_in, nt, sh.n_in};
+                CK(cuda_quantize(&qa, 0));
+                /* note: back-to-back launches over rotating weight copies, timed as a group: the
+                 * figure is throughput as inside a forward pass (launch latency overlapped), not the
+                 * latency of one isolated launch. */
+                struct mmv_bench b = {.a = {.type = type, .n_in = sh.n_in, .n_out = sh.n_out, .n_tokens = nt,
+                                            .xq = dxq, .x = dx, .y = dy, .epilogue = MMV_PLAIN},
+                                      .w = dw, .bytes = wbytes, .copies = copies};
+                const double us = time_group(repeats, mmv_launch, &b);
+                struct mmv_args ca = {0};
+                ca.type = type, ca.n_in = sh.n_in, ca.n_out = sh.n_out, ca.n_tokens = nt, ca.epilogue = MMV_PLAIN;
+                const struct op_cost cost = mmv_cost(&ca);
+                const double bytes = cost.bytes_read + cost.bytes_written;
+                printf("| mmv | %s | %s | %lld x %lld | %d | %.2f | %.0f | %.1f |\n", quant_type(type)->name, sh.what,
+                       (long long)sh.n_in, (long long)sh.n_out, nt, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / bw);
+                fflush(stdout);
+            }
+            CK(cudaFree(dw));
+            CK(cudaFree(dx));
+            CK(cudaFree(dy));
+            CK(cudaFree(dxq));
+        }
+    }
+}
+
+struct mm_bench {
+    struct mm_args a;
+    struct cuda_mm_state *st;
+};
+
+static void mm_launch(int it, void *arg) {
+    (void)it;
+    const struct mm_bench *b = arg;
+    CK(cuda_mm(&b->a, b->st, 0));
+}
+
+/* mm (prefill): both modes of cuda_mm (INFER_MATMUL=mma, the tensor-core kernel; =cublas, the
+ * dequantise + cublasGemmEx baseline) at 8B shapes; compute-bound, so the figure is TFLOPS. */
+static void bench_mm(int repeats, int32_t only_type) {
+    static const int32_t types[] = {INFER_TYPE_Q4_K, INFER_TYPE_Q6_K, INFER_TYPE_Q8_0, INFER_TYPE_IQ4_XS, INFER_TYPE_F16};
+    static const struct shape shapes[] = {{"8B attn_q", 4096, 4096}, {"8B ffn_up", 4096, 14336}, {"8B ffn_down", 14336, 4096}};
+    static const int tokens[] = {64, 512};
+    static const char *modes[] = {"mma", "cublas"};
+    struct cuda_mm_state *st[2];
+    for (int m = 0; m < 2; m++) {
+        setenv("INFER_MATMUL", modes[m], 1);
+        CK(cuda_mm_state_create(&st[m]));
+    }
+    unsetenv("INFER_MATMUL");
+    const int reps = repeats / 10 > 3 ? repeats / 10 : 3;
+    printf("\n| op | mode | type | shape | n_in x n_out | tokens | us | TFLOPS |\n|---|---|---|---|---|---|---|---|\n");
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            const int32_t type = types[ti];
+            const struct shape sh = shapes[si];
+            if (only_type >= 0 && type != only_type) continue;
+            const size_t wbytes = quant_row_bytes(type, sh.n_in) * (size_t)sh.n_out;
+            uint8_t *hw = malloc(wbytes), *dw;
+            fill_random_weights(type, hw, sh.n_in, sh.n_out);
+            CK(cudaMalloc((void **)&dw, wbytes));
+            CK(cudaMemcpy(dw, hw, wbytes, cudaMemcpyHostToDevice));
+            free(hw);
+            float *dx, *dy;
+            CK(cudaMalloc((void **)&dx, sizeof(float) * (size_t)sh.n_in * 512));
+            CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)sh.n_out * 512));
+            CK(cudaMemset(dx, 0, sizeof(float) * (size_t)sh.n_in * 512));
+            for (size_t k = 0; k < sizeof tokens / sizeof *tokens; k++)
+                for (int m = 0; m < 2; m++) {
+                    struct mm_bench b = {.a = {.type = type, .w = dw, .n_in = sh.n_in, .n_out = sh.n_out,
+                                               .n_tokens = tokens[k], .x = dx, .y = dy, .epilogue = MMV_PLAIN},
+                                         .st = st[m]};
+                    const double us = time_group(reps, mm_launch, &b);
+                    const double flops = 2.0 * (double)sh.n_in * (double)sh.n_out * tokens[k];
+                    printf("| mm | %s | %s | %s | %lld x %lld | %d | %.1f | %.1f |\n", modes[m], quant_type(type)->name,
+                           sh.what, (long long)sh.n_in, (long long)sh.n_out, tokens[k], us, flops / us / 1e6);
+                    fflush(stdout);
+                }
+            CK(cudaFree(dw));
+            CK(cudaFree(dx));
+            CK(cudaFree(dy));
+        }
+    }
+    cuda_mm_state_free(st[0]);
+    cuda_mm_state_free(st[1]);
 }
 
 /* ---- gdn_conv: the fused Gated DeltaNet decode of one layer (conv, norms, gates, state update, output norm) at

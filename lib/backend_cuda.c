@@ -228,31 +228,13 @@ fail:
     return st;
 }
 
-/* Capture fn's ops into a graph (or reuse the one captured under the same key) and launch it. */
+/* Capture fn's ops into a graph (or reuse the one captured under the same key) and launch it: a group of one
+ * (backend_cuda_group_run). */
 static infer_status backend_cuda_run(struct infer_backend *b, uint64_t key, infer_status (*fn)(void *), void *arg) {
     infer_status st = INFER_OK;
-    struct backend_cuda *c = backend_cuda_of(b);
-    cudaGraph_t g = NULL;
     CU_TRY(backend_cuda_current(b));
-    if (!key || !c->graphs) return fn(arg);
-    int found = 0;
-    struct backend_cuda_graph *slot = backend_cuda_slot(c, key, &found);
-    if (!found) {
-        CU_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
-        const infer_status fst = fn(arg);
-        const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
-        if (fst != INFER_OK) {
-            st = fst;
-            cudaGetLastError();
-            goto fail;
-        }
-        CU_TRY(e);
-        TRY(backend_cuda_install(slot, g, key));
-    }
-    slot->used = ++c->runs;
-    CU_TRY(cudaGraphLaunch(slot->exec, c->stream));
+    st = backend_cuda_group_run(&b, 1, key, fn, arg);
 fail:
-    if (g && cudaGraphDestroy(g) != cudaSuccess) cudaGetLastError();
     return st;
 }
 

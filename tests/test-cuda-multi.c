@@ -41,18 +41,22 @@ enum { N_LAYER = 8, N_PROMPT = 24, N_DECODE = 6, N_CTX = 96, ALL = 99 };
 
 static char dir[] = "/tmp/test-cuda-multi-XXXXXX";
 
-static const char *synth_file(const char *arch, const char *ftype) {
+/* A synthetic file of arch in ftype with N_LAYER layers (mtp: and an MTP block); NULL on failure. The path is
+ * static: the next call overwrites it. */
+static const char *synth_file_of(const char *arch, const char *ftype, int mtp) {
     static char path[256];
     struct synth_params sp;
     synth_params_default(arch, &sp);
-    sp.ftype = ftype, sp.seed = 23, sp.n_layer = N_LAYER;
-    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, arch, ftype);
+    sp.ftype = ftype, sp.seed = 23, sp.n_layer = N_LAYER, sp.mtp = mtp;
+    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", dir, arch, ftype, mtp ? "-mtp" : "");
     if (synth_write(&sp, path) != INFER_OK) {
-        T_CHECK(0, "synth %s %s: %s", arch, ftype, infer_last_error());
+        T_CHECK(0, "synth %s %s%s: %s", arch, ftype, mtp ? " with MTP" : "", infer_last_error());
         return NULL;
     }
     return path;
 }
+
+static const char *synth_file(const char *arch, const char *ftype) { return synth_file_of(arch, ftype, 0); }
 
 /* Model params: n_gpu_layers ngl, a layer split over the n_ts shares ts (n_ts 0: none), n_cpu_moe ncm. */
 static infer_model_params params(int32_t ngl, const float *ts, int n_ts, int32_t ncm) {
@@ -198,6 +202,21 @@ static void check_same(const char *arch, const char *ftype, const char *what, co
 }
 
 #ifdef INFER_EMU
+/* Each of devices 0 .. n - 1 gained exactly what plan p counts there between the counters before and after. */
+static void check_plan_bytes(const infer_plan *p, const struct emu_counters *before, const struct emu_counters *after,
+                             int n, const char *what) {
+    for (int d = 0; d < n; d++) {
+        infer_plan_memory pm;
+        infer_plan_get_memory(p, d, &pm);
+        const uint64_t used = after[d].bytes_in_use - before[d].bytes_in_use;
+        const uint64_t want = pm.weights + pm.kv + pm.state + pm.scratch;
+        T_CHECK(used == want, "%s: device %d holds %llu bytes, the plan counts %llu (weights %llu kv %llu state %llu "
+                "scratch %llu)", what, d, (unsigned long long)used, (unsigned long long)want,
+                (unsigned long long)pm.weights, (unsigned long long)pm.kv, (unsigned long long)pm.state,
+                (unsigned long long)pm.scratch);
+    }
+}
+
 /* The load and a context over 3 devices hold on each exactly what the plan counts there, and the layers are where
  * the plan puts them; then a decode step's bus between devices. */
 static void check_bytes_and_bus(void) {
@@ -223,15 +242,7 @@ static void check_bytes_and_bus(void) {
     for (int32_t il = 0; il < N_LAYER; il++)
         homes_ok &= m->layer_gpu[il] >= 0 && m->gpu[m->layer_gpu[il]].device == infer_plan_layer_home(p, il);
     T_CHECK(homes_ok && m->n_gpu == 3, "the load's layers are where the plan puts them (%d devices)", m->n_gpu);
-    for (int d = 0; d < 3; d++) {
-        infer_plan_memory pm;
-        infer_plan_get_memory(p, d, &pm);
-        const uint64_t used = after[d].bytes_in_use - before[d].bytes_in_use;
-        const uint64_t want = pm.weights + pm.kv + pm.state + pm.scratch;
-        T_CHECK(used == want, "device %d holds %llu bytes, the plan counts %llu (weights %llu kv %llu state %llu "
-                "scratch %llu)", d, (unsigned long long)used, (unsigned long long)want, (unsigned long long)pm.weights,
-                (unsigned long long)pm.kv, (unsigned long long)pm.state, (unsigned long long)pm.scratch);
-    }
+    check_plan_bytes(p, before, after, 3, "-sm layer over 3");
     /* a decode step: x leaves devices 0 and 1 and enters devices 1 and 2, once each */
     const int32_t prompt[3] = {3, 1, 4}, t = 5;
     infer_batch b = {3, prompt, NULL, NULL, NULL}, b1 = {1, &t, NULL, NULL, NULL};
@@ -260,15 +271,8 @@ done:
  * device 0's do not, and the plan's text says so; with the head on the table's device (-ts 0,1) there is no copy.
  * (test-cuda-mtp loads it and checks the block reads the copy.) */
 static void check_table_copy(void) {
-    struct synth_params sp;
-    synth_params_default("qwen35", &sp);
-    sp.ftype = "F32", sp.seed = 23, sp.n_layer = N_LAYER, sp.mtp = 1;
-    char path[256];
-    snprintf(path, sizeof path, "%s/qwen35-mtp.gguf", dir);
-    if (synth_write(&sp, path) != INFER_OK) {
-        T_CHECK(0, "synth qwen35 with MTP: %s", infer_last_error());
-        return;
-    }
+    const char *path = synth_file_of("qwen35", "F32", 1);
+    if (!path) return;
     const float ts11[2] = {1, 1}, ts01[2] = {0, 1};
     infer_plan_params pp = infer_plan_params_default();
     pp.n_devices = 2;
@@ -307,15 +311,8 @@ static void check_table_copy(void) {
 /* The drafting load of check_table_copy's model over -ts 1,1 and a drafting context hold on each device exactly what
  * the plan counts there (device 1: the table's copy, and no buffers for token rows from the host). */
 static void check_table_copy_bytes(void) {
-    struct synth_params sp;
-    synth_params_default("qwen35", &sp);
-    sp.ftype = "F32", sp.seed = 23, sp.n_layer = N_LAYER, sp.mtp = 1;
-    char path[256];
-    snprintf(path, sizeof path, "%s/qwen35-mtp-bytes.gguf", dir);
-    if (synth_write(&sp, path) != INFER_OK) {
-        T_CHECK(0, "synth qwen35 with MTP: %s", infer_last_error());
-        return;
-    }
+    const char *path = synth_file_of("qwen35", "F32", 1);
+    if (!path) return;
     const float ts11[2] = {1, 1};
     infer_model_params mp = params(ALL, ts11, 2, 0);
     infer_ctx_params cp = infer_ctx_params_default();
@@ -333,16 +330,7 @@ static void check_table_copy_bytes(void) {
     infer_plan *p = NULL;
     if (infer_model_plan(path, &mp, &cp, &pp, &p) != INFER_OK) T_CHECK(0, "plan: %s", infer_last_error());
     T_CHECK(m && c && p && m->mtp_embd, "-sm layer -ts 1,1 loaded for drafts: the head's device has the table's copy");
-    for (int d = 0; m && c && p && d < 2; d++) {
-        infer_plan_memory pm;
-        infer_plan_get_memory(p, d, &pm);
-        const uint64_t used = after[d].bytes_in_use - before[d].bytes_in_use;
-        const uint64_t want = pm.weights + pm.kv + pm.state + pm.scratch;
-        T_CHECK(used == want, "drafting -sm layer: device %d holds %llu bytes, the plan counts %llu (weights %llu kv "
-                "%llu state %llu scratch %llu)", d, (unsigned long long)used, (unsigned long long)want,
-                (unsigned long long)pm.weights, (unsigned long long)pm.kv, (unsigned long long)pm.state,
-                (unsigned long long)pm.scratch);
-    }
+    if (m && c && p) check_plan_bytes(p, before, after, 2, "drafting -sm layer");
     infer_plan_free(p);
     infer_ctx_free(c);
     infer_model_free(m);
