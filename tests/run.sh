@@ -119,6 +119,9 @@ run test-ops-amx-emu env INFER_CPU_AMX=emu "$B/tests/test-ops" -b cpu -o mm,moe_
 run test-repack-amx-emu env INFER_CPU_AMX=emu "$B/tests/test-repack"
 # The AVX2 level's strips (lib/cpu/mm_r16_avx2.c) as an AVX2-only CPU runs a model (test-ops checks their products).
 run test-repack-avx2 env INFER_CPU_ISA=avx2 "$B/tests/test-repack"
+# test-ops' CPU column as an AVX2-only CPU (Zen 2 / Zen 3, Intel client parts) runs it: its dots, strips and GEMMs
+# (the K-quant and 32-value dots as stored, which sum in vector lanes, within the matmul's bound of the GEMMs').
+run test-ops-avx2 env INFER_CPU_ISA=avx2 "$B/tests/test-ops" -b cpu
 
 # A user's program built against an installed copy through pkg-config.
 [ "$SAN" = 1 ] || run install sh tests/install/check.sh "$B"

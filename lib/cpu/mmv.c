@@ -1322,6 +1322,7 @@ MMV_AVX512 static void dot_q6_k_avx512_xn(int64_t n, const void *w, const void *
 struct mmv_type {
     int32_t type, act_type, blck;
     cpu_vec_dot_fn fn[CPU_ISA_N]; /* by enum cpu_isa_level; NULL = not written, a lower level serves */
+    int vbmi;                     /* the AVX-512 dot needs VBMI too (mmv_iq512.c): without it AVX2's serves */
 };
 
 #ifdef MMV_X86
@@ -1329,7 +1330,7 @@ struct mmv_type {
 #else
 #define MMV_SIMD(f) NULL
 #endif
-#define MMV_FNS(s, f2, f5) {NULL, s, MMV_SIMD(f2), MMV_SIMD(f5)}
+#define MMV_FNS(s, f2, f5) {NULL, s, MMV_SIMD(f2), MMV_SIMD(f5)}, 0 /* no VBMI needed */
 
 static const struct mmv_type mmv_types[] = {
     {INFER_TYPE_F32, -1, 1, MMV_FNS(dot_f32, dot_f32_avx2, dot_f32_avx512)},
@@ -1349,10 +1350,14 @@ static const struct mmv_type mmv_types[] = {
     {INFER_TYPE_IQ4_XS, INFER_TYPE_Q8_K, QK_K, MMV_FNS(dot_iq4_xs, dot_iq4_xs_avx2, dot_iq4_xs_avx512)},
     {INFER_TYPE_MXFP4, INFER_TYPE_Q8_0, QK8_0, MMV_FNS(dot_mxfp4, dot_mxfp4_avx2, dot_mxfp4_avx512)},
 #define MMV_IQ_ROW(T, t) {INFER_TYPE_##T, INFER_TYPE_Q8_K, QK_K, MMV_FNS(cpu_dot_##t, cpu_dot_##t##_avx2, NULL)}
-    MMV_IQ_ROW(IQ2_XXS, iq2_xxs), MMV_IQ_ROW(IQ2_XS, iq2_xs), MMV_IQ_ROW(IQ2_S, iq2_s), MMV_IQ_ROW(IQ3_XXS, iq3_xxs),
-    MMV_IQ_ROW(IQ3_S, iq3_s),     MMV_IQ_ROW(IQ1_S, iq1_s),   MMV_IQ_ROW(IQ1_M, iq1_m), MMV_IQ_ROW(TQ1_0, tq1_0),
-    MMV_IQ_ROW(TQ2_0, tq2_0),
+#define MMV_IQ512_ROW(T, t)                                                                                  \
+    {INFER_TYPE_##T, INFER_TYPE_Q8_K, QK_K,                                                                  \
+     {NULL, cpu_dot_##t, MMV_SIMD(cpu_dot_##t##_avx2), MMV_SIMD(cpu_dot_##t##_avx512)}, 1}
+    MMV_IQ512_ROW(IQ2_XXS, iq2_xxs), MMV_IQ512_ROW(IQ2_XS, iq2_xs), MMV_IQ_ROW(IQ2_S, iq2_s),
+    MMV_IQ512_ROW(IQ3_XXS, iq3_xxs), MMV_IQ512_ROW(IQ3_S, iq3_s),   MMV_IQ_ROW(IQ1_S, iq1_s),
+    MMV_IQ_ROW(IQ1_M, iq1_m),        MMV_IQ_ROW(TQ1_0, tq1_0),      MMV_IQ_ROW(TQ2_0, tq2_0),
 #undef MMV_IQ_ROW
+#undef MMV_IQ512_ROW
 };
 
 static const struct mmv_type *mmv_find(int32_t type) {
@@ -1414,7 +1419,7 @@ cpu_vec_dot_fn cpu_vec_dot(int32_t weight_type, int variant) {
     if (!t || variant < 0 || variant >= CPU_ISA_N) return NULL;
     if (variant != CPU_ISA_BEST && !cpu_isa_has(variant)) return NULL;
     for (int l = variant == CPU_ISA_BEST ? mmv_level() : variant; l >= CPU_ISA_SCALAR; l--)
-        if (t->fn[l]) return t->fn[l];
+        if (t->fn[l] && (l != CPU_ISA_AVX512 || !t->vbmi || cpu_iq512_ready())) return t->fn[l];
     return NULL;
 }
 

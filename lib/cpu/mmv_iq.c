@@ -6,7 +6,8 @@
  * sum exact in int32 (|v| <= 62, ls <= 31, |x| <= 127 over 256 values < 2^31), added to the row's sum block by
  * block. The variants:
  *   scalar: the block unpacked group by group (blocks_iq_<t>) into struct iq_block, the integer sums in C;
- *   AVX2 (AVX-512 machines run it too): each 32-value vector built straight from four grid entries (IQ3: eight)
+ *   AVX2 (AVX-512 machines run it too, but for IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S where the CPU has VBMI:
+ *     mmv_iq512.c's permute lookups): each 32-value vector built straight from four grid entries (IQ3: eight)
  *     and the signs (a 128-entry table of sign bytes for the 7-bit fields, a shuffle for explicit sign bytes),
  *     |w| times y with w's sign by maddubs (pairs <= 2 * 62 * 127 fit int16), madd with the groups' scales. Where
  *     a block's indices or scales need bit-fiddling (IQ2_XS, IQ2_S, IQ3_S, IQ1), vector ops unpack a chunk of 8

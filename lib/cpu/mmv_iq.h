@@ -1,5 +1,6 @@
 /* mmv_iq: the lattice and ternary types' dot products with Q8_K activations (mmv_iq.c), for mmv.c's table:
- * cpu_dot_<t> (scalar) and cpu_dot_<t>_avx2 (x86 only; AVX-512 machines run it too), bit for bit equal. */
+ * cpu_dot_<t> (scalar) and cpu_dot_<t>_avx2 (x86 only), and for some types cpu_dot_<t>_avx512 (mmv_iq512.c: AVX-512
+ * with VBMI, only where cpu_iq512_ready; elsewhere AVX-512 machines run the AVX2 dot), all bit for bit equal. */
 #ifndef INFER_CPU_MMV_IQ_H
 #define INFER_CPU_MMV_IQ_H
 
@@ -18,6 +19,12 @@ MMV_IQ_DECLARE(iq1_m)
 MMV_IQ_DECLARE(tq1_0)
 MMV_IQ_DECLARE(tq2_0)
 #undef MMV_IQ_DECLARE
+float cpu_dot_iq2_xxs_avx512(int64_t n, const void *w, const void *x);
+float cpu_dot_iq2_xs_avx512(int64_t n, const void *w, const void *x);
+float cpu_dot_iq3_xxs_avx512(int64_t n, const void *w, const void *x);
+float cpu_dot_iq3_s_avx512(int64_t n, const void *w, const void *x);
+/* Whether the CPU runs mmv_iq512.c's dots (AVX-512 VBMI) and their tables are built. */
+int cpu_iq512_ready(void);
 
 /* One 256-value block in an integer form: v[256] int8 values, ls[32] the groups' integer scales, f the block's
  * factor, and for Q2_K a min per 16 values m[16] with its factor fm (0 elsewhere); value e is
