@@ -15,7 +15,7 @@
  * summed together (a transposing add tree) and added to the row's sum with the scalar dot's f32 steps, block by
  * block, so every level agrees bit for bit (test-ops).
  * note: against the AVX2 dots, one Zen 4 thread from cache (bench-dots, 256 rows of 4096, 2026-11-29): IQ2_XXS
- * 1.8x, IQ2_XS 1.4x, IQ3_XXS 1.9x, IQ3_S 1.7x (ggml's AVX2 dots: 1.3-1.9x). Decode stays compute-bound on two
+ * 1.8x, IQ2_XS 1.35x, IQ3_XXS 1.9-2.0x, IQ3_S 1.7-1.85x (ggml's AVX2 dots: 1.0-1.8x). Decode stays compute-bound on two
  * cores; see docs/DESIGN.md §15.
  */
 #include <pthread.h>
@@ -161,13 +161,18 @@ IQ512 static inline __m512i iq512_values(__m512i words, const uint8_t *shifts, c
     return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(IQ512_V(shifts), words), IQ512_V(vals));
 }
 
+/* The sign masks of 32 groups from their 7-bit sign fields (bytes 0..31 of f, bit 7 ignored): blocks_ksigns through
+ * vpermt2b over the 128 sign bytes; sg[j] the bits of values 64j..64j+63 (bit 8g + i: value i of group 8j + g). */
+IQ512 static inline void iq512_ksigns(__m512i f, const struct iq512_consts *c, uint64_t sg[8]) {
+    _mm512_storeu_si512(sg, _mm512_permutex2var_epi8(IQ512_V(c->ksigns), f, IQ512_V(c->ksigns + 64)));
+}
+
 /* The sign masks and scales of a block whose 32-value parts ib = 0..7 each have one 32-bit word in qword ib of aux
  * (4 sign fields of 7 bits at bits fields[k].., the 4-bit scale above them, at bit ls_at): sg[j] the sign bits of
  * values 64j..64j+63 (bit 8g + i: value i of group 8j + g), *ls the scales 2 s + 1 at word 4 ib. */
 IQ512 static inline void iq512_signs(__m512i aux, const uint8_t *fields, int ls_at, const struct iq512_consts *c,
                                      uint64_t sg[8], __m512i *ls) {
-    const __m512i f = _mm512_permutexvar_epi8(IQ512_V(c->packs), _mm512_multishift_epi64_epi8(IQ512_V(fields), aux));
-    _mm512_storeu_si512(sg, _mm512_permutex2var_epi8(IQ512_V(c->ksigns), f, IQ512_V(c->ksigns + 64)));
+    iq512_ksigns(_mm512_permutexvar_epi8(IQ512_V(c->packs), _mm512_multishift_epi64_epi8(IQ512_V(fields), aux)), c, sg);
     const __m512i s = _mm512_and_si512(_mm512_srl_epi64(aux, _mm_cvtsi32_si128(ls_at)), _mm512_set1_epi64(15));
     *ls = _mm512_add_epi64(_mm512_add_epi64(s, s), _mm512_set1_epi64(1));
 }
@@ -219,9 +224,8 @@ IQ512 static inline __m512i iq512_sum_iq3_xxs(const block_iq3_xxs *b, const bloc
 IQ512 static inline __m512i iq512_sum_iq2_xs(const block_iq2_xs *b, const block_q8_K *x, const struct iq512_consts *c) {
     const __m512i q = _mm512_loadu_si512(b->qs);
     const __m512i codes = iq512_lookup(_mm512_and_si512(q, _mm512_set1_epi16(511)), c->iq2xs, 512);
-    const __m512i f = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9)));
     uint64_t sg[8];
-    _mm512_storeu_si512(sg, _mm512_permutex2var_epi8(IQ512_V(c->ksigns), f, IQ512_V(c->ksigns + 64)));
+    iq512_ksigns(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9))), c, sg);
     long long s8;
     memcpy(&s8, b->scales, 8);
     const __m512i ls = iq512_nibble_scales(s8, c);
